@@ -1,0 +1,22 @@
+# taskgate: `make test` runs every test; PostgreSQL tests run when
+# TASKGATE_TEST_POSTGRES_URL is set (.ci/run always sets it).
+GO ?= go
+
+.PHONY: test vet build bench-accept bench-proxy fuzz
+
+test: vet
+	CGO_ENABLED=1 $(GO) test -race -timeout 20m ./...
+
+vet:
+	CGO_ENABLED=0 $(GO) build ./...
+	$(GO) vet ./...
+
+build:
+	CGO_ENABLED=0 $(GO) build -o taskgate ./cmd/taskgate
+
+bench-accept:
+	./bench/accept
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzCanonicalize -fuzztime=60s ./canon/
+	$(GO) test -run='^$$' -fuzz=FuzzFingerprintReorder -fuzztime=60s ./canon/

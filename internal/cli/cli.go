@@ -1,0 +1,117 @@
+// Package cli builds the taskgate command line (cobra). Each command parses
+// its flags, opens what it needs and delegates to the packages that hold the
+// work; errors surface once, as one line on stderr, with a non-zero exit.
+// It must never hold decisions of its own about operations or money.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/ledger"
+)
+
+// env is what every command shares.
+type env struct {
+	stdout, stderr io.Writer
+	db             string
+	logLevel       string
+	getenv         func(string) string
+}
+
+// usageError is a mistake in how a command was called; hint says what to try.
+type usageError struct {
+	msg, hint string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+// Main runs the command line and returns the process exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	e := &env{stdout: stdout, stderr: stderr, getenv: getenv}
+	root := e.root()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var exit *exitError
+	if errors.As(err, &exit) {
+		return exit.code
+	}
+	fmt.Fprintf(stderr, "Error: %s\n", oneLine(err.Error()))
+	var ue *usageError
+	if errors.As(err, &ue) && ue.hint != "" {
+		fmt.Fprintf(stderr, "Try: %s\n", ue.hint)
+	}
+	return 1
+}
+
+// exitError ends the process with code after the command printed its own
+// account of what went wrong.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func (e *env) root() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "taskgate",
+		Short:         "A durable MCP gateway for paid and consequential tool calls",
+		Long:          "taskgate accepts each logical operation once per tenant, passes the operation ID to the provider,\nlooks up before it ever re-sends, enforces approvals and spend ceilings, and reconciles every\nremote job and charge into a receipt.",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	def := e.getenv("TASKGATE_DB")
+	if def == "" {
+		def = dburl.Default
+	}
+	root.PersistentFlags().StringVar(&e.db, "db", def, "ledger database: sqlite:PATH or postgres://URL (env TASKGATE_DB)")
+	root.PersistentFlags().StringVar(&e.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
+	root.AddCommand(e.migrateCmd(), e.opsCmd())
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &usageError{msg: err.Error(), hint: c.CommandPath() + " --help"}
+	})
+	return root
+}
+
+func (e *env) logger() *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(e.logLevel)); err != nil {
+		lvl = slog.LevelWarn
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+// openStore opens the ledger named by --db and applies pending migrations,
+// as every command that touches the ledger does at start.
+func (e *env) openStore(ctx context.Context) (ledger.Store, error) {
+	return dburl.Open(ctx, e.db, &dburl.Options{Logger: e.logger(), Migrate: true})
+}
+
+func (e *env) migrateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply pending ledger and job-queue migrations",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := e.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			fmt.Fprintf(e.stdout, "ledger %s is up to date (%s)\n", dburl.Describe(e.db), s.Dialect())
+			return nil
+		},
+	}
+}

@@ -1,0 +1,350 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/taskgate/taskgate/ledger"
+)
+
+func (e *env) opsCmd() *cobra.Command {
+	ops := &cobra.Command{
+		Use:   "ops",
+		Short: "Inspect operations in the ledger",
+	}
+	ops.AddCommand(e.opsListCmd(), e.opsShowCmd())
+	return ops
+}
+
+func (e *env) opsListCmd() *cobra.Command {
+	var (
+		tenant string
+		states []string
+		limit  int
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List operations, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p := &ledger.OperationListParams{Tenant: tenant, Limit: limit}
+			for _, st := range states {
+				p.States = append(p.States, ledger.State(st))
+			}
+			s, err := e.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			ops, err := s.OperationList(cmd.Context(), p)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				views := make([]operationView, len(ops))
+				for i, op := range ops {
+					views[i] = viewOperation(op)
+				}
+				return writeJSON(e.stdout, views)
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "OPERATION ID\tTENANT\tTOOL\tSTATE\tTASK ID\tCREATED")
+			for _, op := range ops {
+				fmt.Fprintf(tw, "%s\t%s\t%s.%s\t%s\t%s\t%s\n", op.OperationID, op.Tenant, op.Upstream, op.Tool, op.State, op.TaskID, stamp(op.CreatedAt))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's operations")
+	cmd.Flags().StringSliceVar(&states, "state", nil, "only operations in these states (accepted, sending, running, review, completed, failed, cancelled)")
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many operations")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	return cmd
+}
+
+func (e *env) opsShowCmd() *cobra.Command {
+	var (
+		tenant string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "show OPERATION_ID|TASK_ID",
+		Short: "Show one operation with its attempts, remote jobs, charges and events",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := e.openStore(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			op, err := findOperation(cmd.Context(), s, tenant, args[0])
+			if err != nil {
+				return err
+			}
+			d, err := loadDetail(cmd.Context(), s, op)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(e.stdout, d)
+			}
+			return d.writeText(e.stdout)
+		},
+	}
+	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant the operation belongs to (needed when several tenants use the same operation ID)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of text")
+	return cmd
+}
+
+// findOperation resolves an operation ID or task ID, across tenants unless
+// one is named, and refuses to guess between tenants.
+func findOperation(ctx context.Context, s ledger.Store, tenant, id string) (*ledger.Operation, error) {
+	p := &ledger.OperationListParams{Tenant: tenant, OperationID: id, Limit: 2}
+	if strings.HasPrefix(id, "task-") {
+		p.OperationID, p.TaskID = "", id
+	}
+	ops, err := s.OperationList(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	switch len(ops) {
+	case 0:
+		if tenant != "" {
+			return nil, fmt.Errorf("no operation %q for tenant %q in the ledger", id, tenant)
+		}
+		return nil, fmt.Errorf("no operation %q in the ledger", id)
+	case 1:
+		return ops[0], nil
+	default:
+		return nil, &usageError{
+			msg:  fmt.Sprintf("operation ID %q is used by several tenants (%s, %s, …)", id, ops[0].Tenant, ops[1].Tenant),
+			hint: fmt.Sprintf("taskgate ops show %s --tenant %s", id, ops[0].Tenant),
+		}
+	}
+}
+
+// operationView is an operation as the CLI prints it in JSON.
+type operationView struct {
+	OperationID        string          `json:"operation_id"`
+	Tenant             string          `json:"tenant"`
+	TaskID             string          `json:"task_id"`
+	Upstream           string          `json:"upstream"`
+	Tool               string          `json:"tool"`
+	Fingerprint        string          `json:"fingerprint"`
+	State              ledger.State    `json:"state"`
+	TaskStatus         string          `json:"task_status"`
+	StatusMessage      string          `json:"status_message,omitempty"`
+	ReviewReason       string          `json:"review_reason,omitempty"`
+	RetryPolicy        string          `json:"retry_policy,omitempty"`
+	Approval           int64           `json:"approval,omitempty"`
+	EstimatedCostUSD   string          `json:"estimated_cost_usd"`
+	IntendedRemoteJobs int             `json:"intended_remote_jobs"`
+	SendCount          int             `json:"send_count"`
+	CostBoundaryBreach bool            `json:"flag_cost_boundary_breach"`
+	Arguments          json.RawMessage `json:"arguments"`
+	Result             json.RawMessage `json:"result,omitempty"`
+	Error              json.RawMessage `json:"error,omitempty"`
+	CreatedAt          time.Time       `json:"created_at"`
+	UpdatedAt          time.Time       `json:"updated_at"`
+	EndedAt            *time.Time      `json:"ended_at,omitempty"`
+}
+
+func viewOperation(op *ledger.Operation) operationView {
+	v := operationView{
+		OperationID: op.OperationID, Tenant: op.Tenant, TaskID: op.TaskID, Upstream: op.Upstream, Tool: op.Tool,
+		Fingerprint: op.Fingerprint, State: op.State, TaskStatus: op.State.TaskStatus(), StatusMessage: op.StatusMessage,
+		ReviewReason: op.ReviewReason, RetryPolicy: op.RetryPolicy, Approval: op.ApprovalID,
+		EstimatedCostUSD: op.Estimate.String(), IntendedRemoteJobs: op.IntendedRemoteJobs, SendCount: op.SendCount,
+		CostBoundaryBreach: op.CostBreach, Arguments: op.Arguments, Result: op.Result, Error: op.Error,
+		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
+	}
+	if !op.EndedAt.IsZero() {
+		v.EndedAt = &op.EndedAt
+	}
+	return v
+}
+
+type attemptView struct {
+	RequestID      string              `json:"request_id"`
+	OperationID    string              `json:"operation_id"`
+	Decision       ledger.Decision     `json:"decision"`
+	Reason         string              `json:"reason,omitempty"`
+	Source         string              `json:"source,omitempty"`
+	ClientResult   ledger.ClientResult `json:"client_result"`
+	RemoteAccepted ledger.Knowledge    `json:"remote_accepted"`
+	RemoteEffect   ledger.Knowledge    `json:"remote_effect"`
+	ChargeStatus   ledger.Knowledge    `json:"charge_status"`
+	At             time.Time           `json:"at"`
+}
+
+type remoteJobView struct {
+	RemoteID          string           `json:"remote_job_id"`
+	Upstream          string           `json:"upstream"`
+	Endpoint          string           `json:"endpoint"`
+	Kind              string           `json:"kind"`
+	Status            ledger.JobStatus `json:"status"`
+	Intended          bool             `json:"intended"`
+	Duplicate         bool             `json:"duplicate"`
+	DuplicateResolved string           `json:"duplicate_resolved,omitempty"`
+	EffectReversed    ledger.Knowledge `json:"effect_reversed"`
+	At                time.Time        `json:"at"`
+}
+
+type chargeView struct {
+	ChargeID  string              `json:"charge_id"`
+	AmountUSD string              `json:"amount"`
+	Currency  string              `json:"currency"`
+	Status    ledger.ChargeStatus `json:"status"`
+	Source    string              `json:"source,omitempty"`
+	At        time.Time           `json:"at"`
+}
+
+type eventView struct {
+	Kind string          `json:"kind"`
+	Data json.RawMessage `json:"data"`
+	At   time.Time       `json:"at"`
+}
+
+type detail struct {
+	Operation  operationView   `json:"operation"`
+	Attempts   []attemptView   `json:"attempts"`
+	RemoteJobs []remoteJobView `json:"remote_jobs"`
+	Charges    []chargeView    `json:"charges"`
+	Events     []eventView     `json:"events"`
+}
+
+func loadDetail(ctx context.Context, s ledger.Store, op *ledger.Operation) (*detail, error) {
+	d := &detail{Operation: viewOperation(op), Attempts: []attemptView{}, RemoteJobs: []remoteJobView{}, Charges: []chargeView{}, Events: []eventView{}}
+	atts, err := s.AttemptList(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range atts {
+		d.Attempts = append(d.Attempts, attemptView{
+			RequestID: a.RequestID, OperationID: a.OperationID, Decision: a.Decision, Reason: a.Reason, Source: a.Source,
+			ClientResult: a.ClientResult, RemoteAccepted: a.RemoteAccepted, RemoteEffect: a.RemoteEffect,
+			ChargeStatus: a.ChargeStatus, At: a.CreatedAt,
+		})
+	}
+	jobs, err := s.RemoteJobList(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		d.RemoteJobs = append(d.RemoteJobs, remoteJobView{
+			RemoteID: j.RemoteID, Upstream: j.Upstream, Endpoint: j.Endpoint, Kind: j.Kind, Status: j.Status,
+			Intended: j.Intended, Duplicate: j.Duplicate, DuplicateResolved: j.DuplicateResolved, EffectReversed: j.EffectReversed, At: j.CreatedAt,
+		})
+	}
+	charges, err := s.ChargeList(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range charges {
+		d.Charges = append(d.Charges, chargeView{ChargeID: c.ProviderChargeID, AmountUSD: c.Amount.String(), Currency: c.Amount.Currency, Status: c.Status, Source: c.Source, At: c.CreatedAt})
+	}
+	evs, err := s.EventList(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, ev := range evs {
+		d.Events = append(d.Events, eventView{Kind: ev.Kind, Data: ev.Data, At: ev.CreatedAt})
+	}
+	return d, nil
+}
+
+func (d *detail) writeText(w io.Writer) error {
+	op := d.Operation
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "operation\t%s\n", op.OperationID)
+	fmt.Fprintf(tw, "tenant\t%s\n", op.Tenant)
+	fmt.Fprintf(tw, "task\t%s (%s)\n", op.TaskID, op.TaskStatus)
+	fmt.Fprintf(tw, "tool\t%s.%s\n", op.Upstream, op.Tool)
+	fmt.Fprintf(tw, "state\t%s\n", op.State)
+	if op.ReviewReason != "" {
+		fmt.Fprintf(tw, "needs review\t%s\n", op.ReviewReason)
+	}
+	if op.StatusMessage != "" {
+		fmt.Fprintf(tw, "status message\t%s\n", op.StatusMessage)
+	}
+	if op.Approval != 0 {
+		fmt.Fprintf(tw, "approval\t%d\n", op.Approval)
+	}
+	fmt.Fprintf(tw, "estimated cost\t%s\n", op.EstimatedCostUSD)
+	if op.CostBoundaryBreach {
+		fmt.Fprintf(tw, "flag_cost_boundary_breach\ttrue\n")
+	}
+	fmt.Fprintf(tw, "fingerprint\t%s\n", op.Fingerprint)
+	fmt.Fprintf(tw, "created\t%s\n", stamp(op.CreatedAt))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "\nattempts (%d)\n", len(d.Attempts))
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  REQUEST ID\tOPERATION ID\tDECISION\tREASON\tCLIENT RESULT\tREMOTE ACCEPTED\tAT")
+	for _, a := range d.Attempts {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.RequestID, a.OperationID, a.Decision, dash(a.Reason), a.ClientResult, a.RemoteAccepted, stamp(a.At))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "\nremote jobs (%d)\n", len(d.RemoteJobs))
+	if len(d.RemoteJobs) > 0 {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  JOB\tSTATUS\tINTENDED\tDUPLICATE\tUPSTREAM\tENDPOINT")
+		for _, j := range d.RemoteJobs {
+			fmt.Fprintf(tw, "  %s\t%s\t%t\t%t\t%s\t%s\n", j.RemoteID, j.Status, j.Intended, j.Duplicate, j.Upstream, j.Endpoint)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintf(w, "\ncharges (%d)\n", len(d.Charges))
+	if len(d.Charges) > 0 {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  CHARGE\tAMOUNT\tSTATUS")
+		for _, c := range d.Charges {
+			fmt.Fprintf(tw, "  %s\t%s %s\t%s\n", c.ChargeID, c.AmountUSD, c.Currency, c.Status)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	fmt.Fprintf(w, "\nevents (%d)\n", len(d.Events))
+	for _, ev := range d.Events {
+		fmt.Fprintf(w, "  %s  %-24s %s\n", stamp(ev.At), ev.Kind, ev.Data)
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000Z")
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

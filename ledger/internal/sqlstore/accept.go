@@ -1,0 +1,338 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/policy"
+)
+
+type acceptRequest struct {
+	ctx  context.Context
+	p    *ledger.AcceptParams
+	done chan acceptResponse
+}
+
+type acceptResponse struct {
+	res *ledger.AcceptResult
+	err error
+}
+
+// Accept implements ledger.Store. Concurrent calls are committed in groups:
+// one transaction holds several decisions, each under its own savepoint, so
+// that many acceptances share one durable commit without one bad request
+// failing the others. No caller is answered before its group has committed.
+func (s *Store) Accept(ctx context.Context, p *ledger.AcceptParams) (*ledger.AcceptResult, error) {
+	if err := validateAccept(p); err != nil {
+		return nil, err
+	}
+	req := &acceptRequest{ctx: ctx, p: p, done: make(chan acceptResponse, 1)}
+	select {
+	case s.accept <- req:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.closed:
+		return nil, ledger.ErrClosed
+	}
+	// Once handed over, wait for the commit even if ctx ends: the decision
+	// may already be durable, and the caller must learn which it was.
+	r := <-req.done
+	return r.res, r.err
+}
+
+func validateAccept(p *ledger.AcceptParams) error {
+	switch {
+	case p == nil:
+		return errors.New("accept: nil params")
+	case p.Tenant == "":
+		return errors.New("accept: tenant is required")
+	case p.OperationID == "":
+		return errors.New("accept: operation ID is required")
+	case p.RequestID == "":
+		return errors.New("accept: request ID is required")
+	case p.TaskID == "":
+		return errors.New("accept: task ID is required")
+	case p.Fingerprint == "":
+		return errors.New("accept: fingerprint is required")
+	case p.Tool == "":
+		return errors.New("accept: tool is required")
+	}
+	return nil
+}
+
+func (s *Store) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.closed:
+			return
+		case req := <-s.accept:
+			batch := []*acceptRequest{req}
+		fill:
+			for len(batch) < s.batch {
+				select {
+				case r := <-s.accept:
+					batch = append(batch, r)
+				default:
+					break fill
+				}
+			}
+			s.commitBatch(batch)
+		}
+	}
+}
+
+// commitBatch decides and commits a group of acceptances and answers each.
+func (s *Store) commitBatch(batch []*acceptRequest) {
+	live := batch[:0]
+	for _, req := range batch {
+		if err := req.ctx.Err(); err != nil {
+			req.done <- acceptResponse{err: err}
+			continue
+		}
+		live = append(live, req)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	results := make([]acceptResponse, len(live))
+	grouped := len(live) > 1
+	err := s.InTx(ctx, func(tx Tx) error {
+		var jobs []river.InsertManyParams
+		for i, req := range live {
+			if grouped {
+				if _, err := tx.Exec(ctx, "SAVEPOINT accept_one"); err != nil {
+					return err
+				}
+			}
+			res, j, err := s.acceptOne(ctx, tx, req.p)
+			if err != nil {
+				if !grouped || s.drv.Retryable(err) {
+					return err
+				}
+				if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT accept_one"); rerr != nil {
+					return rerr
+				}
+				results[i] = acceptResponse{err: s.drv.Interpret(err)}
+				continue
+			}
+			if grouped {
+				if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT accept_one"); err != nil {
+					return err
+				}
+			}
+			results[i] = acceptResponse{res: res}
+			jobs = append(jobs, j...)
+		}
+		if len(jobs) > 0 {
+			if err := tx.InsertJobs(ctx, jobs); err != nil {
+				return fmt.Errorf("enqueue dispatch jobs: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil && grouped {
+		// Let each request succeed or fail on its own.
+		s.log.Warn("group acceptance failed; committing one by one", "size", len(live), "err", err)
+		for _, req := range live {
+			s.commitBatch([]*acceptRequest{req})
+		}
+		return
+	}
+	for i, req := range live {
+		if err != nil {
+			results[i] = acceptResponse{err: err}
+		}
+		req.done <- results[i]
+	}
+}
+
+// acceptOne applies the acceptance table to one request inside tx.
+func (s *Store) acceptOne(ctx context.Context, tx Tx, p *ledger.AcceptParams) (*ledger.AcceptResult, []river.InsertManyParams, error) {
+	now := s.now(p.Now)
+	stored, err := s.operationByKey(ctx, tx, p.Tenant, p.OperationID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if stored == nil {
+		res, jobs, err := s.create(ctx, tx, p, now)
+		if err != nil || res != nil {
+			return res, jobs, err
+		}
+		// Another transaction created the operation first; it is committed
+		// now, so decide against it like any stored operation.
+		if stored, err = s.operationByKey(ctx, tx, p.Tenant, p.OperationID); err != nil {
+			return nil, nil, err
+		}
+		if stored == nil {
+			return nil, nil, fmt.Errorf("operation %q vanished during acceptance", p.OperationID)
+		}
+	}
+
+	decision, reason := ledger.Decide(stored, p.Fingerprint)
+	att, err := s.insertAttempt(ctx, tx, p, stored.ID, 0, decision, reason, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	kind := ledger.EventAttached
+	if decision == ledger.DecisionConflict {
+		kind = ledger.EventConflict
+	}
+	if err := s.event(ctx, tx, stored.ID, att.ID, kind, map[string]string{"request_id": p.RequestID, "reason": reason}, now); err != nil {
+		return nil, nil, err
+	}
+	res := &ledger.AcceptResult{Decision: decision, Reason: reason, Operation: stored, Attempt: att}
+	if decision == ledger.DecisionConflict {
+		res.Message = fmt.Sprintf("operation ID %q was first used with different arguments; use a new operation ID for different work, or resend the original arguments to retry", p.OperationID)
+	}
+	return res, nil, nil
+}
+
+// create inserts a new operation, or returns (nil, nil, nil) when another
+// transaction inserted the same (tenant, operation ID) first.
+func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now time.Time) (*ledger.AcceptResult, []river.InsertManyParams, error) {
+	var approval *ledger.Approval
+	if p.Approval.Required {
+		var (
+			verdict policy.Verdict
+			related int64
+			err     error
+		)
+		approval, related, verdict, err = s.admit(ctx, tx, p, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !verdict.Allowed {
+			att, err := s.insertAttempt(ctx, tx, p, 0, related, ledger.DecisionDenied, verdict.Reason, now)
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := s.event(ctx, tx, related, att.ID, ledger.EventDenied, map[string]string{"request_id": p.RequestID, "operation_id": p.OperationID, "reason": verdict.Reason}, now); err != nil {
+				return nil, nil, err
+			}
+			return &ledger.AcceptResult{Decision: ledger.DecisionDenied, Reason: verdict.Reason, Message: verdict.Message, Attempt: att}, nil, nil
+		}
+	}
+
+	var approvalRef int64
+	if approval != nil {
+		approvalRef = approval.ID
+	}
+	op, err := scanOperation(tx.QueryRow(ctx, `INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
+			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)
+		ON CONFLICT (tenant, operation_id) DO NOTHING
+		RETURNING `+operationColumns,
+		p.Tenant, p.OperationID, p.TaskID, p.Upstream, p.Tool, p.Fingerprint, string(argumentsOrEmpty(p.Arguments)),
+		ledger.StateAccepted, idOrNull(approvalRef), p.RetryPolicy, p.Approval.Estimate.Micros, currencyOf(p), p.TTL.Milliseconds(), now))
+	if err != nil {
+		if errors.Is(s.drv.Interpret(err), ledger.ErrNotFound) {
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("insert operation: %w", err)
+	}
+	if approval != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO reservations (approval_ref, operation_ref, amount_micros, currency, jobs, status, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, 1, $5, $6, $6)`,
+			approval.ID, op.ID, p.Approval.Estimate.Micros, currencyOf(p), ledger.ReservationHeld, now); err != nil {
+			return nil, nil, fmt.Errorf("reserve against approval %d: %w", approval.ID, err)
+		}
+	}
+	att, err := s.insertAttempt(ctx, tx, p, op.ID, 0, ledger.DecisionCreated, "", now)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.event(ctx, tx, op.ID, att.ID, ledger.EventAccepted, map[string]any{"request_id": p.RequestID, "approval": approvalRef}, now); err != nil {
+		return nil, nil, err
+	}
+	var jobs []river.InsertManyParams
+	if p.Jobs != nil {
+		jobs = p.Jobs(op)
+	}
+	return &ledger.AcceptResult{Decision: ledger.DecisionCreated, Operation: op, Attempt: att}, jobs, nil
+}
+
+// admit finds the approval a new operation would run under and asks policy
+// whether it admits one more remote job. An approval for the operation ID
+// itself comes first; failing that, a new operation ID that repeats the
+// arguments of an operation under an approval is that approval's retry.
+func (s *Store) admit(ctx context.Context, tx Tx, p *ledger.AcceptParams, now time.Time) (*ledger.Approval, int64, policy.Verdict, error) {
+	var related int64
+	approval, err := s.approvalFor(ctx, tx, p.Tenant, p.OperationID, p.Tool)
+	if err != nil {
+		return nil, 0, policy.Verdict{}, err
+	}
+	if approval == nil {
+		var ref, approvalRef int64
+		err := tx.QueryRow(ctx, `SELECT id, approval_ref FROM operations
+			WHERE tenant = $1 AND fingerprint = $2 AND approval_ref IS NOT NULL ORDER BY id DESC LIMIT 1`,
+			p.Tenant, p.Fingerprint).Scan(&ref, nullInt{&approvalRef})
+		switch {
+		case err == nil:
+			related = ref
+			if approval, err = s.approvalByID(ctx, tx, approvalRef); err != nil {
+				return nil, 0, policy.Verdict{}, err
+			}
+		case !errors.Is(s.drv.Interpret(err), ledger.ErrNotFound):
+			return nil, 0, policy.Verdict{}, err
+		}
+	}
+	if approval == nil {
+		return nil, 0, policy.Admit(nil, p.Tool, policy.Usage{}, p.Approval.Estimate, false, now), nil
+	}
+	// Lock the approval so that concurrent reservations against it are
+	// decided one after another.
+	if _, err := tx.Exec(ctx, `SELECT id FROM approvals WHERE id = $1`+s.drv.ForUpdate(), approval.ID); err != nil {
+		return nil, 0, policy.Verdict{}, err
+	}
+	rs, err := queryAll(ctx, tx, scanReservation, `SELECT `+reservationColumns+` FROM reservations WHERE approval_ref = $1`, approval.ID)
+	if err != nil {
+		return nil, 0, policy.Verdict{}, err
+	}
+	used := policy.Committed(rs, approval.MaxTotalCost.Currency)
+	return approval, related, policy.Admit(approval, p.Tool, used, p.Approval.Estimate, related != 0, now), nil
+}
+
+func currencyOf(p *ledger.AcceptParams) string {
+	if p.Approval.Estimate.Currency != "" {
+		return p.Approval.Estimate.Currency
+	}
+	return "USD"
+}
+
+func argumentsOrEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return []byte("{}")
+	}
+	return b
+}
+
+func (s *Store) insertAttempt(ctx context.Context, tx Querier, p *ledger.AcceptParams, opRef, relatedRef int64, d ledger.Decision, reason string, now time.Time) (*ledger.Attempt, error) {
+	a, err := scanAttempt(tx.QueryRow(ctx, `INSERT INTO attempts (request_id, tenant, operation_id, operation_ref, related_ref,
+			decision, reason, fingerprint, source, client_result, remote_accepted, remote_effect, charge_status, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $11, $12, $12)
+		RETURNING `+attemptColumns,
+		p.RequestID, p.Tenant, p.OperationID, idOrNull(opRef), idOrNull(relatedRef), d, reason, p.Fingerprint, p.Source,
+		ledger.ClientUnknown, attemptRemoteDefault(d), now))
+	if err != nil {
+		return nil, fmt.Errorf("record attempt %s: %w", p.RequestID, err)
+	}
+	return a, nil
+}
+
+// attemptRemoteDefault: an attempt that started nothing is known to have
+// caused nothing remotely; a created one is unknown until dispatch says.
+func attemptRemoteDefault(d ledger.Decision) ledger.Knowledge {
+	if d == ledger.DecisionCreated {
+		return ledger.Unknown
+	}
+	return ledger.No
+}

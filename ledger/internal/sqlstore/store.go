@@ -1,0 +1,155 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/taskgate/taskgate/ledger"
+)
+
+// Options configure a Store. The zero value is usable.
+type Options struct {
+	Logger *slog.Logger
+	// Clock returns the current time; nil means time.Now.
+	Clock func() time.Time
+	// MaxAcceptBatch caps how many acceptances commit in one transaction
+	// (group commit). Zero means 256; one disables batching.
+	MaxAcceptBatch int
+}
+
+// Store implements ledger.Store over a Driver, all but NewJobClient, which
+// needs the database's own transaction type and lives in the store packages.
+type Store struct {
+	drv    Driver
+	log    *slog.Logger
+	clock  func() time.Time
+	accept chan *acceptRequest
+	batch  int
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	wg        sync.WaitGroup
+}
+
+// New returns a Store over drv and starts its acceptance committers.
+func New(drv Driver, opts *Options) *Store {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.MaxAcceptBatch <= 0 {
+		o.MaxAcceptBatch = 256
+	}
+	s := &Store{
+		drv:    drv,
+		log:    o.Logger,
+		clock:  o.Clock,
+		accept: make(chan *acceptRequest),
+		batch:  o.MaxAcceptBatch,
+		closed: make(chan struct{}),
+	}
+	for range max(1, drv.AcceptWorkers()) {
+		s.wg.Add(1)
+		go s.acceptLoop()
+	}
+	return s
+}
+
+// Driver returns the database underneath, for packages that enqueue work
+// through the same connections.
+func (s *Store) Driver() Driver { return s.drv }
+
+// Dialect names the database.
+func (s *Store) Dialect() string { return s.drv.Name() }
+
+// Migrate applies pending migrations.
+func (s *Store) Migrate(ctx context.Context) error { return s.drv.Migrate(ctx) }
+
+// Close stops the committers and closes the database.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.wg.Wait()
+		err = s.drv.Close()
+	})
+	return err
+}
+
+// now is the store's clock at the precision both databases keep.
+func (s *Store) now(t time.Time) time.Time {
+	if t.IsZero() {
+		t = s.clock()
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// InTx runs fn in one write transaction, retrying when the database says
+// the whole transaction may simply run again.
+func (s *Store) InTx(ctx context.Context, fn func(tx Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.inTxOnce(ctx, fn)
+		if err == nil || attempt >= 5 || !s.drv.Retryable(err) || ctx.Err() != nil {
+			return s.drv.Interpret(err)
+		}
+		s.log.DebugContext(ctx, "retrying ledger transaction", "attempt", attempt, "err", err)
+	}
+}
+
+func (s *Store) inTxOnce(ctx context.Context, fn func(tx Tx) error) (err error) {
+	select {
+	case <-s.closed:
+		return ledger.ErrClosed
+	default:
+	}
+	tx, err := s.drv.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			// A cancelled ctx must not leave the transaction open.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = tx.Rollback(rctx)
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// event appends one event inside tx.
+func (s *Store) event(ctx context.Context, tx Querier, opRef, attemptRef int64, kind string, data any, at time.Time) error {
+	raw := []byte("{}")
+	if data != nil {
+		var err error
+		if raw, err = json.Marshal(data); err != nil {
+			return fmt.Errorf("encode %s event: %w", kind, err)
+		}
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO events (operation_ref, attempt_ref, kind, data, created_at) VALUES ($1, $2, $3, $4, $5)`,
+		idOrNull(opRef), idOrNull(attemptRef), kind, string(raw), at)
+	return err
+}
+
+// notFound turns a missing row into ledger.ErrNotFound with what was sought.
+func (s *Store) notFound(err error, what string) error {
+	err = s.drv.Interpret(err)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return fmt.Errorf("%s: %w", what, ledger.ErrNotFound)
+	}
+	return err
+}

@@ -1,0 +1,301 @@
+// Package ledger holds taskgate's durable record of work: operations, the
+// attempts that tried to obtain them, the remote jobs and charges they caused,
+// the approvals they ran under, and an append-only event log. It defines the
+// [Store] interface that the SQLite and PostgreSQL stores implement, and the
+// pure acceptance decision of DESIGN.md's table ([Decide]).
+//
+// The ledger is the only source of truth for a task: nothing about an
+// operation may live only in process memory. This package must never perform
+// network I/O to MCP servers or providers, and never decide spend policy
+// itself (that is package policy); it records what those decisions were.
+package ledger
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/taskgate/taskgate/money"
+)
+
+// Decision is the outcome of one attempt, per DESIGN.md's acceptance table.
+type Decision string
+
+const (
+	// DecisionCreated: nothing was stored for (tenant, operation ID); the
+	// operation, this attempt and its dispatch job were committed together.
+	DecisionCreated Decision = "created"
+	// DecisionAttached: the operation exists with the same fingerprint; the
+	// attempt was recorded and no new work started.
+	DecisionAttached Decision = "attached"
+	// DecisionConflict: the operation exists with a different fingerprint;
+	// the attempt was recorded and no work started.
+	DecisionConflict Decision = "conflict"
+	// DecisionDenied: policy refused the attempt before any effect could
+	// start; the operation ID was not consumed.
+	DecisionDenied Decision = "denied"
+)
+
+// Reasons recorded with conflict and denied decisions. They are stable
+// strings: JSON-RPC errors carry them as data.reason, receipts print them.
+const (
+	ReasonArgumentsDiffer        = "operation_id_reused_with_different_arguments"
+	ReasonOperationIDRequired    = "operation_id_required"
+	ReasonApprovalRequired       = "approval_required"
+	ReasonApprovalExpired        = "approval_expired"
+	ReasonCostCeilingExceeded    = "cost_ceiling_exceeded"
+	ReasonRemoteJobLimitReached  = "remote_job_limit_reached"
+	ReasonRetryUsesNewOperation  = "retry_uses_new_operation_id"
+	ReasonApprovalToolMismatch   = "approval_tool_mismatch"
+	ReasonNoAutomaticResend      = "no_automatic_resend"
+	ReasonLookupIndeterminate    = "provider_lookup_indeterminate"
+	ReasonLookupNotFoundUnsafe   = "provider_lookup_not_found_without_safe_resend"
+	ReasonLookupFailed           = "provider_lookup_error"
+	ReasonUpstreamOutcomeUnknown = "upstream_outcome_unknown"
+)
+
+// State is where an operation is in its life. Task statuses shown to MCP
+// clients are derived from it with [State.TaskStatus].
+type State string
+
+const (
+	StateAccepted  State = "accepted"  // committed; dispatch queued
+	StateSending   State = "sending"   // "send started" is durable; no remote job bound yet
+	StateRunning   State = "running"   // a remote job is bound and not finished
+	StateReview    State = "review"    // require_review: nothing is re-sent until a human resolves it
+	StateCompleted State = "completed" // the result is stored
+	StateFailed    State = "failed"    // the error is stored; no automatic re-run
+	StateCancelled State = "cancelled" // cancellation was requested and the task ended there
+)
+
+// Terminal reports whether no further transition may happen.
+func (s State) Terminal() bool {
+	return s == StateCompleted || s == StateFailed || s == StateCancelled
+}
+
+// TaskStatus maps the state to the MCP task status both protocol eras share.
+func (s State) TaskStatus() string {
+	switch s {
+	case StateCompleted, StateFailed, StateCancelled:
+		return string(s)
+	default:
+		return "working"
+	}
+}
+
+// ClientResult is what the client of one attempt got.
+type ClientResult string
+
+const (
+	ClientUnknown      ClientResult = "unknown"
+	ClientDelivered    ClientResult = "delivered"
+	ClientDisconnected ClientResult = "disconnected" // client gone before the response was written
+	ClientTimedOut     ClientResult = "timed_out"    // the bounded wait elapsed before a result existed
+)
+
+// Knowledge is a three-valued fact about the remote side.
+type Knowledge string
+
+const (
+	Unknown Knowledge = "unknown"
+	Yes     Knowledge = "yes"
+	No      Knowledge = "no"
+)
+
+// Operation is one logical piece of work the user intended, unique per
+// (Tenant, OperationID).
+type Operation struct {
+	ID            int64
+	Tenant        string
+	OperationID   string
+	TaskID        string
+	Upstream      string
+	Tool          string
+	Fingerprint   string
+	Arguments     json.RawMessage
+	State         State
+	StatusMessage string
+	ReviewReason  string
+	// Result is the upstream's CallToolResult JSON once completed.
+	Result json.RawMessage
+	// Error is the JSON-RPC error object once failed.
+	Error              json.RawMessage
+	ApprovalID         int64 // 0 when the operation runs without an approval
+	RetryPolicy        string
+	Estimate           money.Amount
+	IntendedRemoteJobs int
+	SendCount          int
+	CostBreach         bool
+	TTL                time.Duration // 0 means unlimited
+	CancelRequestedAt  time.Time
+	LeaseOwner         string
+	LeaseUntil         time.Time
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	EndedAt            time.Time
+}
+
+// Attempt is one network request that tried to obtain an operation.
+type Attempt struct {
+	ID          int64
+	RequestID   string
+	Tenant      string
+	OperationID string
+	// OperationRef is the row ID of the operation the attempt resolved to;
+	// 0 for a denial that named no existing operation.
+	OperationRef int64
+	// RelatedRef points a denied retry under a new operation ID at the
+	// operation it repeats.
+	RelatedRef     int64
+	Decision       Decision
+	Reason         string
+	Fingerprint    string
+	Source         string
+	ClientResult   ClientResult
+	RemoteAccepted Knowledge
+	RemoteEffect   Knowledge
+	ChargeStatus   Knowledge
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// JobStatus is what is known of a remote job.
+type JobStatus string
+
+const (
+	JobAccepted  JobStatus = "accepted"
+	JobRunning   JobStatus = "running"
+	JobCompleted JobStatus = "completed"
+	JobFailed    JobStatus = "failed"
+	JobCancelled JobStatus = "cancelled"
+	JobUnknown   JobStatus = "unknown"
+)
+
+// Terminal reports whether the job can no longer change.
+func (s JobStatus) Terminal() bool {
+	return s == JobCompleted || s == JobFailed || s == JobCancelled
+}
+
+// RemoteJob is a provider-side job an operation caused.
+type RemoteJob struct {
+	ID           int64
+	OperationRef int64
+	AttemptRef   int64
+	Upstream     string
+	// Endpoint is where the job lives (the upstream's URL or command), so a
+	// job ID is never read against the wrong server.
+	Endpoint          string
+	RemoteID          string
+	Kind              string // "upstream_task" or "provider_job"
+	Status            JobStatus
+	Intended          bool
+	Duplicate         bool
+	DuplicateResolved string // "", "cancelled" or "accepted" once a human or the reconciler settled it
+	Result            json.RawMessage
+	CancelRequestedAt time.Time
+	EffectReversed    Knowledge
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+// ChargeStatus is the life of one charge.
+type ChargeStatus string
+
+const (
+	ChargeEstimated ChargeStatus = "estimated"
+	ChargePending   ChargeStatus = "pending"
+	ChargeFinal     ChargeStatus = "final"
+	ChargeRefunded  ChargeStatus = "refunded"
+)
+
+// Charge is a priced effect of a remote job.
+type Charge struct {
+	ID               int64
+	OperationRef     int64
+	RemoteJobRef     int64
+	ProviderChargeID string
+	Amount           money.Amount
+	Status           ChargeStatus
+	Source           string
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+// Approval is what a human approved for one operation ID and tool.
+type Approval struct {
+	ID            int64
+	Tenant        string
+	OperationID   string
+	Tool          string
+	MaxTotalCost  money.Amount
+	MaxRemoteJobs int
+	RetryPolicy   string
+	ExpiresAt     time.Time
+	CreatedAt     time.Time
+	RevokedAt     time.Time
+	CreatedBy     string
+}
+
+// Active reports whether the approval covers new work at now.
+func (a *Approval) Active(now time.Time) bool {
+	return a.RevokedAt.IsZero() && now.Before(a.ExpiresAt)
+}
+
+// ReservationStatus is the life of a spend reservation.
+type ReservationStatus string
+
+const (
+	ReservationHeld     ReservationStatus = "held"
+	ReservationSettled  ReservationStatus = "settled"
+	ReservationReleased ReservationStatus = "released"
+)
+
+// Reservation holds an estimated cost and remote jobs against an approval
+// until charges settle it or the job definitely did not start.
+type Reservation struct {
+	ID           int64
+	ApprovalRef  int64
+	OperationRef int64
+	Amount       money.Amount
+	Settled      money.Amount
+	Jobs         int
+	Status       ReservationStatus
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// Event is one append-only line in an operation's history.
+type Event struct {
+	ID           int64
+	OperationRef int64
+	AttemptRef   int64
+	Kind         string
+	Data         json.RawMessage
+	CreatedAt    time.Time
+}
+
+// Event kinds. "The client stopped watching", "cancellation was requested"
+// and "the effect was reversed" are deliberately separate kinds.
+const (
+	EventAccepted              = "accepted"
+	EventAttached              = "attached"
+	EventConflict              = "conflict"
+	EventDenied                = "denied"
+	EventClientResult          = "client_result"
+	EventClientStoppedWatching = "client_stopped_watching"
+	EventSendStarted           = "send_started"
+	EventRemoteJobBound        = "remote_job_bound"
+	EventRemoteJobObserved     = "remote_job_observed"
+	EventLookup                = "lookup"
+	EventRequireReview         = "require_review"
+	EventResolved              = "resolved"
+	EventResultStored          = "result_stored"
+	EventFailed                = "failed"
+	EventCancellationRequested = "cancellation_requested"
+	EventCancelSent            = "cancel_sent"
+	EventEffectReversed        = "effect_reversed"
+	EventEffectNotReversed     = "effect_not_reversed"
+	EventChargeRecorded        = "charge_recorded"
+	EventCostBoundaryBreach    = "cost_boundary_breach"
+	EventDuplicateJob          = "duplicate_job"
+	EventReconciled            = "reconciled"
+)

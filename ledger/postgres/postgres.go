@@ -1,0 +1,173 @@
+// Package postgres is the ledger store on PostgreSQL (pgx v5), for several
+// gateway replicas sharing one database. Correctness across replicas comes
+// from the database's unique constraints, row locks and transactions, never
+// from process memory.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/internal/sqlstore"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Options configure Open.
+type Options struct {
+	Logger *slog.Logger
+	Clock  func() time.Time
+	// MaxAcceptBatch caps group commits; see sqlstore.Options.
+	MaxAcceptBatch int
+}
+
+// Store is the PostgreSQL ledger.
+type Store struct {
+	*sqlstore.Store
+	drv *driver
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// migrationLock is the advisory lock key that serialises migrations when
+// several replicas start at once.
+const migrationLock = 0x7461736b67617465 // "taskgate"
+
+// Open connects to the database at url (a postgres:// URL; a search_path
+// parameter selects a schema). It does not migrate; call Migrate.
+func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres URL is not valid: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cannot reach postgres at %s:%d (database %q): %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, err)
+	}
+	inserter, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: o.Logger})
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("create job inserter: %w", err)
+	}
+	d := &driver{pool: pool, inserter: inserter, log: o.Logger}
+	return &Store{
+		Store: sqlstore.New(d, &sqlstore.Options{Logger: o.Logger, Clock: o.Clock, MaxAcceptBatch: o.MaxAcceptBatch}),
+		drv:   d,
+	}, nil
+}
+
+// Pool returns the connection pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.drv.pool }
+
+// NewJobClient returns a River client over this store's pool.
+func (s *Store) NewJobClient(config *river.Config) (ledger.JobClient, error) {
+	return river.NewClient(riverpgxv5.New(s.drv.pool), config)
+}
+
+type driver struct {
+	pool     *pgxpool.Pool
+	inserter *river.Client[pgx.Tx]
+	log      *slog.Logger
+}
+
+func (d *driver) Name() string       { return "postgres" }
+func (d *driver) ForUpdate() string  { return " FOR UPDATE" }
+func (d *driver) AcceptWorkers() int { return 4 }
+
+func (d *driver) Begin(ctx context.Context) (sqlstore.Tx, error) {
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &txConn{querier: querier{tx}, tx: tx, inserter: d.inserter}, nil
+}
+
+func (d *driver) Reader() sqlstore.Querier { return querier{d.pool} }
+
+func (d *driver) Migrate(ctx context.Context) error {
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(migrationLock)); err != nil {
+		return fmt.Errorf("migrate: take the migration lock: %w", err)
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(migrationLock))
+	}()
+
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	db := stdlib.OpenDBFromPool(d.pool)
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithTableName("taskgate_schema_version"))
+	if err != nil {
+		return fmt.Errorf("prepare ledger migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("migrate ledger: %w", err)
+	}
+	m, err := rivermigrate.New(riverpgxv5.New(d.pool), &rivermigrate.Config{Logger: d.log})
+	if err != nil {
+		return fmt.Errorf("prepare job queue migrations: %w", err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("migrate job queue tables: %w", err)
+	}
+	return nil
+}
+
+func (d *driver) Retryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "40001", "40P01": // serialization_failure, deadlock_detected
+			return true
+		}
+	}
+	return false
+}
+
+func (d *driver) Interpret(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: %w", ledger.ErrNotFound, err)
+	}
+	return err
+}
+
+func (d *driver) Close() error {
+	d.pool.Close()
+	return nil
+}

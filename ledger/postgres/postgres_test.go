@@ -1,0 +1,42 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/taskgate/taskgate/internal/pgtest"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/postgres"
+	"github.com/taskgate/taskgate/ledger/storetest"
+)
+
+func newStore(t *testing.T) ledger.Store {
+	t.Helper()
+	return open(t, pgtest.Schema(t), true)
+}
+
+func open(t *testing.T, url string, migrate bool) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if migrate {
+		if err := s.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func TestStore(t *testing.T) {
+	storetest.Exercise(t, newStore)
+}
+
+func TestOpenUnreachable(t *testing.T) {
+	_, err := postgres.Open(context.Background(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=2", nil)
+	if err == nil {
+		t.Fatal("Open of an unreachable server succeeded")
+	}
+}

@@ -1,0 +1,94 @@
+package sqlite_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/sqlite"
+	"github.com/taskgate/taskgate/ledger/storetest"
+)
+
+// template is a migrated, empty ledger that each test copies: migrating
+// once keeps the suite fast under the race detector.
+var template string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "taskgate-sqlite-test")
+	if err != nil {
+		panic(err)
+	}
+	template = filepath.Join(dir, "template.db")
+	s, err := sqlite.Open(context.Background(), template, nil)
+	if err != nil {
+		panic(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		panic(err)
+	}
+	s.Close()
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func newStore(t *testing.T) ledger.Store {
+	t.Helper()
+	b, err := os.ReadFile(template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestStore(t *testing.T) {
+	storetest.Exercise(t, newStore)
+}
+
+func TestOpenRejectsCorruptFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "not-a-db")
+	if err := os.WriteFile(path, []byte(strings.Repeat("this is not sqlite\n", 400)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sqlite.Open(context.Background(), path, nil)
+	if err == nil || !strings.Contains(err.Error(), "not a SQLite database") {
+		t.Fatalf("Open(corrupt) error = %v, want one naming a non-SQLite file", err)
+	}
+}
+
+func TestOpenRejectsMissingDirectory(t *testing.T) {
+	_, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "missing", "ledger.db"), nil)
+	if err == nil || !strings.Contains(err.Error(), "directory") {
+		t.Fatalf("Open(missing dir) error = %v", err)
+	}
+}
+
+func TestMigrateTwiceIsHarmless(t *testing.T) {
+	s := newStore(t)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("second Migrate: %v", err)
+	}
+}
+
+func TestDurableSettings(t *testing.T) {
+	s := newStore(t).(*sqlite.Store)
+	var sync int
+	if err := s.DB().QueryRow("PRAGMA synchronous").Scan(&sync); err != nil {
+		t.Fatal(err)
+	}
+	if sync != 2 { // FULL
+		t.Fatalf("synchronous = %d, want 2 (FULL)", sync)
+	}
+}

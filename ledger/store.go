@@ -1,0 +1,175 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/taskgate/taskgate/money"
+)
+
+// Errors every Store returns (wrapped) so callers can use errors.Is without
+// knowing the database underneath.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrClosed   = errors.New("ledger store is closed")
+	// ErrLeaseHeld means another worker holds the operation's lease.
+	ErrLeaseHeld = errors.New("operation lease is held by another worker")
+	// ErrStateChanged means an operation was no longer in the state a
+	// transition expected; the caller should reload and decide again.
+	ErrStateChanged = errors.New("operation state changed concurrently")
+)
+
+// Store is the durable ledger. Every method is one transaction: it either
+// commits entirely or changes nothing. Implementations are safe for
+// concurrent use by many goroutines and, through the database's constraints,
+// by several processes sharing one database.
+type Store interface {
+	// Accept decides one attempt per DESIGN.md's acceptance table and
+	// commits the attempt, and for a created operation the operation row,
+	// its reservation and its jobs, in one transaction before returning.
+	Accept(ctx context.Context, p *AcceptParams) (*AcceptResult, error)
+
+	// AttemptRecord records an attempt denied before acceptance (no
+	// operation ID, bad input); it consumes no operation ID.
+	AttemptRecord(ctx context.Context, p *AttemptRecordParams) (*Attempt, error)
+	// AttemptSetClientResult records what the client of an attempt got.
+	AttemptSetClientResult(ctx context.Context, requestID string, r ClientResult) error
+	// AttemptList lists the attempts of an operation, including denied
+	// retries that point at it, oldest first.
+	AttemptList(ctx context.Context, operationRef int64) ([]*Attempt, error)
+
+	// OperationGet loads one operation; ErrNotFound if none matches.
+	OperationGet(ctx context.Context, p *OperationGetParams) (*Operation, error)
+	// OperationList lists operations, newest first.
+	OperationList(ctx context.Context, p *OperationListParams) ([]*Operation, error)
+
+	// RemoteJobList lists an operation's remote jobs, oldest first.
+	RemoteJobList(ctx context.Context, operationRef int64) ([]*RemoteJob, error)
+	// ChargeList lists an operation's charges, oldest first.
+	ChargeList(ctx context.Context, operationRef int64) ([]*Charge, error)
+
+	// EventList lists an operation's events, oldest first.
+	EventList(ctx context.Context, operationRef int64) ([]*Event, error)
+
+	// Approvals.
+	ApprovalCreate(ctx context.Context, a *Approval) (*Approval, error)
+	ApprovalList(ctx context.Context, p *ApprovalListParams) ([]*Approval, error)
+	ApprovalRevoke(ctx context.Context, tenant string, id int64, now time.Time) (*Approval, error)
+	ReservationList(ctx context.Context, approvalRef int64) ([]*Reservation, error)
+
+	// NewJobClient returns a River client on the store's database, for
+	// working the jobs that the store's transactions enqueue.
+	NewJobClient(config *river.Config) (JobClient, error)
+
+	// Migrate applies pending schema migrations (taskgate's and River's).
+	Migrate(ctx context.Context) error
+	// Dialect names the database: "sqlite" or "postgres".
+	Dialect() string
+	// Close releases the store's connections; pending Accept calls fail
+	// with ErrClosed.
+	Close() error
+}
+
+// ApprovalRequirement tells Accept how the tool's policy treats approvals.
+type ApprovalRequirement struct {
+	// Required means a created operation must fall under an active approval
+	// for (tenant, operation ID, tool), or repeat the arguments of an
+	// operation that does.
+	Required bool
+	// Estimate is reserved against the approval's ceiling, with one remote
+	// job against its limit.
+	Estimate money.Amount
+}
+
+// AcceptParams are the inputs of one acceptance.
+type AcceptParams struct {
+	Tenant      string
+	OperationID string
+	Upstream    string
+	Tool        string
+	Fingerprint string
+	Arguments   json.RawMessage
+	// RequestID identifies this attempt; it must be unique.
+	RequestID string
+	// TaskID is the unguessable handle to give a created operation.
+	TaskID string
+	// Source says how the attempt arrived, e.g. "mcp/2026-07-28" or "cli".
+	Source      string
+	RetryPolicy string
+	TTL         time.Duration
+	Approval    ApprovalRequirement
+	// Jobs returns the background jobs to enqueue in the same transaction
+	// when the decision is created. It may be nil.
+	Jobs func(op *Operation) []river.InsertManyParams
+	// Now is the acceptance time; zero means the store's clock.
+	Now time.Time
+}
+
+// AcceptResult is what Accept decided and recorded.
+type AcceptResult struct {
+	Decision Decision
+	Reason   string
+	// Message explains a denial for a human or a model.
+	Message string
+	// Operation is the created or stored operation; nil for a denial that
+	// named no existing operation.
+	Operation *Operation
+	Attempt   *Attempt
+}
+
+// AttemptRecordParams describe an attempt denied before acceptance.
+type AttemptRecordParams struct {
+	RequestID   string
+	Tenant      string
+	OperationID string
+	Fingerprint string
+	Decision    Decision
+	Reason      string
+	Source      string
+	Now         time.Time
+}
+
+// OperationGetParams select one operation: by row ID, or by tenant and
+// either task ID or operation ID. Tenant scoping is never optional for task
+// and operation IDs: another tenant's task answers ErrNotFound.
+type OperationGetParams struct {
+	ID          int64
+	Tenant      string
+	TaskID      string
+	OperationID string
+}
+
+// OperationListParams filter OperationList.
+type OperationListParams struct {
+	Tenant string // empty: every tenant
+	// OperationID or TaskID select one operation ID or task ID across the
+	// tenants the caller may see.
+	OperationID string
+	TaskID      string
+	States      []State
+	Limit       int // zero: 100
+	// BeforeID pages backwards: only operations with a smaller row ID.
+	BeforeID int64
+}
+
+// ApprovalListParams filter ApprovalList.
+type ApprovalListParams struct {
+	Tenant         string
+	OperationID    string
+	IncludeRevoked bool
+}
+
+// JobClient is the part of a River client that the worker package drives,
+// free of the database's transaction type.
+type JobClient interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+	StopAndCancel(ctx context.Context) error
+	Insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+	JobList(ctx context.Context, params *river.JobListParams) (*river.JobListResult, error)
+}

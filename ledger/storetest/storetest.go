@@ -1,0 +1,571 @@
+// Package storetest is the contract every ledger.Store implementation must
+// pass. Each store's tests call [Exercise] with a factory that returns a
+// fresh, migrated store; the suite never depends on which database is
+// underneath. It must never be imported by production code.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/taskgate/taskgate/canon"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/money"
+)
+
+// Factory returns a fresh, migrated, empty store that is closed when the
+// test ends.
+type Factory func(t *testing.T) ledger.Store
+
+// ProbeArgs is the job the suite enqueues with each created operation, so
+// that it can count what acceptance really enqueued.
+type ProbeArgs struct {
+	OperationRef int64 `json:"operation_ref"`
+}
+
+// Kind implements river.JobArgs.
+func (ProbeArgs) Kind() string { return "storetest_probe" }
+
+// Exercise runs the whole contract against stores made by newStore.
+func Exercise(t *testing.T, newStore Factory) {
+	t.Run("Acceptance", func(t *testing.T) { t.Parallel(); testAcceptance(t, newStore) })
+	t.Run("ConcurrentSameKey", func(t *testing.T) { t.Parallel(); testConcurrentSameKey(t, newStore) })
+	t.Run("TenantScopedLookup", func(t *testing.T) { t.Parallel(); testTenantScopedLookup(t, newStore) })
+	t.Run("ClientResult", func(t *testing.T) { t.Parallel(); testClientResult(t, newStore) })
+	t.Run("DeniedBeforeAcceptance", func(t *testing.T) { t.Parallel(); testDeniedBeforeAcceptance(t, newStore) })
+	t.Run("Approvals", func(t *testing.T) { t.Parallel(); testApprovals(t, newStore) })
+	t.Run("ConcurrentReservations", func(t *testing.T) { t.Parallel(); testConcurrentReservations(t, newStore) })
+	t.Run("OperationList", func(t *testing.T) { t.Parallel(); testOperationList(t, newStore) })
+}
+
+// call is one tools/call as a client would send it.
+type call struct {
+	tenant, key, args string
+}
+
+func params(t *testing.T, c call) *ledger.AcceptParams {
+	t.Helper()
+	fp, err := canon.Compute("hosted_test", "run_suite", json.RawMessage(c.args))
+	if err != nil {
+		t.Fatalf("fingerprint %s: %v", c.args, err)
+	}
+	return &ledger.AcceptParams{
+		Tenant:      c.tenant,
+		OperationID: c.key,
+		Upstream:    "hosted_test",
+		Tool:        "run_suite",
+		Fingerprint: string(fp),
+		Arguments:   json.RawMessage(c.args),
+		RequestID:   ledger.NewRequestID(),
+		TaskID:      ledger.NewTaskID(),
+		Source:      "storetest",
+		Jobs: func(op *ledger.Operation) []river.InsertManyParams {
+			return []river.InsertManyParams{{Args: ProbeArgs{OperationRef: op.ID}}}
+		},
+	}
+}
+
+func accept(t *testing.T, s ledger.Store, p *ledger.AcceptParams) *ledger.AcceptResult {
+	t.Helper()
+	res, err := s.Accept(context.Background(), p)
+	if err != nil {
+		t.Fatalf("Accept(%s/%s): %v", p.Tenant, p.OperationID, err)
+	}
+	return res
+}
+
+// probeJobs counts the dispatch jobs acceptance enqueued.
+func probeJobs(t *testing.T, s ledger.Store) int {
+	t.Helper()
+	jc, err := s.NewJobClient(&river.Config{})
+	if err != nil {
+		t.Fatalf("NewJobClient: %v", err)
+	}
+	res, err := jc.JobList(context.Background(), river.NewJobListParams().Kinds(ProbeArgs{}.Kind()).First(10000))
+	if err != nil {
+		t.Fatalf("JobList: %v", err)
+	}
+	return len(res.Jobs)
+}
+
+func operationCount(t *testing.T, s ledger.Store) int {
+	t.Helper()
+	ops, err := s.OperationList(context.Background(), &ledger.OperationListParams{Limit: 10000})
+	if err != nil {
+		t.Fatalf("OperationList: %v", err)
+	}
+	return len(ops)
+}
+
+// testAcceptance reproduces DESIGN.md's acceptance table case by case.
+func testAcceptance(t *testing.T, newStore Factory) {
+	const (
+		args         = `{"suite":"settlement","options":{"shard":2,"retries":0},"tags":["a","b"]}`
+		argsReversed = `{"tags":["a","b"],"options":{"retries":0,"shard":2},"suite":"settlement"}`
+		argsOther    = `{"suite":"settlement","options":{"shard":3,"retries":0},"tags":["a","b"]}`
+	)
+	type step struct {
+		call     call
+		decision ledger.Decision
+		reason   string
+		// sameTaskAs names an earlier step whose task ID this one must return.
+		sameTaskAs int
+	}
+	tests := []struct {
+		name       string
+		steps      []step
+		operations int
+		jobs       int
+		attempts   int
+	}{
+		{
+			name: "retry with the same key and arguments returns the original task",
+			steps: []step{
+				{call: call{"acme", "op-1", args}, decision: ledger.DecisionCreated, sameTaskAs: -1},
+				{call: call{"acme", "op-1", args}, decision: ledger.DecisionAttached, sameTaskAs: 0},
+				{call: call{"acme", "op-1", args}, decision: ledger.DecisionAttached, sameTaskAs: 0},
+			},
+			operations: 1, jobs: 1, attempts: 3,
+		},
+		{
+			name: "object keys in reverse order are the same operation",
+			steps: []step{
+				{call: call{"acme", "op-1", args}, decision: ledger.DecisionCreated, sameTaskAs: -1},
+				{call: call{"acme", "op-1", argsReversed}, decision: ledger.DecisionAttached, sameTaskAs: 0},
+			},
+			operations: 1, jobs: 1, attempts: 2,
+		},
+		{
+			name: "the same key from another tenant is an independent operation",
+			steps: []step{
+				{call: call{"acme", "op-1", args}, decision: ledger.DecisionCreated, sameTaskAs: -1},
+				{call: call{"globex", "op-1", args}, decision: ledger.DecisionCreated, sameTaskAs: -1},
+			},
+			operations: 2, jobs: 2, attempts: 2,
+		},
+		{
+			name: "the same key with different arguments is a conflict and starts nothing",
+			steps: []step{
+				{call: call{"acme", "op-1", args}, decision: ledger.DecisionCreated, sameTaskAs: -1},
+				{call: call{"acme", "op-1", argsOther}, decision: ledger.DecisionConflict, reason: ledger.ReasonArgumentsDiffer, sameTaskAs: -1},
+			},
+			operations: 1, jobs: 1, attempts: 2,
+		},
+		{
+			name: "two fresh keys with identical arguments make two operations",
+			steps: []step{
+				{call: call{"acme", "op-1", args}, decision: ledger.DecisionCreated, sameTaskAs: -1},
+				{call: call{"acme", "op-2", args}, decision: ledger.DecisionCreated, sameTaskAs: -1},
+			},
+			operations: 2, jobs: 2, attempts: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStore(t)
+			var results []*ledger.AcceptResult
+			for i, st := range tt.steps {
+				res := accept(t, s, params(t, st.call))
+				if res.Decision != st.decision || res.Reason != st.reason {
+					t.Fatalf("step %d %+v: decision %s (%q), want %s (%q)", i, st.call, res.Decision, res.Reason, st.decision, st.reason)
+				}
+				if res.Attempt == nil || res.Attempt.Decision != st.decision {
+					t.Fatalf("step %d: attempt %+v not recorded with decision %s", i, res.Attempt, st.decision)
+				}
+				if st.sameTaskAs >= 0 && res.Operation.TaskID != results[st.sameTaskAs].Operation.TaskID {
+					t.Errorf("step %d: task ID %s, want the original %s", i, res.Operation.TaskID, results[st.sameTaskAs].Operation.TaskID)
+				}
+				if st.decision == ledger.DecisionCreated {
+					for j, prev := range results {
+						if prev.Operation != nil && prev.Operation.TaskID == res.Operation.TaskID {
+							t.Errorf("step %d: created operation reuses the task ID of step %d", i, j)
+						}
+					}
+				}
+				results = append(results, res)
+			}
+			if got := operationCount(t, s); got != tt.operations {
+				t.Errorf("operations = %d, want %d", got, tt.operations)
+			}
+			if got := probeJobs(t, s); got != tt.jobs {
+				t.Errorf("dispatch jobs enqueued = %d, want %d", got, tt.jobs)
+			}
+			attempts := 0
+			seen := map[int64]bool{}
+			for _, r := range results {
+				if r.Operation == nil || seen[r.Operation.ID] {
+					continue
+				}
+				seen[r.Operation.ID] = true
+				as, err := s.AttemptList(context.Background(), r.Operation.ID)
+				if err != nil {
+					t.Fatalf("AttemptList: %v", err)
+				}
+				attempts += len(as)
+			}
+			if attempts != tt.attempts {
+				t.Errorf("attempts recorded = %d, want %d", attempts, tt.attempts)
+			}
+		})
+	}
+}
+
+// testConcurrentSameKey: 64 goroutines submitting one (tenant, key) at once
+// produce exactly one operation, one dispatch job and 64 attempts.
+func testConcurrentSameKey(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	const n = 64
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		tasks   = map[string]int{}
+		created int
+	)
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := params(t, call{"acme", "op-concurrent", `{"suite":"all"}`})
+			<-start
+			res, err := s.Accept(context.Background(), p)
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			tasks[res.Operation.TaskID]++
+			if res.Decision == ledger.DecisionCreated {
+				created++
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("Accept: %v", err)
+	}
+	if created != 1 || len(tasks) != 1 {
+		t.Fatalf("created = %d, distinct task IDs = %d; want 1 and 1", created, len(tasks))
+	}
+	if got := operationCount(t, s); got != 1 {
+		t.Fatalf("operations = %d, want 1", got)
+	}
+	if got := probeJobs(t, s); got != 1 {
+		t.Fatalf("dispatch jobs = %d, want 1", got)
+	}
+	op, err := s.OperationGet(context.Background(), &ledger.OperationGetParams{Tenant: "acme", OperationID: "op-concurrent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := s.AttemptList(context.Background(), op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(as) != n {
+		t.Fatalf("attempts = %d, want %d", len(as), n)
+	}
+	ids := map[string]bool{}
+	for _, a := range as {
+		ids[a.RequestID] = true
+	}
+	if len(ids) != n {
+		t.Fatalf("distinct request IDs = %d, want %d", len(ids), n)
+	}
+}
+
+func testTenantScopedLookup(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	res := accept(t, s, params(t, call{"acme", "op-1", `{"suite":"x"}`}))
+	ctx := context.Background()
+	got, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "acme", TaskID: res.Operation.TaskID})
+	if err != nil || got.ID != res.Operation.ID {
+		t.Fatalf("own task: %v, %v", got, err)
+	}
+	if _, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "globex", TaskID: res.Operation.TaskID}); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("another tenant's task: err = %v, want ErrNotFound", err)
+	}
+	if _, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "acme", TaskID: "task-unknown"}); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("unknown task: err = %v, want ErrNotFound", err)
+	}
+	if got.Tenant != "acme" || got.OperationID != "op-1" || got.State != ledger.StateAccepted || string(got.Arguments) != `{"suite":"x"}` {
+		t.Fatalf("stored operation = %+v", got)
+	}
+}
+
+func testClientResult(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx := context.Background()
+	first := accept(t, s, params(t, call{"acme", "op-1", `{}`}))
+	retry := accept(t, s, params(t, call{"acme", "op-1", `{}`}))
+	if err := s.AttemptSetClientResult(ctx, first.Attempt.RequestID, ledger.ClientDisconnected); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AttemptSetClientResult(ctx, retry.Attempt.RequestID, ledger.ClientDelivered); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AttemptSetClientResult(ctx, "req-unknown", ledger.ClientDelivered); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("unknown request ID: err = %v, want ErrNotFound", err)
+	}
+	as, err := s.AttemptList(ctx, first.Operation.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(as) != 2 || as[0].ClientResult != ledger.ClientDisconnected || as[1].ClientResult != ledger.ClientDelivered {
+		t.Fatalf("attempts = %+v %+v", as[0], as[1])
+	}
+	if as[1].RemoteAccepted != ledger.No || as[0].RemoteAccepted != ledger.Unknown {
+		t.Fatalf("remote knowledge: created %s, attached %s; want unknown and no", as[0].RemoteAccepted, as[1].RemoteAccepted)
+	}
+	evs, err := s.EventList(ctx, first.Operation.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, e := range evs {
+		kinds[e.Kind]++
+	}
+	if kinds[ledger.EventAccepted] != 1 || kinds[ledger.EventAttached] != 1 || kinds[ledger.EventClientStoppedWatching] != 1 || kinds[ledger.EventClientResult] != 1 {
+		t.Fatalf("event kinds = %v", kinds)
+	}
+}
+
+func testDeniedBeforeAcceptance(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx := context.Background()
+	att, err := s.AttemptRecord(ctx, &ledger.AttemptRecordParams{
+		RequestID: ledger.NewRequestID(), Tenant: "acme", Decision: ledger.DecisionDenied, Reason: ledger.ReasonOperationIDRequired,
+	})
+	if err != nil || att.OperationRef != 0 || att.Reason != ledger.ReasonOperationIDRequired {
+		t.Fatalf("AttemptRecord = %+v, %v", att, err)
+	}
+	if got := operationCount(t, s); got != 0 {
+		t.Fatalf("operations = %d after a denial, want 0", got)
+	}
+}
+
+func approval(tenant, key string, ceiling string, jobs int, expires time.Time) *ledger.Approval {
+	return &ledger.Approval{
+		Tenant: tenant, OperationID: key, Tool: "run_suite",
+		MaxTotalCost: money.MustParse(ceiling, "USD"), MaxRemoteJobs: jobs,
+		RetryPolicy: "lookup_then_attach", ExpiresAt: expires,
+	}
+}
+
+func needsApproval(p *ledger.AcceptParams, estimate string) *ledger.AcceptParams {
+	p.Approval = ledger.ApprovalRequirement{Required: true, Estimate: money.MustParse(estimate, "USD")}
+	return p
+}
+
+func testApprovals(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	later := time.Now().Add(time.Hour)
+	type step struct {
+		call     call
+		estimate string
+		decision ledger.Decision
+		reason   string
+	}
+	tests := []struct {
+		name      string
+		approvals []*ledger.Approval
+		steps     []step
+		jobs      int
+	}{
+		{
+			name: "no approval: denied, and the key is not consumed",
+			steps: []step{
+				{call{"acme", "op-1", `{"s":1}`}, "18.00", ledger.DecisionDenied, ledger.ReasonApprovalRequired},
+			},
+		},
+		{
+			name:      "one remote job: a retry under a new operation ID is denied as a retry",
+			approvals: []*ledger.Approval{approval("acme", "op-1", "20.00", 1, later)},
+			steps: []step{
+				{call{"acme", "op-1", `{"s":1}`}, "18.00", ledger.DecisionCreated, ""},
+				{call{"acme", "op-1", `{"s":1}`}, "18.00", ledger.DecisionAttached, ""},
+				{call{"acme", "op-1-retry", `{"s":1}`}, "18.00", ledger.DecisionDenied, ledger.ReasonRetryUsesNewOperation},
+			},
+			jobs: 1,
+		},
+		{
+			name:      "an expired approval covers nothing",
+			approvals: []*ledger.Approval{approval("acme", "op-1", "20.00", 1, time.Now().Add(-time.Minute))},
+			steps: []step{
+				{call{"acme", "op-1", `{"s":1}`}, "18.00", ledger.DecisionDenied, ledger.ReasonApprovalExpired},
+			},
+		},
+		{
+			name:      "two cheap requests that together exceed the ceiling are stopped at the second",
+			approvals: []*ledger.Approval{approval("acme", "op-1", "20.00", 5, later)},
+			steps: []step{
+				{call{"acme", "op-1", `{"s":1}`}, "12.00", ledger.DecisionCreated, ""},
+				{call{"acme", "op-2", `{"s":1}`}, "12.00", ledger.DecisionDenied, ledger.ReasonCostCeilingExceeded},
+			},
+			jobs: 1,
+		},
+		{
+			name:      "an estimate above the ceiling is refused outright",
+			approvals: []*ledger.Approval{approval("acme", "op-1", "10.00", 1, later)},
+			steps: []step{
+				{call{"acme", "op-1", `{"s":1}`}, "18.00", ledger.DecisionDenied, ledger.ReasonCostCeilingExceeded},
+			},
+		},
+		{
+			name:      "an approval for another tenant covers nothing",
+			approvals: []*ledger.Approval{approval("globex", "op-1", "20.00", 1, later)},
+			steps: []step{
+				{call{"acme", "op-1", `{"s":1}`}, "18.00", ledger.DecisionDenied, ledger.ReasonApprovalRequired},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStore(t)
+			for _, a := range tt.approvals {
+				if _, err := s.ApprovalCreate(ctx, a); err != nil {
+					t.Fatalf("ApprovalCreate: %v", err)
+				}
+			}
+			for i, st := range tt.steps {
+				res := accept(t, s, needsApproval(params(t, st.call), st.estimate))
+				if res.Decision != st.decision || res.Reason != st.reason {
+					t.Fatalf("step %d %v: %s (%s: %s), want %s (%s)", i, st.call, res.Decision, res.Reason, res.Message, st.decision, st.reason)
+				}
+				if res.Decision == ledger.DecisionDenied && res.Message == "" {
+					t.Errorf("step %d: a denial without a message", i)
+				}
+			}
+			if got := probeJobs(t, s); got != tt.jobs {
+				t.Errorf("dispatch jobs = %d, want %d", got, tt.jobs)
+			}
+		})
+	}
+
+	t.Run("a denial does not consume the key", func(t *testing.T) {
+		s := newStore(t)
+		p := needsApproval(params(t, call{"acme", "op-1", `{"s":1}`}), "18.00")
+		if res := accept(t, s, p); res.Decision != ledger.DecisionDenied {
+			t.Fatalf("before approval: %s", res.Decision)
+		}
+		if _, err := s.ApprovalCreate(ctx, approval("acme", "op-1", "20.00", 1, later)); err != nil {
+			t.Fatal(err)
+		}
+		if res := accept(t, s, needsApproval(params(t, call{"acme", "op-1", `{"s":1}`}), "18.00")); res.Decision != ledger.DecisionCreated {
+			t.Fatalf("after approval: %s (%s)", res.Decision, res.Reason)
+		}
+	})
+
+	t.Run("revoked approvals cover nothing new", func(t *testing.T) {
+		s := newStore(t)
+		a, err := s.ApprovalCreate(ctx, approval("acme", "op-1", "20.00", 1, later))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ApprovalRevoke(ctx, "globex", a.ID, time.Time{}); !errors.Is(err, ledger.ErrNotFound) {
+			t.Fatalf("revoke by another tenant: %v, want ErrNotFound", err)
+		}
+		if _, err := s.ApprovalRevoke(ctx, "acme", a.ID, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		if res := accept(t, s, needsApproval(params(t, call{"acme", "op-1", `{"s":1}`}), "18.00")); res.Reason != ledger.ReasonApprovalExpired {
+			t.Fatalf("under a revoked approval: %s (%s)", res.Decision, res.Reason)
+		}
+		list, err := s.ApprovalList(ctx, &ledger.ApprovalListParams{Tenant: "acme"})
+		if err != nil || len(list) != 0 {
+			t.Fatalf("active approvals after revoke = %d, %v", len(list), err)
+		}
+	})
+}
+
+// testConcurrentReservations: concurrent dispatches under one approval
+// cannot both pass the reservation.
+func testConcurrentReservations(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx := context.Background()
+	a, err := s.ApprovalCreate(ctx, approval("acme", "op-base", "50.00", 3, time.Now().Add(time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first operation runs under the approval by its own ID; the others
+	// repeat its arguments under new IDs and draw on the same approval.
+	if res := accept(t, s, needsApproval(params(t, call{"acme", "op-base", `{"s":1}`}), "10.00")); res.Decision != ledger.DecisionCreated {
+		t.Fatalf("first: %s (%s)", res.Decision, res.Reason)
+	}
+	const n = 32
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		created int
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.Accept(ctx, needsApproval(params(t, call{"acme", fmt.Sprintf("op-%d", i), `{"s":1}`}), "10.00"))
+			if err != nil {
+				t.Errorf("Accept: %v", err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if res.Decision == ledger.DecisionCreated {
+				created++
+			}
+		}()
+	}
+	wg.Wait()
+	// 3 remote jobs allowed: the first plus two more.
+	if created != 2 {
+		t.Fatalf("created under one approval = %d, want 2", created)
+	}
+	rs, err := s.ReservationList(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 3 {
+		t.Fatalf("reservations = %d, want 3", len(rs))
+	}
+}
+
+func testOperationList(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	for i := range 5 {
+		accept(t, s, params(t, call{"acme", fmt.Sprintf("op-%d", i), `{}`}))
+	}
+	accept(t, s, params(t, call{"globex", "op-0", `{}`}))
+	ctx := context.Background()
+	ops, err := s.OperationList(ctx, &ledger.OperationListParams{Tenant: "acme", Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 3 || ops[0].OperationID != "op-4" || ops[2].OperationID != "op-2" {
+		t.Fatalf("first page = %v", ids(ops))
+	}
+	next, err := s.OperationList(ctx, &ledger.OperationListParams{Tenant: "acme", Limit: 3, BeforeID: ops[2].ID})
+	if err != nil || len(next) != 2 || next[1].OperationID != "op-0" {
+		t.Fatalf("second page = %v, %v", ids(next), err)
+	}
+	open, err := s.OperationList(ctx, &ledger.OperationListParams{States: []ledger.State{ledger.StateCompleted}})
+	if err != nil || len(open) != 0 {
+		t.Fatalf("completed operations = %v, %v", ids(open), err)
+	}
+}
+
+func ids(ops []*ledger.Operation) []string {
+	var out []string
+	for _, o := range ops {
+		out = append(out, o.Tenant+"/"+o.OperationID)
+	}
+	return out
+}

@@ -1,0 +1,74 @@
+package money
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func TestParseAndString(t *testing.T) {
+	tests := []struct {
+		in     string
+		micros int64
+		out    string
+	}{
+		{"20", 20_000_000, "20.00"},
+		{"20.00", 20_000_000, "20.00"},
+		{"17.84", 17_840_000, "17.84"},
+		{"0.1", 100_000, "0.10"},
+		{"0.000001", 1, "0.000001"},
+		{"-3.5", -3_500_000, "-3.50"},
+		{".5", 500_000, "0.50"},
+		{"+1.25", 1_250_000, "1.25"},
+		{"35.68", 35_680_000, "35.68"},
+	}
+	for _, tt := range tests {
+		a, err := Parse(tt.in, "usd")
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tt.in, err)
+		}
+		if a.Micros != tt.micros || a.Currency != "USD" {
+			t.Errorf("Parse(%q) = %+v, want %d USD", tt.in, a, tt.micros)
+		}
+		if got := a.String(); got != tt.out {
+			t.Errorf("Parse(%q).String() = %q, want %q", tt.in, got, tt.out)
+		}
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	for _, in := range []string{"", "1e3", "1.", "abc", "1.2345678", "1,50", "--1", "99999999999999999999", "NaN", "Inf"} {
+		if _, err := Parse(in, "USD"); !errors.Is(err, ErrSyntax) {
+			t.Errorf("Parse(%q) error = %v, want ErrSyntax", in, err)
+		}
+	}
+}
+
+func TestArithmetic(t *testing.T) {
+	a := MustParse("17.84", "USD")
+	sum, err := a.Add(a)
+	if err != nil || sum.String() != "35.68" {
+		t.Fatalf("17.84+17.84 = %v, %v; want 35.68", sum, err)
+	}
+	diff, err := MustParse("20.00", "USD").Sub(sum)
+	if err != nil || diff.String() != "-15.68" {
+		t.Fatalf("20.00-35.68 = %v, %v; want -15.68", diff, err)
+	}
+	if _, err := a.Add(MustParse("1", "EUR")); !errors.Is(err, ErrCurrencyMismatch) {
+		t.Fatalf("USD+EUR error = %v, want ErrCurrencyMismatch", err)
+	}
+}
+
+func TestJSON(t *testing.T) {
+	b, err := json.Marshal(struct{ Cost Amount }{MustParse("18", "USD")})
+	if err != nil || string(b) != `{"Cost":"18.00"}` {
+		t.Fatalf("Marshal = %s, %v", b, err)
+	}
+	var v struct{ Cost Amount }
+	if err := json.Unmarshal([]byte(`{"Cost":"17.84"}`), &v); err != nil || v.Cost.Micros != 17_840_000 {
+		t.Fatalf("Unmarshal = %+v, %v", v, err)
+	}
+	if err := json.Unmarshal([]byte(`{"Cost":17.84}`), &v); err == nil {
+		t.Fatal("Unmarshal of a JSON number succeeded; amounts must be strings")
+	}
+}

@@ -1,0 +1,90 @@
+// Package policy holds taskgate's pure decisions about approvals and spend:
+// whether an approval admits one more remote job at an estimated cost, and
+// how charges settle a reservation. Every function here is a function of its
+// arguments; the package must never read a clock, a database or the network,
+// so that each rule can be tested as a table.
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/money"
+)
+
+// Usage is what an approval has already committed: spend held or settled by
+// reservations, and remote jobs reserved or started.
+type Usage struct {
+	Spend      money.Amount
+	RemoteJobs int
+}
+
+// Verdict is the outcome of [Admit].
+type Verdict struct {
+	Allowed bool
+	// Reason is one of ledger's Reason constants when not allowed.
+	Reason string
+	// Message says what happened and what to do, for a human or a model.
+	Message string
+}
+
+// Admit decides whether approval a admits one more remote job for tool at
+// estimate, given what it has already committed. retry is true when the
+// request carries a new operation ID but repeats the arguments of an
+// operation already running under a: such a request is a retry, and when it
+// would exceed the remote-job limit it is denied as one.
+func Admit(a *ledger.Approval, tool string, used Usage, estimate money.Amount, retry bool, now time.Time) Verdict {
+	switch {
+	case a == nil:
+		return deny(ledger.ReasonApprovalRequired,
+			"this tool needs an approval for the operation ID before it runs; ask the user to approve it (taskgate approve) and retry with the same operation ID")
+	case !a.RevokedAt.IsZero():
+		return deny(ledger.ReasonApprovalExpired,
+			fmt.Sprintf("approval %d for operation %q was revoked; ask the user for a new approval", a.ID, a.OperationID))
+	case !now.Before(a.ExpiresAt):
+		return deny(ledger.ReasonApprovalExpired,
+			fmt.Sprintf("approval %d for operation %q expired at %s; ask the user for a new approval", a.ID, a.OperationID, a.ExpiresAt.UTC().Format(time.RFC3339)))
+	case a.Tool != tool:
+		return deny(ledger.ReasonApprovalToolMismatch,
+			fmt.Sprintf("approval %d covers tool %q, not %q", a.ID, a.Tool, tool))
+	}
+	if used.RemoteJobs+1 > a.MaxRemoteJobs {
+		if retry {
+			return deny(ledger.ReasonRetryUsesNewOperation,
+				fmt.Sprintf("these arguments already run as operation %q, which used the %d remote job(s) approved; retry with operation ID %q instead of a new one", a.OperationID, a.MaxRemoteJobs, a.OperationID))
+		}
+		return deny(ledger.ReasonRemoteJobLimitReached,
+			fmt.Sprintf("approval %d allows %d remote job(s) and %d are already started or reserved", a.ID, a.MaxRemoteJobs, used.RemoteJobs))
+	}
+	total, err := used.Spend.Add(estimate)
+	if err != nil {
+		return deny(ledger.ReasonCostCeilingExceeded,
+			fmt.Sprintf("the estimate is in a different currency than approval %d: %v", a.ID, err))
+	}
+	if total.Micros > a.MaxTotalCost.Micros {
+		return deny(ledger.ReasonCostCeilingExceeded,
+			fmt.Sprintf("estimated %s plus %s already committed exceeds the approved ceiling of %s; ask the user to raise the approval", estimate.Display(), used.Spend.Display(), a.MaxTotalCost.Display()))
+	}
+	return Verdict{Allowed: true}
+}
+
+func deny(reason, msg string) Verdict { return Verdict{Reason: reason, Message: msg} }
+
+// Committed sums what reservations commit against their approval: a held
+// reservation counts its estimate, a settled one its actual charges, a
+// released one nothing.
+func Committed(rs []*ledger.Reservation, currency string) Usage {
+	u := Usage{Spend: money.Zero(currency)}
+	for _, r := range rs {
+		switch r.Status {
+		case ledger.ReservationHeld:
+			u.Spend.Micros += r.Amount.Micros
+			u.RemoteJobs += r.Jobs
+		case ledger.ReservationSettled:
+			u.Spend.Micros += r.Settled.Micros
+			u.RemoteJobs += r.Jobs
+		}
+	}
+	return u
+}
