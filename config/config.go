@@ -1,0 +1,256 @@
+// Package config holds taskgate's YAML configuration: the listener, the
+// ledger, tenants' credentials, the upstream MCP servers and, per upstream
+// tool, whether it is consequential, its policy and its provider contract.
+//
+// Parsing is pure: Parse reads YAML from an io.Reader, applies defaults and
+// validates, and every error names the file, the field and the reason
+// ("taskgate.yaml: upstreams[0].tools.run_suite.contract.lookup.tool: is
+// required when lookup is set"). This package must never open connections,
+// start processes or read the environment beyond ${VAR} expansion that the
+// caller asks for.
+package config
+
+import (
+	"time"
+
+	"github.com/taskgate/taskgate/money"
+)
+
+// Config is the whole file.
+type Config struct {
+	// Listen is the address of the HTTP listener (MCP at /mcp, health,
+	// metrics, approvals and receipts). Default 127.0.0.1:8931.
+	Listen string `yaml:"listen"`
+	// Database names the ledger: sqlite:PATH or a postgres:// URL.
+	// Default sqlite:./taskgate.db. The --db flag overrides it.
+	Database string `yaml:"database"`
+	// PublicURL is how clients reach this gateway; it names the MCP
+	// resource in OAuth metadata. Default http://LISTEN.
+	PublicURL string `yaml:"public_url"`
+	// MaxBodyBytes caps a request body. Default 1 MiB.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// Wait is how long a consequential call from a client without tasks
+	// blocks for its result before it is told to retry with the same
+	// operation ID. Default 30s.
+	Wait time.Duration `yaml:"wait"`
+	// TaskTTL is the retention advertised on tasks. Default 24h.
+	TaskTTL time.Duration `yaml:"task_ttl"`
+	// PollInterval is the poll interval advertised on tasks. Default 1s.
+	PollInterval time.Duration `yaml:"poll_interval"`
+	// Retention is how long an operation ID stays reserved after its
+	// operation ended. Operation rows themselves are the ledger and stay.
+	// Default 24h.
+	Retention time.Duration `yaml:"retention"`
+	Worker    Worker        `yaml:"worker"`
+	Auth      Auth          `yaml:"auth"`
+	Upstreams []*Upstream   `yaml:"upstreams"`
+
+	// File is where the configuration was read from, for messages.
+	File string `yaml:"-"`
+}
+
+// Worker tunes background work (dispatch, polling, reconciliation, expiry).
+type Worker struct {
+	// Lease is how long a worker owns an operation between heartbeats;
+	// after a crash another worker takes over once it lapses. Default 30s.
+	Lease time.Duration `yaml:"lease"`
+	// Sweep is how often lapsed leases are looked for. Default 5s.
+	Sweep time.Duration `yaml:"sweep"`
+	// UpstreamPoll is how often a running remote job is polled. Default 1s.
+	UpstreamPoll time.Duration `yaml:"upstream_poll"`
+	// Reconcile is how often open operations are reconciled. Default 1m.
+	Reconcile time.Duration `yaml:"reconcile"`
+	// FetchPoll is how often the job queue looks for new work. Default 50ms.
+	FetchPoll time.Duration `yaml:"fetch_poll"`
+	// Workers is how many jobs run at once. Default 16.
+	Workers int `yaml:"workers"`
+}
+
+// Auth configures downstream authentication; the tenant always comes from
+// it, never from a request body.
+type Auth struct {
+	// APIKeys accepts taskgate API keys (taskgate keys create). Default true.
+	APIKeys *bool `yaml:"api_keys"`
+	// JWT accepts OAuth 2.1 bearer JWTs from one issuer.
+	JWT *JWT `yaml:"jwt"`
+	// StdioTenant is the tenant of `taskgate serve --stdio`. Default "local".
+	StdioTenant string `yaml:"stdio_tenant"`
+}
+
+// JWT names the issuer whose tokens are accepted.
+type JWT struct {
+	Issuer      string        `yaml:"issuer"`
+	Audience    string        `yaml:"audience"`
+	JWKSURL     string        `yaml:"jwks_url"`
+	TenantClaim string        `yaml:"tenant_claim"`
+	Algorithms  []string      `yaml:"algorithms"`
+	Leeway      time.Duration `yaml:"leeway"`
+}
+
+// Upstream is one MCP server behind the gateway.
+type Upstream struct {
+	Name string `yaml:"name"`
+	// Prefix namespaces the upstream's tools as PREFIX.tool. Unset means
+	// the name; an empty string lists tools unprefixed, so that taskgate
+	// can stand in transparently for a single server.
+	Prefix *string `yaml:"prefix"`
+	// URL is a Streamable HTTP endpoint; Command starts a stdio server that
+	// taskgate supervises and restarts. Exactly one is set.
+	URL     string            `yaml:"url"`
+	Command []string          `yaml:"command"`
+	Env     map[string]string `yaml:"env"`
+	// Headers are sent on every HTTP request: the gateway's own upstream
+	// credential. A downstream client's token is never passed through.
+	Headers map[string]string `yaml:"headers"`
+	// Required upstreams must answer for /readyz. Default true.
+	Required *bool `yaml:"required"`
+	// Timeout bounds one upstream call. Default 60s.
+	Timeout time.Duration `yaml:"timeout"`
+	// Tasks: "auto" (use the upstream's own tasks when it offers them) or
+	// "off" (always call plainly, in the background). Default auto.
+	Tasks string `yaml:"tasks"`
+	// Tools configures tools by their upstream name. Tools not listed pass
+	// straight through as non-consequential.
+	Tools map[string]*Tool `yaml:"tools"`
+}
+
+// ToolPrefix returns the namespace prefix of the upstream's tools.
+func (u *Upstream) ToolPrefix() string {
+	if u.Prefix == nil {
+		return u.Name
+	}
+	return *u.Prefix
+}
+
+// IsRequired reports whether /readyz waits for this upstream.
+func (u *Upstream) IsRequired() bool { return u.Required == nil || *u.Required }
+
+// Tool is the policy of one upstream tool.
+type Tool struct {
+	// Consequential tools cost money or change the world: they run as
+	// operations with an operation ID, in the ledger.
+	Consequential bool `yaml:"consequential"`
+	// Approval: "required" (runs only under an unexpired approval for the
+	// tenant, operation ID and tool) or "none". Default none.
+	Approval string `yaml:"approval"`
+	// RetryPolicy: "lookup_then_attach" (ask the provider before any
+	// re-send; needs contract.lookup) or "no_automatic_resend". Default:
+	// lookup_then_attach when a lookup is configured, else
+	// no_automatic_resend.
+	RetryPolicy string `yaml:"retry_policy"`
+	// DeriveOperationID, when set, lets a call without an operation ID use
+	// one derived from its fingerprint; identical calls within this window
+	// are then one operation. Off by default.
+	DeriveOperationID time.Duration `yaml:"derive_operation_id"`
+	// SecretArguments are redacted from logs and receipts.
+	SecretArguments []string `yaml:"secret_arguments"`
+	// Wait overrides the gateway's Wait for this tool.
+	Wait     time.Duration `yaml:"wait"`
+	Contract Contract      `yaml:"contract"`
+}
+
+// Retry policies.
+const (
+	RetryLookupThenAttach  = "lookup_then_attach"
+	RetryNoAutomaticResend = "no_automatic_resend"
+)
+
+// Contract is the provider contract of one tool: how the operation ID
+// reaches the provider, how an operation is looked up, how a job's result,
+// charges and cancellation are reached.
+type Contract struct {
+	Key KeyPassing `yaml:"key"`
+	// JobIDField is the field of the call's structured result that holds
+	// the provider's job ID.
+	JobIDField string   `yaml:"job_id_field"`
+	Lookup     *Lookup  `yaml:"lookup"`
+	Fetch      *Fetch   `yaml:"fetch"`
+	Charges    *Charges `yaml:"charges"`
+	Cancel     *Cancel  `yaml:"cancel"`
+	Cost       Cost     `yaml:"cost"`
+}
+
+// KeyPassing says how the operation ID reaches the provider: exactly one of
+// an argument name, a _meta key or an HTTP header. None set means the
+// provider honours no key.
+type KeyPassing struct {
+	Argument string `yaml:"argument"`
+	Meta     string `yaml:"meta"`
+	Header   string `yaml:"header"`
+}
+
+// Honoured reports whether the provider receives the operation ID.
+func (k KeyPassing) Honoured() bool { return k.Argument != "" || k.Meta != "" || k.Header != "" }
+
+// Call is a provider tool invocation. Argument values that are exactly
+// "{operation_id}" or "{job_id}" are replaced; "{argument:NAME}" copies an
+// argument of the original call; anything else is sent as written.
+type Call struct {
+	Tool      string         `yaml:"tool"`
+	Arguments map[string]any `yaml:"arguments"`
+}
+
+// Lookup finds what the provider knows of an operation ID.
+type Lookup struct {
+	Call `yaml:",inline"`
+	// StatusField, JobIDField and JobsField name fields of the lookup's
+	// structured result: the status, the first job's ID, and the list of
+	// every job for the key (each an object with JobIDField and
+	// StatusField), used to find duplicates.
+	StatusField string `yaml:"status_field"`
+	JobIDField  string `yaml:"job_id_field"`
+	JobsField   string `yaml:"jobs_field"`
+	// Statuses maps each answer (not_found, accepted, running, completed,
+	// failed, cancelled) to the provider's status strings. Anything else —
+	// and an error — is indeterminate.
+	Statuses map[string][]string `yaml:"statuses"`
+	// NotFoundSafeAfter: not_found means "safe to re-send" only once this
+	// much time has passed since the send started. Unset: never safe.
+	NotFoundSafeAfter *time.Duration `yaml:"not_found_safe_after"`
+}
+
+// Fetch reads one job's status and, once completed, its result.
+type Fetch struct {
+	Call        `yaml:",inline"`
+	StatusField string              `yaml:"status_field"`
+	Statuses    map[string][]string `yaml:"statuses"`
+}
+
+// Charges lists a job's charges.
+type Charges struct {
+	Call          `yaml:",inline"`
+	ListField     string              `yaml:"list_field"`
+	IDField       string              `yaml:"id_field"`
+	JobIDField    string              `yaml:"job_id_field"`
+	AmountField   string              `yaml:"amount_field"`
+	CurrencyField string              `yaml:"currency_field"`
+	StatusField   string              `yaml:"status_field"`
+	Statuses      map[string][]string `yaml:"statuses"`
+}
+
+// Cancel cancels a job.
+type Cancel struct {
+	Call                `yaml:",inline"`
+	EffectReversedField string `yaml:"effect_reversed_field"`
+}
+
+// Cost is what the tool is expected to cost.
+type Cost struct {
+	// Estimate is a fixed price per call.
+	Estimate *money.Amount `yaml:"estimate"`
+	// EstimateTool prices a call before it runs: its structured result's
+	// Field holds the decimal estimate. Without arguments, the call's own
+	// arguments are sent.
+	EstimateTool *EstimateTool `yaml:"estimate_tool"`
+	// Currency of estimates and charges. Default USD.
+	Currency string `yaml:"currency"`
+}
+
+// EstimateTool is a provider tool that prices a call.
+type EstimateTool struct {
+	Call  `yaml:",inline"`
+	Field string `yaml:"field"`
+}
+
+// Priced reports whether the tool's charges can be read.
+func (c Contract) Priced() bool { return c.Charges != nil }
