@@ -1,0 +1,471 @@
+package providersim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// The job engine: the provider's authoritative record and the goroutines that
+// move jobs through their states. It knows nothing about MCP; the tools in
+// tools.go are one way in, and any other front end (a task host, say) calls
+// the same methods.
+
+// firstJobNumber is the number of the first job a fresh record hands out.
+const firstJobNumber = 9912
+
+// Test counts a finished suite reports.
+const (
+	suiteTests        = 412
+	failedSuiteFailed = 3
+)
+
+// errClosed is returned for work asked of a closed simulator.
+var errClosed = errors.New("the hosted_test simulator is shut down; start a new one")
+
+// plan is what a job will do, fixed when it is created so that faults changed
+// later do not rewrite jobs already under way.
+type plan struct {
+	DueAt    time.Time `json:"due_at"`
+	Fail     bool      `json:"fail,omitempty"`
+	Invoice  bool      `json:"invoice"`
+	Estimate Micros    `json:"estimate_usd"`
+	Final    Micros    `json:"final_usd"`
+}
+
+// jobState is one job with its plan, charge and signals.
+type jobState struct {
+	number int
+	job    Job
+	plan   plan
+	charge *Charge       // nil until the job runs with an invoice
+	done   chan struct{} // closed when the job reaches a terminal state
+	stop   chan struct{} // closed when the job is cancelled
+}
+
+// startRequest is one request to run a suite.
+type startRequest struct {
+	Suite, Commit string
+	Key           string
+	KeySource     KeySource
+	Protocol      string
+}
+
+// startOutcome says what the engine did with a startRequest.
+type startOutcome struct {
+	Job     Job
+	Created bool // false: the key already had this job
+	Drop    bool // drop_response_after_accept: never answer this call
+	Crash   bool // crash_after_accept: call Options.Crash now
+}
+
+// cancelOutcome is what cancelling a job did.
+type cancelOutcome struct {
+	Job            Job
+	EffectReversed bool
+	Message        string
+}
+
+type engine struct {
+	logger      *slog.Logger
+	clock       func() time.Time
+	jobDuration time.Duration
+	estimate    Micros
+	finalCharge Micros
+	store       *stateStore // nil: the record lives only in memory
+
+	closing chan struct{} // closed by close: job goroutines and waiters return
+	wg      sync.WaitGroup
+
+	mu         sync.Mutex
+	closed     bool
+	nextNumber int
+	jobs       []*jobState // oldest first
+	byID       map[string]*jobState
+	byKey      map[string][]*jobState // oldest first
+	faults     Faults
+}
+
+func newEngine(o *Options, store *stateStore) *engine {
+	return &engine{
+		logger:      o.Logger,
+		clock:       o.Clock,
+		jobDuration: o.JobDuration,
+		estimate:    o.Estimate,
+		finalCharge: o.FinalCharge,
+		store:       store,
+		closing:     make(chan struct{}),
+		nextNumber:  firstJobNumber,
+		byID:        make(map[string]*jobState),
+		byKey:       make(map[string][]*jobState),
+		faults:      o.Faults,
+	}
+}
+
+// restore loads a saved record and resumes the jobs that had not ended.
+func (e *engine) restore(st *stateFile) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.nextNumber = max(st.NextJobNumber, firstJobNumber)
+	charges := make(map[string]Charge, len(st.Charges))
+	for _, c := range st.Charges {
+		charges[c.JobID] = c
+	}
+	for _, sj := range st.Jobs {
+		js := &jobState{
+			number: sj.Number,
+			job:    sj.Job,
+			plan:   sj.Plan,
+			done:   make(chan struct{}),
+			stop:   make(chan struct{}),
+		}
+		if c, ok := charges[sj.ID]; ok {
+			js.charge = &c
+		}
+		e.add(js)
+		if js.job.Status.Terminal() {
+			close(js.done)
+			continue
+		}
+		e.logger.Info("resuming job from saved record", "job_id", js.job.ID, "status", js.job.Status)
+		e.wg.Add(1)
+		go e.run(js)
+	}
+}
+
+func (e *engine) add(js *jobState) {
+	e.jobs = append(e.jobs, js)
+	e.byID[js.job.ID] = js
+	if k := js.job.IdempotencyKey; k != "" {
+		e.byKey[k] = append(e.byKey[k], js)
+	}
+}
+
+// start accepts a run: it returns the key's existing job, or records a new job
+// (durably, when there is a state file) and starts it.
+func (e *engine) start(r startRequest) (startOutcome, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return startOutcome{}, errClosed
+	}
+	var out startOutcome
+	if existing := e.byKey[r.Key]; r.Key != "" && len(existing) > 0 && !e.faults.IgnoreIdempotencyKey {
+		out.Job = existing[0].job
+		e.logger.Info("run_suite attached to existing job", "job_id", out.Job.ID, "idempotency_key", r.Key, "key_source", r.KeySource)
+	} else {
+		js, err := e.create(r)
+		if err != nil {
+			return startOutcome{}, err
+		}
+		out.Job, out.Created = js.job, true
+		out.Crash = e.faults.CrashAfterAccept
+		e.wg.Add(1)
+		go e.run(js)
+	}
+	if e.faults.DropResponseAfterAccept > 0 {
+		e.faults.DropResponseAfterAccept--
+		out.Drop = true
+	}
+	return out, nil
+}
+
+// create records a new queued job. The caller holds e.mu.
+func (e *engine) create(r startRequest) (*jobState, error) {
+	now := e.clock()
+	number := e.nextNumber
+	js := &jobState{
+		number: number,
+		job: Job{
+			ID:             fmt.Sprintf("hosted-suite-%d", number),
+			IdempotencyKey: r.Key,
+			KeySource:      r.KeySource,
+			Protocol:       r.Protocol,
+			Suite:          r.Suite,
+			Commit:         r.Commit,
+			Status:         StatusQueued,
+			CreatedAt:      now,
+			UpdatedAt:      now,
+		},
+		plan: plan{
+			DueAt:    now.Add(e.faults.jobDuration(e.jobDuration)),
+			Fail:     e.faults.FailJobs,
+			Invoice:  !e.faults.NoInvoice,
+			Estimate: e.estimate,
+			Final:    e.finalCharge,
+		},
+		done: make(chan struct{}),
+		stop: make(chan struct{}),
+	}
+	if e.faults.Overcharge > 0 {
+		js.plan.Final = e.faults.Overcharge
+	}
+	e.nextNumber++
+	e.add(js)
+	if err := e.saveLocked(); err != nil {
+		// The job was never acknowledged, so forgetting it is honest.
+		e.nextNumber--
+		e.jobs = e.jobs[:len(e.jobs)-1]
+		delete(e.byID, js.job.ID)
+		if k := r.Key; k != "" {
+			e.byKey[k] = e.byKey[k][:len(e.byKey[k])-1]
+			if len(e.byKey[k]) == 0 {
+				delete(e.byKey, k)
+			}
+		}
+		return nil, fmt.Errorf("could not record the new job, so it was not started: %w", err)
+	}
+	e.logger.Info("job created", "job_id", js.job.ID, "suite", r.Suite, "idempotency_key", r.Key, "key_source", r.KeySource, "protocol_version", r.Protocol)
+	return js, nil
+}
+
+// run moves one job from queued to running and, when it is due, to its end.
+// It returns early when the job is cancelled or the engine closes; a job left
+// running by close stays running in the record (and resumes from a state file).
+func (e *engine) run(js *jobState) {
+	defer e.wg.Done()
+	e.mu.Lock()
+	if js.job.Status == StatusQueued {
+		now := e.clock()
+		js.job.Status, js.job.UpdatedAt = StatusRunning, now
+		if js.plan.Invoice && js.charge == nil {
+			js.charge = &Charge{
+				ID:        fmt.Sprintf("charge-%d", js.number),
+				JobID:     js.job.ID,
+				Amount:    js.plan.Estimate,
+				Currency:  Currency,
+				Status:    ChargePending,
+				CreatedAt: now,
+				UpdatedAt: now,
+			}
+		}
+		e.saveOrLog("job running")
+		e.logger.Info("job running", "job_id", js.job.ID)
+	}
+	wait := js.plan.DueAt.Sub(e.clock())
+	e.mu.Unlock()
+
+	timer := time.NewTimer(max(wait, 0))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		e.finish(js)
+	case <-js.stop:
+	case <-e.closing:
+	}
+}
+
+// finish ends a job that ran its course.
+func (e *engine) finish(js *jobState) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if js.job.Status.Terminal() {
+		return
+	}
+	now := e.clock()
+	js.job.UpdatedAt = now
+	if js.plan.Fail {
+		js.job.Status = StatusFailed
+		js.job.Passed, js.job.Failed = suiteTests-failedSuiteFailed, failedSuiteFailed
+		e.refundLocked(js, now)
+	} else {
+		js.job.Status = StatusSucceeded
+		js.job.Passed = suiteTests
+		if js.charge != nil {
+			js.charge.Amount, js.charge.Status, js.charge.UpdatedAt = js.plan.Final, ChargeFinal, now
+		}
+	}
+	close(js.done)
+	e.saveOrLog("job ended")
+	e.logger.Info("job ended", "job_id", js.job.ID, "status", js.job.Status)
+}
+
+func (e *engine) refundLocked(js *jobState, now time.Time) {
+	if js.charge != nil {
+		js.charge.Amount, js.charge.Status, js.charge.UpdatedAt = 0, ChargeRefunded, now
+	}
+}
+
+// cancel ends a queued or running job, refunding its pending charge. A job
+// that has already ended is left exactly as it is.
+func (e *engine) cancel(id string) (cancelOutcome, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	js, ok := e.byID[id]
+	if !ok {
+		return cancelOutcome{}, unknownJobError(id)
+	}
+	switch js.job.Status {
+	case StatusSucceeded:
+		return cancelOutcome{Job: js.job, Message: "job already completed; the effect was not reversed"}, nil
+	case StatusFailed:
+		return cancelOutcome{Job: js.job, Message: "job already failed; nothing was delivered and its charge was refunded"}, nil
+	case StatusCancelled:
+		return cancelOutcome{Job: js.job, EffectReversed: true, Message: "job was already cancelled; nothing was delivered and its charge was refunded"}, nil
+	}
+	now := e.clock()
+	js.job.Status, js.job.UpdatedAt = StatusCancelled, now
+	e.refundLocked(js, now)
+	close(js.stop)
+	close(js.done)
+	e.saveOrLog("job cancelled")
+	e.logger.Info("job cancelled", "job_id", id)
+	return cancelOutcome{Job: js.job, EffectReversed: true, Message: "job cancelled before it delivered a result; nothing was delivered and its pending charge was refunded"}, nil
+}
+
+// wait blocks until the job ends, ctx ends or the engine closes.
+func (e *engine) wait(ctx context.Context, id string) (Job, *Charge, error) {
+	e.mu.Lock()
+	js, ok := e.byID[id]
+	e.mu.Unlock()
+	if !ok {
+		return Job{}, nil, unknownJobError(id)
+	}
+	select {
+	case <-js.done:
+	case <-ctx.Done():
+		return Job{}, nil, fmt.Errorf("stopped waiting for %s: %w", id, ctx.Err())
+	case <-e.closing:
+		return Job{}, nil, errClosed
+	}
+	job, charge, _ := e.job(id)
+	return job, charge, nil
+}
+
+// job returns one job and its charge, if it has one.
+func (e *engine) job(id string) (Job, *Charge, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	js, ok := e.byID[id]
+	if !ok {
+		return Job{}, nil, false
+	}
+	return js.job, copyCharge(js.charge), true
+}
+
+// lookup returns every job for an idempotency key, oldest first, as
+// lookup_operation sees them: without the jobs a lagging index hides.
+func (e *engine) lookup(key string) ([]Job, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.faults.LookupIndeterminate {
+		return nil, fmt.Errorf("operation index unavailable: cannot tell whether idempotency key %q has a job; try again later", key)
+	}
+	now := e.clock()
+	var out []Job
+	for _, js := range e.byKey[key] {
+		if now.Sub(js.job.CreatedAt) < e.faults.LookupDelay {
+			continue
+		}
+		out = append(out, js.job)
+	}
+	return out, nil
+}
+
+// chargesFor returns the charges of the given jobs (all jobs of a key when
+// jobID is empty), oldest first.
+func (e *engine) chargesFor(jobID, key string) ([]Charge, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var jobs []*jobState
+	if jobID != "" {
+		js, ok := e.byID[jobID]
+		if !ok {
+			return nil, unknownJobError(jobID)
+		}
+		jobs = []*jobState{js}
+	} else {
+		jobs = e.byKey[key]
+	}
+	var out []Charge
+	for _, js := range jobs {
+		if js.charge != nil {
+			out = append(out, *js.charge)
+		}
+	}
+	return out, nil
+}
+
+// record returns a copy of the whole record.
+func (e *engine) record() Record {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := Record{Jobs: make([]Job, 0, len(e.jobs)), Charges: []Charge{}}
+	for _, js := range e.jobs {
+		r.Jobs = append(r.Jobs, js.job)
+		if js.charge == nil {
+			continue
+		}
+		r.Charges = append(r.Charges, *js.charge)
+		if js.charge.Status == ChargeFinal {
+			r.Totals.FinalCharges++
+			r.Totals.FinalChargeUSD += js.charge.Amount
+		}
+	}
+	r.Totals.JobsStarted = len(r.Jobs)
+	return r
+}
+
+func (e *engine) setFaults(f Faults) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.faults = f
+	e.logger.Info("faults set", "faults", f.String())
+}
+
+func (e *engine) currentFaults() Faults {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.faults
+}
+
+// close stops every job goroutine and waits for them; jobs keep the state they
+// had. Calls blocked waiting on a job return errClosed.
+func (e *engine) close() {
+	e.mu.Lock()
+	if !e.closed {
+		e.closed = true
+		close(e.closing)
+	}
+	e.mu.Unlock()
+	e.wg.Wait()
+}
+
+// saveLocked writes the record to the state file, if there is one. The caller
+// holds e.mu, so saves happen in the order of the changes they record.
+func (e *engine) saveLocked() error {
+	if e.store == nil {
+		return nil
+	}
+	st := &stateFile{Version: stateVersion, NextJobNumber: e.nextNumber, Jobs: []storedJob{}, Charges: []Charge{}}
+	for _, js := range e.jobs {
+		st.Jobs = append(st.Jobs, storedJob{Job: js.job, Number: js.number, Plan: js.plan})
+		if js.charge != nil {
+			st.Charges = append(st.Charges, *js.charge)
+		}
+	}
+	return e.store.save(st)
+}
+
+// saveOrLog saves after a change nobody is waiting to hear about; a failure
+// is logged because the in-memory record is still right.
+func (e *engine) saveOrLog(what string) {
+	if err := e.saveLocked(); err != nil {
+		e.logger.Error("could not save the record after "+what, "error", err)
+	}
+}
+
+func copyCharge(c *Charge) *Charge {
+	if c == nil {
+		return nil
+	}
+	cc := *c
+	return &cc
+}
+
+func unknownJobError(id string) error {
+	return fmt.Errorf("no job %q on this provider; job IDs look like hosted-suite-9912", id)
+}

@@ -1,0 +1,364 @@
+package providersim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Tool names.
+const (
+	ToolRunSuite        = "run_suite"
+	ToolLookupOperation = "lookup_operation"
+	ToolGetJob          = "get_job"
+	ToolListCharges     = "list_charges"
+	ToolCancelJob       = "cancel_job"
+	ToolEstimateSuite   = "estimate_suite"
+)
+
+// Where run_suite reads an idempotency key besides its idempotency_key
+// argument.
+const (
+	MetaIdempotencyKey   = "com.example.hosted-test/idempotency-key" // a _meta key
+	HeaderIdempotencyKey = "Idempotency-Key"                         // an HTTP header
+)
+
+// LookupNotFound is lookup_operation's status for a key without a (visible) job.
+const LookupNotFound = "not_found"
+
+// RunSuiteArgs are run_suite's arguments.
+type RunSuiteArgs struct {
+	Suite          string `json:"suite" jsonschema:"name of the test suite to run"`
+	Commit         string `json:"commit,omitempty" jsonschema:"commit to test; the default branch head if empty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"reuse the same value when retrying: a key that already has a job returns that job instead of starting and charging for another"`
+}
+
+// SuiteResult is run_suite's structured result, for a job that ended.
+type SuiteResult struct {
+	JobID  string    `json:"job_id"`
+	Status JobStatus `json:"status"`
+	Suite  string    `json:"suite"`
+	Passed int       `json:"passed"`
+	Failed int       `json:"failed"`
+	// ChargeUSD is the job's charge; absent when the job has no charge record.
+	ChargeUSD string `json:"charge_usd,omitempty"`
+}
+
+// LookupArgs are lookup_operation's arguments.
+type LookupArgs struct {
+	IdempotencyKey string `json:"idempotency_key" jsonschema:"the idempotency key a run_suite call carried"`
+}
+
+// LookupResult is lookup_operation's structured result.
+type LookupResult struct {
+	// Status is LookupNotFound or the JobStatus of the key's first job.
+	Status string `json:"status"`
+	// JobID is the key's first job.
+	JobID string `json:"job_id,omitempty"`
+	// Jobs are all the key's jobs, oldest first.
+	Jobs []JobRef `json:"jobs"`
+}
+
+// JobRef names one job in a LookupResult.
+type JobRef struct {
+	JobID     string    `json:"job_id"`
+	Status    JobStatus `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// JobArgs are get_job's and cancel_job's arguments.
+type JobArgs struct {
+	JobID string `json:"job_id" jsonschema:"a job ID such as hosted-suite-9912"`
+}
+
+// JobInfo is get_job's structured result.
+type JobInfo struct {
+	JobID        string       `json:"job_id"`
+	Status       JobStatus    `json:"status"`
+	Suite        string       `json:"suite"`
+	ChargeUSD    string       `json:"charge_usd,omitempty"`
+	ChargeStatus ChargeStatus `json:"charge_status,omitempty"`
+	// Result is present once the job succeeded or failed.
+	Result *JobOutcome `json:"result,omitempty"`
+}
+
+// JobOutcome is what a finished suite reported.
+type JobOutcome struct {
+	Passed int `json:"passed"`
+	Failed int `json:"failed"`
+}
+
+// ListChargesArgs are list_charges' arguments: exactly one of the two.
+type ListChargesArgs struct {
+	JobID          string `json:"job_id,omitempty" jsonschema:"list this job's charges"`
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"list the charges of every job started with this idempotency key"`
+}
+
+// ChargeList is list_charges' structured result.
+type ChargeList struct {
+	Charges []ChargeInfo `json:"charges"`
+}
+
+// ChargeInfo is one charge as list_charges reports it.
+type ChargeInfo struct {
+	ChargeID  string       `json:"charge_id"`
+	JobID     string       `json:"job_id"`
+	AmountUSD string       `json:"amount_usd"`
+	Currency  string       `json:"currency"`
+	Status    ChargeStatus `json:"status"`
+}
+
+// CancelResult is cancel_job's structured result. EffectReversed is true when
+// the job was cancelled before it delivered anything, by this call or an
+// earlier one, so its charge was refunded; a job that had already succeeded or
+// failed is left as it is and answers false.
+type CancelResult struct {
+	JobID          string    `json:"job_id"`
+	Status         JobStatus `json:"status"`
+	EffectReversed bool      `json:"effect_reversed"`
+	Message        string    `json:"message"`
+}
+
+// EstimateArgs are estimate_suite's arguments.
+type EstimateArgs struct {
+	Suite string `json:"suite" jsonschema:"name of the test suite to price"`
+}
+
+// EstimateResult is estimate_suite's structured result.
+type EstimateResult struct {
+	EstimateUSD string `json:"estimate_usd"`
+	Currency    string `json:"currency"`
+}
+
+// newServer builds the MCP server: the plain tools, and run_suite as a task
+// for clients that use tasks.
+func (s *Sim) newServer() (*mcp.Server, error) {
+	server := mcp.NewServer(&mcp.Implementation{
+		Name:    "hosted_test",
+		Title:   "Hosted test-suite runner (simulated)",
+		Version: "1.0.0",
+	}, &mcp.ServerOptions{
+		Logger:       s.logger,
+		Instructions: "Runs test suites on hosted machines. run_suite is billed per job: pass idempotency_key and reuse it when retrying, and use lookup_operation before re-sending after a lost response.",
+	})
+	openWorld, notDestructive := true, false
+	mcp.AddTool(server, &mcp.Tool{
+		Name:        ToolRunSuite,
+		Title:       "Run a test suite (billed)",
+		Description: "Starts a billed job that runs a test suite and waits for its result. A call whose idempotency key already has a job returns that job instead of starting another.",
+		Annotations: &mcp.ToolAnnotations{
+			DestructiveHint: &notDestructive,
+			IdempotentHint:  false,
+			OpenWorldHint:   &openWorld,
+		},
+	}, s.runSuite)
+	mcp.AddTool(server, &mcp.Tool{
+		Name:        ToolLookupOperation,
+		Description: "Looks up the jobs started with an idempotency key.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+	}, s.lookupOperation)
+	mcp.AddTool(server, &mcp.Tool{
+		Name:        ToolGetJob,
+		Description: "Reports a job's status, charge and, once it ended, its result.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+	}, s.getJob)
+	mcp.AddTool(server, &mcp.Tool{
+		Name:        ToolListCharges,
+		Description: "Lists the charges of a job, or of every job started with an idempotency key.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+	}, s.listCharges)
+	mcp.AddTool(server, &mcp.Tool{
+		Name:        ToolCancelJob,
+		Description: "Cancels a queued or running job and refunds its pending charge. A job that already ended is left as it is.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &notDestructive, IdempotentHint: true, OpenWorldHint: &openWorld},
+	}, s.cancelJob)
+	mcp.AddTool(server, &mcp.Tool{
+		Name:        ToolEstimateSuite,
+		Description: "Quotes what running a suite is estimated to cost.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+	}, s.estimateSuite)
+	if err := s.installTasks(server); err != nil {
+		return nil, err
+	}
+	return server, nil
+}
+
+// findKey finds a run_suite call's idempotency key: the argument, then
+// _meta, then the HTTP header.
+func findKey(argument string, meta map[string]any, header http.Header) (string, KeySource) {
+	if argument != "" {
+		return argument, KeyFromArgument
+	}
+	if k, ok := meta[MetaIdempotencyKey].(string); ok && k != "" {
+		return k, KeyFromMeta
+	}
+	if k := header.Get(HeaderIdempotencyKey); k != "" {
+		return k, KeyFromHeader
+	}
+	return "", KeyNone
+}
+
+// accept starts the job for a run_suite call, or finds the one its key already
+// has, and applies the faults that act on the answer: under crash_after_accept
+// it calls Options.Crash, and when the answer is to be withheld it waits until
+// the caller gives up (or the Sim closes) and returns an error.
+func (s *Sim) accept(ctx context.Context, r startRequest) (Job, error) {
+	out, err := s.engine.start(r)
+	if err != nil {
+		return Job{}, err
+	}
+	if out.Crash {
+		s.logger.Warn("crashing after accepting a job (fault crash_after_accept)", "job_id", out.Job.ID)
+		s.crash()
+	}
+	if out.Drop || out.Crash {
+		select {
+		case <-ctx.Done():
+		case <-s.engine.closing:
+		}
+		return Job{}, fmt.Errorf("the response for %s was withheld on purpose by a fault", out.Job.ID)
+	}
+	return out.Job, nil
+}
+
+func (s *Sim) runSuite(ctx context.Context, req *mcp.CallToolRequest, args RunSuiteArgs) (*mcp.CallToolResult, SuiteResult, error) {
+	if strings.TrimSpace(args.Suite) == "" {
+		return nil, SuiteResult{}, errors.New("suite must name a test suite, e.g. settlement-regression")
+	}
+	var header http.Header
+	if req.Extra != nil {
+		header = req.Extra.Header
+	}
+	key, source := findKey(args.IdempotencyKey, req.Params.Meta, header)
+	accepted, err := s.accept(ctx, startRequest{
+		Suite:     args.Suite,
+		Commit:    args.Commit,
+		Key:       key,
+		KeySource: source,
+		Protocol:  req.ProtocolVersion(),
+	})
+	if err != nil {
+		return nil, SuiteResult{}, err
+	}
+	job, charge, err := s.engine.wait(ctx, accepted.ID)
+	if err != nil {
+		return nil, SuiteResult{}, err
+	}
+	res, out := resultFor(job, charge)
+	return res, out, nil
+}
+
+// resultFor is run_suite's answer for a job that ended: isError unless it
+// succeeded. The structured content is left to the caller, which is either
+// the SDK's typed handler or the task host.
+func resultFor(job Job, charge *Charge) (*mcp.CallToolResult, SuiteResult) {
+	out := SuiteResult{
+		JobID:  job.ID,
+		Status: job.Status,
+		Suite:  job.Suite,
+		Passed: job.Passed,
+		Failed: job.Failed,
+	}
+	if charge != nil {
+		out.ChargeUSD = charge.Amount.String()
+	}
+	return &mcp.CallToolResult{
+		IsError: job.Status != StatusSucceeded,
+		Content: []mcp.Content{&mcp.TextContent{Text: summary(job, charge)}},
+	}, out
+}
+
+// summary is the one-line text of a run_suite result.
+func summary(job Job, charge *Charge) string {
+	billed := "no charge recorded"
+	if charge != nil {
+		billed = fmt.Sprintf("charge %s %s %s", charge.Amount, charge.Currency, charge.Status)
+	}
+	switch job.Status {
+	case StatusSucceeded, StatusFailed:
+		return fmt.Sprintf("%s %s: suite %s, %d passed, %d failed; %s", job.ID, job.Status, job.Suite, job.Passed, job.Failed, billed)
+	case StatusCancelled:
+		return fmt.Sprintf("%s cancelled before it delivered a result: suite %s; %s", job.ID, job.Suite, billed)
+	default:
+		return fmt.Sprintf("%s %s: suite %s; %s", job.ID, job.Status, job.Suite, billed)
+	}
+}
+
+func (s *Sim) lookupOperation(_ context.Context, _ *mcp.CallToolRequest, args LookupArgs) (*mcp.CallToolResult, LookupResult, error) {
+	if args.IdempotencyKey == "" {
+		return nil, LookupResult{}, errors.New("idempotency_key is empty; pass the key the run_suite call carried")
+	}
+	jobs, err := s.engine.lookup(args.IdempotencyKey)
+	if err != nil {
+		return nil, LookupResult{}, err
+	}
+	result := LookupResult{Status: LookupNotFound, Jobs: []JobRef{}}
+	for _, j := range jobs {
+		result.Jobs = append(result.Jobs, JobRef{JobID: j.ID, Status: j.Status, CreatedAt: j.CreatedAt})
+	}
+	if len(jobs) > 0 {
+		result.Status, result.JobID = string(jobs[0].Status), jobs[0].ID
+	}
+	return nil, result, nil
+}
+
+func (s *Sim) getJob(_ context.Context, _ *mcp.CallToolRequest, args JobArgs) (*mcp.CallToolResult, JobInfo, error) {
+	job, charge, ok := s.engine.job(args.JobID)
+	if !ok {
+		return nil, JobInfo{}, unknownJobError(args.JobID)
+	}
+	info := JobInfo{JobID: job.ID, Status: job.Status, Suite: job.Suite}
+	if charge != nil {
+		info.ChargeUSD, info.ChargeStatus = charge.Amount.String(), charge.Status
+	}
+	if job.Status == StatusSucceeded || job.Status == StatusFailed {
+		info.Result = &JobOutcome{Passed: job.Passed, Failed: job.Failed}
+	}
+	return nil, info, nil
+}
+
+func (s *Sim) listCharges(_ context.Context, _ *mcp.CallToolRequest, args ListChargesArgs) (*mcp.CallToolResult, ChargeList, error) {
+	if (args.JobID == "") == (args.IdempotencyKey == "") {
+		return nil, ChargeList{}, errors.New("pass exactly one of job_id or idempotency_key")
+	}
+	charges, err := s.engine.chargesFor(args.JobID, args.IdempotencyKey)
+	if err != nil {
+		return nil, ChargeList{}, err
+	}
+	out := ChargeList{Charges: []ChargeInfo{}}
+	for _, c := range charges {
+		out.Charges = append(out.Charges, ChargeInfo{
+			ChargeID:  c.ID,
+			JobID:     c.JobID,
+			AmountUSD: c.Amount.String(),
+			Currency:  c.Currency,
+			Status:    c.Status,
+		})
+	}
+	return nil, out, nil
+}
+
+func (s *Sim) cancelJob(_ context.Context, _ *mcp.CallToolRequest, args JobArgs) (*mcp.CallToolResult, CancelResult, error) {
+	out, err := s.engine.cancel(args.JobID)
+	if err != nil {
+		return nil, CancelResult{}, err
+	}
+	return nil, CancelResult{
+		JobID:          out.Job.ID,
+		Status:         out.Job.Status,
+		EffectReversed: out.EffectReversed,
+		Message:        out.Message,
+	}, nil
+}
+
+func (s *Sim) estimateSuite(_ context.Context, _ *mcp.CallToolRequest, args EstimateArgs) (*mcp.CallToolResult, EstimateResult, error) {
+	if strings.TrimSpace(args.Suite) == "" {
+		return nil, EstimateResult{}, errors.New("suite must name a test suite, e.g. settlement-regression")
+	}
+	return nil, EstimateResult{EstimateUSD: s.engine.estimate.String(), Currency: Currency}, nil
+}
