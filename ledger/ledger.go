@@ -185,6 +185,7 @@ type RemoteJob struct {
 	// job ID is never read against the wrong server.
 	Endpoint          string
 	RemoteID          string
+	UpstreamTaskID    string // the upstream's MCP task, when the job runs as one
 	Kind              string // "upstream_task" or "provider_job"
 	Status            JobStatus
 	Intended          bool
@@ -299,3 +300,13 @@ const (
 	EventDuplicateJob          = "duplicate_job"
 	EventReconciled            = "reconciled"
 )
+
+// APIKey is a tenant's bearer credential. Only its SHA-256 hash is stored.
+type APIKey struct {
+	ID        int64
+	Tenant    string
+	Hash      string
+	Label     string
+	CreatedAt time.Time
+	RevokedAt time.Time
+}

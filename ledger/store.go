@@ -43,6 +43,22 @@ type Store interface {
 	// retries that point at it, oldest first.
 	AttemptList(ctx context.Context, operationRef int64) ([]*Attempt, error)
 
+	// LeaseClaim makes owner the operation's worker until until, unless
+	// another owner's lease has not lapsed (ErrLeaseHeld).
+	LeaseClaim(ctx context.Context, operationRef int64, owner string, until time.Time) (*Operation, error)
+	// LeaseExtend is a worker's heartbeat; ErrLeaseHeld if it lost the lease.
+	LeaseExtend(ctx context.Context, operationRef int64, owner string, until time.Time) error
+	// Transition applies one atomic change; ErrStateChanged when the
+	// operation is not in a From state or its lease did not lapse,
+	// ErrLeaseHeld when Owner does not hold the lease.
+	Transition(ctx context.Context, p *TransitionParams) (*Operation, error)
+	// OperationsToRecover lists unfinished operations whose lease lapsed
+	// before now: their worker died or their job was lost.
+	OperationsToRecover(ctx context.Context, now time.Time, limit int) ([]*Operation, error)
+	// OperationsEndedBefore lists ended operations whose operation ID is
+	// still reserved and that ended before t.
+	OperationsEndedBefore(ctx context.Context, t time.Time, limit int) ([]*Operation, error)
+
 	// OperationGet loads one operation; ErrNotFound if none matches.
 	OperationGet(ctx context.Context, p *OperationGetParams) (*Operation, error)
 	// OperationList lists operations, newest first.
@@ -61,6 +77,13 @@ type Store interface {
 	ApprovalList(ctx context.Context, p *ApprovalListParams) ([]*Approval, error)
 	ApprovalRevoke(ctx context.Context, tenant string, id int64, now time.Time) (*Approval, error)
 	ReservationList(ctx context.Context, approvalRef int64) ([]*Reservation, error)
+
+	// API keys: stored as SHA-256 hashes, never in the clear.
+	KeyCreate(ctx context.Context, k *APIKey) (*APIKey, error)
+	// KeyByHash returns the unrevoked key with this hash; ErrNotFound if none.
+	KeyByHash(ctx context.Context, hash string) (*APIKey, error)
+	KeyList(ctx context.Context, tenant string) ([]*APIKey, error)
+	KeyRevoke(ctx context.Context, id int64, now time.Time) error
 
 	// NewJobClient returns a River client on the store's database, for
 	// working the jobs that the store's transactions enqueue.
@@ -106,6 +129,9 @@ type AcceptParams struct {
 	// Jobs returns the background jobs to enqueue in the same transaction
 	// when the decision is created. It may be nil.
 	Jobs func(op *Operation) []river.InsertManyParams
+	// QueueLease, with Jobs, marks the operation as held by its queued
+	// job for this long; if no worker claims it by then, recovery does.
+	QueueLease time.Duration
 	// Now is the acceptance time; zero means the store's clock.
 	Now time.Time
 }

@@ -43,6 +43,9 @@ func Exercise(t *testing.T, newStore Factory) {
 	t.Run("Approvals", func(t *testing.T) { t.Parallel(); testApprovals(t, newStore) })
 	t.Run("ConcurrentReservations", func(t *testing.T) { t.Parallel(); testConcurrentReservations(t, newStore) })
 	t.Run("OperationList", func(t *testing.T) { t.Parallel(); testOperationList(t, newStore) })
+	t.Run("Leases", func(t *testing.T) { t.Parallel(); testLeases(t, newStore) })
+	t.Run("Transitions", func(t *testing.T) { t.Parallel(); testTransitions(t, newStore) })
+	t.Run("KeyExpiry", func(t *testing.T) { t.Parallel(); testKeyExpiry(t, newStore) })
 }
 
 // call is one tools/call as a client would send it.

@@ -226,13 +226,20 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 	if approval != nil {
 		approvalRef = approval.ID
 	}
+	// The dispatch job enqueued below holds the operation until a worker
+	// claims it; should it never run, the lease lapses and recovery starts.
+	leaseOwner, leaseUntil := "", time.Time{}
+	if p.Jobs != nil && p.QueueLease > 0 {
+		leaseOwner, leaseUntil = ledger.LeaseQueued, now.Add(p.QueueLease)
+	}
 	op, err := scanOperation(tx.QueryRow(ctx, `INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
-			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)
-		ON CONFLICT (tenant, operation_id) DO NOTHING
+			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $14, $14)
+		ON CONFLICT (tenant, operation_id) WHERE NOT key_expired DO NOTHING
 		RETURNING `+operationColumns,
 		p.Tenant, p.OperationID, p.TaskID, p.Upstream, p.Tool, p.Fingerprint, string(argumentsOrEmpty(p.Arguments)),
-		ledger.StateAccepted, idOrNull(approvalRef), p.RetryPolicy, p.Approval.Estimate.Micros, currencyOf(p), p.TTL.Milliseconds(), now))
+		ledger.StateAccepted, idOrNull(approvalRef), p.RetryPolicy, p.Approval.Estimate.Micros, currencyOf(p), p.TTL.Milliseconds(), now,
+		leaseOwner, leaseUntil))
 	if err != nil {
 		if errors.Is(s.drv.Interpret(err), ledger.ErrNotFound) {
 			return nil, nil, nil

@@ -13,7 +13,7 @@ import (
 // operationByKey loads the operation for (tenant, operation ID) inside tx,
 // or nil when there is none.
 func (s *Store) operationByKey(ctx context.Context, q Querier, tenant, operationID string) (*ledger.Operation, error) {
-	op, err := scanOperation(q.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE tenant = $1 AND operation_id = $2`, tenant, operationID))
+	op, err := scanOperation(q.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE tenant = $1 AND operation_id = $2 AND NOT key_expired`, tenant, operationID))
 	if err != nil {
 		if errors.Is(s.drv.Interpret(err), ledger.ErrNotFound) {
 			return nil, nil
@@ -36,7 +36,7 @@ func (s *Store) OperationGet(ctx context.Context, p *ledger.OperationGetParams) 
 	case p.Tenant != "" && p.TaskID != "":
 		where, args, what = "tenant = $1 AND task_id = $2", []any{p.Tenant, p.TaskID}, fmt.Sprintf("task %q", p.TaskID)
 	case p.Tenant != "" && p.OperationID != "":
-		where, args, what = "tenant = $1 AND operation_id = $2", []any{p.Tenant, p.OperationID}, fmt.Sprintf("operation %q", p.OperationID)
+		where, args, what = "tenant = $1 AND operation_id = $2 AND NOT key_expired", []any{p.Tenant, p.OperationID}, fmt.Sprintf("operation %q", p.OperationID)
 	default:
 		return nil, errors.New("operation get: give a row ID, or a tenant with a task ID or operation ID")
 	}

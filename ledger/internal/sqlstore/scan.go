@@ -120,12 +120,12 @@ func scanAttempt(r Row) (*ledger.Attempt, error) {
 	return &a, nil
 }
 
-const remoteJobColumns = `id, operation_ref, attempt_ref, upstream, endpoint, remote_id, kind, status, intended,
+const remoteJobColumns = `id, operation_ref, attempt_ref, upstream, endpoint, remote_id, upstream_task_id, kind, status, intended,
 	duplicate, duplicate_resolved, result, cancel_requested_at, effect_reversed, created_at, updated_at`
 
 func scanRemoteJob(r Row) (*ledger.RemoteJob, error) {
 	var j ledger.RemoteJob
-	err := r.Scan(&j.ID, &j.OperationRef, nullInt{&j.AttemptRef}, &j.Upstream, &j.Endpoint, &j.RemoteID, &j.Kind, &j.Status,
+	err := r.Scan(&j.ID, &j.OperationRef, nullInt{&j.AttemptRef}, &j.Upstream, &j.Endpoint, &j.RemoteID, &j.UpstreamTaskID, &j.Kind, &j.Status,
 		&j.Intended, &j.Duplicate, &j.DuplicateResolved, nullJSON{&j.Result}, ts{&j.CancelRequestedAt}, &j.EffectReversed,
 		ts{&j.CreatedAt}, ts{&j.UpdatedAt})
 	if err != nil {

@@ -30,8 +30,11 @@ CREATE TABLE operations (
     created_at           timestamptz NOT NULL,
     updated_at           timestamptz NOT NULL,
     ended_at             timestamptz,
-    UNIQUE (tenant, operation_id)
+    -- Once an ended operation is older than the retention period its
+    -- operation ID may be used again; the row itself stays.
+    key_expired          boolean NOT NULL DEFAULT false
 );
+CREATE UNIQUE INDEX operations_key ON operations (tenant, operation_id) WHERE NOT key_expired;
 CREATE INDEX operations_fingerprint ON operations (tenant, fingerprint);
 CREATE INDEX operations_open ON operations (state, lease_until) WHERE state NOT IN ('completed', 'failed', 'cancelled');
 
@@ -63,6 +66,7 @@ CREATE TABLE remote_jobs (
     upstream            text   NOT NULL,
     endpoint            text   NOT NULL,
     remote_id           text   NOT NULL,
+    upstream_task_id    text   NOT NULL DEFAULT '',
     kind                text   NOT NULL,
     status              text   NOT NULL,
     intended            boolean NOT NULL DEFAULT false,

@@ -31,8 +31,11 @@ CREATE TABLE operations (
     created_at           integer NOT NULL,
     updated_at           integer NOT NULL,
     ended_at             integer,
-    UNIQUE (tenant, operation_id)
+    -- Once an ended operation is older than the retention period its
+    -- operation ID may be used again; the row itself stays.
+    key_expired          integer NOT NULL DEFAULT 0
 );
+CREATE UNIQUE INDEX operations_key ON operations (tenant, operation_id) WHERE NOT key_expired;
 CREATE INDEX operations_fingerprint ON operations (tenant, fingerprint);
 CREATE INDEX operations_open ON operations (state, lease_until) WHERE state NOT IN ('completed', 'failed', 'cancelled');
 
@@ -64,6 +67,7 @@ CREATE TABLE remote_jobs (
     upstream            text   NOT NULL,
     endpoint            text   NOT NULL,
     remote_id           text   NOT NULL,
+    upstream_task_id    text   NOT NULL DEFAULT '',
     kind                text   NOT NULL,
     status              text   NOT NULL,
     intended            integer NOT NULL DEFAULT 0,

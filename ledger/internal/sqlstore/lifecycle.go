@@ -1,0 +1,263 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/taskgate/taskgate/ledger"
+)
+
+// LeaseClaim implements ledger.Store.
+func (s *Store) LeaseClaim(ctx context.Context, opRef int64, owner string, until time.Time) (*ledger.Operation, error) {
+	var op *ledger.Operation
+	err := s.InTx(ctx, func(tx Tx) error {
+		now := s.now(time.Time{})
+		var err error
+		op, err = scanOperation(tx.QueryRow(ctx, `UPDATE operations SET lease_owner = $1, lease_until = $2, updated_at = $3
+			WHERE id = $4 AND (lease_owner IN ('', $5, $1) OR lease_until IS NULL OR lease_until < $3)
+			RETURNING `+operationColumns, owner, s.now(until), now, opRef, ledger.LeaseQueued))
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(s.drv.Interpret(err), ledger.ErrNotFound) {
+			return err
+		}
+		if _, err := s.operationByID(ctx, tx, opRef); err != nil {
+			return err
+		}
+		return fmt.Errorf("operation %d: %w", opRef, ledger.ErrLeaseHeld)
+	})
+	return op, err
+}
+
+// LeaseExtend implements ledger.Store.
+func (s *Store) LeaseExtend(ctx context.Context, opRef int64, owner string, until time.Time) error {
+	return s.InTx(ctx, func(tx Tx) error {
+		n, err := tx.Exec(ctx, `UPDATE operations SET lease_until = $1 WHERE id = $2 AND lease_owner = $3`, s.now(until), opRef, owner)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("operation %d: %w", opRef, ledger.ErrLeaseHeld)
+		}
+		return nil
+	})
+}
+
+func (s *Store) operationByID(ctx context.Context, q Querier, opRef int64) (*ledger.Operation, error) {
+	op, err := scanOperation(q.QueryRow(ctx, `SELECT `+operationColumns+` FROM operations WHERE id = $1`+s.drv.ForUpdate(), opRef))
+	if err != nil {
+		return nil, s.notFound(err, fmt.Sprintf("operation %d", opRef))
+	}
+	return op, nil
+}
+
+// Transition implements ledger.Store.
+func (s *Store) Transition(ctx context.Context, p *ledger.TransitionParams) (*ledger.Operation, error) {
+	var out *ledger.Operation
+	err := s.InTx(ctx, func(tx Tx) error {
+		var err error
+		out, err = s.transition(ctx, tx, p)
+		return err
+	})
+	return out, err
+}
+
+func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParams) (*ledger.Operation, error) {
+	now := s.now(p.Now)
+	op, err := s.operationByID(ctx, tx, p.OperationRef)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.From) > 0 && !slices.Contains(p.From, op.State) {
+		return nil, fmt.Errorf("operation %d is %s, not %v: %w", op.ID, op.State, p.From, ledger.ErrStateChanged)
+	}
+	if p.Owner != "" && op.LeaseOwner != p.Owner {
+		return nil, fmt.Errorf("operation %d is leased to %q: %w", op.ID, op.LeaseOwner, ledger.ErrLeaseHeld)
+	}
+	if p.RequireLeaseLapsed && !op.LeaseUntil.IsZero() && op.LeaseUntil.After(now) {
+		return nil, fmt.Errorf("operation %d lease runs until %s: %w", op.ID, op.LeaseUntil.Format(time.RFC3339Nano), ledger.ErrStateChanged)
+	}
+
+	var (
+		sets []string
+		args []any
+	)
+	set := func(col string, v any) {
+		args = append(args, v)
+		sets = append(sets, fmt.Sprintf("%s = $%d", col, len(args)))
+	}
+	set("updated_at", now)
+	if p.To != "" && p.To != op.State {
+		if op.State.Terminal() {
+			return nil, fmt.Errorf("operation %d already ended %s: %w", op.ID, op.State, ledger.ErrStateChanged)
+		}
+		set("state", p.To)
+		if p.To.Terminal() {
+			set("ended_at", now)
+		}
+		if p.To != ledger.StateReview && op.ReviewReason != "" && p.ReviewReason == nil {
+			set("review_reason", "")
+		}
+	}
+	if p.StatusMessage != nil {
+		set("status_message", *p.StatusMessage)
+	}
+	if p.ReviewReason != nil {
+		set("review_reason", *p.ReviewReason)
+	}
+	if len(p.Result) > 0 {
+		set("result", string(p.Result))
+	}
+	if len(p.Error) > 0 {
+		set("error", string(p.Error))
+	}
+	if p.IncrementSend {
+		sets = append(sets, "send_count = send_count + 1")
+	}
+	if p.Lease != nil {
+		set("lease_owner", p.Lease.Owner)
+		set("lease_until", p.Lease.Until)
+	}
+	if p.CancelRequested && op.CancelRequestedAt.IsZero() {
+		set("cancel_requested_at", now)
+	}
+	if p.CostBreach {
+		set("cost_breach", true)
+	}
+	if p.ExpireKey {
+		set("key_expired", true)
+	}
+	args = append(args, op.ID)
+	if _, err := tx.Exec(ctx, `UPDATE operations SET `+strings.Join(sets, ", ")+fmt.Sprintf(` WHERE id = $%d`, len(args)), args...); err != nil {
+		return nil, fmt.Errorf("update operation %d: %w", op.ID, err)
+	}
+
+	for _, j := range p.RemoteJobs {
+		if err := s.upsertRemoteJob(ctx, tx, op, j, now); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range p.Charges {
+		if err := s.upsertCharge(ctx, tx, op, c, now); err != nil {
+			return nil, err
+		}
+	}
+	if k := p.Creator; k != nil {
+		if _, err := tx.Exec(ctx, `UPDATE attempts SET
+				remote_accepted = CASE WHEN $1 = '' THEN remote_accepted ELSE $1 END,
+				remote_effect = CASE WHEN $2 = '' THEN remote_effect ELSE $2 END,
+				charge_status = CASE WHEN $3 = '' THEN charge_status ELSE $3 END,
+				updated_at = $4
+			WHERE operation_ref = $5 AND decision = $6`,
+			string(k.RemoteAccepted), string(k.RemoteEffect), string(k.ChargeStatus), now, op.ID, ledger.DecisionCreated); err != nil {
+			return nil, fmt.Errorf("update attempt knowledge: %w", err)
+		}
+	}
+	if r := p.Reservation; r != nil {
+		if _, err := tx.Exec(ctx, `UPDATE reservations SET status = $1, settled_micros = $2, updated_at = $3 WHERE operation_ref = $4`,
+			r.Status, r.Settled.Micros, now, op.ID); err != nil {
+			return nil, fmt.Errorf("update reservation: %w", err)
+		}
+	}
+	for _, e := range p.Events {
+		if err := s.event(ctx, tx, op.ID, e.AttemptRef, e.Kind, e.Data, now); err != nil {
+			return nil, err
+		}
+	}
+	if len(p.Jobs) > 0 {
+		if err := tx.InsertJobs(ctx, p.Jobs); err != nil {
+			return nil, fmt.Errorf("enqueue jobs for operation %d: %w", op.ID, err)
+		}
+	}
+	return s.operationByID(ctx, tx, op.ID)
+}
+
+func (s *Store) upsertRemoteJob(ctx context.Context, tx Tx, op *ledger.Operation, j *ledger.RemoteJobUpsert, now time.Time) error {
+	if j.RemoteID == "" || j.Upstream == "" {
+		return errors.New("remote job: upstream and remote ID are required")
+	}
+	if j.RenameFrom != "" && j.RenameFrom != j.RemoteID {
+		if _, err := tx.Exec(ctx, `UPDATE remote_jobs SET remote_id = $1, updated_at = $2
+			WHERE operation_ref = $3 AND upstream = $4 AND remote_id = $5
+			AND NOT EXISTS (SELECT 1 FROM remote_jobs WHERE operation_ref = $3 AND upstream = $4 AND remote_id = $1)`,
+			j.RemoteID, now, op.ID, j.Upstream, j.RenameFrom); err != nil {
+			return fmt.Errorf("re-key remote job %s: %w", j.RenameFrom, err)
+		}
+	}
+	var intended, duplicate any
+	if j.Intended != nil {
+		intended = *j.Intended
+	}
+	if j.Duplicate != nil {
+		duplicate = *j.Duplicate
+	}
+	var cancelAt any
+	if j.CancelRequested {
+		cancelAt = now
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO remote_jobs (operation_ref, attempt_ref, upstream, endpoint, remote_id, upstream_task_id, kind, status,
+			intended, duplicate, duplicate_resolved, result, cancel_requested_at, effect_reversed, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, COALESCE($9, false), COALESCE($10, false), $11, $12, $13, $14, $15, $15)
+		ON CONFLICT (operation_ref, upstream, remote_id) DO UPDATE SET
+			attempt_ref = COALESCE(remote_jobs.attempt_ref, excluded.attempt_ref),
+			endpoint = CASE WHEN excluded.endpoint = '' THEN remote_jobs.endpoint ELSE excluded.endpoint END,
+			upstream_task_id = CASE WHEN excluded.upstream_task_id = '' THEN remote_jobs.upstream_task_id ELSE excluded.upstream_task_id END,
+			kind = CASE WHEN excluded.kind = '' THEN remote_jobs.kind ELSE excluded.kind END,
+			status = CASE WHEN excluded.status = '' OR remote_jobs.status IN ('completed', 'failed', 'cancelled') THEN remote_jobs.status ELSE excluded.status END,
+			intended = CASE WHEN $9 IS NULL THEN remote_jobs.intended ELSE excluded.intended END,
+			duplicate = CASE WHEN $10 IS NULL THEN remote_jobs.duplicate ELSE excluded.duplicate END,
+			duplicate_resolved = CASE WHEN excluded.duplicate_resolved = '' THEN remote_jobs.duplicate_resolved ELSE excluded.duplicate_resolved END,
+			result = COALESCE(excluded.result, remote_jobs.result),
+			cancel_requested_at = COALESCE(remote_jobs.cancel_requested_at, excluded.cancel_requested_at),
+			effect_reversed = CASE WHEN excluded.effect_reversed = 'unknown' THEN remote_jobs.effect_reversed ELSE excluded.effect_reversed END,
+			updated_at = excluded.updated_at`,
+		op.ID, idOrNull(j.AttemptRef), j.Upstream, j.Endpoint, j.RemoteID, j.UpstreamTaskID, j.Kind, string(j.Status),
+		intended, duplicate, j.DuplicateResolved, jsonOrNull(j.Result), cancelAt, knowledgeOrUnknown(j.EffectReversed), now)
+	if err != nil {
+		return fmt.Errorf("record remote job %s: %w", j.RemoteID, err)
+	}
+	return nil
+}
+
+func knowledgeOrUnknown(k ledger.Knowledge) string {
+	if k == "" {
+		return string(ledger.Unknown)
+	}
+	return string(k)
+}
+
+func (s *Store) upsertCharge(ctx context.Context, tx Tx, op *ledger.Operation, c *ledger.ChargeUpsert, now time.Time) error {
+	if c.ProviderChargeID == "" {
+		return errors.New("charge: the provider's charge ID is required")
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO charges (operation_ref, remote_job_ref, provider_charge_id, amount_micros, currency, status, source, created_at, updated_at)
+		VALUES ($1, (SELECT id FROM remote_jobs WHERE operation_ref = $1 AND remote_id = $2), $3, $4, $5, $6, $7, $8, $8)
+		ON CONFLICT (operation_ref, provider_charge_id) DO UPDATE SET
+			remote_job_ref = COALESCE(excluded.remote_job_ref, charges.remote_job_ref),
+			amount_micros = excluded.amount_micros, currency = excluded.currency,
+			status = excluded.status, source = excluded.source, updated_at = excluded.updated_at`,
+		op.ID, c.RemoteID, c.ProviderChargeID, c.Amount.Micros, c.Amount.Currency, c.Status, c.Source, now)
+	if err != nil {
+		return fmt.Errorf("record charge %s: %w", c.ProviderChargeID, err)
+	}
+	return nil
+}
+
+// OperationsToRecover implements ledger.Store.
+func (s *Store) OperationsToRecover(ctx context.Context, now time.Time, limit int) ([]*ledger.Operation, error) {
+	return queryAll(ctx, s.drv.Reader(), scanOperation, `SELECT `+operationColumns+` FROM operations
+		WHERE state IN ($1, $2, $3) AND (lease_until IS NULL OR lease_until < $4)
+		ORDER BY id LIMIT $5`,
+		ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, s.now(now), limit)
+}
+
+// OperationsEndedBefore implements ledger.Store.
+func (s *Store) OperationsEndedBefore(ctx context.Context, t time.Time, limit int) ([]*ledger.Operation, error) {
+	return queryAll(ctx, s.drv.Reader(), scanOperation, `SELECT `+operationColumns+` FROM operations
+		WHERE NOT key_expired AND ended_at IS NOT NULL AND ended_at < $1 ORDER BY id LIMIT $2`, s.now(t), limit)
+}

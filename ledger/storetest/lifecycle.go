@@ -1,0 +1,149 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/money"
+)
+
+func testLeases(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx := context.Background()
+	p := params(t, call{"acme", "op-1", `{}`})
+	p.QueueLease = time.Minute
+	op := accept(t, s, p).Operation
+	if op.LeaseOwner != ledger.LeaseQueued || op.LeaseUntil.IsZero() {
+		t.Fatalf("accepted operation lease = %q until %v, want queued", op.LeaseOwner, op.LeaseUntil)
+	}
+	if got, err := s.OperationsToRecover(ctx, time.Now(), 10); err != nil || len(got) != 0 {
+		t.Fatalf("recover while queued = %d, %v; want none", len(got), err)
+	}
+	claimed, err := s.LeaseClaim(ctx, op.ID, "w1", time.Now().Add(time.Minute))
+	if err != nil || claimed.LeaseOwner != "w1" {
+		t.Fatalf("claim a queued operation: %v, %v", claimed, err)
+	}
+	if _, err := s.LeaseClaim(ctx, op.ID, "w2", time.Now().Add(time.Minute)); !errors.Is(err, ledger.ErrLeaseHeld) {
+		t.Fatalf("second worker claim: %v, want ErrLeaseHeld", err)
+	}
+	if err := s.LeaseExtend(ctx, op.ID, "w2", time.Now().Add(time.Minute)); !errors.Is(err, ledger.ErrLeaseHeld) {
+		t.Fatalf("extend by non-owner: %v, want ErrLeaseHeld", err)
+	}
+	if err := s.LeaseExtend(ctx, op.ID, "w1", time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// w1's lease lapsed: it is recoverable, and w2 may take it over.
+	got, err := s.OperationsToRecover(ctx, time.Now(), 10)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("recover after lapse = %d, %v; want 1", len(got), err)
+	}
+	if _, err := s.LeaseClaim(ctx, op.ID, "w2", time.Now().Add(time.Minute)); err != nil {
+		t.Fatalf("take over a lapsed lease: %v", err)
+	}
+	if _, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, Owner: "w1", To: ledger.StateSending}); !errors.Is(err, ledger.ErrLeaseHeld) {
+		t.Fatalf("transition by a former owner: %v, want ErrLeaseHeld", err)
+	}
+	if _, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, RequireLeaseLapsed: true, To: ledger.StateSending}); !errors.Is(err, ledger.ErrStateChanged) {
+		t.Fatalf("recovery transition under a live lease: %v, want ErrStateChanged", err)
+	}
+}
+
+func testTransitions(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx := context.Background()
+	res := accept(t, s, params(t, call{"acme", "op-1", `{"suite":"x"}`}))
+	op := res.Operation
+	if _, err := s.LeaseClaim(ctx, op.ID, "w1", time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	sending, err := s.Transition(ctx, &ledger.TransitionParams{
+		OperationRef: op.ID, Owner: "w1", From: []ledger.State{ledger.StateAccepted}, To: ledger.StateSending,
+		IncrementSend: true, Events: []ledger.EventParams{{Kind: ledger.EventSendStarted}},
+	})
+	if err != nil || sending.State != ledger.StateSending || sending.SendCount != 1 {
+		t.Fatalf("send started: %+v, %v", sending, err)
+	}
+	if _, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, From: []ledger.State{ledger.StateAccepted}, To: ledger.StateSending}); !errors.Is(err, ledger.ErrStateChanged) {
+		t.Fatalf("guarded transition from the wrong state: %v, want ErrStateChanged", err)
+	}
+	yes := true
+	running, err := s.Transition(ctx, &ledger.TransitionParams{
+		OperationRef: op.ID, Owner: "w1", From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning,
+		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", Endpoint: "http://127.0.0.1:1/mcp", RemoteID: "task-abc", UpstreamTaskID: "task-abc",
+			Kind: "upstream_task", Status: ledger.JobRunning, Intended: &yes, AttemptRef: res.Attempt.ID}},
+		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
+		Events:  []ledger.EventParams{{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": "task-abc"}}},
+	})
+	if err != nil || running.State != ledger.StateRunning {
+		t.Fatalf("bind: %+v, %v", running, err)
+	}
+	// The provider's job ID becomes known: the job is re-keyed, not doubled.
+	final := money.MustParse("17.84", "USD")
+	done, err := s.Transition(ctx, &ledger.TransitionParams{
+		OperationRef: op.ID, Owner: "w1", From: []ledger.State{ledger.StateRunning}, To: ledger.StateCompleted,
+		Result: []byte(`{"content":[{"type":"text","text":"ok"}]}`), Lease: &ledger.Lease{},
+		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteID: "hosted-suite-9912", RenameFrom: "task-abc", Status: ledger.JobCompleted}},
+		Charges: []*ledger.ChargeUpsert{{RemoteID: "hosted-suite-9912", ProviderChargeID: "ch-1", Amount: final, Status: ledger.ChargePending}},
+		Creator: &ledger.AttemptKnowledge{RemoteEffect: ledger.Yes},
+	})
+	if err != nil || done.State != ledger.StateCompleted || done.EndedAt.IsZero() || done.LeaseOwner != "" || string(done.Result) != `{"content":[{"type":"text","text":"ok"}]}` {
+		t.Fatalf("complete: %+v, %v", done, err)
+	}
+	// A later observation never moves a terminal job back, and charges upsert by ID.
+	if _, err := s.Transition(ctx, &ledger.TransitionParams{
+		OperationRef: op.ID,
+		RemoteJobs:   []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteID: "hosted-suite-9912", Status: ledger.JobRunning}},
+		Charges:      []*ledger.ChargeUpsert{{RemoteID: "hosted-suite-9912", ProviderChargeID: "ch-1", Amount: final, Status: ledger.ChargeFinal}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, To: ledger.StateFailed}); !errors.Is(err, ledger.ErrStateChanged) {
+		t.Fatalf("leaving a terminal state: %v, want ErrStateChanged", err)
+	}
+	jobs, err := s.RemoteJobList(ctx, op.ID)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("remote jobs = %d, %v; want 1", len(jobs), err)
+	}
+	j := jobs[0]
+	if j.RemoteID != "hosted-suite-9912" || j.UpstreamTaskID != "task-abc" || j.Status != ledger.JobCompleted || !j.Intended || j.AttemptRef != res.Attempt.ID || j.Endpoint != "http://127.0.0.1:1/mcp" {
+		t.Fatalf("remote job = %+v", j)
+	}
+	charges, err := s.ChargeList(ctx, op.ID)
+	if err != nil || len(charges) != 1 || charges[0].Status != ledger.ChargeFinal || charges[0].Amount.String() != "17.84" || charges[0].RemoteJobRef != j.ID {
+		t.Fatalf("charges = %+v, %v", charges, err)
+	}
+	atts, err := s.AttemptList(ctx, op.ID)
+	if err != nil || atts[0].RemoteAccepted != ledger.Yes || atts[0].RemoteEffect != ledger.Yes || atts[0].ChargeStatus != ledger.Unknown {
+		t.Fatalf("creator knowledge = %+v, %v", atts[0], err)
+	}
+}
+
+func testKeyExpiry(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx := context.Background()
+	first := accept(t, s, params(t, call{"acme", "op-1", `{"a":1}`})).Operation
+	if _, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: first.ID, To: ledger.StateFailed}); err != nil {
+		t.Fatal(err)
+	}
+	ended, err := s.OperationsEndedBefore(ctx, time.Now().Add(time.Minute), 10)
+	if err != nil || len(ended) != 1 {
+		t.Fatalf("ended = %d, %v", len(ended), err)
+	}
+	if res := accept(t, s, params(t, call{"acme", "op-1", `{"a":2}`})); res.Decision != ledger.DecisionConflict {
+		t.Fatalf("within retention: %s, want conflict", res.Decision)
+	}
+	if _, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: first.ID, ExpireKey: true}); err != nil {
+		t.Fatal(err)
+	}
+	again := accept(t, s, params(t, call{"acme", "op-1", `{"a":2}`}))
+	if again.Decision != ledger.DecisionCreated || again.Operation.ID == first.ID {
+		t.Fatalf("after retention: %s, want a new operation", again.Decision)
+	}
+	// The first operation stays in the ledger, reachable by its task ID.
+	if _, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "acme", TaskID: first.TaskID}); err != nil {
+		t.Fatalf("expired operation by task ID: %v", err)
+	}
+}

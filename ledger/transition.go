@@ -1,0 +1,105 @@
+package ledger
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/taskgate/taskgate/money"
+)
+
+// LeaseQueued is the lease owner of an operation whose job waits in the
+// queue: any worker may claim it.
+const LeaseQueued = "queued"
+
+// TransitionParams describe one atomic change of an operation: its state,
+// what was learnt about its remote jobs and charges, the events that record
+// why, and the jobs to run next. Everything commits together or not at all.
+type TransitionParams struct {
+	OperationRef int64
+	// Owner, when set, must hold the operation's lease.
+	Owner string
+	// From lists the states the operation must be in; empty means any.
+	From []State
+	// RequireLeaseLapsed makes the change apply only when nobody holds an
+	// unexpired lease (recovery after a crash).
+	RequireLeaseLapsed bool
+	// To is the new state; empty keeps the current one.
+	To            State
+	StatusMessage *string
+	ReviewReason  *string
+	Result        json.RawMessage
+	Error         json.RawMessage
+	IncrementSend bool
+	// Lease, when set, replaces the lease (owner "" releases it).
+	Lease           *Lease
+	CancelRequested bool
+	CostBreach      bool
+	// ExpireKey frees the operation ID for reuse (after retention).
+	ExpireKey   bool
+	RemoteJobs  []*RemoteJobUpsert
+	Charges     []*ChargeUpsert
+	Creator     *AttemptKnowledge
+	Reservation *ReservationUpdate
+	Events      []EventParams
+	Jobs        []river.InsertManyParams
+	Now         time.Time
+}
+
+// Lease is who works on an operation until when.
+type Lease struct {
+	Owner string
+	Until time.Time
+}
+
+// RemoteJobUpsert records a remote job or what was learnt about it, keyed
+// by (upstream, RemoteID). Zero fields leave stored values unchanged.
+type RemoteJobUpsert struct {
+	Upstream       string
+	Endpoint       string
+	RemoteID       string
+	UpstreamTaskID string
+	// RenameFrom re-keys a job first known by another ID (an upstream task
+	// ID) to its provider job ID.
+	RenameFrom        string
+	Kind              string
+	Status            JobStatus
+	Intended          *bool
+	Duplicate         *bool
+	DuplicateResolved string
+	Result            json.RawMessage
+	AttemptRef        int64
+	CancelRequested   bool
+	EffectReversed    Knowledge
+}
+
+// ChargeUpsert records a charge, keyed by the provider's charge ID.
+type ChargeUpsert struct {
+	RemoteID         string // the job it belongs to, if known
+	ProviderChargeID string
+	Amount           money.Amount
+	Status           ChargeStatus
+	Source           string
+}
+
+// AttemptKnowledge updates what is known remotely about an attempt; empty
+// fields are left unchanged.
+type AttemptKnowledge struct {
+	RemoteAccepted Knowledge
+	RemoteEffect   Knowledge
+	ChargeStatus   Knowledge
+}
+
+// ReservationUpdate settles or releases an operation's reservation.
+type ReservationUpdate struct {
+	Status  ReservationStatus
+	Settled money.Amount
+}
+
+// EventParams is one event to append.
+type EventParams struct {
+	Kind       string
+	AttemptRef int64
+	Data       any
+}
