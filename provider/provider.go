@@ -1,0 +1,494 @@
+// Package provider executes provider contracts: how an operation ID reaches
+// the provider that creates the effect, how an operation is looked up by that
+// ID, how a job's status, result, charges and cancellation are read, and how
+// a lookup answer becomes an action (DESIGN.md's "look up, then attach"
+// table, in [Decide]).
+//
+// The package reads providers through a [Caller]; it never writes the ledger
+// and never decides spend policy. A contract call that fails or answers
+// something unmapped is reported as indeterminate, never guessed.
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/money"
+)
+
+// Caller invokes one tool of the provider's MCP server.
+type Caller interface {
+	CallTool(ctx context.Context, name string, args map[string]any) (*mcp.CallToolResult, error)
+}
+
+// Answer classifies what a provider said about an operation or a job.
+type Answer string
+
+const (
+	NotFound      Answer = "not_found"
+	Accepted      Answer = "accepted"
+	Running       Answer = "running"
+	Completed     Answer = "completed"
+	Failed        Answer = "failed"
+	Cancelled     Answer = "cancelled"
+	Indeterminate Answer = "indeterminate"
+)
+
+// JobStatus maps an answer to the ledger's job status.
+func (a Answer) JobStatus() ledger.JobStatus {
+	switch a {
+	case Accepted:
+		return ledger.JobAccepted
+	case Running:
+		return ledger.JobRunning
+	case Completed:
+		return ledger.JobCompleted
+	case Failed:
+		return ledger.JobFailed
+	case Cancelled:
+		return ledger.JobCancelled
+	default:
+		return ledger.JobUnknown
+	}
+}
+
+// Contract is one tool's provider contract.
+type Contract struct {
+	Upstream string
+	Tool     string
+	Policy   *config.Tool
+}
+
+// New returns the contract of tool on upstream.
+func New(upstream, tool string, policy *config.Tool) *Contract {
+	return &Contract{Upstream: upstream, Tool: tool, Policy: policy}
+}
+
+func (c *Contract) spec() *config.Contract { return &c.Policy.Contract }
+
+// Send is an upstream call prepared to carry the operation ID.
+type Send struct {
+	Arguments map[string]any
+	Meta      map[string]any
+	Header    http.Header
+}
+
+// PrepareSend places the operation ID where the provider contract says the
+// provider reads it: an argument, a _meta key or an HTTP header.
+func (c *Contract) PrepareSend(arguments json.RawMessage, operationID string) (*Send, error) {
+	args, err := decodeArguments(arguments)
+	if err != nil {
+		return nil, err
+	}
+	s := &Send{Arguments: args}
+	k := c.spec().Key
+	switch {
+	case k.Argument != "":
+		s.Arguments[k.Argument] = operationID
+	case k.Meta != "":
+		s.Meta = map[string]any{k.Meta: operationID}
+	case k.Header != "":
+		s.Header = http.Header{}
+		s.Header.Set(k.Header, operationID)
+	}
+	return s, nil
+}
+
+func decodeArguments(raw json.RawMessage) (map[string]any, error) {
+	args := map[string]any{}
+	if len(raw) == 0 {
+		return args, nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	if err := dec.Decode(&args); err != nil {
+		return nil, fmt.Errorf("tool arguments are not a JSON object: %w", err)
+	}
+	if args == nil {
+		args = map[string]any{}
+	}
+	return args, nil
+}
+
+// JobID reads the provider's job ID from a call's result, if the contract
+// names where it is.
+func (c *Contract) JobID(res *mcp.CallToolResult) string {
+	f := c.spec().JobIDField
+	if f == "" || res == nil {
+		return ""
+	}
+	s, _ := field(structured(res), f).(string)
+	return s
+}
+
+// LookupResult is what a lookup found.
+type LookupResult struct {
+	Answer Answer
+	// JobID is the job the provider associates with the operation ID.
+	JobID string
+	// Jobs is every job the provider holds for the operation ID, when the
+	// contract can list them.
+	Jobs []JobRef
+	// Detail explains an indeterminate answer.
+	Detail string
+	// CallFailed means the lookup itself failed (unreachable provider, an
+	// error answer), as opposed to an answer the contract cannot map.
+	CallFailed bool
+}
+
+// JobRef is one job in a lookup's list.
+type JobRef struct {
+	ID     string
+	Answer Answer
+}
+
+// CanLookup reports whether the contract can look an operation up.
+func (c *Contract) CanLookup() bool { return c.spec().Lookup != nil }
+
+// Lookup asks the provider what it knows of operationID. It never returns
+// an error: a failed or unreadable lookup is Indeterminate, with Detail.
+func (c *Contract) Lookup(ctx context.Context, caller Caller, operationID string, arguments json.RawMessage) *LookupResult {
+	l := c.spec().Lookup
+	if l == nil {
+		return &LookupResult{Answer: Indeterminate, Detail: "the provider contract defines no lookup"}
+	}
+	res, err := c.call(ctx, caller, l.Call, vars{operationID: operationID, arguments: arguments})
+	if err != nil {
+		return &LookupResult{Answer: Indeterminate, Detail: err.Error(), CallFailed: true}
+	}
+	sc := structured(res)
+	status, _ := field(sc, l.StatusField).(string)
+	out := &LookupResult{Answer: classify(l.Statuses, status)}
+	if l.JobIDField != "" {
+		out.JobID, _ = field(sc, l.JobIDField).(string)
+	}
+	if l.JobsField != "" {
+		list, _ := field(sc, l.JobsField).([]any)
+		for _, item := range list {
+			m, _ := item.(map[string]any)
+			id, _ := field(m, cmpOr(l.JobIDField, "job_id")).(string)
+			st, _ := field(m, l.StatusField).(string)
+			if id != "" {
+				out.Jobs = append(out.Jobs, JobRef{ID: id, Answer: classify(l.Statuses, st)})
+			}
+		}
+	}
+	if out.Answer == Indeterminate {
+		out.Detail = fmt.Sprintf("lookup answered status %q, which the contract does not map", status)
+	}
+	if out.JobID == "" && len(out.Jobs) > 0 {
+		out.JobID = out.Jobs[0].ID
+	}
+	return out
+}
+
+// FetchResult is a job's status and, once completed, its result.
+type FetchResult struct {
+	Answer Answer
+	Result *mcp.CallToolResult
+}
+
+// CanFetch reports whether the contract can read a job by its ID.
+func (c *Contract) CanFetch() bool { return c.spec().Fetch != nil }
+
+// Fetch reads job jobID. Without a fetch tool it falls back to a lookup by
+// operation ID, which gives the status but no result.
+func (c *Contract) Fetch(ctx context.Context, caller Caller, jobID, operationID string, arguments json.RawMessage) (*FetchResult, error) {
+	f := c.spec().Fetch
+	if f == nil {
+		l := c.Lookup(ctx, caller, operationID, arguments)
+		if l.Answer == Indeterminate {
+			return nil, errors.New(l.Detail)
+		}
+		return &FetchResult{Answer: l.Answer}, nil
+	}
+	res, err := c.call(ctx, caller, f.Call, vars{operationID: operationID, jobID: jobID, arguments: arguments})
+	if err != nil {
+		return nil, err
+	}
+	status, _ := field(structured(res), f.StatusField).(string)
+	a := classify(f.Statuses, status)
+	if a == Indeterminate {
+		return nil, fmt.Errorf("fetch of job %s answered status %q, which the contract does not map", jobID, status)
+	}
+	return &FetchResult{Answer: a, Result: res}, nil
+}
+
+// Charge is one charge as the provider reports it.
+type Charge struct {
+	ID     string
+	JobID  string
+	Amount money.Amount
+	Status ledger.ChargeStatus
+}
+
+// Priced reports whether the contract can read charges.
+func (c *Contract) Priced() bool { return c.spec().Charges != nil }
+
+// Charges lists the charges of job jobID.
+func (c *Contract) Charges(ctx context.Context, caller Caller, jobID, operationID string, arguments json.RawMessage) ([]Charge, error) {
+	ch := c.spec().Charges
+	if ch == nil {
+		return nil, nil
+	}
+	res, err := c.call(ctx, caller, ch.Call, vars{operationID: operationID, jobID: jobID, arguments: arguments})
+	if err != nil {
+		return nil, err
+	}
+	list, ok := field(structured(res), ch.ListField).([]any)
+	if !ok && field(structured(res), ch.ListField) != nil {
+		return nil, fmt.Errorf("charges field %q is not a list", ch.ListField)
+	}
+	var out []Charge
+	for i, item := range list {
+		m, _ := item.(map[string]any)
+		id, _ := field(m, ch.IDField).(string)
+		amountText := fmt.Sprint(field(m, ch.AmountField))
+		currency := c.spec().Cost.Currency
+		if ch.CurrencyField != "" {
+			if cur, _ := field(m, ch.CurrencyField).(string); cur != "" {
+				currency = cur
+			}
+		}
+		amount, err := money.Parse(amountText, currency)
+		if err != nil {
+			return nil, fmt.Errorf("charge %d (%q): amount: %w", i, id, err)
+		}
+		status, _ := field(m, ch.StatusField).(string)
+		cs, err := chargeStatus(ch.Statuses, status)
+		if err != nil {
+			return nil, fmt.Errorf("charge %q: %w", id, err)
+		}
+		job := jobID
+		if ch.JobIDField != "" {
+			if j, _ := field(m, ch.JobIDField).(string); j != "" {
+				job = j
+			}
+		}
+		if id == "" {
+			return nil, fmt.Errorf("charge %d has no %q", i, ch.IDField)
+		}
+		out = append(out, Charge{ID: id, JobID: job, Amount: amount, Status: cs})
+	}
+	return out, nil
+}
+
+func chargeStatus(m map[string][]string, status string) (ledger.ChargeStatus, error) {
+	if len(m) == 0 {
+		switch ledger.ChargeStatus(status) {
+		case ledger.ChargePending, ledger.ChargeFinal, ledger.ChargeRefunded:
+			return ledger.ChargeStatus(status), nil
+		}
+	}
+	for class, values := range m {
+		for _, v := range values {
+			if v == status {
+				return ledger.ChargeStatus(class), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("status %q is not mapped to pending, final or refunded", status)
+}
+
+// CancelResult is what a cancellation achieved.
+type CancelResult struct {
+	EffectReversed ledger.Knowledge
+	Detail         string
+}
+
+// CanCancel reports whether the contract can cancel a job.
+func (c *Contract) CanCancel() bool { return c.spec().Cancel != nil }
+
+// Cancel asks the provider to cancel job jobID.
+func (c *Contract) Cancel(ctx context.Context, caller Caller, jobID, operationID string, arguments json.RawMessage) (*CancelResult, error) {
+	cn := c.spec().Cancel
+	if cn == nil {
+		return nil, errors.New("the provider contract defines no cancel")
+	}
+	res, err := c.call(ctx, caller, cn.Call, vars{operationID: operationID, jobID: jobID, arguments: arguments})
+	if err != nil {
+		return nil, err
+	}
+	out := &CancelResult{EffectReversed: ledger.Unknown, Detail: text(res)}
+	if cn.EffectReversedField != "" {
+		switch field(structured(res), cn.EffectReversedField) {
+		case true:
+			out.EffectReversed = ledger.Yes
+		case false:
+			out.EffectReversed = ledger.No
+		}
+	}
+	if m, _ := field(structured(res), "message").(string); m != "" {
+		out.Detail = m
+	}
+	return out, nil
+}
+
+// Estimate prices a call: a fixed estimate, or the provider's estimate tool.
+func (c *Contract) Estimate(ctx context.Context, caller Caller, arguments json.RawMessage) (money.Amount, error) {
+	cost := c.spec().Cost
+	if cost.Estimate != nil {
+		return *cost.Estimate, nil
+	}
+	et := cost.EstimateTool
+	if et == nil {
+		return money.Zero(cost.Currency), nil
+	}
+	call := et.Call
+	if len(call.Arguments) == 0 {
+		args, err := decodeArguments(arguments)
+		if err != nil {
+			return money.Amount{}, err
+		}
+		call.Arguments = args
+	}
+	res, err := c.call(ctx, caller, call, vars{arguments: arguments})
+	if err != nil {
+		return money.Amount{}, fmt.Errorf("price the call with %s: %w", et.Tool, err)
+	}
+	v := field(structured(res), et.Field)
+	if v == nil {
+		return money.Amount{}, fmt.Errorf("price the call with %s: its answer has no %q", et.Tool, et.Field)
+	}
+	return money.Parse(fmt.Sprint(v), cost.Currency)
+}
+
+// vars are the values a contract call's placeholders take.
+type vars struct {
+	operationID, jobID string
+	arguments          json.RawMessage
+}
+
+// call runs one contract call; a tool error result is an error.
+func (c *Contract) call(ctx context.Context, caller Caller, call config.Call, v vars) (*mcp.CallToolResult, error) {
+	args, err := render(call.Arguments, v)
+	if err != nil {
+		return nil, err
+	}
+	res, err := caller.CallTool(ctx, call.Tool, args)
+	if err != nil {
+		return nil, fmt.Errorf("%s on %s: %w", call.Tool, c.Upstream, err)
+	}
+	if res.IsError {
+		return nil, fmt.Errorf("%s on %s answered an error: %s", call.Tool, c.Upstream, text(res))
+	}
+	return res, nil
+}
+
+// render substitutes placeholders in a call's argument template.
+func render(tmpl map[string]any, v vars) (map[string]any, error) {
+	out := maps.Clone(tmpl)
+	if out == nil {
+		out = map[string]any{}
+	}
+	var original map[string]any
+	for k, val := range out {
+		s, ok := val.(string)
+		if !ok {
+			continue
+		}
+		switch {
+		case s == "{operation_id}":
+			out[k] = v.operationID
+		case s == "{job_id}":
+			if v.jobID == "" {
+				return nil, fmt.Errorf("argument %q needs a job ID and none is known yet", k)
+			}
+			out[k] = v.jobID
+		case strings.HasPrefix(s, "{argument:") && strings.HasSuffix(s, "}"):
+			if original == nil {
+				var err error
+				if original, err = decodeArguments(v.arguments); err != nil {
+					return nil, err
+				}
+			}
+			out[k] = original[strings.TrimSuffix(strings.TrimPrefix(s, "{argument:"), "}")]
+		}
+	}
+	return out, nil
+}
+
+// classify maps a provider status to an answer; unmapped is indeterminate.
+func classify(m map[string][]string, status string) Answer {
+	for class, values := range m {
+		for _, v := range values {
+			if v == status {
+				return Answer(class)
+			}
+		}
+	}
+	return Indeterminate
+}
+
+// structured returns a result's structured content as an object, falling
+// back to a JSON object in its first text block.
+func structured(res *mcp.CallToolResult) map[string]any {
+	if res == nil {
+		return nil
+	}
+	switch sc := res.StructuredContent.(type) {
+	case map[string]any:
+		return sc
+	case json.RawMessage:
+		var m map[string]any
+		if json.Unmarshal(sc, &m) == nil {
+			return m
+		}
+	case nil:
+	default:
+		b, err := json.Marshal(sc)
+		var m map[string]any
+		if err == nil && json.Unmarshal(b, &m) == nil {
+			return m
+		}
+	}
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			var m map[string]any
+			if json.Unmarshal([]byte(t.Text), &m) == nil {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// field reads a dotted path ("a.b") from an object.
+func field(m map[string]any, path string) any {
+	var cur any = m
+	for _, part := range strings.Split(path, ".") {
+		obj, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = obj[part]
+	}
+	return cur
+}
+
+// text is a result's text content, for messages.
+func text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,165 @@
+package provider_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/provider"
+	"github.com/taskgate/taskgate/providersim"
+)
+
+func dur(d time.Duration) *time.Duration { return &d }
+
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name      string
+		lookup    provider.LookupResult
+		policy    string
+		safeAfter *time.Duration
+		sinceSend time.Duration
+		want      provider.Decision
+	}{
+		{"not_found without a safe-after contract", provider.LookupResult{Answer: provider.NotFound}, config.RetryLookupThenAttach, nil, time.Hour,
+			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupNotFoundUnsafe}},
+		{"not_found before the safe delay", provider.LookupResult{Answer: provider.NotFound}, config.RetryLookupThenAttach, dur(30 * time.Second), 10 * time.Second,
+			provider.Decision{Action: provider.ActionWait, RetryAfter: 20 * time.Second}},
+		{"not_found after the safe delay", provider.LookupResult{Answer: provider.NotFound}, config.RetryLookupThenAttach, dur(30 * time.Second), 31 * time.Second,
+			provider.Decision{Action: provider.ActionResend}},
+		{"not_found under no_automatic_resend", provider.LookupResult{Answer: provider.NotFound}, config.RetryNoAutomaticResend, dur(0), time.Hour,
+			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonNoAutomaticResend}},
+		{"accepted", provider.LookupResult{Answer: provider.Accepted}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionAttach}},
+		{"running", provider.LookupResult{Answer: provider.Running}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionAttach}},
+		{"completed", provider.LookupResult{Answer: provider.Completed}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionFetch}},
+		{"failed", provider.LookupResult{Answer: provider.Failed}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionRecordFailure}},
+		{"indeterminate", provider.LookupResult{Answer: provider.Indeterminate}, config.RetryLookupThenAttach, dur(0), time.Hour,
+			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
+		{"lookup error", provider.LookupResult{Answer: provider.Indeterminate, CallFailed: true}, config.RetryLookupThenAttach, dur(0), time.Hour,
+			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupFailed}},
+	}
+	for _, tt := range tests {
+		if got := provider.Decide(&tt.lookup, tt.policy, tt.safeAfter, tt.sinceSend); got != tt.want {
+			t.Errorf("%s: Decide = %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// session is a provider.Caller over a real MCP session.
+type session struct{ cs *mcp.ClientSession }
+
+func (s session) CallTool(ctx context.Context, name string, args map[string]any) (*mcp.CallToolResult, error) {
+	return s.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+}
+
+func connect(t *testing.T, sim *providersim.Sim) session {
+	t.Helper()
+	ct, st := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := sim.Server().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return session{cs}
+}
+
+func example(t *testing.T) *config.Tool {
+	t.Helper()
+	c, err := config.Load("../config/taskgate.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Upstreams[0].Tools["run_suite"]
+}
+
+func TestContractAgainstProviderSim(t *testing.T) {
+	sim := providersim.New(&providersim.Options{JobDuration: 30 * time.Millisecond})
+	t.Cleanup(func() { sim.Close() })
+	s := connect(t, sim)
+	c := provider.New("hosted_test", "run_suite", example(t))
+	ctx := context.Background()
+	args := json.RawMessage(`{"suite":"settlement"}`)
+
+	if l := c.Lookup(ctx, s, "op-1", args); l.Answer != provider.NotFound {
+		t.Fatalf("lookup before any send = %+v, want not_found", l)
+	}
+	send, err := c.PrepareSend(args, "op-1")
+	if err != nil || send.Arguments["idempotency_key"] != "op-1" || send.Arguments["suite"] != "settlement" {
+		t.Fatalf("PrepareSend = %+v, %v", send, err)
+	}
+	res, err := s.CallTool(ctx, "run_suite", send.Arguments)
+	if err != nil || res.IsError {
+		t.Fatalf("run_suite: %v %v", res, err)
+	}
+	job := c.JobID(res)
+	if !strings.HasPrefix(job, "hosted-suite-") {
+		t.Fatalf("job ID from result = %q", job)
+	}
+	l := c.Lookup(ctx, s, "op-1", args)
+	if l.Answer != provider.Completed || l.JobID != job || len(l.Jobs) != 1 {
+		t.Fatalf("lookup after completion = %+v", l)
+	}
+	f, err := c.Fetch(ctx, s, job, "op-1", args)
+	if err != nil || f.Answer != provider.Completed || c.JobID(f.Result) != job {
+		t.Fatalf("fetch = %+v, %v", f, err)
+	}
+	charges, err := c.Charges(ctx, s, job, "op-1", args)
+	if err != nil || len(charges) != 1 || charges[0].Amount.String() != "17.84" || charges[0].Status != ledger.ChargeFinal || charges[0].JobID != job {
+		t.Fatalf("charges = %+v, %v", charges, err)
+	}
+	cancel, err := c.Cancel(ctx, s, job, "op-1", args)
+	if err != nil || cancel.EffectReversed != ledger.No {
+		t.Fatalf("cancel after the effect = %+v, %v", cancel, err)
+	}
+	if est, err := c.Estimate(ctx, s, args); err != nil || est.String() != "18.00" {
+		t.Fatalf("estimate = %v, %v", est, err)
+	}
+}
+
+func TestLookupFaults(t *testing.T) {
+	sim := providersim.New(&providersim.Options{JobDuration: 30 * time.Millisecond})
+	t.Cleanup(func() { sim.Close() })
+	s := connect(t, sim)
+	c := provider.New("hosted_test", "run_suite", example(t))
+	ctx := context.Background()
+	if _, err := s.CallTool(ctx, "run_suite", map[string]any{"suite": "a", "idempotency_key": "op-1"}); err != nil {
+		t.Fatal(err)
+	}
+	faults, err := providersim.ParseFaults("lookup_indeterminate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.SetFaults(faults)
+	l := c.Lookup(ctx, s, "op-1", nil)
+	if l.Answer != provider.Indeterminate || l.Detail == "" {
+		t.Fatalf("lookup with a broken index = %+v, want indeterminate with a detail", l)
+	}
+	if d := provider.Decide(l, config.RetryLookupThenAttach, nil, time.Hour); d.Action != provider.ActionRequireReview {
+		t.Fatalf("decision = %+v, want require_review", d)
+	}
+}
+
+func TestEstimateTool(t *testing.T) {
+	sim := providersim.New(&providersim.Options{JobDuration: 30 * time.Millisecond})
+	t.Cleanup(func() { sim.Close() })
+	s := connect(t, sim)
+	tool := example(t)
+	tool.Contract.Cost.Estimate = nil
+	tool.Contract.Cost.EstimateTool = &config.EstimateTool{Call: config.Call{Tool: "estimate_suite", Arguments: map[string]any{"suite": "{argument:suite}"}}, Field: "estimate_usd"}
+	c := provider.New("hosted_test", "run_suite", tool)
+	est, err := c.Estimate(context.Background(), s, json.RawMessage(`{"suite":"x"}`))
+	if err != nil || est.String() != "18.00" || est.Currency != "USD" {
+		t.Fatalf("estimate via tool = %v, %v", est, err)
+	}
+}
