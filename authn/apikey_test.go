@@ -1,0 +1,206 @@
+package authn
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+)
+
+func errorsIsInvalid(err error) bool { return errors.Is(err, auth.ErrInvalidToken) }
+
+func TestAPIKeyLifecycle(t *testing.T) {
+	store, dbPath := newLedger(t)
+	clock := newTestClock()
+	a, err := New(&Options{Store: store, ResourceURL: testAudience, Clock: clock.Now})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx := t.Context()
+
+	plaintext, key, err := NewAPIKey(ctx, store, "acme", "ci runner")
+	if err != nil {
+		t.Fatalf("NewAPIKey: %v", err)
+	}
+	if ok, _ := regexp.MatchString(`^tgk_[A-Z2-7]{52}$`, plaintext); !ok {
+		t.Errorf("NewAPIKey plaintext = %q; want tgk_ followed by 52 base32 characters", plaintext)
+	}
+	if key.Tenant != "acme" || key.Label != "ci runner" || key.Hash != HashAPIKey(plaintext) {
+		t.Errorf("NewAPIKey key = %+v; want tenant acme, label %q, hash of the plaintext", key, "ci runner")
+	}
+	other, _, err := NewAPIKey(ctx, store, "globex", "")
+	if err != nil {
+		t.Fatalf("NewAPIKey: %v", err)
+	}
+	if other == plaintext {
+		t.Fatalf("two NewAPIKey calls gave the same plaintext")
+	}
+
+	t.Run("verify gives the tenant", func(t *testing.T) {
+		ti, err := a.Verify(ctx, plaintext, nil)
+		if err != nil {
+			t.Fatalf("Verify: %v", err)
+		}
+		if ti.UserID != "acme" || TenantOf(ti) != "acme" {
+			t.Errorf("Verify UserID = %q, TenantOf = %q; want acme", ti.UserID, TenantOf(ti))
+		}
+		if got := ti.Extra[ExtraMethod]; got != MethodAPIKey {
+			t.Errorf("Extra[method] = %v, want %q", got, MethodAPIKey)
+		}
+		if got := ti.Extra[ExtraKeyID]; got != key.ID {
+			t.Errorf("Extra[key_id] = %v (%T), want %d", got, got, key.ID)
+		}
+		if !ti.Expiration.After(clock.Now().AddDate(10, 0, 0)) {
+			t.Errorf("Expiration = %s; want far in the future", ti.Expiration)
+		}
+		ti2, err := a.Verify(ctx, other, nil)
+		if err != nil || TenantOf(ti2) != "globex" {
+			t.Errorf("Verify(other key) = %v, %v; want tenant globex", ti2, err)
+		}
+	})
+
+	t.Run("rejections", func(t *testing.T) {
+		unknown, _, err := NewAPIKey(ctx, store, "acme", "")
+		if err != nil {
+			t.Fatalf("NewAPIKey: %v", err)
+		}
+		// Flip one character: well formed, never issued.
+		last := unknown[len(unknown)-1]
+		flip := byte('A')
+		if last == 'A' {
+			flip = 'B'
+		}
+		unknown = unknown[:len(unknown)-1] + string(flip)
+		tests := []struct {
+			name, token, want string
+		}{
+			{"unknown key", unknown, "unknown or revoked"},
+			{"lowercased key", strings.ToLower(plaintext), "malformed"},
+			{"too short", "tgk_ABC", "malformed"},
+			{"not base32", "tgk_" + strings.Repeat("1", 52), "malformed"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				_, err := a.Verify(ctx, tt.token, nil)
+				if !errorsIsInvalid(err) {
+					t.Fatalf("Verify() error = %v; want one that unwraps to auth.ErrInvalidToken", err)
+				}
+				if !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("Verify() error = %q; want it to say %q", err, tt.want)
+				}
+				if len(tt.token) > 8 && strings.Contains(err.Error(), tt.token[4:]) {
+					t.Errorf("Verify() error %q echoes the key", err)
+				}
+			})
+		}
+	})
+
+	t.Run("revoked key", func(t *testing.T) {
+		if err := store.KeyRevoke(ctx, key.ID, clock.Now()); err != nil {
+			t.Fatalf("KeyRevoke: %v", err)
+		}
+		_, err := a.Verify(ctx, plaintext, nil)
+		if !errorsIsInvalid(err) {
+			t.Fatalf("Verify(revoked) error = %v; want one that unwraps to auth.ErrInvalidToken", err)
+		}
+		if _, err := a.Verify(ctx, other, nil); err != nil {
+			t.Errorf("Verify(other tenant's key) after revoking acme's: %v", err)
+		}
+	})
+
+	t.Run("plaintext is not stored", func(t *testing.T) {
+		keys, err := store.KeyList(ctx, "acme")
+		if err != nil {
+			t.Fatalf("KeyList: %v", err)
+		}
+		var found bool
+		for _, k := range keys {
+			if strings.Contains(k.Hash, plaintext) || strings.Contains(k.Label, plaintext) {
+				t.Errorf("KeyList row %d holds the plaintext", k.ID)
+			}
+			if k.ID == key.ID {
+				found = true
+				if k.Hash != HashAPIKey(plaintext) {
+					t.Errorf("KeyList hash = %q, want %q", k.Hash, HashAPIKey(plaintext))
+				}
+				if k.RevokedAt.IsZero() {
+					t.Errorf("KeyList shows key %d unrevoked after KeyRevoke", k.ID)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("KeyList(acme) = %d keys, none with ID %d", len(keys), key.ID)
+		}
+		// The database files (including the WAL) must hold the hash and
+		// never the plaintext.
+		var files []byte
+		for _, p := range []string{dbPath, dbPath + "-wal"} {
+			b, err := os.ReadFile(p)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("read %s: %v", p, err)
+			}
+			files = append(files, b...)
+		}
+		if !bytes.Contains(files, []byte(HashAPIKey(plaintext))) {
+			t.Fatalf("the ledger files do not contain the key's hash; the scan below would prove nothing")
+		}
+		if bytes.Contains(files, []byte(plaintext)) || bytes.Contains(files, []byte(plaintext[len(APIKeyPrefix):])) {
+			t.Errorf("the ledger files contain the plaintext API key")
+		}
+	})
+}
+
+func TestNewAPIKeyRejects(t *testing.T) {
+	store, _ := newLedger(t)
+	tests := []struct {
+		name, tenant, want string
+	}{
+		{"empty tenant", "", "tenant is empty"},
+		{"control characters", "acme\n", "control characters"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := NewAPIKey(t.Context(), store, tt.tenant, "")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("NewAPIKey(%q) error = %v; want it to contain %q", tt.tenant, err, tt.want)
+			}
+		})
+	}
+	if _, _, err := NewAPIKey(t.Context(), nil, "acme", ""); err == nil {
+		t.Errorf("NewAPIKey(nil store) succeeded; want an error")
+	}
+}
+
+func TestVerifyAPIKeyStoreFailureIsNotInvalidToken(t *testing.T) {
+	store, _ := newLedger(t)
+	a, err := New(&Options{Store: store, ResourceURL: testAudience})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	plaintext, _, err := NewAPIKey(t.Context(), store, "acme", "")
+	if err != nil {
+		t.Fatalf("NewAPIKey: %v", err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	_, err = a.Verify(t.Context(), plaintext, nil)
+	if err == nil || errorsIsInvalid(err) {
+		t.Fatalf("Verify with a closed ledger = %v; want an error that is not auth.ErrInvalidToken (the key was not judged)", err)
+	}
+	if strings.Contains(err.Error(), plaintext) {
+		t.Errorf("Verify error %q echoes the key", err)
+	}
+}
+
+func TestHashAPIKey(t *testing.T) {
+	// SHA-256("abc") from FIPS 180-2, appendix B.1.
+	const want = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+	if got := HashAPIKey("abc"); got != want {
+		t.Errorf("HashAPIKey(%q) = %s, want %s", "abc", got, want)
+	}
+}
