@@ -1,0 +1,90 @@
+package receipt
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/taskgate/taskgate/ledger"
+)
+
+// LoadOptions carry what the ledger does not know about an operation. The
+// zero value describes an unpriced tool, the tenant as owner, the default
+// invoice grace and the current time.
+type LoadOptions struct {
+	// Priced says the tool's provider contract prices it.
+	Priced bool
+	// Owner follows up next actions; empty means the operation's tenant.
+	Owner string
+	// InvoiceGrace is how long an invoice may lag; zero means
+	// DefaultInvoiceGrace.
+	InvoiceGrace time.Duration
+	// Now is the receipt's generation time; zero means time.Now().
+	Now time.Time
+}
+
+// Load reads from s everything [Build] needs for op: its attempts
+// (including denied retries pointing at it), remote jobs, charges, events,
+// the approval it ran under and that approval's reservations for op. It
+// only reads.
+func Load(ctx context.Context, s ledger.Store, op *ledger.Operation, opts *LoadOptions) (*Input, error) {
+	var o LoadOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Now.IsZero() {
+		o.Now = time.Now()
+	}
+	in := &Input{Operation: op, Priced: o.Priced, Owner: o.Owner, InvoiceGrace: o.InvoiceGrace, Now: o.Now}
+	var err error
+	if in.Attempts, err = s.AttemptList(ctx, op.ID); err != nil {
+		return nil, fmt.Errorf("load attempts of operation %q for its receipt: %w", op.OperationID, err)
+	}
+	if in.RemoteJobs, err = s.RemoteJobList(ctx, op.ID); err != nil {
+		return nil, fmt.Errorf("load remote jobs of operation %q for its receipt: %w", op.OperationID, err)
+	}
+	if in.Charges, err = s.ChargeList(ctx, op.ID); err != nil {
+		return nil, fmt.Errorf("load charges of operation %q for its receipt: %w", op.OperationID, err)
+	}
+	if in.Events, err = s.EventList(ctx, op.ID); err != nil {
+		return nil, fmt.Errorf("load events of operation %q for its receipt: %w", op.OperationID, err)
+	}
+	if op.ApprovalID == 0 {
+		return in, nil
+	}
+	if in.Approval, err = approvalByID(ctx, s, op); err != nil {
+		return nil, err
+	}
+	reservations, err := s.ReservationList(ctx, op.ApprovalID)
+	if err != nil {
+		return nil, fmt.Errorf("load reservations of approval %d for the receipt of operation %q: %w", op.ApprovalID, op.OperationID, err)
+	}
+	for _, r := range reservations {
+		if r.OperationRef == op.ID {
+			in.Reservations = append(in.Reservations, r)
+		}
+	}
+	return in, nil
+}
+
+// approvalByID finds the approval op ran under. The store lists approvals
+// by tenant and operation ID; an operation that repeats another's arguments
+// may run under an approval issued for a different operation ID, so the
+// tenant's whole list is the fallback.
+func approvalByID(ctx context.Context, s ledger.Store, op *ledger.Operation) (*ledger.Approval, error) {
+	for _, p := range []*ledger.ApprovalListParams{
+		{Tenant: op.Tenant, OperationID: op.OperationID, IncludeRevoked: true},
+		{Tenant: op.Tenant, IncludeRevoked: true},
+	} {
+		list, err := s.ApprovalList(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("load approval %d for the receipt of operation %q: %w", op.ApprovalID, op.OperationID, err)
+		}
+		for _, a := range list {
+			if a.ID == op.ApprovalID {
+				return a, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("approval %d of operation %q is not in the ledger of tenant %q: %w", op.ApprovalID, op.OperationID, op.Tenant, ledger.ErrNotFound)
+}

@@ -1,0 +1,124 @@
+package receipt_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/taskgate/taskgate/canon"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/sqlite"
+	"github.com/taskgate/taskgate/receipt"
+)
+
+func openLedger(t *testing.T) ledger.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func acceptCall(t *testing.T, s ledger.Store, key, requestID string, now time.Time) *ledger.AcceptResult {
+	t.Helper()
+	args := json.RawMessage(`{"suite":"settlement"}`)
+	fp, err := canon.Compute("hosted_test", "run_suite", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Accept(context.Background(), &ledger.AcceptParams{
+		Tenant: "acme", OperationID: key, Upstream: "hosted_test", Tool: "run_suite", Fingerprint: string(fp),
+		Arguments: args, RequestID: requestID, TaskID: ledger.NewTaskID(), Source: "test", RetryPolicy: "lookup_then_attach",
+		Approval: ledger.ApprovalRequirement{Required: true, Estimate: usd("18.00")}, Now: now,
+	})
+	if err != nil {
+		t.Fatalf("Accept(%s, %s): %v", key, requestID, err)
+	}
+	return res
+}
+
+// TestLoad builds a receipt from a real SQLite ledger: a created attempt
+// whose client disconnected, an attached retry, and a retry under a new
+// operation ID that the approval denied.
+func TestLoad(t *testing.T) {
+	ctx := context.Background()
+	s := openLedger(t)
+	now := time.Now().UTC()
+	a, err := s.ApprovalCreate(ctx, &ledger.Approval{
+		Tenant: "acme", OperationID: "settlement-regression-842", Tool: "run_suite",
+		MaxTotalCost: usd("20.00"), MaxRemoteJobs: 1, RetryPolicy: "lookup_then_attach", ExpiresAt: now.Add(time.Hour),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := acceptCall(t, s, "settlement-regression-842", "req-first", now)
+	if created.Decision != ledger.DecisionCreated {
+		t.Fatalf("first call: %s (%s)", created.Decision, created.Reason)
+	}
+	if err := s.AttemptSetClientResult(ctx, "req-first", ledger.ClientDisconnected); err != nil {
+		t.Fatal(err)
+	}
+	if res := acceptCall(t, s, "settlement-regression-842", "req-retry", now.Add(time.Second)); res.Decision != ledger.DecisionAttached {
+		t.Fatalf("retry: %s (%s)", res.Decision, res.Reason)
+	}
+	if res := acceptCall(t, s, "settlement-regression-842-again", "req-new-key", now.Add(2*time.Second)); res.Reason != ledger.ReasonRetryUsesNewOperation {
+		t.Fatalf("retry under a new operation ID: %s (%s)", res.Decision, res.Reason)
+	}
+	op, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "acme", OperationID: "settlement-regression-842"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	in, err := receipt.Load(ctx, s, op, &receipt.LoadOptions{Priced: true, Now: now.Add(time.Minute)})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if in.Approval == nil || in.Approval.ID != a.ID || len(in.Reservations) != 1 || !in.Priced {
+		t.Fatalf("loaded approval %+v, %d reservations, priced %v; want approval %d, 1 reservation, priced", in.Approval, len(in.Reservations), in.Priced, a.ID)
+	}
+	r := receipt.Build(in)
+	if r.Attempts != 2 || r.AttachedAttempts != 1 || r.DeniedAttempts != 1 || len(r.Lineage) != 3 {
+		t.Errorf("attempts, attached, denied, lineage = %d, %d, %d, %d; want 2, 1, 1, 3", r.Attempts, r.AttachedAttempts, r.DeniedAttempts, len(r.Lineage))
+	}
+	if r.Approval.HeadroomUSD.String() != "2.00" || r.Approval.RemoteJobsHeadroom != 0 {
+		t.Errorf("headroom = %s, %d jobs; want 2.00, 0 (the 18.00 estimate and one job are reserved)", r.Approval.HeadroomUSD, r.Approval.RemoteJobsHeadroom)
+	}
+	if c := r.Cancellation; c == nil || !c.ClientStoppedWatching || c.CancellationRequested {
+		t.Errorf("cancellation = %+v, want the client stopped watching and nothing cancelled", c)
+	}
+	// Nothing has been sent yet: more may happen, so the receipt is open.
+	if r.ReconciliationStatus != receipt.ReconciliationIncomplete || r.ReviewStatus != receipt.ReviewNeedsReview {
+		t.Errorf("status = %s/%s, want incomplete/needs_review", r.ReconciliationStatus, r.ReviewStatus)
+	}
+	if b, err := r.JSON(); err != nil || len(b) == 0 {
+		t.Errorf("JSON() = %d bytes, %v", len(b), err)
+	}
+
+	t.Run("an approval missing from the ledger is an error", func(t *testing.T) {
+		lost := *op
+		lost.ApprovalID = a.ID + 1000
+		if _, err := receipt.Load(ctx, s, &lost, nil); !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("Load with an unknown approval: %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("an operation without approval loads none", func(t *testing.T) {
+		bare := *op
+		bare.ApprovalID = 0
+		in, err := receipt.Load(ctx, s, &bare, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Approval != nil || in.Reservations != nil || in.Now.IsZero() {
+			t.Errorf("approval %v, reservations %v, now %v; want none, none and the current time", in.Approval, in.Reservations, in.Now)
+		}
+	})
+}

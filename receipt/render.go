@@ -1,0 +1,271 @@
+package receipt
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+//go:embed receipt.schema.json
+var schema string
+
+// Schema returns the JSON Schema (draft 2020-12) of the JSON rendering.
+func Schema() []byte { return []byte(schema) }
+
+// DocumentKey is the top-level key of the YAML and JSON renderings.
+const DocumentKey = "paid_tool_retry_receipt"
+
+// document wraps a receipt under DocumentKey.
+type document struct {
+	Receipt *Receipt `json:"paid_tool_retry_receipt" yaml:"paid_tool_retry_receipt"`
+}
+
+// YAML renders the receipt as YAML under paid_tool_retry_receipt, money as
+// plain decimals and times in RFC 3339 UTC.
+func (r *Receipt) YAML() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(document{r}); err != nil {
+		return nil, fmt.Errorf("render receipt of %q as YAML: %w", r.OperationID, err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("render receipt of %q as YAML: %w", r.OperationID, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// JSON renders the receipt as indented JSON under paid_tool_retry_receipt,
+// money as decimal strings; it validates against [Schema].
+func (r *Receipt) JSON() ([]byte, error) {
+	b, err := json.MarshalIndent(document{r}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("render receipt of %q as JSON: %w", r.OperationID, err)
+	}
+	return append(b, '\n'), nil
+}
+
+// Render renders r in format "yaml", "json" or "md" (also "markdown").
+func Render(r *Receipt, format string) ([]byte, error) {
+	switch strings.ToLower(format) {
+	case "yaml", "yml":
+		return r.YAML()
+	case "json":
+		return r.JSON()
+	case "md", "markdown":
+		return r.Markdown(), nil
+	default:
+		return nil, fmt.Errorf("unknown receipt format %q; use yaml, json or md", format)
+	}
+}
+
+// Markdown renders the receipt for a review packet: a one-line summary, the
+// key figures, the attempt lineage, remote jobs, charges, breaches,
+// cancellation facts and the open next actions as a checklist.
+func (r *Receipt) Markdown() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "**%s** — %s\n\n", mdText(r.OperationID), r.summary())
+
+	b.WriteString("| figure | value |\n|---|---|\n")
+	row := func(k, v string) { fmt.Fprintf(&b, "| %s | %s |\n", k, cell(v)) }
+	row("operation ID", r.OperationID)
+	row("tenant", r.Tenant)
+	row("task", r.TaskID)
+	row("tool", r.Tool)
+	row("state", r.State)
+	row("intended remote jobs", strconv.Itoa(r.IntendedRemoteJobs))
+	row("observed remote jobs", strconv.Itoa(r.ObservedRemoteJobs))
+	row("duplicate jobs", strconv.Itoa(r.DuplicateJobs))
+	row("attempts", fmt.Sprintf("%d (%d attached), %d denied", r.Attempts, r.AttachedAttempts, r.DeniedAttempts))
+	row("estimated cost", r.EstimatedCostUSD.Display())
+	row("final cost", r.FinalCostUSD.Display())
+	row("pending cost", r.PendingCostUSD.Display())
+	row("refunded cost", r.RefundedCostUSD.Display())
+	row("unpriced attempts", strconv.Itoa(r.UnpricedAttempts))
+	row("result used", r.ResultUsed)
+	row("reconciliation", string(r.ReconciliationStatus))
+	if l := r.LastReconciliation; l != nil {
+		v := fmt.Sprintf("lookup %s at %s", l.Lookup, stamp(l.At))
+		if l.Detail != "" {
+			v += ": " + l.Detail
+		}
+		row("last reconciliation", v)
+	}
+	row("review", string(r.ReviewStatus))
+	if a := r.Approval; a != nil {
+		v := fmt.Sprintf("#%d: up to %s and %s, %s, expires %s", a.ID, a.MaxTotalCostUSD.Display(), plural(a.MaxRemoteJobs, "remote job"), a.RetryPolicy, stamp(a.ExpiresAt))
+		if !a.RevokedAt.IsZero() {
+			v += ", revoked " + stamp(a.RevokedAt)
+		}
+		row("approval", v)
+		row("approval headroom", fmt.Sprintf("%s, %s", a.HeadroomUSD.Display(), plural(a.RemoteJobsHeadroom, "remote job")))
+	}
+	if !r.GeneratedAt.IsZero() {
+		row("generated", stamp(r.GeneratedAt))
+	}
+
+	b.WriteString("\n### Attempts\n\n")
+	if len(r.Lineage) == 0 {
+		b.WriteString("None recorded.\n")
+	} else {
+		b.WriteString("| request | operation ID | decision | reason | client | remote accepted | remote effect | charged | at |\n|---|---|---|---|---|---|---|---|---|\n")
+		for _, a := range r.Lineage {
+			tableRow(&b, a.RequestID, a.OperationID, a.Decision, a.Reason, a.ClientResult, a.RemoteAccepted, a.RemoteEffect, a.ChargeStatus, stamp(a.At))
+		}
+	}
+
+	b.WriteString("\n### Remote jobs\n\n")
+	if len(r.RemoteJobs) == 0 {
+		b.WriteString("None observed.\n")
+	} else {
+		b.WriteString("| remote job | upstream | endpoint | kind | status | intended | duplicate | completed | cancel requested | effect reversed |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, j := range r.RemoteJobs {
+			dup := yesNo(j.Duplicate)
+			if j.Duplicate {
+				dup += " (" + j.DuplicateResolved + ")"
+			}
+			cancel := yesNo(j.CancelRequested)
+			if j.CancelRequested {
+				cancel += ", " + stamp(j.CancelRequestedAt)
+			}
+			tableRow(&b, j.RemoteJobID, j.Upstream, j.Endpoint, j.Kind, j.Status, yesNo(j.Intended), dup, stamp(j.CompletedAt), cancel, j.EffectReversed)
+		}
+	}
+
+	b.WriteString("\n### Charges\n\n")
+	if len(r.Charges) == 0 {
+		b.WriteString("None recorded.\n")
+	} else {
+		b.WriteString("| charge | remote job | amount | status |\n|---|---|---|---|\n")
+		for _, c := range r.Charges {
+			tableRow(&b, c.ChargeID, c.RemoteJobID, c.Amount.String()+" "+c.Currency, c.Status)
+		}
+	}
+
+	if len(r.Breaches) > 0 {
+		b.WriteString("\n### Breaches\n\n")
+		for _, br := range r.Breaches {
+			state := "settled"
+			if br.Open {
+				state = "open"
+			}
+			fmt.Fprintf(&b, "- **%s** (%s): final cost %s", br.Kind, state, br.FinalCostUSD.Display())
+			if br.CeilingUSD != nil {
+				fmt.Fprintf(&b, ", ceiling %s, over by %s", br.CeilingUSD.Display(), br.OverByUSD.Display())
+			}
+			if br.ChargeID != "" {
+				fmt.Fprintf(&b, "; crossed by charge %s", mdText(br.ChargeID))
+			}
+			b.WriteString("\n")
+		}
+	}
+
+	if c := r.Cancellation; c != nil {
+		b.WriteString("\n### Cancellation\n\n")
+		fmt.Fprintf(&b, "- Client stopped watching: %s\n", yesNoAt(c.ClientStoppedWatching, c.ClientStoppedWatchingAt))
+		fmt.Fprintf(&b, "- Cancellation requested: %s\n", yesNoAt(c.CancellationRequested, c.CancellationRequestedAt))
+		fmt.Fprintf(&b, "- Requested after the effect: %s\n", yesNo(c.RequestedAfterEffect))
+		if c.EffectReversed != "" {
+			fmt.Fprintf(&b, "- Effect reversed: %s\n", c.EffectReversed)
+		}
+	}
+
+	b.WriteString("\n### Next actions\n\n")
+	if len(r.NextActions) == 0 {
+		b.WriteString("None open.\n")
+	}
+	for _, a := range r.NextActions {
+		fmt.Fprintf(&b, "- [ ] `%s %s` — %s", a.Action, a.Target, mdText(a.Reason))
+		var tail []string
+		if a.Owner != "" {
+			tail = append(tail, "owner "+mdText(a.Owner))
+		}
+		if !a.Due.IsZero() {
+			tail = append(tail, "due "+stamp(a.Due))
+		}
+		if len(tail) > 0 {
+			fmt.Fprintf(&b, " (%s)", strings.Join(tail, ", "))
+		}
+		b.WriteString("\n")
+	}
+	return b.Bytes()
+}
+
+// summary is the receipt in one line, e.g. "1 remote job, 0 duplicates,
+// 17.84 USD final, reconciliation complete, ready for review".
+func (r *Receipt) summary() string {
+	parts := []string{
+		plural(r.ObservedRemoteJobs, "remote job"),
+		plural(r.DuplicateJobs, "duplicate"),
+		r.FinalCostUSD.Display() + " final",
+	}
+	if r.PendingCostUSD.Micros != 0 {
+		parts = append(parts, r.PendingCostUSD.Display()+" pending")
+	}
+	parts = append(parts, "reconciliation "+string(r.ReconciliationStatus))
+	switch r.ReviewStatus {
+	case ReviewReady:
+		parts = append(parts, "ready for review")
+	case ReviewBlocked:
+		parts = append(parts, "review blocked by an open duplicate")
+	default:
+		parts = append(parts, "needs review")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int, noun string) string {
+	if n == 1 || n == -1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func yesNo(v bool) string {
+	if v {
+		return "yes"
+	}
+	return "no"
+}
+
+func yesNoAt(v bool, at time.Time) string {
+	if v && !at.IsZero() {
+		return "yes, at " + stamp(at)
+	}
+	return yesNo(v)
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func tableRow(b *bytes.Buffer, cells ...string) {
+	b.WriteString("|")
+	for _, c := range cells {
+		b.WriteString(" " + cell(c) + " |")
+	}
+	b.WriteString("\n")
+}
+
+// cell makes text safe inside a Markdown table cell; an empty cell shows a
+// dash so that a missing value is visibly missing.
+func cell(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return strings.ReplaceAll(mdText(s), "|", `\|`)
+}
+
+// mdText keeps ledger text on one line.
+func mdText(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
