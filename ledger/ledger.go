@@ -223,9 +223,10 @@ type Charge struct {
 
 // Approval is what a human approved for one operation ID and tool.
 type Approval struct {
-	ID            int64
-	Tenant        string
-	OperationID   string
+	ID          int64
+	Tenant      string
+	OperationID string
+	// Tool is qualified by its upstream's name: "hosted_test.run_suite".
 	Tool          string
 	MaxTotalCost  money.Amount
 	MaxRemoteJobs int
@@ -299,6 +300,7 @@ const (
 	EventCostBoundaryBreach    = "cost_boundary_breach"
 	EventDuplicateJob          = "duplicate_job"
 	EventReconciled            = "reconciled"
+	EventRecovered             = "recovered"
 )
 
 // APIKey is a tenant's bearer credential. Only its SHA-256 hash is stored.

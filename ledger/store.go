@@ -75,6 +75,8 @@ type Store interface {
 	// Approvals.
 	ApprovalCreate(ctx context.Context, a *Approval) (*Approval, error)
 	ApprovalList(ctx context.Context, p *ApprovalListParams) ([]*Approval, error)
+	// ApprovalGet loads one approval by row ID; ErrNotFound if none.
+	ApprovalGet(ctx context.Context, id int64) (*Approval, error)
 	ApprovalRevoke(ctx context.Context, tenant string, id int64, now time.Time) (*Approval, error)
 	ReservationList(ctx context.Context, approvalRef int64) ([]*Reservation, error)
 
@@ -129,12 +131,18 @@ type AcceptParams struct {
 	// Jobs returns the background jobs to enqueue in the same transaction
 	// when the decision is created. It may be nil.
 	Jobs func(op *Operation) []river.InsertManyParams
+	// Priced records that the tool's provider contract reads charges, so
+	// that a completed job without an invoice is noticed.
+	Priced bool
 	// QueueLease, with Jobs, marks the operation as held by its queued
 	// job for this long; if no worker claims it by then, recovery does.
 	QueueLease time.Duration
 	// Now is the acceptance time; zero means the store's clock.
 	Now time.Time
 }
+
+// QualifiedTool is the tool as approvals name it: "upstream.tool".
+func (p *AcceptParams) QualifiedTool() string { return p.Upstream + "." + p.Tool }
 
 // AcceptResult is what Accept decided and recorded.
 type AcceptResult struct {

@@ -2,6 +2,7 @@ package receipt
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 // zero value describes an unpriced tool, the tenant as owner, the default
 // invoice grace and the current time.
 type LoadOptions struct {
-	// Priced says the tool's provider contract prices it.
+	// Priced says the tool's provider contract prices it. The ledger's
+	// accepted event records this too; either is enough.
 	Priced bool
 	// Owner follows up next actions; empty means the operation's tenant.
 	Owner string
@@ -49,6 +51,7 @@ func Load(ctx context.Context, s ledger.Store, op *ledger.Operation, opts *LoadO
 	if in.Events, err = s.EventList(ctx, op.ID); err != nil {
 		return nil, fmt.Errorf("load events of operation %q for its receipt: %w", op.OperationID, err)
 	}
+	in.Priced = in.Priced || pricedAtAcceptance(in.Events)
 	if op.ApprovalID == 0 {
 		return in, nil
 	}
@@ -67,24 +70,27 @@ func Load(ctx context.Context, s ledger.Store, op *ledger.Operation, opts *LoadO
 	return in, nil
 }
 
-// approvalByID finds the approval op ran under. The store lists approvals
-// by tenant and operation ID; an operation that repeats another's arguments
-// may run under an approval issued for a different operation ID, so the
-// tenant's whole list is the fallback.
+// approvalByID finds the approval op ran under.
 func approvalByID(ctx context.Context, s ledger.Store, op *ledger.Operation) (*ledger.Approval, error) {
-	for _, p := range []*ledger.ApprovalListParams{
-		{Tenant: op.Tenant, OperationID: op.OperationID, IncludeRevoked: true},
-		{Tenant: op.Tenant, IncludeRevoked: true},
-	} {
-		list, err := s.ApprovalList(ctx, p)
-		if err != nil {
-			return nil, fmt.Errorf("load approval %d for the receipt of operation %q: %w", op.ApprovalID, op.OperationID, err)
+	a, err := s.ApprovalGet(ctx, op.ApprovalID)
+	if err != nil {
+		return nil, fmt.Errorf("load approval %d for the receipt of operation %q: %w", op.ApprovalID, op.OperationID, err)
+	}
+	return a, nil
+}
+
+// pricedAtAcceptance reads the "priced" flag the accepted event records.
+func pricedAtAcceptance(evs []*ledger.Event) bool {
+	for _, e := range evs {
+		if e.Kind != ledger.EventAccepted {
+			continue
 		}
-		for _, a := range list {
-			if a.ID == op.ApprovalID {
-				return a, nil
-			}
+		var d struct {
+			Priced bool `json:"priced"`
+		}
+		if json.Unmarshal(e.Data, &d) == nil && d.Priced {
+			return true
 		}
 	}
-	return nil, fmt.Errorf("approval %d of operation %q is not in the ledger of tenant %q: %w", op.ApprovalID, op.OperationID, op.Tenant, ledger.ErrNotFound)
+	return false
 }

@@ -54,7 +54,7 @@ func TestLoad(t *testing.T) {
 	s := openLedger(t)
 	now := time.Now().UTC()
 	a, err := s.ApprovalCreate(ctx, &ledger.Approval{
-		Tenant: "acme", OperationID: "settlement-regression-842", Tool: "run_suite",
+		Tenant: "acme", OperationID: "settlement-regression-842", Tool: "hosted_test.run_suite",
 		MaxTotalCost: usd("20.00"), MaxRemoteJobs: 1, RetryPolicy: "lookup_then_attach", ExpiresAt: now.Add(time.Hour),
 	})
 	if err != nil {

@@ -28,7 +28,11 @@ import (
 // benchWritePragmas are the settings Open gives the write connection.
 const benchWritePragmas = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(full)&_txlock=immediate"
 
-const benchArgs = `{"suite":"settlement","options":{"shard":2,"retries":0},"tags":["a","b"]}`
+const (
+	benchArgs = `{"suite":"settlement","options":{"shard":2,"retries":0},"tags":["a","b"]}`
+	// queueLease holds a created operation for its queued dispatch job.
+	queueLease = 5 * time.Minute
+)
 
 // benchDispatchArgs stands in for the dispatch job enqueued with every
 // created operation.
@@ -88,10 +92,10 @@ func rawInsert(db *sql.DB, fp, opID string) error {
 	}
 	now := time.Now().UnixMicro()
 	if _, err := tx.Exec(`INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
-			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)`,
+			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)`,
 		"bench", opID, ledger.NewTaskID(), "hosted_test", "run_suite", fp, benchArgs,
-		ledger.StateAccepted, nil, "lookup_then_attach", 0, "USD", time.Hour.Milliseconds(), now); err != nil {
+		ledger.StateAccepted, nil, "lookup_then_attach", 0, "USD", time.Hour.Milliseconds(), ledger.LeaseQueued, now+queueLease.Microseconds(), now); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -162,6 +166,7 @@ func accepter(b *testing.B, s *sqlite.Store) func(opID string, want ledger.Decis
 			Source:      "bench",
 			RetryPolicy: "lookup_then_attach",
 			TTL:         time.Hour,
+			QueueLease:  queueLease,
 			Jobs: func(op *ledger.Operation) []river.InsertManyParams {
 				return []river.InsertManyParams{{Args: benchDispatchArgs{OperationRef: op.ID}}}
 			},

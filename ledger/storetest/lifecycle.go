@@ -86,8 +86,8 @@ func testTransitions(t *testing.T, newStore Factory) {
 		OperationRef: op.ID, Owner: "w1", From: []ledger.State{ledger.StateRunning}, To: ledger.StateCompleted,
 		Result: []byte(`{"content":[{"type":"text","text":"ok"}]}`), Lease: &ledger.Lease{},
 		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteID: "hosted-suite-9912", RenameFrom: "task-abc", Status: ledger.JobCompleted}},
-		Charges: []*ledger.ChargeUpsert{{RemoteID: "hosted-suite-9912", ProviderChargeID: "ch-1", Amount: final, Status: ledger.ChargePending}},
-		Creator: &ledger.AttemptKnowledge{RemoteEffect: ledger.Yes},
+		Charges:    []*ledger.ChargeUpsert{{RemoteID: "hosted-suite-9912", ProviderChargeID: "ch-1", Amount: final, Status: ledger.ChargePending}},
+		Creator:    &ledger.AttemptKnowledge{RemoteEffect: ledger.Yes},
 	})
 	if err != nil || done.State != ledger.StateCompleted || done.EndedAt.IsZero() || done.LeaseOwner != "" || string(done.Result) != `{"content":[{"type":"text","text":"ok"}]}` {
 		t.Fatalf("complete: %+v, %v", done, err)

@@ -359,7 +359,7 @@ func testDeniedBeforeAcceptance(t *testing.T, newStore Factory) {
 
 func approval(tenant, key string, ceiling string, jobs int, expires time.Time) *ledger.Approval {
 	return &ledger.Approval{
-		Tenant: tenant, OperationID: key, Tool: "run_suite",
+		Tenant: tenant, OperationID: key, Tool: "hosted_test.run_suite",
 		MaxTotalCost: money.MustParse(ceiling, "USD"), MaxRemoteJobs: jobs,
 		RetryPolicy: "lookup_then_attach", ExpiresAt: expires,
 	}

@@ -257,7 +257,7 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := s.event(ctx, tx, op.ID, att.ID, ledger.EventAccepted, map[string]any{"request_id": p.RequestID, "approval": approvalRef}, now); err != nil {
+	if err := s.event(ctx, tx, op.ID, att.ID, ledger.EventAccepted, map[string]any{"request_id": p.RequestID, "approval": approvalRef, "priced": p.Priced}, now); err != nil {
 		return nil, nil, err
 	}
 	var jobs []river.InsertManyParams
@@ -273,7 +273,7 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 // arguments of an operation under an approval is that approval's retry.
 func (s *Store) admit(ctx context.Context, tx Tx, p *ledger.AcceptParams, now time.Time) (*ledger.Approval, int64, policy.Verdict, error) {
 	var related int64
-	approval, err := s.approvalFor(ctx, tx, p.Tenant, p.OperationID, p.Tool)
+	approval, err := s.approvalFor(ctx, tx, p.Tenant, p.OperationID, p.QualifiedTool())
 	if err != nil {
 		return nil, 0, policy.Verdict{}, err
 	}
@@ -293,7 +293,7 @@ func (s *Store) admit(ctx context.Context, tx Tx, p *ledger.AcceptParams, now ti
 		}
 	}
 	if approval == nil {
-		return nil, 0, policy.Admit(nil, p.Tool, policy.Usage{}, p.Approval.Estimate, false, now), nil
+		return nil, 0, policy.Admit(nil, p.QualifiedTool(), policy.Usage{}, p.Approval.Estimate, false, now), nil
 	}
 	// Lock the approval so that concurrent reservations against it are
 	// decided one after another.
@@ -305,7 +305,7 @@ func (s *Store) admit(ctx context.Context, tx Tx, p *ledger.AcceptParams, now ti
 		return nil, 0, policy.Verdict{}, err
 	}
 	used := policy.Committed(rs, approval.MaxTotalCost.Currency)
-	return approval, related, policy.Admit(approval, p.Tool, used, p.Approval.Estimate, related != 0, now), nil
+	return approval, related, policy.Admit(approval, p.QualifiedTool(), used, p.Approval.Estimate, related != 0, now), nil
 }
 
 func currencyOf(p *ledger.AcceptParams) string {

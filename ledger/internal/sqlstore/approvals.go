@@ -92,3 +92,8 @@ func (s *Store) ReservationList(ctx context.Context, approvalRef int64) ([]*ledg
 	return queryAll(ctx, s.drv.Reader(), scanReservation,
 		`SELECT `+reservationColumns+` FROM reservations WHERE approval_ref = $1 ORDER BY id`, approvalRef)
 }
+
+// ApprovalGet implements ledger.Store.
+func (s *Store) ApprovalGet(ctx context.Context, id int64) (*ledger.Approval, error) {
+	return s.approvalByID(ctx, s.drv.Reader(), id)
+}

@@ -1,0 +1,14 @@
+// Package crashpoint marks the places where crash tests kill the gateway.
+// In a normal build Reach does nothing. A binary built with the tag
+// "crashpoints" stops at the point named by TASKGATE_CRASHPOINT: it prints
+// "CRASHPOINT <name>" on stderr and blocks, so that a test can SIGKILL the
+// real process exactly there. Production code paths never depend on it.
+package crashpoint
+
+// Points where crash tests stop the gateway.
+const (
+	AfterAcceptCommit   = "after_accept_commit"
+	AfterSendStarted    = "after_send_started"
+	AfterUpstreamAccept = "after_upstream_accept"
+	WhilePolling        = "while_polling"
+)

@@ -1,0 +1,479 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/riverqueue/river"
+
+	"github.com/taskgate/taskgate/internal/crashpoint"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/provider"
+	"github.com/taskgate/taskgate/taskwire"
+)
+
+// Remote job kinds.
+const (
+	KindUpstreamTask = "upstream_task"
+	KindProviderJob  = "provider_job"
+)
+
+// dispatch moves an operation forward from whatever state it is in.
+func (w *Worker) dispatch(ctx context.Context, l *lease) error {
+	switch l.op.State {
+	case ledger.StateAccepted:
+		return w.send(ctx, l)
+	case ledger.StateSending:
+		return w.recoverSend(ctx, l)
+	case ledger.StateRunning:
+		return w.poll(ctx, l)
+	default:
+		return nil
+	}
+}
+
+// target is what dispatching an operation needs.
+type target struct {
+	contract *provider.Contract
+	up       Upstream
+}
+
+// resolve finds the operation's contract and upstream; when the
+// configuration no longer has them, the operation waits for a human.
+func (w *Worker) resolve(ctx context.Context, l *lease) (*target, error) {
+	op := l.op
+	c := w.catalog.Contract(op.Upstream, op.Tool)
+	up, ok := w.upstreams.Upstream(op.Upstream)
+	if c == nil || !ok {
+		msg := fmt.Sprintf("the configuration no longer has consequential tool %s.%s; resolve with taskgate ops resolve", op.Upstream, op.Tool)
+		_, err := l.transition(ctx, &ledger.TransitionParams{
+			To: ledger.StateReview, ReviewReason: ptr("configuration_changed"), StatusMessage: &msg,
+			Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: map[string]string{"reason": "configuration_changed"}}},
+		})
+		return nil, err
+	}
+	return &target{contract: c, up: up}, nil
+}
+
+// send commits "send started", calls the upstream with the operation ID as
+// the provider's idempotency key, and binds what comes back.
+func (w *Worker) send(ctx context.Context, l *lease) error {
+	log := w.logger(l.op)
+	if !l.op.CancelRequestedAt.IsZero() {
+		_, err := l.transition(ctx, &ledger.TransitionParams{
+			From: []ledger.State{ledger.StateAccepted}, To: ledger.StateCancelled, StatusMessage: ptr("cancelled before anything was sent"),
+			Reservation: &ledger.ReservationUpdate{Status: ledger.ReservationReleased},
+			Creator:     &ledger.AttemptKnowledge{RemoteAccepted: ledger.No, RemoteEffect: ledger.No, ChargeStatus: ledger.No},
+		})
+		return err
+	}
+	t, err := w.resolve(ctx, l)
+	if t == nil {
+		return err
+	}
+	op, err := l.transition(ctx, &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateAccepted}, To: ledger.StateSending, IncrementSend: true,
+		StatusMessage: ptr("sending to " + l.op.Upstream),
+		Events:        []ledger.EventParams{{Kind: ledger.EventSendStarted, Data: map[string]any{"send": l.op.SendCount + 1, "worker": l.owner}}},
+	})
+	if err != nil {
+		return err
+	}
+	crashpoint.Reach(crashpoint.AfterSendStarted)
+
+	s, err := t.contract.PrepareSend(op.Arguments, op.OperationID)
+	if err != nil {
+		return w.fail(ctx, l, -32602, err.Error(), false)
+	}
+	params := &mcp.CallToolParams{Name: op.Tool, Arguments: s.Arguments}
+	if len(s.Meta) > 0 {
+		params.Meta = mcp.Meta(s.Meta)
+	}
+	asTask := t.up.OffersTasks() != taskwire.EraNone
+	var ttl *time.Duration
+	if op.TTL > 0 {
+		ttl = &op.TTL
+	}
+	log.Info("sending", "upstream", op.Upstream, "tool", op.Tool, "as_task", asTask, "send", op.SendCount)
+	task, res, err := t.up.Send(ctx, params, s.Header, asTask, ttl)
+	crashpoint.Reach(crashpoint.AfterUpstreamAccept)
+	var rpcErr *jsonrpc.Error
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNotSent):
+		// It never left: undo "send started" so that the next try sends.
+		log.Warn("upstream not reachable; will send again", "err", err)
+		if _, terr := l.transition(ctx, &ledger.TransitionParams{
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateAccepted, StatusMessage: ptr("waiting for " + op.Upstream),
+			Events: []ledger.EventParams{{Kind: ledger.EventLookup, Data: map[string]string{"answer": "not_sent", "detail": err.Error()}}},
+		}); terr != nil {
+			return terr
+		}
+		return err
+	case errors.As(err, &rpcErr):
+		// The upstream answered with an error: nothing started.
+		return w.fail(ctx, l, rpcErr.Code, rpcErr.Message, false)
+	default:
+		// A timeout or a broken connection says nothing about whether the
+		// provider accepted the work: look it up before anything else.
+		log.Warn("upstream outcome unknown; looking up", "err", err)
+		return w.recoverSend(ctx, l)
+	}
+	if task != nil {
+		return w.bindTask(ctx, l, t, task)
+	}
+	return w.finishDirect(ctx, l, t, res)
+}
+
+// bindTask binds an upstream task as the operation's remote job.
+func (w *Worker) bindTask(ctx context.Context, l *lease, t *target, task *taskwire.Task) error {
+	_, err := l.transition(ctx, &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: ptr(statusOr(task.StatusMessage, "running at "+l.op.Upstream)),
+		RemoteJobs: []*ledger.RemoteJobUpsert{{
+			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: task.ID, UpstreamTaskID: task.ID,
+			Kind: KindUpstreamTask, Status: ledger.JobRunning, Intended: ptr(true), AttemptRef: w.creatorAttempt(ctx, l.op),
+		}},
+		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
+		Events:  []ledger.EventParams{{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": task.ID, "kind": KindUpstreamTask}}},
+		Jobs:    []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, w.cfg.Worker.UpstreamPoll)},
+	})
+	return err
+}
+
+// finishDirect records a result the upstream returned directly.
+func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp.CallToolResult) error {
+	if len(res.InputRequests) > 0 {
+		msg := "the upstream asked for input, which a background call cannot give"
+		_, err := l.transition(ctx, &ledger.TransitionParams{
+			To: ledger.StateReview, ReviewReason: ptr("upstream_input_required"), StatusMessage: &msg,
+			Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: map[string]string{"reason": "upstream_input_required"}}},
+		})
+		return err
+	}
+	jobID := t.contract.JobID(res)
+	if jobID == "" {
+		// The provider names no job: the operation ID is its only handle.
+		jobID = "call:" + l.op.OperationID
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("encode the upstream result: %w", err)
+	}
+	status := ledger.JobCompleted
+	effect := ledger.Yes
+	if res.IsError {
+		status, effect = ledger.JobFailed, ledger.Unknown
+	}
+	_, err = l.transition(ctx, &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: ptr(""),
+		RemoteJobs: []*ledger.RemoteJobUpsert{{
+			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: KindProviderJob, Status: status,
+			Intended: ptr(true), AttemptRef: w.creatorAttempt(ctx, l.op), Result: raw,
+		}},
+		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: effect},
+		Events: []ledger.EventParams{
+			{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": jobID, "kind": KindProviderJob}},
+			{Kind: ledger.EventResultStored, Data: map[string]any{"remote_job_id": jobID, "is_error": res.IsError}},
+		},
+		Jobs: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+	})
+	return err
+}
+
+// recoverSend handles "send started" without a binding: look up first.
+func (w *Worker) recoverSend(ctx context.Context, l *lease) error {
+	t, err := w.resolve(ctx, l)
+	if t == nil {
+		return err
+	}
+	op := l.op
+	policy := t.contract.Policy
+	if !t.contract.CanLookup() {
+		return w.review(ctx, l, ledger.ReasonNoAutomaticResend,
+			"the send may have reached the provider and its contract offers no lookup; nothing is re-sent automatically")
+	}
+	since := w.sinceSend(ctx, op)
+	lr := t.contract.Lookup(ctx, t.up, op.OperationID, op.Arguments)
+	d := provider.Decide(lr, policy.RetryPolicy, policy.Contract.Lookup.NotFoundSafeAfter, since)
+	w.logger(op).Info("looked up after an uncertain send", "answer", lr.Answer, "job", lr.JobID, "action", d.Action, "detail", lr.Detail)
+	lookupEvent := ledger.EventParams{Kind: ledger.EventLookup, Data: map[string]any{
+		"answer": lr.Answer, "remote_job_id": lr.JobID, "action": d.Action, "detail": lr.Detail, "since_send_ms": since.Milliseconds(),
+	}}
+
+	switch d.Action {
+	case provider.ActionAttach:
+		_, err := l.transition(ctx, &ledger.TransitionParams{
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: ptr("attached to " + lr.JobID),
+			RemoteJobs: []*ledger.RemoteJobUpsert{{
+				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: lr.JobID, Kind: KindProviderJob,
+				Status: lr.Answer.JobStatus(), Intended: ptr(true), AttemptRef: w.creatorAttempt(ctx, op),
+			}},
+			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
+			Events:  []ledger.EventParams{lookupEvent, {Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": lr.JobID, "kind": KindProviderJob, "via": "lookup"}}},
+			Jobs:    []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, w.cfg.Worker.UpstreamPoll)},
+		})
+		return err
+	case provider.ActionFetch:
+		return w.fetchAndFinish(ctx, l, t, lr.JobID, lookupEvent)
+	case provider.ActionRecordFailure:
+		_, err := l.transition(ctx, &ledger.TransitionParams{
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateFailed, StatusMessage: ptr("the provider reports job " + lr.JobID + " " + string(lr.Answer)),
+			Error: rpcError(-32603, fmt.Sprintf("the provider reports job %s %s; it is not re-run automatically", lr.JobID, lr.Answer)),
+			RemoteJobs: []*ledger.RemoteJobUpsert{{
+				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: lr.JobID, Kind: KindProviderJob,
+				Status: lr.Answer.JobStatus(), Intended: ptr(true), AttemptRef: w.creatorAttempt(ctx, op),
+			}},
+			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
+			Events:  []ledger.EventParams{lookupEvent, {Kind: ledger.EventFailed, Data: map[string]string{"remote_job_id": lr.JobID}}},
+			Jobs:    []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+		})
+		return err
+	case provider.ActionWait:
+		if _, err := l.transition(ctx, &ledger.TransitionParams{Events: []ledger.EventParams{lookupEvent}}); err != nil {
+			return err
+		}
+		return river.JobSnooze(d.RetryAfter)
+	case provider.ActionResend:
+		if _, err := l.transition(ctx, &ledger.TransitionParams{
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateAccepted, Events: []ledger.EventParams{lookupEvent},
+		}); err != nil {
+			return err
+		}
+		return w.send(ctx, l)
+	default:
+		if _, err := l.transition(ctx, &ledger.TransitionParams{Events: []ledger.EventParams{lookupEvent}}); err != nil {
+			return err
+		}
+		detail := lr.Detail
+		if detail == "" {
+			detail = fmt.Sprintf("the provider answered %s", lr.Answer)
+		}
+		return w.review(ctx, l, d.Reason, "cannot tell whether the provider started the work ("+detail+"); nothing is re-sent until a human resolves it")
+	}
+}
+
+// fetchAndFinish binds a completed job and records its result.
+func (w *Worker) fetchAndFinish(ctx context.Context, l *lease, t *target, jobID string, events ...ledger.EventParams) error {
+	op := l.op
+	var res *mcp.CallToolResult
+	if t.contract.CanFetch() {
+		f, err := t.contract.Fetch(ctx, t.up, jobID, op.OperationID, op.Arguments)
+		if err != nil {
+			return fmt.Errorf("fetch the result of job %s: %w", jobID, err)
+		}
+		res = f.Result
+	}
+	if res == nil {
+		res = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("job %s completed at %s; the provider contract offers no way to fetch its result", jobID, op.Upstream)}}}
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	_, err = l.transition(ctx, &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: ptr(""),
+		RemoteJobs: []*ledger.RemoteJobUpsert{{
+			Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: KindProviderJob, Status: ledger.JobCompleted,
+			Intended: ptr(true), AttemptRef: w.creatorAttempt(ctx, op), Result: raw,
+		}},
+		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes},
+		Events:  append(events, ledger.EventParams{Kind: ledger.EventResultStored, Data: map[string]string{"remote_job_id": jobID, "via": "fetch"}}),
+		Jobs:    []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+	})
+	return err
+}
+
+// poll follows the bound remote job until it ends.
+func (w *Worker) poll(ctx context.Context, l *lease) error {
+	t, err := w.resolve(ctx, l)
+	if t == nil {
+		return err
+	}
+	op := l.op
+	jobs, err := w.store.RemoteJobList(ctx, op.ID)
+	if err != nil {
+		return err
+	}
+	var bound *ledger.RemoteJob
+	for _, j := range jobs {
+		if j.Intended {
+			bound = j
+		}
+	}
+	if bound == nil {
+		return w.review(ctx, l, ledger.ReasonUpstreamOutcomeUnknown, "the operation is running but no remote job is bound")
+	}
+	if bound.Kind == KindUpstreamTask && bound.UpstreamTaskID != "" {
+		return w.pollTask(ctx, l, t, bound)
+	}
+	f, err := t.contract.Fetch(ctx, t.up, bound.RemoteID, op.OperationID, op.Arguments)
+	if err != nil {
+		w.logger(op).Warn("poll failed; trying again", "remote_job_id", bound.RemoteID, "err", err)
+		return river.JobSnooze(w.cfg.Worker.UpstreamPoll)
+	}
+	crashpoint.Reach(crashpoint.WhilePolling)
+	switch f.Answer {
+	case provider.Completed:
+		return w.fetchAndFinish(ctx, l, t, bound.RemoteID)
+	case provider.Failed, provider.Cancelled:
+		return w.finishFailed(ctx, l, t, bound.RemoteID, f.Answer.JobStatus(), fmt.Sprintf("the provider reports job %s %s", bound.RemoteID, f.Answer), nil)
+	default:
+		return river.JobSnooze(w.cfg.Worker.UpstreamPoll)
+	}
+}
+
+// pollTask follows an upstream MCP task.
+func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledger.RemoteJob) error {
+	op := l.op
+	task, err := t.up.GetTask(ctx, bound.UpstreamTaskID)
+	if err != nil {
+		w.logger(op).Warn("tasks/get failed; trying again", "upstream_task_id", bound.UpstreamTaskID, "err", err)
+		return river.JobSnooze(w.cfg.Worker.UpstreamPoll)
+	}
+	if !task.Status.IsTerminal() {
+		crashpoint.Reach(crashpoint.WhilePolling)
+		if task.StatusMessage != "" && task.StatusMessage != op.StatusMessage {
+			if _, err := l.transition(ctx, &ledger.TransitionParams{StatusMessage: ptr(task.StatusMessage)}); err != nil {
+				return err
+			}
+		}
+		return river.JobSnooze(w.cfg.Worker.UpstreamPoll)
+	}
+	switch task.Status {
+	case taskwire.StatusCompleted:
+		res, err := t.up.TaskResult(ctx, task.ID)
+		if err != nil {
+			var rpcErr *jsonrpc.Error
+			if errors.As(err, &rpcErr) {
+				return w.finishFailed(ctx, l, t, bound.RemoteID, ledger.JobFailed, rpcErr.Message, rpcError(rpcErr.Code, rpcErr.Message))
+			}
+			return fmt.Errorf("read the result of upstream task %s: %w", task.ID, err)
+		}
+		return w.finishTask(ctx, l, t, bound, res)
+	case taskwire.StatusFailed:
+		var raw json.RawMessage
+		msg := statusOr(task.StatusMessage, "the upstream task failed")
+		if task.Error != nil {
+			raw, _ = json.Marshal(task.Error)
+			msg = task.Error.Message
+		}
+		return w.finishFailed(ctx, l, t, bound.RemoteID, ledger.JobFailed, msg, raw)
+	default: // cancelled upstream
+		return w.finishFailed(ctx, l, t, bound.RemoteID, ledger.JobCancelled, "the upstream cancelled the task", nil)
+	}
+}
+
+// finishTask records a completed upstream task's result; the provider's job
+// ID, when the result names one, replaces the task ID as the job's key.
+func (w *Worker) finishTask(ctx context.Context, l *lease, t *target, bound *ledger.RemoteJob, res *mcp.CallToolResult) error {
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	jobID := bound.RemoteID
+	if id := t.contract.JobID(res); id != "" {
+		jobID = id
+	}
+	status, effect := ledger.JobCompleted, ledger.Yes
+	if res.IsError {
+		status, effect = ledger.JobFailed, ledger.Unknown
+	}
+	_, err = l.transition(ctx, &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: ptr(""),
+		RemoteJobs: []*ledger.RemoteJobUpsert{{
+			Upstream: l.op.Upstream, RemoteID: jobID, RenameFrom: bound.RemoteID, Status: status, Result: raw,
+		}},
+		Creator: &ledger.AttemptKnowledge{RemoteEffect: effect},
+		Events:  []ledger.EventParams{{Kind: ledger.EventResultStored, Data: map[string]any{"remote_job_id": jobID, "is_error": res.IsError}}},
+		Jobs:    []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+	})
+	return err
+}
+
+// finishFailed ends the operation as failed after its remote job failed.
+func (w *Worker) finishFailed(ctx context.Context, l *lease, t *target, jobID string, status ledger.JobStatus, msg string, rpcErr json.RawMessage) error {
+	if rpcErr == nil {
+		rpcErr = rpcError(-32603, msg)
+	}
+	to := ledger.StateFailed
+	if status == ledger.JobCancelled {
+		to = ledger.StateCancelled
+	}
+	_, err := l.transition(ctx, &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateRunning, ledger.StateSending}, To: to, Error: rpcErr, StatusMessage: &msg,
+		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Status: status}},
+		Events:     []ledger.EventParams{{Kind: ledger.EventFailed, Data: map[string]string{"remote_job_id": jobID, "message": msg}}},
+		Jobs:       []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+	})
+	return err
+}
+
+// fail ends an operation whose call the upstream refused outright: no
+// remote job started, so its reservation is released.
+func (w *Worker) fail(ctx context.Context, l *lease, code int64, msg string, started bool) error {
+	p := &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateSending}, To: ledger.StateFailed, Error: rpcError(code, msg), StatusMessage: &msg,
+		Events: []ledger.EventParams{{Kind: ledger.EventFailed, Data: map[string]any{"code": code, "message": msg}}},
+	}
+	if !started {
+		p.Reservation = &ledger.ReservationUpdate{Status: ledger.ReservationReleased}
+		p.Creator = &ledger.AttemptKnowledge{RemoteAccepted: ledger.No, RemoteEffect: ledger.No, ChargeStatus: ledger.No}
+	}
+	_, err := l.transition(ctx, p)
+	return err
+}
+
+// review stops the operation for a human.
+func (w *Worker) review(ctx context.Context, l *lease, reason, msg string) error {
+	w.logger(l.op).Warn("operation needs review", "reason", reason, "message", msg)
+	_, err := l.transition(ctx, &ledger.TransitionParams{
+		To: ledger.StateReview, ReviewReason: &reason, StatusMessage: &msg,
+		Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: map[string]string{"reason": reason, "message": msg}}},
+	})
+	return err
+}
+
+// sinceSend is how long ago the latest send started.
+func (w *Worker) sinceSend(ctx context.Context, op *ledger.Operation) time.Duration {
+	evs, err := w.store.EventList(ctx, op.ID)
+	if err != nil {
+		return 0
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Kind == ledger.EventSendStarted {
+			return w.clock().Sub(evs[i].CreatedAt)
+		}
+	}
+	return 0
+}
+
+// creatorAttempt is the row ID of the attempt that created the operation.
+func (w *Worker) creatorAttempt(ctx context.Context, op *ledger.Operation) int64 {
+	atts, err := w.store.AttemptList(ctx, op.ID)
+	if err != nil {
+		return 0
+	}
+	for _, a := range atts {
+		if a.OperationRef == op.ID && a.Decision == ledger.DecisionCreated {
+			return a.ID
+		}
+	}
+	return 0
+}
+
+func rpcError(code int64, msg string) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"code": code, "message": msg})
+	return b
+}
+
+func statusOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,89 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/riverqueue/river"
+
+	"github.com/taskgate/taskgate/ledger"
+)
+
+// Resolution is a human's decision about an operation. Exactly one field
+// besides Actor and Note is set.
+type Resolution struct {
+	// Attach binds the provider job with this ID and follows it.
+	Attach string
+	// Resend sends the call again: the human vouches that the earlier send
+	// started nothing.
+	Resend bool
+	// Fail ends the operation as failed.
+	Fail bool
+	// AcceptDuplicate accepts a duplicate job as legitimate.
+	AcceptDuplicate string
+	// CancelDuplicate asks the provider to cancel a duplicate job.
+	CancelDuplicate string
+	Actor           string
+	Note            string
+}
+
+// Resolve records a human's resolution and queues the work it implies. It
+// needs only the ledger: the jobs run in the gateway.
+func Resolve(ctx context.Context, s ledger.Store, op *ledger.Operation, r Resolution) (*ledger.Operation, error) {
+	event := ledger.EventParams{Kind: ledger.EventResolved, Data: map[string]string{
+		"actor": r.Actor, "note": r.Note, "action": r.action(), "remote_job_id": r.Attach + r.AcceptDuplicate + r.CancelDuplicate,
+	}}
+	p := &ledger.TransitionParams{OperationRef: op.ID, Events: []ledger.EventParams{event}}
+	review := []ledger.State{ledger.StateReview}
+	switch {
+	case r.Attach != "":
+		p.From, p.To = review, ledger.StateRunning
+		p.StatusMessage = ptr("attached to " + r.Attach + " by " + r.Actor)
+		p.RemoteJobs = []*ledger.RemoteJobUpsert{{Upstream: op.Upstream, RemoteID: r.Attach, Kind: KindProviderJob, Status: ledger.JobRunning, Intended: ptr(true)}}
+		p.Creator = &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes}
+		p.Lease = &ledger.Lease{Owner: ledger.LeaseQueued}
+		p.Jobs = []river.InsertManyParams{{Args: PollArgs{Operation: op.ID}}}
+	case r.Resend:
+		p.From, p.To = review, ledger.StateAccepted
+		p.StatusMessage = ptr("re-sent by " + r.Actor)
+		p.Lease = &ledger.Lease{Owner: ledger.LeaseQueued}
+		p.Jobs = []river.InsertManyParams{{Args: DispatchArgs{Operation: op.ID}}}
+	case r.Fail:
+		msg := "failed by " + r.Actor
+		if r.Note != "" {
+			msg += ": " + r.Note
+		}
+		p.From, p.To = review, ledger.StateFailed
+		p.StatusMessage, p.Error = &msg, rpcError(-32603, msg)
+		p.Lease = &ledger.Lease{}
+		p.Jobs = []river.InsertManyParams{{Args: ReconcileArgs{Operation: op.ID}}}
+	case r.AcceptDuplicate != "":
+		p.RemoteJobs = []*ledger.RemoteJobUpsert{{Upstream: op.Upstream, RemoteID: r.AcceptDuplicate, DuplicateResolved: "accepted"}}
+	case r.CancelDuplicate != "":
+		p.Jobs = []river.InsertManyParams{{Args: CancelArgs{Operation: op.ID, Job: r.CancelDuplicate}}}
+	default:
+		return nil, errors.New("resolve: choose --attach JOB, --resend, --fail, --accept-duplicate JOB or --cancel-duplicate JOB")
+	}
+	out, err := s.Transition(ctx, p)
+	if errors.Is(err, ledger.ErrStateChanged) {
+		return nil, fmt.Errorf("operation %s is %s, not waiting for review: %w", op.OperationID, op.State, err)
+	}
+	return out, err
+}
+
+func (r Resolution) action() string {
+	switch {
+	case r.Attach != "":
+		return "attach"
+	case r.Resend:
+		return "resend"
+	case r.Fail:
+		return "fail"
+	case r.AcceptDuplicate != "":
+		return "accept_duplicate"
+	case r.CancelDuplicate != "":
+		return "cancel_duplicate"
+	}
+	return ""
+}

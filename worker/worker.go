@@ -1,0 +1,401 @@
+// Package worker runs taskgate's background work on River: dispatching an
+// accepted operation to its upstream, following the remote job until it
+// ends, reconciling jobs and charges, carrying cancellations to the
+// provider, and releasing expired operation IDs.
+//
+// Every handoff is recoverable. A worker claims an operation's lease in the
+// ledger before touching it and heartbeats while it works; "send started"
+// is committed before the upstream call and the remote job is bound after
+// it. A worker that finds "send started" without a binding looks the
+// operation up at the provider before anything else, and acts per
+// DESIGN.md's table: attach, fetch, record the failure, or require review.
+// When a worker dies, its lease lapses and the sweeper re-enqueues the
+// operation's job. The package never answers MCP clients and never
+// decides spend policy; it records what providers say.
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/provider"
+	"github.com/taskgate/taskgate/taskwire"
+)
+
+// ErrNotSent marks an upstream call that certainly never left the gateway
+// (the upstream was not connected): it may simply be tried again.
+var ErrNotSent = errors.New("the call was not sent")
+
+// Upstream is what the worker needs of one upstream MCP client.
+type Upstream interface {
+	provider.Caller
+	Endpoint() string
+	// OffersTasks is the task era the upstream offers, EraNone if none.
+	OffersTasks() taskwire.Era
+	// Send makes the consequential call, as a task when asTask is set and
+	// the upstream agrees; header carries the operation ID when the
+	// contract passes it as an HTTP header. An error wrapping ErrNotSent
+	// means the call never left the gateway.
+	Send(ctx context.Context, params *mcp.CallToolParams, header http.Header, asTask bool, ttl *time.Duration) (*taskwire.Task, *mcp.CallToolResult, error)
+	GetTask(ctx context.Context, taskID string) (*taskwire.Task, error)
+	TaskResult(ctx context.Context, taskID string) (*mcp.CallToolResult, error)
+	CancelTask(ctx context.Context, taskID string) error
+}
+
+// Upstreams resolves upstream names.
+type Upstreams interface {
+	Upstream(name string) (Upstream, bool)
+}
+
+// Options configure a Worker.
+type Options struct {
+	Store     ledger.Store
+	Upstreams Upstreams
+	Catalog   *provider.Catalog
+	// Config supplies timings (worker section, task TTL, retention).
+	Config *config.Config
+	Logger *slog.Logger
+	// Clock returns the current time; nil means time.Now.
+	Clock func() time.Time
+	// ID names this process in leases; default host-pid-random.
+	ID string
+}
+
+// Worker runs the jobs.
+type Worker struct {
+	store     ledger.Store
+	upstreams Upstreams
+	catalog   *provider.Catalog
+	cfg       *config.Config
+	log       *slog.Logger
+	clock     func() time.Time
+	id        string
+	river     ledger.JobClient
+
+	stopSweep context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// New builds a Worker; Start runs it.
+func New(opts *Options) (*Worker, error) {
+	if opts == nil || opts.Store == nil || opts.Upstreams == nil || opts.Catalog == nil || opts.Config == nil {
+		return nil, errors.New("worker: Store, Upstreams, Catalog and Config are required")
+	}
+	w := &Worker{
+		store: opts.Store, upstreams: opts.Upstreams, catalog: opts.Catalog, cfg: opts.Config,
+		log: opts.Logger, clock: opts.Clock, id: opts.ID,
+	}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	if w.clock == nil {
+		w.clock = time.Now
+	}
+	if w.id == "" {
+		host, _ := os.Hostname()
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		w.id = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &dispatchWorker{w: w})
+	river.AddWorker(workers, &pollWorker{w: w})
+	river.AddWorker(workers, &reconcileWorker{w: w})
+	river.AddWorker(workers, &cancelWorker{w: w})
+	river.AddWorker(workers, &expireWorker{w: w})
+	wc := w.cfg.Worker
+	rc, err := w.store.NewJobClient(&river.Config{
+		ID:                w.id,
+		Logger:            w.log,
+		Workers:           workers,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: wc.Workers}},
+		FetchPollInterval: wc.FetchPoll,
+		FetchCooldown:     min(wc.FetchPoll, 10*time.Millisecond),
+		// Work is bounded by upstream timeouts and leases, not by River.
+		JobTimeout:  -1,
+		RetryPolicy: retryPolicy{},
+		PeriodicJobs: []*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(expireEvery(w.cfg.Retention)),
+				func() (river.JobArgs, *river.InsertOpts) { return ExpireArgs{}, nil },
+				&river.PeriodicJobOpts{RunOnStart: true}),
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start job queue: %w", err)
+	}
+	w.river = rc
+	return w, nil
+}
+
+func expireEvery(retention time.Duration) time.Duration {
+	return min(max(retention/10, time.Second), time.Hour)
+}
+
+// ID is the worker's lease identity.
+func (w *Worker) ID() string { return w.id }
+
+// Start runs the job queue and the lease sweeper until Stop.
+func (w *Worker) Start(ctx context.Context) error {
+	if err := w.river.Start(ctx); err != nil {
+		return fmt.Errorf("start job queue: %w", err)
+	}
+	sweepCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w.stopSweep = cancel
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.sweepLoop(sweepCtx)
+	}()
+	return nil
+}
+
+// Stop stops taking work, waits for running jobs up to ctx's deadline and
+// then cancels them. Leases of cancelled work lapse and are recovered.
+func (w *Worker) Stop(ctx context.Context) error {
+	if w.stopSweep != nil {
+		w.stopSweep()
+	}
+	w.wg.Wait()
+	err := w.river.Stop(ctx)
+	if err != nil && ctx.Err() != nil {
+		return w.river.StopAndCancel(context.WithoutCancel(ctx))
+	}
+	return err
+}
+
+// retryPolicy retries failed jobs quickly at first and at most every 30s:
+// work is bounded by leases and upstream timeouts, and the default
+// (attempt^4 seconds) would leave an operation idle for hours.
+type retryPolicy struct{}
+
+func (retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
+	d := time.Duration(1<<min(job.Attempt, 5)) * time.Second
+	return time.Now().Add(min(d, 30*time.Second))
+}
+
+// Job arguments. Each names the operation by its ledger row ID.
+
+// DispatchArgs sends an accepted operation, or recovers one whose send
+// started without a binding.
+type DispatchArgs struct {
+	Operation int64 `json:"operation"`
+}
+
+// Kind implements river.JobArgs.
+func (DispatchArgs) Kind() string { return "taskgate_dispatch" }
+
+// PollArgs follows a running remote job.
+type PollArgs struct {
+	Operation int64 `json:"operation"`
+}
+
+// Kind implements river.JobArgs.
+func (PollArgs) Kind() string { return "taskgate_poll" }
+
+// ReconcileArgs reconciles an operation's remote jobs and charges.
+type ReconcileArgs struct {
+	Operation int64 `json:"operation"`
+}
+
+// Kind implements river.JobArgs.
+func (ReconcileArgs) Kind() string { return "taskgate_reconcile" }
+
+// CancelArgs carries a cancellation to the provider: of one job, or of
+// every unfinished job of the operation when Job is empty.
+type CancelArgs struct {
+	Operation int64  `json:"operation"`
+	Job       string `json:"job,omitempty"`
+}
+
+// Kind implements river.JobArgs.
+func (CancelArgs) Kind() string { return "taskgate_cancel" }
+
+// ExpireArgs releases operation IDs whose retention has passed.
+type ExpireArgs struct{}
+
+// Kind implements river.JobArgs.
+func (ExpireArgs) Kind() string { return "taskgate_expire" }
+
+// Dispatch is the job an acceptance enqueues with a created operation.
+func Dispatch(op *ledger.Operation) []river.InsertManyParams {
+	return []river.InsertManyParams{{Args: DispatchArgs{Operation: op.ID}}}
+}
+
+func job(args river.JobArgs, after time.Duration) river.InsertManyParams {
+	p := river.InsertManyParams{Args: args}
+	if after > 0 {
+		p.InsertOpts = &river.InsertOpts{ScheduledAt: time.Now().Add(after)}
+	}
+	return p
+}
+
+type dispatchWorker struct {
+	river.WorkerDefaults[DispatchArgs]
+	w *Worker
+}
+
+func (d *dispatchWorker) Work(ctx context.Context, j *river.Job[DispatchArgs]) error {
+	return d.w.withLease(ctx, j.Args.Operation, j.ID, d.w.dispatch)
+}
+
+type pollWorker struct {
+	river.WorkerDefaults[PollArgs]
+	w *Worker
+}
+
+func (p *pollWorker) Work(ctx context.Context, j *river.Job[PollArgs]) error {
+	return p.w.withLease(ctx, j.Args.Operation, j.ID, p.w.dispatch)
+}
+
+type reconcileWorker struct {
+	river.WorkerDefaults[ReconcileArgs]
+	w *Worker
+}
+
+func (r *reconcileWorker) Work(ctx context.Context, j *river.Job[ReconcileArgs]) error {
+	open, err := r.w.Reconcile(ctx, j.Args.Operation)
+	if err != nil {
+		return err
+	}
+	if open {
+		return river.JobSnooze(r.w.cfg.Worker.Reconcile)
+	}
+	return nil
+}
+
+type cancelWorker struct {
+	river.WorkerDefaults[CancelArgs]
+	w *Worker
+}
+
+func (c *cancelWorker) Work(ctx context.Context, j *river.Job[CancelArgs]) error {
+	return c.w.cancelRemote(ctx, j.Args.Operation, j.Args.Job)
+}
+
+type expireWorker struct {
+	river.WorkerDefaults[ExpireArgs]
+	w *Worker
+}
+
+func (e *expireWorker) Work(ctx context.Context, _ *river.Job[ExpireArgs]) error {
+	return e.w.expire(ctx)
+}
+
+// withLease claims the operation for one job, heartbeats while fn works,
+// and lets the lease go when fn returns without handing it on.
+func (w *Worker) withLease(ctx context.Context, opRef, jobID int64, fn func(context.Context, *lease) error) error {
+	owner := fmt.Sprintf("%s/%d", w.id, jobID)
+	l := &lease{w: w, owner: owner, opRef: opRef}
+	op, err := w.store.LeaseClaim(ctx, opRef, owner, w.clock().Add(w.cfg.Worker.Lease))
+	switch {
+	case errors.Is(err, ledger.ErrLeaseHeld):
+		// Another worker is on it; this job is a stale duplicate.
+		return nil
+	case errors.Is(err, ledger.ErrNotFound):
+		return river.JobCancel(err)
+	case err != nil:
+		return err
+	}
+	l.op = op
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(w.cfg.Worker.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := w.store.LeaseExtend(context.WithoutCancel(ctx), opRef, owner, w.clock().Add(w.cfg.Worker.Lease)); err != nil {
+					cancel(fmt.Errorf("lost the lease on operation %d: %w", opRef, err))
+					return
+				}
+			}
+		}
+	}()
+	err = fn(ctx, l)
+	cancel(nil)
+	<-done
+	if !l.handedOn {
+		// Keep the lease past a snooze so that the sweeper does not queue a
+		// second job while this one waits.
+		until := time.Time{}
+		owner := ""
+		var snooze *rivertype.JobSnoozeError
+		if errors.As(err, &snooze) {
+			owner, until = ledger.LeaseQueued, w.clock().Add(snooze.Duration+w.cfg.Worker.Lease)
+		}
+		if _, rerr := w.store.Transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
+			OperationRef: opRef, Owner: l.owner, Lease: &ledger.Lease{Owner: owner, Until: until},
+		}); rerr != nil && !errors.Is(rerr, ledger.ErrLeaseHeld) {
+			w.log.Warn("release operation lease", "operation_ref", opRef, "err", rerr)
+		}
+	}
+	return err
+}
+
+// lease is one job's hold on an operation.
+type lease struct {
+	w        *Worker
+	owner    string
+	opRef    int64
+	op       *ledger.Operation
+	handedOn bool
+}
+
+// transition applies p as the lease holder. When p enqueues the next job
+// or ends the operation, the lease is handed on with it.
+func (l *lease) transition(ctx context.Context, p *ledger.TransitionParams) (*ledger.Operation, error) {
+	p.OperationRef = l.opRef
+	p.Owner = l.owner
+	if p.Lease == nil && (len(p.Jobs) > 0 || p.To.Terminal() || p.To == ledger.StateReview) {
+		next := &ledger.Lease{}
+		if len(p.Jobs) > 0 {
+			next = &ledger.Lease{Owner: ledger.LeaseQueued, Until: l.w.clock().Add(l.w.cfg.Worker.Lease + maxDelay(p.Jobs))}
+		}
+		p.Lease = next
+	}
+	op, err := l.w.store.Transition(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if p.Lease != nil {
+		l.handedOn = true
+	}
+	l.op = op
+	return op, nil
+}
+
+func maxDelay(jobs []river.InsertManyParams) time.Duration {
+	var d time.Duration
+	for _, j := range jobs {
+		if j.InsertOpts != nil && !j.InsertOpts.ScheduledAt.IsZero() {
+			d = max(d, time.Until(j.InsertOpts.ScheduledAt))
+		}
+	}
+	return d
+}
+
+// logger returns a logger that names the operation and tenant.
+func (w *Worker) logger(op *ledger.Operation) *slog.Logger {
+	return w.log.With("operation_id", op.OperationID, "tenant", op.Tenant, "task_id", op.TaskID)
+}
+
+func ptr[T any](v T) *T { return &v }
