@@ -1,0 +1,88 @@
+// Package upstream holds taskgate's MCP client side: a [Pool] with one
+// managed client per configured upstream server, reached over Streamable HTTP
+// or through a stdio command that taskgate starts, supervises and restarts.
+// An [Upstream] lists tools, makes plain calls and task calls in either
+// protocol era (through package taskwire), and carries the per-call plumbing
+// a gateway needs: extra HTTP headers such as the provider's idempotency key,
+// progress forwarded in wire order, and elicitation routed to the call that
+// caused it.
+//
+// # What this package must never do
+//
+// upstream never touches the ledger, never decides policy and never re-sends
+// a call on its own: it reports what the upstream said. An error wrapping
+// [ErrNotConnected] means the request was never handed to a connection; any
+// other error after a call was sent leaves its outcome unknown here, and
+// deciding what that means (look up, attach, review) is the caller's job.
+//
+// # Connections and supervision
+//
+// [Pool.Start] runs one supervisor per upstream. It connects (over HTTP the
+// go-sdk tries server/discover for protocol 2026-07-28 and falls back to
+// initialize for 2025-11-25), publishes the session, and waits for it to end:
+// a stdio child that exits, or an HTTP session the go-sdk gives up on (an
+// expired session ID, a broken standalone stream). A failed HTTP round trip
+// makes the supervisor ping the session and replace it if the ping fails too,
+// which also covers sessionless 2026-07-28 servers. Reconnects wait an
+// exponential backoff between Options.RestartBackoff and
+// Options.MaxRestartBackoff; the backoff starts over once a session has stayed
+// up for MaxRestartBackoff. Calls made while an upstream is down wait for the
+// next session until their deadline, then fail with [ErrNotConnected] and the
+// upstream's name. Every call is bounded by the upstream's configured timeout
+// unless its context ends earlier.
+//
+// A stdio child gets taskgate's environment plus the configured env, and its
+// stderr is logged line by line. Closing a session closes the child's stdin,
+// then sends SIGTERM and SIGKILL if it does not exit (go-sdk's
+// CommandTransport); children are always waited for, so none is left behind.
+//
+// Task state lives on the upstream: after a reconnect a 2025-11-25 upstream
+// that binds tasks to its session may no longer know a task created on the
+// previous session; [Upstream.GetTask] then reports its error.
+//
+// # Tasks
+//
+// The tasks/* methods are registered with taskwire.InstallClient and every
+// transport goes through taskwire's client shim, so task replies, a 2025-11-25
+// server's capabilities.tasks and its tools' execution.taskSupport survive
+// the go-sdk's typed decoding. The 2026-07-28 tasks extension is declared per
+// request (by CallToolAsTask and on tasks/*), not for the whole session
+// (taskwire.ClientCapabilitiesWithTasks): a session-wide declaration would
+// let the upstream answer any plain CallTool with a task, and CallTool
+// promises a direct result. An upstream that answers a plain call with a task
+// all the same is reported as an [UnrequestedTaskError].
+//
+// # Progress
+//
+// The go-sdk client dispatches progress notifications asynchronously, so a
+// notification can reach its handler after the call's response, and be lost.
+// Instead each call that wants progress gets a progress token unique within
+// its upstream, and notifications are read off the wire before the go-sdk
+// sees them: over HTTP in the RoundTripper, event by event as the SSE body is
+// read; over stdio in a wrapped connection's Read. Both run on the reader,
+// before the bytes of any later message are released, so a call's
+// CallOptions.Progress has received every notification sent before the
+// response when the call returns, in wire order. Progress must therefore not
+// block for long: it holds up the connection's reader.
+//
+// # Elicitation
+//
+// Protocol 2026-07-28 has no server-to-client requests: an upstream that
+// needs input answers with an input_required result, and the client is
+// configured (MultiRoundTrip disabled) to return it to the caller as it is.
+//
+// A 2025-11-25 upstream sends elicitation/create, and the go-sdk gives no way
+// to tell which call caused it. Routing is made unambiguous instead:
+//
+//   - over HTTP, a call that passes CallOptions.Elicit runs on a session of
+//     its own, opened for the call and closed after it, so whatever that
+//     session is asked belongs to the call;
+//   - over stdio there is one session, so a call that passes Elicit holds it
+//     alone: other tool calls wait until it returns, and it waits for theirs;
+//   - a task call with Elicit over HTTP holds the shared session alone in the
+//     same way, because the task it creates must stay reachable there.
+//
+// An elicitation that belongs to no such call (a call without Elicit, or one
+// marked with a related task, which belongs to a task rather than a call) is
+// declined.
+package upstream

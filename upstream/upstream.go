@@ -1,0 +1,548 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/taskwire"
+)
+
+// ErrNotConnected is wrapped by the error of a request that was never sent
+// because its upstream had no connection before the request's deadline.
+var ErrNotConnected = errors.New("upstream is not connected")
+
+// protocolExtension is the first protocol version without server-to-client
+// requests (and with the tasks extension).
+const protocolExtension = "2026-07-28"
+
+// childWaitDelay bounds how long a stdio child's stderr may stay open after
+// the child exited (a grandchild holding it), so waiting for a child ends.
+const childWaitDelay = 2 * time.Second
+
+// An Upstream is one configured MCP server and its managed connection. Its
+// methods are safe for concurrent use.
+type Upstream struct {
+	cfg        *config.Upstream
+	logger     *slog.Logger
+	observe    func(upstream, method string, d time.Duration, err error)
+	timeout    time.Duration
+	minBackoff time.Duration
+	maxBackoff time.Duration
+
+	client   *mcp.Client
+	setupErr error // the upstream cannot be connected at all
+	// httpTransport and httpClient are set for HTTP upstreams only.
+	httpTransport *http.Transport
+	httpClient    *http.Client
+	progress      progressRouter
+	tokens        atomic.Uint64
+	// suspect asks the supervisor to check the session with a ping.
+	suspect chan struct{}
+	// toolsBusy serialises tools/list refreshes.
+	toolsBusy chan struct{}
+
+	mu       sync.Mutex
+	conn     *conn         // nil while disconnected
+	changed  chan struct{} // closed and replaced whenever conn or closed changes
+	lastErr  error         // why the upstream is not connected
+	lastEra  taskwire.Era  // what the last session offered
+	closed   bool
+	routes   map[*mcp.ClientSession]*elicitRoute
+	toolsGen uint64 // bumped by reconnects and tools/list_changed
+	tools    toolCache
+	closeErr error // from stopping the last stdio child on shutdown
+}
+
+// conn is one connected session.
+type conn struct {
+	cs       *mcp.ClientSession
+	protocol string
+	era      taskwire.Era
+	gate     *gate
+	route    *elicitRoute
+	pid      int // stdio child, 0 for HTTP
+}
+
+type toolCache struct {
+	ok    bool
+	gen   uint64
+	tools []*mcp.Tool
+}
+
+func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
+	u := &Upstream{
+		cfg:        cfg,
+		logger:     o.Logger.With("upstream", cfg.Name),
+		observe:    o.Observe,
+		timeout:    cfg.Timeout,
+		minBackoff: o.RestartBackoff,
+		maxBackoff: o.MaxRestartBackoff,
+		suspect:    make(chan struct{}, 1),
+		toolsBusy:  make(chan struct{}, 1),
+		changed:    make(chan struct{}),
+		routes:     make(map[*mcp.ClientSession]*elicitRoute),
+		progress:   progressRouter{sinks: make(map[string]*progressSink)},
+	}
+	if u.timeout <= 0 {
+		u.timeout = DefaultTimeout
+	}
+	u.client = mcp.NewClient(&mcp.Implementation{Name: o.ClientName, Version: o.ClientVersion}, &mcp.ClientOptions{
+		Logger:                 u.logger,
+		ElicitationHandler:     u.elicit,
+		ToolListChangedHandler: u.toolsChanged,
+		// No roots: the gateway has no files to offer. The tasks extension
+		// is declared per request by CallToolAsTask and on tasks/*, not
+		// here: declared for the session, it would let a 2026-07-28
+		// upstream answer a plain CallTool with a task.
+		Capabilities: &mcp.ClientCapabilities{},
+		// input_required results go back to the caller as they are.
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	u.client.AddSendingMiddleware(u.observeRequests)
+	if err := taskwire.InstallClient(u.client); err != nil {
+		u.setupErr = err
+	}
+	switch {
+	case cfg.URL != "":
+		base, ok := http.DefaultTransport.(*http.Transport)
+		if ok {
+			u.httpTransport = base.Clone()
+		} else {
+			u.httpTransport = &http.Transport{}
+		}
+		header := make(http.Header, len(cfg.Headers))
+		for k, v := range cfg.Headers {
+			header.Set(k, v)
+		}
+		u.httpClient = &http.Client{Transport: taskwire.WrapRoundTripper(&roundTripper{
+			next:     u.httpTransport,
+			static:   header,
+			progress: &u.progress,
+			suspect:  u.markSuspect,
+		})}
+	case len(cfg.Command) == 0:
+		u.setupErr = fmt.Errorf("upstream %s has neither a url nor a command; configure one", cfg.Name)
+	}
+	return u
+}
+
+// Name is the configured name.
+func (u *Upstream) Name() string { return u.cfg.Name }
+
+// Config is the upstream's configuration. Do not modify it.
+func (u *Upstream) Config() *config.Upstream { return u.cfg }
+
+// Endpoint is the URL, or the command line, for receipts and messages.
+func (u *Upstream) Endpoint() string {
+	if u.cfg.URL != "" {
+		return u.cfg.URL
+	}
+	args := make([]string, len(u.cfg.Command))
+	for i, a := range u.cfg.Command {
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`") {
+			a = strconv.Quote(a)
+		}
+		args[i] = a
+	}
+	return strings.Join(args, " ")
+}
+
+// OffersTasks reports which task design the upstream offers, as of its
+// current session (or its last one while it is down; EraNone before the
+// first). It is EraNone when the configuration turns tasks off.
+func (u *Upstream) OffersTasks() taskwire.Era {
+	if u.cfg.Tasks == "off" {
+		return taskwire.EraNone
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.conn != nil {
+		return u.conn.era
+	}
+	return u.lastEra
+}
+
+// Ready reports whether the upstream is connected and answers a ping. It
+// does not wait for a connection.
+func (u *Upstream) Ready(ctx context.Context) error {
+	u.mu.Lock()
+	c, last := u.conn, u.lastErr
+	u.mu.Unlock()
+	if c == nil {
+		if last == nil {
+			last = errors.New("no session yet")
+		}
+		return &notConnectedError{name: u.cfg.Name, cause: last}
+	}
+	ctx, cancel := u.bound(ctx)
+	defer cancel()
+	if err := u.ping(ctx, c); err != nil {
+		return fmt.Errorf("upstream %s did not answer a ping: %w", u.cfg.Name, err)
+	}
+	return nil
+}
+
+// ping checks that a session answers: with ping up to protocol 2025-11-25,
+// with server/discover from 2026-07-28, which has no ping (the go-sdk sends
+// it through CallCustomMethod and adds the per-request _meta).
+func (u *Upstream) ping(ctx context.Context, c *conn) error {
+	if c.protocol >= protocolExtension {
+		_, err := mcp.CallCustomMethod[*mcp.DiscoverParams, *mcp.DiscoverResult](ctx, c.cs, "server/discover", &mcp.DiscoverParams{})
+		return err
+	}
+	return c.cs.Ping(ctx, nil)
+}
+
+// Tools lists the upstream's tools (every page of tools/list). The list is
+// cached and fetched again after a reconnect or a
+// notifications/tools/list_changed. Tools are as the upstream listed them,
+// with a 2025-11-25 tool's execution copied into its _meta by taskwire (read
+// it with taskwire.ToolTaskSupport). The tools are shared: do not modify
+// them.
+func (u *Upstream) Tools(ctx context.Context) ([]*mcp.Tool, error) {
+	ctx, cancel := u.bound(ctx)
+	defer cancel()
+	select {
+	case u.toolsBusy <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("upstream %s: waiting to list tools: %w", u.cfg.Name, ctx.Err())
+	}
+	defer func() { <-u.toolsBusy }()
+
+	c, err := u.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u.mu.Lock()
+	cache, gen := u.tools, u.toolsGen
+	u.mu.Unlock()
+	if cache.ok && cache.gen == gen {
+		return slices.Clone(cache.tools), nil
+	}
+	var tools []*mcp.Tool
+	for t, err := range c.cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("upstream %s: tools/list: %w", u.cfg.Name, err)
+		}
+		tools = append(tools, t)
+	}
+	u.mu.Lock()
+	// A change announced while listing leaves gen behind: the next call
+	// lists again.
+	u.tools = toolCache{ok: true, gen: gen, tools: tools}
+	u.mu.Unlock()
+	return slices.Clone(tools), nil
+}
+
+func (u *Upstream) toolsChanged(context.Context, *mcp.ToolListChangedRequest) {
+	u.mu.Lock()
+	u.toolsGen++
+	u.mu.Unlock()
+	u.logger.Debug("upstream tool list changed")
+}
+
+// bound applies the upstream's timeout to ctx.
+func (u *Upstream) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, u.timeout)
+}
+
+// current returns the connected session, waiting for one until ctx ends.
+func (u *Upstream) current(ctx context.Context) (*conn, error) {
+	for {
+		u.mu.Lock()
+		c, changed, closed := u.conn, u.changed, u.closed
+		u.mu.Unlock()
+		switch {
+		case c != nil:
+			return c, nil
+		case closed:
+			return nil, &notConnectedError{name: u.cfg.Name, cause: errors.New("the upstream pool is closed")}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			u.mu.Lock()
+			last := u.lastErr
+			u.mu.Unlock()
+			return nil, &notConnectedError{name: u.cfg.Name, cause: ctx.Err(), last: last}
+		}
+	}
+}
+
+// notConnectedError is the error of a request never sent for want of a
+// connection.
+type notConnectedError struct {
+	name  string
+	cause error
+	last  error // the last connection attempt's failure, if any
+}
+
+func (e *notConnectedError) Error() string {
+	s := "upstream " + e.name + " is not connected: " + e.cause.Error()
+	if e.last != nil {
+		s += " (last connection attempt: " + e.last.Error() + ")"
+	}
+	return s
+}
+
+func (e *notConnectedError) Unwrap() []error { return []error{ErrNotConnected, e.cause} }
+
+// run is the upstream's supervisor: it keeps one session connected until ctx
+// ends.
+func (u *Upstream) run(ctx context.Context) {
+	if u.setupErr != nil {
+		u.logger.Error("upstream cannot be connected", "error", u.setupErr)
+		u.setDown(nil, u.setupErr)
+		return
+	}
+	backoff := u.minBackoff
+	for attempt := 1; ; attempt++ {
+		c, err := u.connect(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			u.setDown(nil, err)
+			u.logger.Warn("connecting to upstream failed; retrying", "endpoint", u.Endpoint(), "attempt", attempt, "retry_in", backoff, "error", err)
+		} else {
+			attempt = 0
+			up := time.Now()
+			u.setUp(c)
+			reason := u.watch(ctx, c)
+			u.setDown(c, reason)
+			closeErr := c.cs.Close()
+			if ctx.Err() != nil {
+				// A stdio child's exit status is worth reporting; a
+				// failed HTTP DELETE of a session is not.
+				if u.httpClient == nil {
+					u.mu.Lock()
+					u.closeErr = closeErr
+					u.mu.Unlock()
+				}
+				return
+			}
+			if time.Since(up) >= u.maxBackoff {
+				backoff = u.minBackoff
+			}
+			u.logger.Warn("upstream connection lost; reconnecting", "endpoint", u.Endpoint(), "reason", reason, "pid", c.pid, "retry_in", backoff)
+		}
+		timer := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, u.maxBackoff)
+	}
+}
+
+// connect opens a session, bounded by the upstream's timeout.
+func (u *Upstream) connect(ctx context.Context) (*conn, error) {
+	ctx, cancel := u.bound(ctx)
+	defer cancel()
+	var transport mcp.Transport
+	var cmd *exec.Cmd
+	if u.httpClient != nil {
+		transport = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.httpClient}
+	} else {
+		cmd = u.command()
+		transport = taskwire.WrapClientTransport(&tapTransport{
+			inner:    &mcp.CommandTransport{Command: cmd},
+			progress: &u.progress,
+		})
+	}
+	cs, err := u.client.Connect(ctx, transport, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", u.Endpoint(), err)
+	}
+	c := &conn{
+		cs:       cs,
+		protocol: cs.InitializeResult().ProtocolVersion,
+		era:      taskwire.ServerOffersTasks(cs),
+		gate:     newGate(),
+		route:    &elicitRoute{},
+	}
+	if cmd != nil && cmd.Process != nil {
+		c.pid = cmd.Process.Pid
+	}
+	return c, nil
+}
+
+// command builds the stdio child: taskgate's environment plus the
+// configured env, stderr into the log.
+func (u *Upstream) command() *exec.Cmd {
+	cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
+	env := os.Environ()
+	for _, k := range slices.Sorted(maps.Keys(u.cfg.Env)) {
+		env = append(env, k+"="+u.cfg.Env[k])
+	}
+	cmd.Env = env
+	cmd.Stderr = &lineLogger{logger: u.logger}
+	cmd.WaitDelay = childWaitDelay
+	return cmd
+}
+
+// watch waits until the session ends, a ping after a failed round trip
+// fails, or ctx ends, and says which.
+func (u *Upstream) watch(ctx context.Context, c *conn) error {
+	ended := make(chan error, 1)
+	go func() { ended <- c.cs.Wait() }()
+	for {
+		select {
+		case err := <-ended:
+			if err == nil {
+				return errors.New("the session ended")
+			}
+			return fmt.Errorf("the session ended: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-u.suspect:
+			pctx, cancel := u.bound(ctx)
+			err := u.ping(pctx, c)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				return fmt.Errorf("a request failed and a ping failed after it: %w", err)
+			}
+		}
+	}
+}
+
+func (u *Upstream) markSuspect() {
+	select {
+	case u.suspect <- struct{}{}:
+	default:
+	}
+}
+
+// setUp publishes a new session.
+func (u *Upstream) setUp(c *conn) {
+	// A failure reported before this session existed says nothing about it.
+	select {
+	case <-u.suspect:
+	default:
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.conn, u.lastErr, u.lastEra = c, nil, c.era
+	u.routes[c.cs] = c.route
+	u.toolsGen++
+	u.broadcastLocked()
+	u.logger.Info("upstream connected", "endpoint", u.Endpoint(), "protocol", c.protocol, "tasks", c.era.String(), "pid", c.pid)
+}
+
+// setDown withdraws session c (nil: none was published) for reason.
+func (u *Upstream) setDown(c *conn, reason error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.lastErr = reason
+	if c != nil && u.conn == c {
+		u.conn = nil
+		delete(u.routes, c.cs)
+		u.broadcastLocked()
+	}
+}
+
+func (u *Upstream) broadcastLocked() {
+	close(u.changed)
+	u.changed = make(chan struct{})
+}
+
+// close marks the upstream closed, closes sessions opened for single calls
+// and idle HTTP connections, and returns the error of stopping the last
+// stdio child. The supervisor must have returned.
+func (u *Upstream) close() error {
+	u.mu.Lock()
+	u.closed = true
+	u.broadcastLocked()
+	var extra []*mcp.ClientSession
+	for cs := range u.routes {
+		extra = append(extra, cs)
+	}
+	closeErr := u.closeErr
+	u.mu.Unlock()
+	for _, cs := range extra {
+		cs.Close()
+	}
+	if u.httpTransport != nil {
+		u.httpTransport.CloseIdleConnections()
+	}
+	if closeErr != nil {
+		return fmt.Errorf("upstream %s: closing: %w", u.cfg.Name, closeErr)
+	}
+	return nil
+}
+
+// pid is the current stdio child's process ID, or 0.
+func (u *Upstream) pid() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.conn == nil {
+		return 0
+	}
+	return u.conn.pid
+}
+
+// observeRequests reports every request sent to the upstream to
+// Options.Observe.
+func (u *Upstream) observeRequests(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if u.observe == nil || strings.HasPrefix(method, "notifications/") {
+			return next(ctx, method, req)
+		}
+		start := time.Now()
+		res, err := next(ctx, method, req)
+		u.observe(u.cfg.Name, method, time.Since(start), err)
+		return res, err
+	}
+}
+
+// lineLogger logs a stdio child's stderr, one record per line.
+type lineLogger struct {
+	logger *slog.Logger
+	mu     sync.Mutex
+	buf    []byte
+}
+
+// maxLogLine caps a logged stderr line.
+const maxLogLine = 16 << 10
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := slices.Index(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.emit(l.buf[:i])
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > maxLogLine {
+		l.emit(l.buf)
+		l.buf = nil
+	}
+	return len(p), nil
+}
+
+func (l *lineLogger) emit(line []byte) {
+	if s := strings.TrimRight(string(line), "\r"); s != "" {
+		l.logger.Info("upstream stderr", "line", s)
+	}
+}
