@@ -78,7 +78,7 @@ func (e *env) root() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&e.db, "db", def, "ledger database: sqlite:PATH or postgres://URL (env TASKGATE_DB)")
 	root.PersistentFlags().StringVar(&e.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
-	root.AddCommand(e.migrateCmd(), e.opsCmd())
+	root.AddCommand(e.migrateCmd(), e.withResolve(e.opsCmd()), e.approveCmd(), e.approvalsCmd(), e.keysCmd(), e.receiptCmd())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{msg: err.Error(), hint: c.CommandPath() + " --help"}
 	})

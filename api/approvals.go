@@ -1,0 +1,310 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/money"
+)
+
+// Approval statuses in [ApprovalView].
+const (
+	ApprovalActive  = "active"
+	ApprovalExpired = "expired"
+	ApprovalRevoked = "revoked"
+)
+
+// ApprovalView is an approval as the API answers it and the command line
+// prints it with --json. Money is a decimal string ("20.00"), never a
+// number.
+type ApprovalView struct {
+	ID              int64     `json:"id"`
+	Tenant          string    `json:"tenant"`
+	OperationID     string    `json:"operation_id"`
+	Tool            string    `json:"tool"`
+	MaxTotalCostUSD string    `json:"max_total_cost_usd"`
+	Currency        string    `json:"currency"`
+	MaxRemoteJobs   int       `json:"max_remote_jobs"`
+	RetryPolicy     string    `json:"retry_policy"`
+	ExpiresAt       time.Time `json:"expires_at"`
+	// Status is active, expired or revoked at the time of the answer.
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+	CreatedBy string    `json:"created_by,omitempty"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+}
+
+// ViewApproval returns a's view, with its status at now.
+func ViewApproval(a *ledger.Approval, now time.Time) ApprovalView {
+	status := ApprovalActive
+	switch {
+	case !a.RevokedAt.IsZero():
+		status = ApprovalRevoked
+	case !a.Active(now):
+		status = ApprovalExpired
+	}
+	return ApprovalView{
+		ID: a.ID, Tenant: a.Tenant, OperationID: a.OperationID, Tool: a.Tool,
+		MaxTotalCostUSD: a.MaxTotalCost.String(), Currency: a.MaxTotalCost.Currency,
+		MaxRemoteJobs: a.MaxRemoteJobs, RetryPolicy: a.RetryPolicy, ExpiresAt: a.ExpiresAt.UTC(),
+		Status: status, CreatedAt: a.CreatedAt.UTC(), CreatedBy: a.CreatedBy, RevokedAt: a.RevokedAt.UTC(),
+	}
+}
+
+// ApprovalTerms are what a human asks to approve, as the command line's
+// flags and the POST body give them. Exactly one of ExpiresAt and ExpiresIn
+// is set.
+type ApprovalTerms struct {
+	OperationID string
+	// Tool is qualified by its upstream: "hosted_test.run_suite".
+	Tool string
+	// MaxTotalCost is a decimal such as "20.00".
+	MaxTotalCost string
+	// Currency is empty for money.DefaultCurrency.
+	Currency      string
+	MaxRemoteJobs int
+	// RetryPolicy is empty for lookup_then_attach.
+	RetryPolicy string
+	ExpiresAt   time.Time
+	ExpiresIn   time.Duration
+	CreatedBy   string
+}
+
+// FieldError is a bad approval term. Field is the term's JSON name
+// (max_total_cost_usd, expires_in, ...); Problem says what is wrong with it
+// without naming it, so that the command line can name its flag instead.
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+func fieldError(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Approval checks the terms and returns the approval to create for tenant,
+// with relative expiry counted from now. A bad term is a *[FieldError].
+func (t *ApprovalTerms) Approval(tenant string, now time.Time) (*ledger.Approval, error) {
+	if t.OperationID == "" {
+		return nil, fieldError("operation_id", "is required: the operation ID the agent will call the tool with")
+	}
+	if up, tool, ok := strings.Cut(t.Tool, "."); !ok || up == "" || tool == "" {
+		return nil, fieldError("tool", "%q is not a qualified tool name; write UPSTREAM.TOOL, e.g. hosted_test.run_suite", t.Tool)
+	}
+	currency := strings.ToUpper(t.Currency)
+	if currency == "" {
+		currency = money.DefaultCurrency
+	}
+	if !isCurrencyCode(currency) {
+		return nil, fieldError("currency", "%q is not a three-letter currency code such as USD", t.Currency)
+	}
+	if t.MaxTotalCost == "" {
+		return nil, fieldError("max_total_cost_usd", "is required: the most the operation may cost, e.g. 20.00")
+	}
+	ceiling, err := money.Parse(t.MaxTotalCost, currency)
+	if err != nil {
+		return nil, fieldError("max_total_cost_usd", "%v", err)
+	}
+	if ceiling.Micros < 0 {
+		return nil, fieldError("max_total_cost_usd", "%s is negative; a ceiling is zero or more", ceiling)
+	}
+	if t.MaxRemoteJobs < 1 {
+		return nil, fieldError("max_remote_jobs", "must be at least 1 (got %d)", t.MaxRemoteJobs)
+	}
+	policy := t.RetryPolicy
+	if policy == "" {
+		policy = config.RetryLookupThenAttach
+	}
+	if policy != config.RetryLookupThenAttach && policy != config.RetryNoAutomaticResend {
+		return nil, fieldError("retry_policy", "%q is not a retry policy; use %s or %s", t.RetryPolicy, config.RetryLookupThenAttach, config.RetryNoAutomaticResend)
+	}
+	var expires time.Time
+	switch {
+	case t.ExpiresAt.IsZero() == (t.ExpiresIn == 0):
+		return nil, fieldError("expires_in", "give exactly one of expires_in (e.g. 24h) and expires_at (RFC 3339)")
+	case t.ExpiresIn < 0:
+		return nil, fieldError("expires_in", "%s is negative; an approval must expire in the future", t.ExpiresIn)
+	case t.ExpiresIn > 0:
+		expires = now.Add(t.ExpiresIn)
+	case !t.ExpiresAt.After(now):
+		return nil, fieldError("expires_at", "%s is not in the future", t.ExpiresAt.UTC().Format(time.RFC3339))
+	default:
+		expires = t.ExpiresAt
+	}
+	return &ledger.Approval{
+		Tenant: tenant, OperationID: t.OperationID, Tool: t.Tool, MaxTotalCost: ceiling,
+		MaxRemoteJobs: t.MaxRemoteJobs, RetryPolicy: policy, ExpiresAt: expires.UTC(), CreatedBy: t.CreatedBy,
+	}, nil
+}
+
+func isCurrencyCode(c string) bool {
+	if len(c) != 3 {
+		return false
+	}
+	for i := range len(c) {
+		if c[i] < 'A' || c[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// approvalRequest is the POST body. The amount stays raw so that a JSON
+// number can be refused with a message rather than silently rounded.
+type approvalRequest struct {
+	OperationID     string          `json:"operation_id"`
+	Tool            string          `json:"tool"`
+	MaxTotalCostUSD json.RawMessage `json:"max_total_cost_usd"`
+	Currency        string          `json:"currency"`
+	MaxRemoteJobs   int             `json:"max_remote_jobs"`
+	RetryPolicy     string          `json:"retry_policy"`
+	ExpiresAt       string          `json:"expires_at"`
+	ExpiresIn       string          `json:"expires_in"`
+}
+
+// terms turns the body into ApprovalTerms, checking what only the wire
+// form can get wrong.
+func (b *approvalRequest) terms() (*ApprovalTerms, *apiError) {
+	t := &ApprovalTerms{
+		OperationID: b.OperationID, Tool: b.Tool, Currency: b.Currency,
+		MaxRemoteJobs: b.MaxRemoteJobs, RetryPolicy: b.RetryPolicy,
+	}
+	switch raw := strings.TrimSpace(string(b.MaxTotalCostUSD)); {
+	case raw == "" || raw == "null":
+	case raw[0] == '"':
+		if err := json.Unmarshal(b.MaxTotalCostUSD, &t.MaxTotalCost); err != nil {
+			return nil, badRequest("max_total_cost_usd", "max_total_cost_usd: %v", err)
+		}
+		if t.MaxTotalCost == "" {
+			return nil, badRequest("max_total_cost_usd", "max_total_cost_usd is empty; send a decimal string such as \"20.00\"")
+		}
+	default:
+		return nil, badRequest("max_total_cost_usd",
+			"max_total_cost_usd must be a decimal string such as \"20.00\", not %s: a JSON number may lose precision on the way", raw)
+	}
+	if b.ExpiresIn != "" {
+		d, err := time.ParseDuration(b.ExpiresIn)
+		if err != nil {
+			return nil, badRequest("expires_in", "expires_in %q is not a duration such as 24h or 90m", b.ExpiresIn)
+		}
+		if d == 0 {
+			return nil, badRequest("expires_in", "expires_in is zero; an approval must expire in the future")
+		}
+		t.ExpiresIn = d
+	}
+	if b.ExpiresAt != "" {
+		at, err := time.Parse(time.RFC3339, b.ExpiresAt)
+		if err != nil {
+			return nil, badRequest("expires_at", "expires_at %q is not an RFC 3339 time such as 2026-09-01T12:00:00Z", b.ExpiresAt)
+		}
+		t.ExpiresAt = at
+	}
+	return t, nil
+}
+
+func (a *API) createApproval(w http.ResponseWriter, r *http.Request) {
+	tenant, aerr := tenant(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var body approvalRequest
+	if aerr := a.decodeBody(w, r, &body); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	terms, aerr := body.terms()
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	terms.CreatedBy = creator(r)
+	now := a.clock()
+	approval, err := terms.Approval(tenant, now)
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		writeError(w, badRequest(fe.Field, "%s", fe.Error()))
+		return
+	}
+	if err != nil {
+		writeError(w, a.internal(r, "could not check the approval", err))
+		return
+	}
+	created, err := a.store.ApprovalCreate(r.Context(), approval)
+	if err != nil {
+		writeError(w, a.internal(r, "could not store the approval", err))
+		return
+	}
+	a.log.InfoContext(r.Context(), "approval created", "tenant", tenant, "approval", created.ID,
+		"operation_id", created.OperationID, "tool", created.Tool, "max_total_cost", created.MaxTotalCost.Display())
+	writeJSON(w, http.StatusCreated, ViewApproval(created, now))
+}
+
+// approvalList is the answer to GET /v1/approvals.
+type approvalList struct {
+	Approvals []ApprovalView `json:"approvals"`
+}
+
+func (a *API) listApprovals(w http.ResponseWriter, r *http.Request) {
+	tenant, aerr := tenant(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	q := r.URL.Query()
+	p := &ledger.ApprovalListParams{Tenant: tenant, OperationID: q.Get("operation_id")}
+	if v := q.Get("all"); v != "" {
+		all, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, badRequest("all", "all=%q is not true or false", v))
+			return
+		}
+		p.IncludeRevoked = all
+	}
+	list, err := a.store.ApprovalList(r.Context(), p)
+	if err != nil {
+		writeError(w, a.internal(r, "could not list approvals", err))
+		return
+	}
+	now := a.clock()
+	out := approvalList{Approvals: make([]ApprovalView, len(list))}
+	for i, ap := range list {
+		out.Approvals[i] = ViewApproval(ap, now)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) revokeApproval(w http.ResponseWriter, r *http.Request) {
+	tenant, aerr := tenant(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	raw := r.PathValue("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		writeError(w, badRequest("id", "approval id %q is not a positive number", raw))
+		return
+	}
+	now := a.clock()
+	revoked, err := a.store.ApprovalRevoke(r.Context(), tenant, id, now)
+	if errors.Is(err, ledger.ErrNotFound) {
+		writeError(w, notFound("no approval %d", id))
+		return
+	}
+	if err != nil {
+		writeError(w, a.internal(r, "could not revoke the approval", err))
+		return
+	}
+	a.log.InfoContext(r.Context(), "approval revoked", "tenant", tenant, "approval", id)
+	writeJSON(w, http.StatusOK, ViewApproval(revoked, now))
+}
