@@ -144,6 +144,9 @@ type Tool struct {
 	DeriveOperationID time.Duration `yaml:"derive_operation_id"`
 	// SecretArguments are redacted from logs and receipts.
 	SecretArguments []string `yaml:"secret_arguments"`
+	// RequireTask refuses clients that cannot take a task (they get
+	// -32021 on 2026-07-28) instead of making them wait for the result.
+	RequireTask bool `yaml:"require_task"`
 	// Wait overrides the gateway's Wait for this tool.
 	Wait     time.Duration `yaml:"wait"`
 	Contract Contract      `yaml:"contract"`

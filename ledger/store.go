@@ -61,6 +61,8 @@ type Store interface {
 
 	// OperationGet loads one operation; ErrNotFound if none matches.
 	OperationGet(ctx context.Context, p *OperationGetParams) (*Operation, error)
+	// OperationCount counts operations in the given states.
+	OperationCount(ctx context.Context, states []State) (int, error)
 	// OperationList lists operations, newest first.
 	OperationList(ctx context.Context, p *OperationListParams) ([]*Operation, error)
 

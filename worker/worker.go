@@ -148,9 +148,10 @@ func expireEvery(retention time.Duration) time.Duration {
 // ID is the worker's lease identity.
 func (w *Worker) ID() string { return w.id }
 
-// Start runs the job queue and the lease sweeper until Stop.
+// Start runs the job queue and the lease sweeper until Stop; ctx bounds
+// only the start itself.
 func (w *Worker) Start(ctx context.Context) error {
-	if err := w.river.Start(ctx); err != nil {
+	if err := w.river.Start(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("start job queue: %w", err)
 	}
 	sweepCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

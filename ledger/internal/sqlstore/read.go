@@ -149,3 +149,18 @@ func (s *Store) ChargeList(ctx context.Context, operationRef int64) ([]*ledger.C
 	return queryAll(ctx, s.drv.Reader(), scanCharge,
 		`SELECT `+chargeColumns+` FROM charges WHERE operation_ref = $1 ORDER BY id`, operationRef)
 }
+
+// OperationCount implements ledger.Store.
+func (s *Store) OperationCount(ctx context.Context, states []ledger.State) (int, error) {
+	if len(states) == 0 {
+		return 0, nil
+	}
+	ph := make([]string, len(states))
+	args := make([]any, len(states))
+	for i, st := range states {
+		ph[i], args[i] = fmt.Sprintf("$%d", i+1), string(st)
+	}
+	var n int64
+	err := s.drv.Reader().QueryRow(ctx, `SELECT count(*) FROM operations WHERE state IN (`+strings.Join(ph, ", ")+`)`, args...).Scan(&n)
+	return int(n), err
+}

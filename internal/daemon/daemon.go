@@ -1,0 +1,219 @@
+// Package daemon assembles a running gateway from a configuration: the
+// ledger, the upstream pool, the background worker, the MCP server and its
+// HTTP listener (or a stdio front), started in order and stopped in reverse.
+// It holds wiring only; every decision lives in the packages it wires.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/taskgate/taskgate/api"
+	"github.com/taskgate/taskgate/authn"
+	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/mcpserver"
+	"github.com/taskgate/taskgate/taskwire"
+	"github.com/taskgate/taskgate/upstream"
+	"github.com/taskgate/taskgate/worker"
+)
+
+// Options configure Start.
+type Options struct {
+	Config *config.Config
+	Logger *slog.Logger
+	// Store, when set, is used instead of opening Config.Database; the
+	// daemon then does not close it.
+	Store ledger.Store
+	// Listener, when set, is served instead of listening on Config.Listen.
+	Listener net.Listener
+	// NoHTTP starts no HTTP listener (a stdio front).
+	NoHTTP bool
+	// ToolSync is how often upstream tool lists are re-read; default 10s.
+	ToolSync time.Duration
+}
+
+// Daemon is a running gateway.
+type Daemon struct {
+	Config   *config.Config
+	Store    ledger.Store
+	Pool     *upstream.Pool
+	Worker   *worker.Worker
+	Gateway  *mcpserver.Gateway
+	Registry *prometheus.Registry
+	// URL is the base URL of the HTTP listener ("" without one).
+	URL string
+
+	log      *slog.Logger
+	ownStore bool
+	http     *http.Server
+	httpDone chan error
+	stopSync context.CancelFunc
+	syncDone chan struct{}
+}
+
+// Start opens, connects and starts everything, in order.
+func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
+	cfg := opts.Config
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d := &Daemon{Config: cfg, Store: opts.Store, log: log, Registry: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			d.Stop(context.WithoutCancel(ctx))
+		}
+	}()
+	if d.Store == nil {
+		d.Store, err = dburl.Open(ctx, cfg.Database, &dburl.Options{Logger: log, Migrate: true})
+		if err != nil {
+			return nil, err
+		}
+		d.ownStore = true
+	}
+	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := mcpserver.NewMetrics(d.Registry, d.Store)
+
+	d.Pool = upstream.NewPool(cfg.Upstreams, &upstream.Options{Logger: log, Observe: metrics.ObserveUpstream, ClientName: "taskgate"})
+	d.Pool.Start(context.WithoutCancel(ctx))
+
+	d.Gateway, err = mcpserver.New(&mcpserver.Options{Store: d.Store, Pool: d.Pool, Config: cfg, Metrics: metrics, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	d.Worker, err = worker.New(&worker.Options{Store: d.Store, Upstreams: worker.FromPool(d.Pool), Catalog: d.Gateway.Catalog(), Config: cfg, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Worker.Start(ctx); err != nil {
+		return nil, err
+	}
+
+	every := opts.ToolSync
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	syncCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.stopSync, d.syncDone = cancel, make(chan struct{})
+	go func() {
+		defer close(d.syncDone)
+		d.Gateway.RunToolSync(syncCtx, every)
+	}()
+	d.waitForTools(ctx)
+
+	if opts.NoHTTP {
+		return d, nil
+	}
+	server, err := d.Gateway.NewServer("")
+	if err != nil {
+		return nil, err
+	}
+	auth, err := authenticator(cfg, d.Store, log)
+	if err != nil {
+		return nil, err
+	}
+	restAPI := api.New(&api.Options{Store: d.Store, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
+	handler, err := d.Gateway.Handler(server, &mcpserver.HTTPOptions{Auth: auth, Gatherer: d.Registry, Extra: restAPI.Register})
+	if err != nil {
+		return nil, err
+	}
+	ln := opts.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("listen on %s (listen in %s): %w", cfg.Listen, cfg.File, err)
+		}
+	}
+	d.URL = "http://" + ln.Addr().String()
+	d.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	d.httpDone = make(chan error, 1)
+	go func() { d.httpDone <- d.http.Serve(ln) }()
+	log.Info("taskgate is serving", "mcp", d.URL+"/mcp", "ledger", dburl.Describe(cfg.Database), "upstreams", len(cfg.Upstreams))
+	return d, nil
+}
+
+// waitForTools gives upstreams a moment to connect so that the first
+// tools/list is complete; tools that come later are published when they do.
+func (d *Daemon) waitForTools(ctx context.Context) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		ready := 0
+		for _, u := range d.Pool.All() {
+			rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			if u.Ready(rctx) == nil {
+				ready++
+			}
+			cancel()
+		}
+		if ready == len(d.Pool.All()) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.Gateway.SyncTools(ctx)
+}
+
+func authenticator(cfg *config.Config, store ledger.Store, log *slog.Logger) (*authn.Authenticator, error) {
+	o := &authn.Options{ResourceURL: cfg.PublicURL + "/mcp", Logger: log}
+	if *cfg.Auth.APIKeys {
+		o.Store = store
+	}
+	if j := cfg.Auth.JWT; j != nil {
+		o.JWT = &authn.JWTOptions{Issuer: j.Issuer, Audience: j.Audience, JWKSURL: j.JWKSURL, TenantClaim: j.TenantClaim, Algorithms: j.Algorithms, Leeway: j.Leeway}
+	}
+	a, err := authn.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: auth: %w", cfg.File, err)
+	}
+	return a, nil
+}
+
+// ServeStdio serves one local client on in/out as the configured stdio
+// tenant until the client hangs up or ctx ends.
+func (d *Daemon) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	server, err := d.Gateway.NewServer(d.Config.Auth.StdioTenant)
+	if err != nil {
+		return err
+	}
+	return server.Run(ctx, taskwire.NewStdioTransport(in, out))
+}
+
+// Stop shuts down in reverse order: the listener first (in-flight
+// acceptances finish), then tool sync, the worker, upstreams and the ledger.
+func (d *Daemon) Stop(ctx context.Context) error {
+	var errs []error
+	if d.http != nil {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		errs = append(errs, d.http.Shutdown(sctx))
+		cancel()
+		if err := <-d.httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if d.stopSync != nil {
+		d.stopSync()
+		<-d.syncDone
+	}
+	if d.Worker != nil {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		errs = append(errs, d.Worker.Stop(wctx))
+		cancel()
+	}
+	if d.Pool != nil {
+		errs = append(errs, d.Pool.Close())
+	}
+	if d.ownStore && d.Store != nil {
+		errs = append(errs, d.Store.Close())
+	}
+	return errors.Join(errs...)
+}

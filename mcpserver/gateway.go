@@ -1,0 +1,273 @@
+// Package mcpserver is taskgate's downstream MCP server: the tools of every
+// upstream listed under their namespaced names, consequential calls turned
+// into operations in the ledger (accepted once per tenant, returned as tasks
+// in either protocol era or awaited for clients without tasks), pass-through
+// calls forwarded with their progress and elicitation, and the HTTP surface
+// around it (authentication, health, readiness, metrics).
+//
+// The tenant of every request comes from authentication (or, for a stdio
+// front, from configuration), never from the request body. Every task lives
+// in the ledger; nothing about a task is held only in memory, so any
+// replica, or a restarted gateway, answers for it. The package never calls
+// providers for consequential work itself: the worker does, after the
+// acceptance has committed.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/provider"
+	"github.com/taskgate/taskgate/taskwire"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// Version is reported to clients as the server's version.
+var version = "dev"
+
+// Options configure a Gateway.
+type Options struct {
+	Store   ledger.Store
+	Pool    *upstream.Pool
+	Config  *config.Config
+	Metrics *Metrics
+	Logger  *slog.Logger
+	Clock   func() time.Time
+}
+
+// Gateway serves the downstream MCP surface.
+type Gateway struct {
+	store   ledger.Store
+	pool    *upstream.Pool
+	catalog *provider.Catalog
+	cfg     *config.Config
+	metrics *Metrics
+	log     *slog.Logger
+	clock   func() time.Time
+
+	mu      sync.Mutex
+	routes  map[string]*route // by downstream tool name
+	servers []*mcp.Server
+	listed  map[string]string // downstream tool name -> JSON of the listed tool, to notice changes
+}
+
+// route is where a downstream tool name leads.
+type route struct {
+	upstream string
+	tool     string
+	policy   *config.Tool // nil: pass through
+	contract *provider.Contract
+}
+
+func (r *route) consequential() bool { return r.contract != nil }
+
+// New builds a Gateway. Tools appear as upstreams connect (SyncTools).
+func New(opts *Options) (*Gateway, error) {
+	if opts == nil || opts.Store == nil || opts.Pool == nil || opts.Config == nil {
+		return nil, errors.New("mcpserver: Store, Pool and Config are required")
+	}
+	g := &Gateway{
+		store: opts.Store, pool: opts.Pool, cfg: opts.Config, catalog: provider.NewCatalog(opts.Config),
+		metrics: opts.Metrics, log: opts.Logger, clock: opts.Clock,
+		routes: map[string]*route{}, listed: map[string]string{},
+	}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.clock == nil {
+		g.clock = time.Now
+	}
+	if g.metrics == nil {
+		g.metrics = NewMetrics(nil, nil)
+	}
+	return g, nil
+}
+
+// Catalog returns the contracts of the consequential tools.
+func (g *Gateway) Catalog() *provider.Catalog { return g.catalog }
+
+// NewServer returns an MCP server with the gateway's tools and tasks.
+// defaultTenant is the tenant of requests that carry no authentication (a
+// stdio front); empty means such requests are refused.
+func (g *Gateway) NewServer(defaultTenant string) (*mcp.Server, error) {
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	s := mcp.NewServer(&mcp.Implementation{Name: "taskgate", Version: version}, &mcp.ServerOptions{
+		Logger:       g.log,
+		Capabilities: caps,
+	})
+	h := &host{g: g, defaultTenant: defaultTenant}
+	if err := taskwire.Install(s, h, &taskwire.Options{Logger: g.log}); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.servers = append(g.servers, s)
+	for name, raw := range g.listed {
+		var t mcp.Tool
+		if err := json.Unmarshal([]byte(raw), &t); err == nil {
+			s.AddTool(&t, g.passThrough(g.routes[name]))
+		}
+	}
+	return s, nil
+}
+
+// SyncTools lists every connected upstream's tools and publishes them under
+// their namespaced names; tools that disappeared are withdrawn.
+func (g *Gateway) SyncTools(ctx context.Context) {
+	next := map[string]*mcp.Tool{}
+	routes := map[string]*route{}
+	for _, u := range g.pool.All() {
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		tools, err := u.Tools(tctx)
+		cancel()
+		if err != nil {
+			g.log.Debug("upstream tools not available yet", "upstream", u.Name(), "err", err)
+			// Keep what was listed before: a reconnect must not make tools
+			// flicker out of the list.
+			g.mu.Lock()
+			for name, r := range g.routes {
+				if r.upstream == u.Name() {
+					var t mcp.Tool
+					if json.Unmarshal([]byte(g.listed[name]), &t) == nil {
+						next[name], routes[name] = &t, r
+					}
+				}
+			}
+			g.mu.Unlock()
+			continue
+		}
+		cfg := u.Config()
+		for _, t := range tools {
+			name := t.Name
+			if p := cfg.ToolPrefix(); p != "" {
+				name = p + "." + t.Name
+			}
+			r := &route{upstream: u.Name(), tool: t.Name, policy: cfg.Tools[t.Name], contract: g.catalog.Contract(u.Name(), t.Name)}
+			listed, err := g.downstreamTool(name, t, r)
+			if err != nil {
+				g.log.Warn("skipping an upstream tool", "upstream", u.Name(), "tool", t.Name, "err", err)
+				continue
+			}
+			if _, dup := next[name]; dup {
+				g.log.Warn("two upstreams list the same tool name; keeping the first", "tool", name)
+				continue
+			}
+			next[name], routes[name] = listed, r
+		}
+	}
+	g.publish(next, routes)
+}
+
+// publish replaces the listed tools on every server, touching only changes.
+func (g *Gateway) publish(next map[string]*mcp.Tool, routes map[string]*route) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var gone []string
+	for name := range g.listed {
+		if _, ok := next[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	for _, s := range g.servers {
+		if len(gone) > 0 {
+			s.RemoveTools(gone...)
+		}
+	}
+	for _, name := range gone {
+		delete(g.listed, name)
+		delete(g.routes, name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(next)) {
+		t := next[name]
+		raw, err := json.Marshal(t)
+		if err != nil {
+			continue
+		}
+		g.routes[name] = routes[name]
+		if g.listed[name] == string(raw) {
+			continue
+		}
+		g.listed[name] = string(raw)
+		for _, s := range g.servers {
+			s.AddTool(t, g.passThrough(routes[name]))
+		}
+	}
+}
+
+// RunToolSync keeps the tool list in step with the upstreams until ctx ends.
+func (g *Gateway) RunToolSync(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		g.SyncTools(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// route returns where a downstream tool name leads.
+func (g *Gateway) route(name string) (*route, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r, ok := g.routes[name]
+	return r, ok
+}
+
+// OperationIDArgument is the argument taskgate adds to a consequential
+// tool's input schema, and strips before forwarding.
+const OperationIDArgument = "operation_id"
+
+// MetaOperationID is the _meta key that may carry the operation ID.
+const MetaOperationID = "dev.taskgate/operation-id"
+
+// downstreamTool is the upstream tool as clients see it: renamed, and for a
+// consequential tool, with the operation_id argument added.
+func (g *Gateway) downstreamTool(name string, t *mcp.Tool, r *route) (*mcp.Tool, error) {
+	out := *t
+	out.Name = name
+	var schema map[string]any
+	b, err := json.Marshal(t.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	if err := json.Unmarshal(b, &schema); err != nil || schema["type"] != "object" {
+		return nil, fmt.Errorf("input schema is not an object schema")
+	}
+	if r.consequential() {
+		props, _ := schema["properties"].(map[string]any)
+		props = maps.Clone(props)
+		if props == nil {
+			props = map[string]any{}
+		}
+		props[OperationIDArgument] = map[string]any{
+			"type": "string",
+			"description": "A unique ID for this one logical operation, chosen by you. " +
+				"Reuse the same value when retrying, so that the work runs and is paid for only once; " +
+				"use a new value only for new work.",
+		}
+		schema = maps.Clone(schema)
+		schema["properties"] = props
+		note := "This tool has real-world cost or effects; taskgate runs each operation_id once."
+		if r.policy.Approval == "required" {
+			note += " It runs only under a human's approval for the operation ID."
+		}
+		out.Description = strings.TrimSpace(t.Description + "\n\n" + note)
+	}
+	out.InputSchema = schema
+	return &out, nil
+}

@@ -1,0 +1,64 @@
+package mcpserver
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/taskgate/taskgate/ledger"
+)
+
+// Metrics are the gateway's Prometheus collectors, registered on a
+// registry of the caller's (never the global one).
+type Metrics struct {
+	decisions *prometheus.CounterVec
+	upstream  *prometheus.HistogramVec
+	errors    *prometheus.CounterVec
+}
+
+// NewMetrics registers the collectors on reg (nil: unregistered). When
+// store is set, open_tasks reads the ledger at each scrape.
+func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "taskgate_decisions_total", Help: "Attempts decided, by decision and reason.",
+		}, []string{"decision", "reason"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "taskgate_upstream_request_seconds", Help: "Latency of requests to upstream MCP servers.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}, []string{"upstream", "method", "outcome"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "taskgate_errors_total", Help: "Errors by reason.",
+		}, []string{"reason"}),
+	}
+	if reg == nil {
+		return m
+	}
+	reg.MustRegister(m.decisions, m.upstream, m.errors)
+	if store != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "taskgate_open_tasks", Help: "Operations that have not ended.",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			n, err := store.OperationCount(ctx, []ledger.State{ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, ledger.StateReview})
+			if err != nil {
+				m.errors.WithLabelValues("metrics_ledger_unavailable").Inc()
+				return -1
+			}
+			return float64(n)
+		}))
+	}
+	return m
+}
+
+// ObserveUpstream records one upstream request; it fits upstream.Options.Observe.
+func (m *Metrics) ObserveUpstream(upstream, method string, d time.Duration, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+		m.errors.WithLabelValues("upstream_" + method).Inc()
+	}
+	m.upstream.WithLabelValues(upstream, method, outcome).Observe(d.Seconds())
+}

@@ -1,0 +1,70 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/provider"
+	"github.com/taskgate/taskgate/taskwire"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// FromPool serves the worker's upstreams from an upstream pool.
+func FromPool(p *upstream.Pool) Upstreams { return poolUpstreams{p} }
+
+type poolUpstreams struct{ p *upstream.Pool }
+
+// ProviderCaller lets provider contracts call tools of u.
+func ProviderCaller(u *upstream.Upstream) provider.Caller { return pooled{u} }
+
+func (pu poolUpstreams) Upstream(name string) (Upstream, bool) {
+	u, ok := pu.p.Get(name)
+	if !ok {
+		return nil, false
+	}
+	return pooled{u}, true
+}
+
+// pooled adapts *upstream.Upstream to Upstream.
+type pooled struct{ u *upstream.Upstream }
+
+func (p pooled) Endpoint() string          { return p.u.Endpoint() }
+func (p pooled) OffersTasks() taskwire.Era { return p.u.OffersTasks() }
+
+func (p pooled) CallTool(ctx context.Context, name string, args map[string]any) (*mcp.CallToolResult, error) {
+	res, err := p.u.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args}, nil)
+	return res, notSent(err)
+}
+
+func (p pooled) Send(ctx context.Context, params *mcp.CallToolParams, header http.Header, asTask bool, ttl *time.Duration) (*taskwire.Task, *mcp.CallToolResult, error) {
+	opts := &upstream.CallOptions{Header: header}
+	if asTask {
+		t, res, err := p.u.CallToolAsTask(ctx, params, ttl, opts)
+		return t, res, notSent(err)
+	}
+	res, err := p.u.CallTool(ctx, params, opts)
+	return nil, res, notSent(err)
+}
+
+func (p pooled) GetTask(ctx context.Context, id string) (*taskwire.Task, error) {
+	return p.u.GetTask(ctx, id)
+}
+
+func (p pooled) TaskResult(ctx context.Context, id string) (*mcp.CallToolResult, error) {
+	return p.u.TaskResult(ctx, id)
+}
+
+func (p pooled) CancelTask(ctx context.Context, id string) error { return p.u.CancelTask(ctx, id) }
+
+// notSent marks errors that prove the call never left the gateway.
+func notSent(err error) error {
+	if err != nil && errors.Is(err, upstream.ErrNotConnected) {
+		return fmt.Errorf("%w: %w", ErrNotSent, err)
+	}
+	return err
+}
