@@ -10,16 +10,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/internal/dburl"
 	"github.com/taskgate/taskgate/ledger"
 )
 
 // env is what every command shares.
 type env struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	db             string
 	logLevel       string
@@ -35,7 +38,7 @@ func (e *usageError) Error() string { return e.msg }
 
 // Main runs the command line and returns the process exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	e := &env{stdout: stdout, stderr: stderr, getenv: getenv}
+	e := &env{stdin: os.Stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 	root := e.root()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -47,6 +50,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	var exit *exitError
 	if errors.As(err, &exit) {
 		return exit.code
+	}
+	if errors.Is(err, config.ErrInvalid) {
+		// Every invalid field on its own line: file, line, field, reason.
+		fmt.Fprintln(stderr, "Error: invalid configuration:")
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "  %s\n", line)
+		}
+		return 1
 	}
 	fmt.Fprintf(stderr, "Error: %s\n", oneLine(err.Error()))
 	var ue *usageError
@@ -78,7 +89,8 @@ func (e *env) root() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&e.db, "db", def, "ledger database: sqlite:PATH or postgres://URL (env TASKGATE_DB)")
 	root.PersistentFlags().StringVar(&e.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
-	root.AddCommand(e.migrateCmd(), e.withResolve(e.opsCmd()), e.approveCmd(), e.approvalsCmd(), e.keysCmd(), e.receiptCmd())
+	root.AddCommand(e.migrateCmd(), e.withResolve(e.opsCmd()), e.approveCmd(), e.approvalsCmd(), e.keysCmd(), e.receiptCmd(),
+		e.serveCmd(), e.providerSimCmd(), e.reconcileCmd())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{msg: err.Error(), hint: c.CommandPath() + " --help"}
 	})
