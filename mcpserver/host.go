@@ -115,14 +115,36 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		}
 	}
 
-	res, err := g.store.Accept(context.WithoutCancel(ctx), &ledger.AcceptParams{
-		Tenant: tenant, OperationID: opID, Upstream: r.upstream, Tool: r.tool,
-		Fingerprint: string(fp), Arguments: args, RequestID: requestID, TaskID: ledger.NewTaskID(),
-		Source: source, RetryPolicy: r.policy.RetryPolicy, TTL: g.cfg.TaskTTL, Priced: r.contract.Priced(),
-		Approval:   ledger.ApprovalRequirement{Required: r.policy.Approval == "required", Estimate: estimate},
-		Jobs:       worker.Dispatch,
-		QueueLease: g.cfg.Worker.Lease,
-	})
+	// A 2026-07-28 client answering the approval question asked earlier.
+	if answer, ok := call.InputResponses[approvalInput].(*mcp.ElicitResult); ok && r.policy.Approval == "required" {
+		if out := h.approveFromAnswer(ctx, log, answer, r, tenant, opID, string(fp), requestID, source); out != nil {
+			return out, nil
+		}
+	}
+	accept := func(requestID string) (*ledger.AcceptResult, error) {
+		return g.store.Accept(context.WithoutCancel(ctx), &ledger.AcceptParams{
+			Tenant: tenant, OperationID: opID, Upstream: r.upstream, Tool: r.tool,
+			Fingerprint: string(fp), Arguments: args, RequestID: requestID, TaskID: ledger.NewTaskID(),
+			Source: source, RetryPolicy: r.policy.RetryPolicy, TTL: g.cfg.TaskTTL, Priced: r.contract.Priced(),
+			Approval:   ledger.ApprovalRequirement{Required: r.policy.Approval == "required", Estimate: estimate},
+			Jobs:       worker.Dispatch,
+			QueueLease: g.cfg.Worker.Lease,
+		})
+	}
+	res, err := accept(requestID)
+	if err == nil && res.Decision == ledger.DecisionDenied && res.Reason == ledger.ReasonApprovalRequired {
+		// Ask the user in the protocol, where the client can show a form.
+		out, asked, aerr := h.askApproval(ctx, log, call, r, tenant, opID, estimate)
+		switch {
+		case aerr != nil:
+			log.Warn("asking for an approval failed; answering with how to approve", "err", aerr)
+		case out != nil:
+			return out, nil
+		case asked:
+			requestID = ledger.NewRequestID()
+			res, err = accept(requestID)
+		}
+	}
 	if err != nil {
 		log.Error("acceptance failed", "err", err)
 		g.metrics.errors.WithLabelValues("acceptance_failed").Inc()
@@ -154,6 +176,103 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		return out, nil
 	}
 	return h.await(ctx, log, r, op, requestID)
+}
+
+// approvalInput names taskgate's approval question among input requests.
+const approvalInput = "taskgate_approval"
+
+// approvalQuestion is the form that asks the user for an approval.
+func approvalQuestion(r *route, opID string, estimate money.Amount) *mcp.ElicitParams {
+	return &mcp.ElicitParams{
+		Mode: "form",
+		Message: fmt.Sprintf("Approve %s.%s for operation %q? It costs money or changes the world outside this session; estimated %s. "+
+			"Set the most it may cost in total and how many remote jobs it may start. Declining starts nothing.",
+			r.upstream, r.tool, opID, estimate.Display()),
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"max_total_cost_usd": map[string]any{"type": "string", "title": "Spend ceiling (" + estimate.Currency + ")", "default": estimate.String()},
+				"max_remote_jobs":    map[string]any{"type": "integer", "title": "Remote jobs", "default": 1, "minimum": 1},
+			},
+			"required": []string{"max_total_cost_usd"},
+		},
+	}
+}
+
+// askApproval asks for a missing approval where the client can be asked:
+// synchronously on a 2025-11-25 session (asked reports that an approval
+// now exists), or by answering a 2026-07-28 client with an input_required
+// result (out). Neither is possible: nil, false, nil.
+func (h *host) askApproval(ctx context.Context, log *slog.Logger, call *taskwire.ToolCall, r *route, tenant, opID string, estimate money.Amount) (*taskwire.Outcome, bool, error) {
+	q := approvalQuestion(r, opID, estimate)
+	switch {
+	case call.Caller.Elicit != nil:
+		answer, err := call.Caller.Elicit(ctx, q)
+		if err != nil {
+			return nil, false, err
+		}
+		if out := h.approveFromAnswer(ctx, log, answer, r, tenant, opID, "", ledger.NewRequestID(), "mcp/elicitation"); out != nil {
+			return out, false, nil
+		}
+		return nil, true, nil
+	case clientElicits(call.Caller.Meta):
+		return &taskwire.Outcome{Result: &mcp.CallToolResult{
+			Content:       []mcp.Content{&mcp.TextContent{Text: "This call needs the user's approval before it starts."}},
+			InputRequests: mcp.InputRequestMap{approvalInput: q},
+			RequestState:  "taskgate-approval",
+		}}, false, nil
+	}
+	return nil, false, nil
+}
+
+// clientElicits reports whether a 2026-07-28 request declares elicitation
+// among its per-request client capabilities.
+func clientElicits(meta map[string]any) bool {
+	caps, _ := meta["io.modelcontextprotocol/clientCapabilities"].(map[string]any)
+	_, ok := caps["elicitation"]
+	return ok
+}
+
+// approveFromAnswer turns the user's answer into an approval. It returns
+// nil when the approval was created, or the refusal to send otherwise.
+func (h *host) approveFromAnswer(ctx context.Context, log *slog.Logger, answer *mcp.ElicitResult, r *route, tenant, opID, fp, requestID, source string) *taskwire.Outcome {
+	if answer == nil || answer.Action != "accept" {
+		action := "no answer"
+		if answer != nil {
+			action = answer.Action
+		}
+		return h.refuse(ctx, log, tenant, opID, fp, requestID, source, "approval_declined",
+			fmt.Sprintf("the user did not approve this call (%s); nothing was started", action), nil)
+	}
+	ceiling, err := money.Parse(numberText(answer.Content["max_total_cost_usd"]), r.policy.Contract.Cost.Currency)
+	jobs := 1
+	if v, ok := answer.Content["max_remote_jobs"].(float64); ok && v >= 1 && v == float64(int(v)) {
+		jobs = int(v)
+	}
+	if err != nil || ceiling.Micros <= 0 {
+		return h.refuse(ctx, log, tenant, opID, fp, requestID, source, "approval_invalid",
+			"the approval's spend ceiling must be a positive decimal such as 20.00; nothing was started", nil)
+	}
+	a, err := h.g.store.ApprovalCreate(context.WithoutCancel(ctx), &ledger.Approval{
+		Tenant: tenant, OperationID: opID, Tool: r.upstream + "." + r.tool, MaxTotalCost: ceiling, MaxRemoteJobs: jobs,
+		RetryPolicy: r.policy.RetryPolicy, ExpiresAt: h.g.clock().Add(24 * time.Hour), CreatedBy: "elicitation",
+	})
+	if err != nil {
+		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the approval could not be recorded; nothing was started", map[string]any{"reason": "ledger_unavailable"})}
+	}
+	log.Info("approval given through elicitation", "approval", a.ID, "max_total_cost", ceiling.String(), "max_remote_jobs", jobs)
+	return nil
+}
+
+// numberText reads a form value that should be a decimal amount.
+func numberText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return ""
 }
 
 // await serves a client without tasks: it blocks until the operation ends

@@ -236,10 +236,12 @@ func (s *serverTasks) callTool(ctx context.Context, next mcp.MethodHandler, meth
 	}
 
 	out, err := s.host.CallTool(ctx, &ToolCall{
-		Caller:        *c,
-		Name:          p.Name,
-		Arguments:     p.Arguments,
-		ProgressToken: p.GetProgressToken(),
+		Caller:         *c,
+		Name:           p.Name,
+		Arguments:      p.Arguments,
+		ProgressToken:  p.GetProgressToken(),
+		InputResponses: p.InputResponses,
+		RequestState:   p.RequestState,
 	})
 	if err != nil {
 		return nil, s.internal(method, err)
@@ -290,9 +292,13 @@ func directResult(c *Caller, r *mcp.CallToolResult) (mcp.Result, error) {
 	if c.ProtocolVersion < protocolExtension {
 		return &res, nil
 	}
+	resultType := resultTypeComplete
+	if len(res.InputRequests) > 0 {
+		resultType = resultTypeInputRequired
+	}
 	body, err := patchObject(&res, func(obj map[string]json.RawMessage) error {
 		if _, ok := obj["resultType"]; !ok {
-			obj["resultType"] = json.RawMessage(`"` + resultTypeComplete + `"`)
+			obj["resultType"] = json.RawMessage(`"` + resultType + `"`)
 		}
 		return nil
 	})
@@ -516,6 +522,9 @@ func newCaller(req mcp.Request, version string, meta map[string]any, requestID s
 	}
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
 		c.SessionID = ss.ID()
+		if ip := ss.InitializeParams(); version < protocolExtension && ip != nil && ip.Capabilities != nil && ip.Capabilities.Elicitation != nil {
+			c.Elicit = ss.Elicit
+		}
 	}
 	return c
 }

@@ -160,6 +160,10 @@ type Caller struct {
 	Meta map[string]any
 	// IdempotencyKey is params.idempotencyKey of a tools/call, if any.
 	IdempotencyKey string
+	// Elicit asks the user through the client, on a 2025-11-25 session
+	// whose client declared elicitation; nil otherwise. (On 2026-07-28 a
+	// Host asks by answering with InputRequests instead.)
+	Elicit func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
 }
 
 // ToolCall is a tools/call the [Host] may take over.
@@ -168,6 +172,10 @@ type ToolCall struct {
 	Name          string
 	Arguments     json.RawMessage
 	ProgressToken any
+	// InputResponses and RequestState carry a 2026-07-28 client's answers
+	// to the InputRequests of an earlier input_required result.
+	InputResponses mcp.InputResponseMap
+	RequestState   string
 }
 
 // Outcome is the Host's answer to a [ToolCall]: exactly one of Task, Result,

@@ -16,8 +16,9 @@ import (
 // them and the era-neutral Task.
 
 const (
-	resultTypeTask     = "task"
-	resultTypeComplete = "complete"
+	resultTypeTask          = "task"
+	resultTypeComplete      = "complete"
+	resultTypeInputRequired = "input_required"
 )
 
 // legacyTask is the 2025-11-25 Task object.
