@@ -46,6 +46,7 @@ func Exercise(t *testing.T, newStore Factory) {
 	t.Run("Leases", func(t *testing.T) { t.Parallel(); testLeases(t, newStore) })
 	t.Run("Transitions", func(t *testing.T) { t.Parallel(); testTransitions(t, newStore) })
 	t.Run("KeyExpiry", func(t *testing.T) { t.Parallel(); testKeyExpiry(t, newStore) })
+	t.Run("SpendProperty", func(t *testing.T) { t.Parallel(); testSpendProperty(t, newStore) })
 }
 
 // call is one tools/call as a client would send it.
@@ -53,7 +54,13 @@ type call struct {
 	tenant, key, args string
 }
 
-func params(t *testing.T, c call) *ledger.AcceptParams {
+// fataler is what params needs of a testing.T or a rapid.T.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+func params(t fataler, c call) *ledger.AcceptParams {
 	t.Helper()
 	fp, err := canon.Compute("hosted_test", "run_suite", json.RawMessage(c.args))
 	if err != nil {

@@ -1,0 +1,68 @@
+package policy
+
+import (
+	"testing"
+	"time"
+
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/money"
+)
+
+func TestAdmit(t *testing.T) {
+	now := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	usd := func(s string) money.Amount { return money.MustParse(s, "USD") }
+	approval := func(mut func(a *ledger.Approval)) *ledger.Approval {
+		a := &ledger.Approval{ID: 7, OperationID: "op", Tool: "hosted_test.run_suite", MaxTotalCost: usd("20.00"), MaxRemoteJobs: 1, ExpiresAt: now.Add(time.Hour)}
+		if mut != nil {
+			mut(a)
+		}
+		return a
+	}
+	tests := []struct {
+		name     string
+		a        *ledger.Approval
+		tool     string
+		used     Usage
+		estimate string
+		retry    bool
+		reason   string
+	}{
+		{"within the ceiling", approval(nil), "hosted_test.run_suite", Usage{Spend: usd("0")}, "18.00", false, ""},
+		{"exactly the ceiling", approval(nil), "hosted_test.run_suite", Usage{Spend: usd("2.00")}, "18.00", false, ""},
+		{"no approval", nil, "hosted_test.run_suite", Usage{}, "18.00", false, ledger.ReasonApprovalRequired},
+		{"expired", approval(func(a *ledger.Approval) { a.ExpiresAt = now }), "hosted_test.run_suite", Usage{}, "1.00", false, ledger.ReasonApprovalExpired},
+		{"revoked", approval(func(a *ledger.Approval) { a.RevokedAt = now.Add(-time.Minute) }), "hosted_test.run_suite", Usage{}, "1.00", false, ledger.ReasonApprovalExpired},
+		{"another tool", approval(nil), "hosted_test.other", Usage{}, "1.00", false, ledger.ReasonApprovalToolMismatch},
+		{"job limit", approval(nil), "hosted_test.run_suite", Usage{Spend: usd("0"), RemoteJobs: 1}, "0.00", false, ledger.ReasonRemoteJobLimitReached},
+		{"job limit on a retry under a new ID", approval(nil), "hosted_test.run_suite", Usage{Spend: usd("0"), RemoteJobs: 1}, "0.00", true, ledger.ReasonRetryUsesNewOperation},
+		{"two cheap requests over the ceiling", approval(func(a *ledger.Approval) { a.MaxRemoteJobs = 2 }), "hosted_test.run_suite", Usage{Spend: usd("12.00"), RemoteJobs: 1}, "12.00", false, ledger.ReasonCostCeilingExceeded},
+		{"another currency", approval(nil), "hosted_test.run_suite", Usage{Spend: usd("0")}, "", false, ledger.ReasonCostCeilingExceeded},
+	}
+	for _, tt := range tests {
+		est := usd("0")
+		if tt.estimate != "" {
+			est = usd(tt.estimate)
+		} else {
+			est = money.MustParse("1.00", "EUR")
+		}
+		v := Admit(tt.a, tt.tool, tt.used, est, tt.retry, now)
+		if v.Reason != tt.reason || v.Allowed != (tt.reason == "") {
+			t.Errorf("%s: Admit = %+v, want reason %q", tt.name, v, tt.reason)
+		}
+		if !v.Allowed && v.Message == "" {
+			t.Errorf("%s: a denial without a message", tt.name)
+		}
+	}
+}
+
+func TestCommitted(t *testing.T) {
+	rs := []*ledger.Reservation{
+		{Status: ledger.ReservationHeld, Amount: money.MustParse("18.00", "USD"), Jobs: 1},
+		{Status: ledger.ReservationSettled, Amount: money.MustParse("18.00", "USD"), Settled: money.MustParse("23.10", "USD"), Jobs: 1},
+		{Status: ledger.ReservationReleased, Amount: money.MustParse("18.00", "USD"), Jobs: 1},
+	}
+	u := Committed(rs, "USD")
+	if u.Spend.String() != "41.10" || u.RemoteJobs != 2 {
+		t.Fatalf("Committed = %s, %d jobs; want 41.10 and 2", u.Spend, u.RemoteJobs)
+	}
+}
