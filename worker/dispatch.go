@@ -118,6 +118,10 @@ func (w *Worker) send(ctx context.Context, l *lease) error {
 	case errors.As(err, &rpcErr):
 		// The upstream answered with an error: nothing started.
 		return w.fail(ctx, l, rpcErr.Code, rpcErr.Message, false)
+	case ctx.Err() != nil:
+		// This worker is stopping or lost its lease: leave "send started"
+		// for whoever recovers the operation; they look up first.
+		return ctx.Err()
 	default:
 		// A timeout or a broken connection says nothing about whether the
 		// provider accepted the work: look it up before anything else.
@@ -199,6 +203,10 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease) error {
 	}
 	since := w.sinceSend(ctx, op)
 	lr := t.contract.Lookup(ctx, t.up, op.OperationID, op.Arguments)
+	if ctx.Err() != nil {
+		// A lookup cut short by this worker stopping proves nothing.
+		return ctx.Err()
+	}
 	d := provider.Decide(lr, policy.RetryPolicy, policy.Contract.Lookup.NotFoundSafeAfter, since)
 	w.logger(op).Info("looked up after an uncertain send", "answer", lr.Answer, "job", lr.JobID, "action", d.Action, "detail", lr.Detail)
 	lookupEvent := ledger.EventParams{Kind: ledger.EventLookup, Data: map[string]any{

@@ -1,0 +1,211 @@
+package worker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/fixtures"
+	"github.com/taskgate/taskgate/internal/crashpoint"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/providersim"
+)
+
+// crashHarness runs the gateway as a real child process that stops at
+// point, so that the test can SIGKILL it exactly there.
+func crashHarness(t *testing.T, point string, cfg fixtures.ConfigOptions, sim providersim.Options) *fixtures.Harness {
+	t.Helper()
+	cfg.Lease = 1 * time.Second
+	return newHarness(t, &fixtures.Options{
+		Process: []string{gatewayBinary},
+		Env:     []string{"TASKGATE_CRASHPOINT=" + point},
+		Config:  cfg,
+		Sim:     sim,
+	})
+}
+
+// killAtAndRestart waits for the gateway to stop at point, kills it with
+// SIGKILL and starts it again without a crash point.
+func killAtAndRestart(t *testing.T, ctx context.Context, h *fixtures.Harness, point string) {
+	t.Helper()
+	if err := h.WaitOutput(ctx, "CRASHPOINT "+point); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Kill(); err != nil {
+		t.Fatalf("kill the gateway: %v", err)
+	}
+	h.SetEnv()
+	if err := h.Start(ctx); err != nil {
+		t.Fatalf("restart the gateway: %v", err)
+	}
+}
+
+// assertOneJob checks the provider's own record: exactly one job, and the
+// operation's result names it.
+func assertOneJob(t *testing.T, h *fixtures.Harness, op *ledger.Operation) {
+	t.Helper()
+	jobs := h.Sim.Jobs()
+	if len(jobs) != 1 {
+		t.Fatalf("provider jobs = %d (%+v), want 1", len(jobs), jobs)
+	}
+	if jobs[0].IdempotencyKey != op.OperationID {
+		t.Errorf("provider job key = %q, want the operation ID %q", jobs[0].IdempotencyKey, op.OperationID)
+	}
+	if op.State != ledger.StateCompleted {
+		t.Fatalf("operation %s ended %s (%s), want completed", op.OperationID, op.State, op.StatusMessage)
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(op.Result, &res); err != nil {
+		t.Fatalf("stored result %s: %v", op.Result, err)
+	}
+	if got := jobOf(&res); got != jobs[0].ID {
+		t.Errorf("stored result names job %q, want %q", got, jobs[0].ID)
+	}
+}
+
+func TestCrashAfterAcceptCommit(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	h := crashHarness(t, crashpoint.AfterAcceptCommit, fixtures.ConfigOptions{}, providersim.Options{})
+	cs := connect(t, ctx, h, fixtures.EraPlain)
+	logHistory(t, h.Store, "op-accept-commit")
+
+	// The first call is in flight when the gateway dies: its answer was
+	// never written. It gets its own bound so that the test never waits on
+	// it longer than that.
+	callCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	first := make(chan error, 1)
+	go func() {
+		res, err := cs.CallTool(callCtx, runSuite("op-accept-commit"))
+		if err == nil {
+			err = errors.New("got an answer: " + jobOf(res))
+		}
+		first <- err
+	}()
+	killAtAndRestart(t, ctx, h, crashpoint.AfterAcceptCommit)
+	if err := <-first; callCtx.Err() != nil || err == nil {
+		t.Fatalf("the in-flight call ended with %v (call context: %v); want a broken connection", err, callCtx.Err())
+	}
+
+	retry := connect(t, ctx, h, fixtures.EraPlain)
+	res, err := retry.CallTool(ctx, runSuite("op-accept-commit"))
+	if err != nil || res.IsError {
+		t.Fatalf("retry after the restart = %+v, %v; want the result", res, err)
+	}
+	op := awaitOperation(t, ctx, h.Store, "op-accept-commit", ended)
+	assertOneJob(t, h, op)
+	if got, want := jobOf(res), h.Sim.Jobs()[0].ID; got != want {
+		t.Errorf("retry got job %q, want %q", got, want)
+	}
+	atts, err := h.Store.AttemptList(ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decisions []ledger.Decision
+	for _, a := range atts {
+		decisions = append(decisions, a.Decision)
+	}
+	if want := []ledger.Decision{ledger.DecisionCreated, ledger.DecisionAttached}; !slices.Equal(decisions, want) {
+		t.Errorf("attempt decisions = %v, want %v", decisions, want)
+	}
+}
+
+func TestCrashAfterSendStarted(t *testing.T) {
+	t.Run("not_found safe after 0s: re-sent once", func(t *testing.T) {
+		ctx := testCtx(t, 60*time.Second)
+		h := crashHarness(t, crashpoint.AfterSendStarted, fixtures.ConfigOptions{NotFoundSafeAfter: ptr(time.Duration(0))}, providersim.Options{})
+		cs := connect(t, ctx, h, fixtures.EraExtension)
+		startTask(t, ctx, cs, "op-send-safe")
+		logHistory(t, h.Store, "op-send-safe")
+		killAtAndRestart(t, ctx, h, crashpoint.AfterSendStarted)
+
+		op := awaitOperation(t, ctx, h.Store, "op-send-safe", endedOrReview)
+		assertOneJob(t, h, op)
+		if got, want := lookups(t, ctx, h.Store, op), [][2]string{{"not_found", "resend"}}; !slices.Equal(got, want) {
+			t.Errorf("lookups (answer, action) = %v, want %v", got, want)
+		}
+		if op.SendCount != 2 {
+			t.Errorf("send count = %d, want 2 (the lost send and one re-send)", op.SendCount)
+		}
+	})
+	t.Run("not_found without a safe delay: review, nothing re-sent", func(t *testing.T) {
+		ctx := testCtx(t, 60*time.Second)
+		h := crashHarness(t, crashpoint.AfterSendStarted, fixtures.ConfigOptions{}, providersim.Options{})
+		cs := connect(t, ctx, h, fixtures.EraExtension)
+		startTask(t, ctx, cs, "op-send-unsafe")
+		logHistory(t, h.Store, "op-send-unsafe")
+		killAtAndRestart(t, ctx, h, crashpoint.AfterSendStarted)
+
+		op := awaitOperation(t, ctx, h.Store, "op-send-unsafe", endedOrReview)
+		if op.State != ledger.StateReview || op.ReviewReason != ledger.ReasonLookupNotFoundUnsafe {
+			t.Fatalf("operation is %s (review reason %q), want review with %q", op.State, op.ReviewReason, ledger.ReasonLookupNotFoundUnsafe)
+		}
+		if got, want := lookups(t, ctx, h.Store, op), [][2]string{{"not_found", "require_review"}}; !slices.Equal(got, want) {
+			t.Errorf("lookups (answer, action) = %v, want %v", got, want)
+		}
+		// A graceful stop waits for whatever the gateway was still doing:
+		// after it, nothing can reach the provider any more.
+		if err := h.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if jobs := h.Sim.Jobs(); len(jobs) != 0 {
+			t.Errorf("provider jobs = %+v, want none", jobs)
+		}
+		if op.SendCount != 1 {
+			t.Errorf("send count = %d, want 1", op.SendCount)
+		}
+	})
+}
+
+func TestCrashAfterUpstreamAccept(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	h := crashHarness(t, crashpoint.AfterUpstreamAccept, fixtures.ConfigOptions{}, providersim.Options{})
+	cs := connect(t, ctx, h, fixtures.EraExtension)
+	startTask(t, ctx, cs, "op-upstream-accept")
+	logHistory(t, h.Store, "op-upstream-accept")
+	killAtAndRestart(t, ctx, h, crashpoint.AfterUpstreamAccept)
+
+	op := awaitOperation(t, ctx, h.Store, "op-upstream-accept", endedOrReview)
+	assertOneJob(t, h, op)
+	got := lookups(t, ctx, h.Store, op)
+	if len(got) != 1 {
+		t.Fatalf("lookups = %v, want exactly one", got)
+	}
+	// The job may still run or have finished by the time the new process
+	// looks: either way it is bound, never sent again.
+	switch got[0] {
+	case [2]string{"accepted", "attach_to_existing_job"}, [2]string{"running", "attach_to_existing_job"}, [2]string{"completed", "fetch_result"}:
+	default:
+		t.Errorf("lookup (answer, action) = %v, want attach or fetch", got[0])
+	}
+	if op.SendCount != 1 {
+		t.Errorf("send count = %d, want 1", op.SendCount)
+	}
+}
+
+func TestCrashWhilePolling(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	h := crashHarness(t, crashpoint.WhilePolling, fixtures.ConfigOptions{}, providersim.Options{JobDuration: 2 * time.Second})
+	cs := connect(t, ctx, h, fixtures.EraExtension)
+	startTask(t, ctx, cs, "op-polling")
+	logHistory(t, h.Store, "op-polling")
+	killAtAndRestart(t, ctx, h, crashpoint.WhilePolling)
+
+	op := awaitOperation(t, ctx, h.Store, "op-polling", endedOrReview)
+	assertOneJob(t, h, op)
+	if got := lookups(t, ctx, h.Store, op); len(got) != 0 {
+		t.Errorf("lookups = %v, want none: the job was bound, so recovery resumes polling", got)
+	}
+	recovered := events(t, ctx, h.Store, op, ledger.EventRecovered)
+	if len(recovered) == 0 || recovered[0]["state"] != string(ledger.StateRunning) {
+		t.Errorf("recovered events = %v, want one for the running operation", recovered)
+	}
+	if op.SendCount != 1 {
+		t.Errorf("send count = %d, want 1", op.SendCount)
+	}
+}
