@@ -30,17 +30,17 @@ const benchWritePragmas = "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_
 
 const (
 	benchArgs = `{"suite":"settlement","options":{"shard":2,"retries":0},"tags":["a","b"]}`
-	// queueLease holds a created operation for its queued dispatch job.
-	queueLease = 5 * time.Minute
+	// benchQueueLease holds a created operation for its queued dispatch job.
+	benchQueueLease = 5 * time.Minute
 )
 
-// benchDispatchArgs stands in for the dispatch job enqueued with every
-// created operation.
+// benchDispatchArgs has the shape of the dispatch job enqueued with every
+// created operation; no worker runs on a benchmark ledger.
 type benchDispatchArgs struct {
-	OperationRef int64 `json:"operation_ref"`
+	Operation int64 `json:"operation"`
 }
 
-func (benchDispatchArgs) Kind() string { return "bench_dispatch" }
+func (benchDispatchArgs) Kind() string { return "taskgate_dispatch" }
 
 func benchFingerprint(b *testing.B) string {
 	b.Helper()
@@ -95,7 +95,7 @@ func rawInsert(db *sql.DB, fp, opID string) error {
 			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)`,
 		"bench", opID, ledger.NewTaskID(), "hosted_test", "run_suite", fp, benchArgs,
-		ledger.StateAccepted, nil, "lookup_then_attach", 0, "USD", time.Hour.Milliseconds(), ledger.LeaseQueued, now+queueLease.Microseconds(), now); err != nil {
+		ledger.StateAccepted, nil, "lookup_then_attach", 0, "USD", time.Hour.Milliseconds(), ledger.LeaseQueued, now+benchQueueLease.Microseconds(), now); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -166,9 +166,10 @@ func accepter(b *testing.B, s *sqlite.Store) func(opID string, want ledger.Decis
 			Source:      "bench",
 			RetryPolicy: "lookup_then_attach",
 			TTL:         time.Hour,
-			QueueLease:  queueLease,
+			Priced:      true,
+			QueueLease:  benchQueueLease,
 			Jobs: func(op *ledger.Operation) []river.InsertManyParams {
-				return []river.InsertManyParams{{Args: benchDispatchArgs{OperationRef: op.ID}}}
+				return []river.InsertManyParams{{Args: benchDispatchArgs{Operation: op.ID}}}
 			},
 		})
 		if err != nil {

@@ -82,22 +82,16 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 			return nil, fmt.Errorf("sqlite ledger directory %s: %w", dir, err)
 		}
 	}
-	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + sync + ")"
-	w, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+"&_txlock=immediate")
-	if err != nil {
-		return nil, fmt.Errorf("open sqlite ledger %s: %w", path, err)
-	}
+	// Savepoints (one per grouped acceptance) journal in memory.
+	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=temp_store(memory)&_pragma=synchronous(" + sync + ")"
+	w := openCached("file:" + path + "?" + pragmas + "&_txlock=immediate")
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	if err := checkDatabase(ctx, w, path); err != nil {
 		w.Close()
 		return nil, err
 	}
-	r, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)")
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("open sqlite ledger %s for reading: %w", path, err)
-	}
+	r := openCached("file:" + path + "?_pragma=busy_timeout(10000)&_pragma=query_only(1)")
 	r.SetMaxOpenConns(cmpOr(o.ReadConns, 4))
 	inserter, err := river.NewClient(riversqlite.New(w), &river.Config{Logger: o.Logger})
 	if err != nil {

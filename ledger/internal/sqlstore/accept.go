@@ -100,8 +100,9 @@ func (s *Store) commitBatch(batch []*acceptRequest) {
 	if len(live) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	// No deadline: a deadline makes the driver watch every statement with a
+	// goroutine, and the database's busy timeout already bounds lock waits.
+	ctx := context.Background()
 
 	results := make([]acceptResponse, len(live))
 	grouped := len(live) > 1

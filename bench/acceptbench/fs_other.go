@@ -1,0 +1,6 @@
+//go:build !linux
+
+package main
+
+// filesystemOf is known only on Linux.
+func filesystemOf(string) string { return "" }

@@ -1,0 +1,250 @@
+// Command acceptbench measures how many durable acceptances per second the
+// SQLite ledger store commits, against the physical limit of the disk: a raw
+// single-writer loop that commits one operations row per transaction with
+// the store's own settings (WAL, synchronous FULL, one write connection).
+//
+// Every measurement runs on its own fresh database file and counts only
+// calls that completed inside its measured window; every row it claims is
+// checked in the database afterwards. It prints ratios against the
+// acceptance targets but exits non-zero only when something failed, never
+// for a number below target. It must never touch a ledger it did not create.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are the command's flags.
+type options struct {
+	duration    time.Duration
+	warmup      time.Duration
+	dir         string
+	json        bool
+	concurrency int
+	rounds      int
+	cpuProfile  string
+}
+
+func (o *options) validate() error {
+	switch {
+	case o.duration <= 0:
+		return fmt.Errorf("-duration must be positive, got %s", o.duration)
+	case o.warmup < 0:
+		return fmt.Errorf("-warmup may not be negative, got %s", o.warmup)
+	case o.rounds < 1:
+		return fmt.Errorf("-rounds must be at least 1, got %d", o.rounds)
+	case o.concurrency < 2:
+		return fmt.Errorf("-concurrency must be at least 2 (c=1 is always measured), got %d", o.concurrency)
+	}
+	st, err := os.Stat(o.dir)
+	if err != nil {
+		return fmt.Errorf("-dir %s: %w", o.dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("-dir %s is not a directory; point it at a directory on the disk to measure", o.dir)
+	}
+	return nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o options
+	fs := flag.NewFlagSet("acceptbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each measurement")
+	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each measurement")
+	fs.StringVar(&o.dir, "dir", os.TempDir(), "directory (on the disk to measure) for the temporary database files")
+	fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
+	fs.IntVar(&o.concurrency, "concurrency", 64, "goroutines of the concurrent measurements")
+	fs.IntVar(&o.rounds, "rounds", 1, "run every measurement this many times, interleaved, and report the median")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "acceptbench: unexpected arguments %q; all settings are flags (see -h)\n", fs.Args())
+		return 2
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(stderr, "acceptbench: %v\n", err)
+		return 2
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "acceptbench: create CPU profile: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "acceptbench: start CPU profile: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rep, err := measureAll(ctx, &o, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "acceptbench: %v\n", err)
+		return 1
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "acceptbench: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	printTable(stdout, rep)
+	return 0
+}
+
+// report is everything one run measured; -json prints it as is.
+type report struct {
+	Machine      machine       `json:"machine"`
+	Measurements []measurement `json:"measurements"`
+	Ratios       []ratio       `json:"ratios"`
+}
+
+type machine struct {
+	GoVersion     string  `json:"go_version"`
+	OS            string  `json:"os"`
+	Arch          string  `json:"arch"`
+	NumCPU        int     `json:"num_cpu"`
+	GOMAXPROCS    int     `json:"gomaxprocs"`
+	Dir           string  `json:"dir"`
+	Filesystem    string  `json:"filesystem,omitempty"`
+	SQLiteVersion string  `json:"sqlite_version"`
+	Synchronous   string  `json:"synchronous"`
+	JournalMode   string  `json:"journal_mode"`
+	DurationSec   float64 `json:"duration_seconds"`
+	WarmupSec     float64 `json:"warmup_seconds"`
+	Concurrency   int     `json:"concurrency"`
+	Rounds        int     `json:"rounds"`
+}
+
+// measurement is one row of the table.
+type measurement struct {
+	Name        string  `json:"name"`
+	Concurrency int     `json:"concurrency"`
+	Ops         int64   `json:"ops"`
+	Seconds     float64 `json:"seconds"`
+	OpsPerSec   float64 `json:"ops_per_second"`
+	// Commits is how many write transactions SQLite committed in the
+	// window; OpsPerCommit is the group-commit batch size achieved.
+	Commits      int64   `json:"commits,omitempty"`
+	OpsPerCommit float64 `json:"ops_per_commit,omitempty"`
+	P50Ms        float64 `json:"p50_ms"`
+	P99Ms        float64 `json:"p99_ms"`
+	// Rounds holds the rate of every round when there were several; the
+	// other fields are those of the median round.
+	Rounds []float64 `json:"rounds_ops_per_second,omitempty"`
+}
+
+type ratio struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	// Target is the minimum wanted; zero means informational only.
+	Target float64 `json:"target,omitempty"`
+	Met    *bool   `json:"met,omitempty"`
+}
+
+func newRatio(name string, num, den measurement, target float64) ratio {
+	r := ratio{Name: name, Target: target}
+	if den.OpsPerSec > 0 {
+		r.Value = num.OpsPerSec / den.OpsPerSec
+	}
+	if target > 0 {
+		met := r.Value >= target
+		r.Met = &met
+	}
+	return r
+}
+
+func printTable(w io.Writer, rep *report) {
+	m := rep.Machine
+	fmt.Fprintf(w, "taskgate acceptance benchmark: SQLite ledger store\n")
+	fmt.Fprintf(w, "%s %s/%s, NumCPU %d, GOMAXPROCS %d\n", m.GoVersion, m.OS, m.Arch, m.NumCPU, m.GOMAXPROCS)
+	fs := m.Filesystem
+	if fs == "" {
+		fs = "unknown filesystem"
+	}
+	fmt.Fprintf(w, "dir %s (%s); SQLite %s, journal_mode %s, synchronous %s\n", m.Dir, fs, m.SQLiteVersion, m.JournalMode, m.Synchronous)
+	fmt.Fprintf(w, "each measurement: fresh database, %s warm-up, %s measured; %d round(s), median shown\n\n",
+		time.Duration(m.WarmupSec*float64(time.Second)), time.Duration(m.DurationSec*float64(time.Second)), m.Rounds)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "measurement\tc\tops\tops/s\tcommits\tops/commit\tp50 ms\tp99 ms\trounds ops/s\t")
+	for _, r := range rep.Measurements {
+		commits, perCommit := "n/a", "n/a"
+		if r.Commits > 0 {
+			commits, perCommit = fmt.Sprint(r.Commits), fmt.Sprintf("%.1f", r.OpsPerCommit)
+		}
+		rounds := "-"
+		if len(r.Rounds) > 0 {
+			parts := make([]string, len(r.Rounds))
+			for i, v := range r.Rounds {
+				parts[i] = fmt.Sprintf("%.0f", v)
+			}
+			rounds = strings.Join(parts, " ")
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%.2f\t%.2f\t%s\t\n",
+			r.Name, r.Concurrency, r.Ops, r.OpsPerSec, commits, perCommit, r.P50Ms, r.P99Ms, rounds)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ratio\tvalue\ttarget\t")
+	for _, r := range rep.Ratios {
+		target := "-"
+		if r.Met != nil {
+			verdict := "BELOW"
+			if *r.Met {
+				verdict = "PASS"
+			}
+			target = fmt.Sprintf(">= %.2f  %s", r.Target, verdict)
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\t\n", r.Name, r.Value, target)
+	}
+	tw.Flush()
+}
+
+func machineFacts(o *options) machine {
+	return machine{
+		GoVersion:   runtime.Version(),
+		OS:          runtime.GOOS,
+		Arch:        runtime.GOARCH,
+		NumCPU:      runtime.NumCPU(),
+		GOMAXPROCS:  runtime.GOMAXPROCS(0),
+		Dir:         o.dir,
+		Filesystem:  filesystemOf(o.dir),
+		DurationSec: o.duration.Seconds(),
+		WarmupSec:   o.warmup.Seconds(),
+		Concurrency: o.concurrency,
+		Rounds:      o.rounds,
+	}
+}

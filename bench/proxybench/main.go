@@ -1,0 +1,216 @@
+// Command proxybench measures what standing taskgate between an MCP client
+// and its upstream costs: latency (p50, p99) and throughput of pass-through
+// tools/call through the gateway against calling the same upstream
+// directly, and the same figures for a consequential call's acceptance path
+// (an operation accepted in the SQLite ledger and returned as a task).
+//
+// Everything runs in this process over real HTTP on loopback: the simulated
+// provider on an httptest server, the real daemon on a fresh SQLite ledger
+// in a temporary directory, and real go-sdk clients. Direct and proxied
+// clients are built the same way and differ only in their endpoint. Every
+// call's answer is checked, and every acceptance it counts is checked in the
+// ledger afterwards. It prints results next to the targets but exits
+// non-zero only when something failed, never for a number below target. It
+// must never touch a ledger or provider it did not create.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/taskgate/taskgate/fixtures"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are the command's flags.
+type options struct {
+	duration   time.Duration
+	warmup     time.Duration
+	sessions   int
+	eras       []fixtures.Era
+	rounds     int
+	accept     bool
+	json       bool
+	dir        string
+	cpuProfile string
+	trace      string
+}
+
+// Protocol versions the clients speak, as -eras names them.
+const (
+	versionExtension = "2026-07-28"
+	versionLegacy    = "2025-11-25"
+)
+
+// eraOf returns how a client of protocol version name speaks: 2026-07-28
+// with the Tasks extension, or 2025-11-25 in a session.
+func eraOf(name string) (fixtures.Era, bool) {
+	switch name {
+	case versionExtension:
+		return fixtures.EraExtension, true
+	case versionLegacy:
+		return fixtures.EraLegacy, true
+	}
+	return "", false
+}
+
+// eraVersion is the protocol version a client of era negotiates.
+func eraVersion(era fixtures.Era) string {
+	if era == fixtures.EraExtension {
+		return versionExtension
+	}
+	return versionLegacy
+}
+
+func (o *options) validate() error {
+	switch {
+	case o.duration <= 0:
+		return fmt.Errorf("-duration must be positive, got %s", o.duration)
+	case o.warmup < 0:
+		return fmt.Errorf("-warmup may not be negative, got %s", o.warmup)
+	case o.rounds < 1:
+		return fmt.Errorf("-rounds must be at least 1, got %d", o.rounds)
+	case o.sessions < 2:
+		return fmt.Errorf("-sessions must be at least 2 (1 session is always measured), got %d", o.sessions)
+	case len(o.eras) == 0:
+		return errors.New("-eras names no protocol era; use 2026-07-28, 2025-11-25 or both, comma-separated")
+	}
+	st, err := os.Stat(o.dir)
+	if err != nil {
+		return fmt.Errorf("-dir %s: %w", o.dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("-dir %s is not a directory", o.dir)
+	}
+	return nil
+}
+
+func parseEras(s string) ([]fixtures.Era, error) {
+	var eras []fixtures.Era
+	for name := range strings.SplitSeq(s, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		era, ok := eraOf(name)
+		if !ok {
+			return nil, fmt.Errorf("-eras: unknown protocol era %q; use 2026-07-28, 2025-11-25 or both, comma-separated", name)
+		}
+		if !slices.Contains(eras, era) {
+			eras = append(eras, era)
+		}
+	}
+	return eras, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var (
+		o    options
+		eras string
+	)
+	fs := flag.NewFlagSet("proxybench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each measurement")
+	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each measurement, on the same sessions")
+	fs.IntVar(&o.sessions, "sessions", 8, "client sessions of the concurrent measurements")
+	fs.StringVar(&eras, "eras", "2026-07-28,2025-11-25", "protocol eras of the pass-through measurements, comma-separated")
+	fs.IntVar(&o.rounds, "rounds", 1, "run every pass-through measurement this many times, interleaved, and report the median")
+	fs.BoolVar(&o.accept, "accept", true, "also measure the acceptance path of a consequential call")
+	fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
+	fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the gateway's temporary SQLite ledger")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file; samples carry the label role=client, gateway or upstream")
+	fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the whole run to this file (go tool trace)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "proxybench: unexpected arguments %q; all settings are flags (see -h)\n", fs.Args())
+		return 2
+	}
+	var err error
+	if o.eras, err = parseEras(eras); err == nil {
+		err = o.validate()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "proxybench: %v\n", err)
+		return 2
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "proxybench: create CPU profile: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "proxybench: start CPU profile: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if o.trace != "" {
+		f, err := os.Create(o.trace)
+		if err != nil {
+			fmt.Fprintf(stderr, "proxybench: create execution trace: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintf(stderr, "proxybench: start execution trace: %v\n", err)
+			return 1
+		}
+		defer trace.Stop()
+	}
+	rep, err := measureAll(ctx, &o, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "proxybench: %v\n", err)
+		return 1
+	}
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(stderr, "proxybench: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	printTable(stdout, rep)
+	return 0
+}
+
+func machineFacts(o *options) machine {
+	return machine{
+		GoVersion:   runtime.Version(),
+		OS:          runtime.GOOS,
+		Arch:        runtime.GOARCH,
+		NumCPU:      runtime.NumCPU(),
+		GOMAXPROCS:  runtime.GOMAXPROCS(0),
+		DurationSec: o.duration.Seconds(),
+		WarmupSec:   o.warmup.Seconds(),
+		Sessions:    o.sessions,
+		Rounds:      o.rounds,
+	}
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// The targets the pass-through path is held to.
+const (
+	// targetThroughput is the minimum calls/s through the gateway as a
+	// fraction of direct calls, at the concurrent session count.
+	targetThroughput = 0.65
+	// targetAddedP50Ms is the most the gateway may add to the median
+	// latency of one session's sequential calls.
+	targetAddedP50Ms = 0.5
+)
+
+// report is everything one run measured; -json prints it as is.
+type report struct {
+	Machine      machine       `json:"machine"`
+	Measurements []measurement `json:"measurements"`
+	Comparisons  []comparison  `json:"comparisons"`
+}
+
+type machine struct {
+	GoVersion  string `json:"go_version"`
+	OS         string `json:"os"`
+	Arch       string `json:"arch"`
+	NumCPU     int    `json:"num_cpu"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	// Upstream names the upstream tool the pass-through calls make.
+	Upstream    string  `json:"upstream"`
+	Ledger      string  `json:"ledger"`
+	Synchronous string  `json:"synchronous"`
+	DurationSec float64 `json:"duration_seconds"`
+	WarmupSec   float64 `json:"warmup_seconds"`
+	Sessions    int     `json:"sessions"`
+	Rounds      int     `json:"rounds"`
+}
+
+// measurement is one row of the table.
+type measurement struct {
+	// Path is "direct", "taskgate" or "accept".
+	Path string `json:"path"`
+	// Era is the protocol version the clients negotiated.
+	Era      string `json:"era"`
+	Sessions int    `json:"sessions"`
+	// Worker says, for acceptances, whether the gateway's worker was
+	// dispatching the accepted operations meanwhile.
+	Worker      string  `json:"worker,omitempty"`
+	Calls       int64   `json:"calls"`
+	Seconds     float64 `json:"seconds"`
+	CallsPerSec float64 `json:"calls_per_second"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	// Undispatched is how many accepted operations still waited for the
+	// worker when the window closed.
+	Undispatched *int `json:"undispatched,omitempty"`
+	// Rounds holds the rate of every round when there were several; the
+	// other fields are those of the median round.
+	Rounds []float64 `json:"rounds_calls_per_second,omitempty"`
+}
+
+func (m *measurement) label() string {
+	if m.Worker != "" {
+		return fmt.Sprintf("%s (worker %s)", m.Path, m.Worker)
+	}
+	return m.Path
+}
+
+// comparison is a figure derived from two measurements, with its target
+// when it has one.
+type comparison struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	// Unit is "ms" for a latency difference, "x" for a ratio.
+	Unit string `json:"unit"`
+	// Target is the bound wanted, "" when the figure is informational.
+	Target string `json:"target,omitempty"`
+	Met    *bool  `json:"met,omitempty"`
+}
+
+// compareEra derives the gateway's overhead for one era from its four
+// pass-through measurements.
+func compareEra(era string, direct1, gate1, directN, gateN measurement) []comparison {
+	added := gate1.P50Ms - direct1.P50Ms
+	addedMet := added <= targetAddedP50Ms
+	ratio := 0.0
+	if directN.CallsPerSec > 0 {
+		ratio = gateN.CallsPerSec / directN.CallsPerSec
+	}
+	ratioMet := ratio >= targetThroughput
+	return []comparison{
+		{Name: era + " added p50, 1 session", Value: added, Unit: "ms", Target: fmt.Sprintf("<= %.2f ms", targetAddedP50Ms), Met: &addedMet},
+		{Name: era + " added p99, 1 session", Value: gate1.P99Ms - direct1.P99Ms, Unit: "ms"},
+		{Name: era + " p50 taskgate/direct, 1 session", Value: safeDiv(gate1.P50Ms, direct1.P50Ms), Unit: "x"},
+		{Name: fmt.Sprintf("%s calls/s taskgate/direct, %d sessions", era, gateN.Sessions), Value: ratio, Unit: "x", Target: fmt.Sprintf(">= %.2fx", targetThroughput), Met: &ratioMet},
+		{Name: fmt.Sprintf("%s calls/s taskgate/direct, 1 session", era), Value: safeDiv(gate1.CallsPerSec, direct1.CallsPerSec), Unit: "x"},
+	}
+}
+
+func safeDiv(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// median returns the measurement with the median rate, carrying the rate of
+// every round.
+func median(ms []measurement) measurement {
+	sorted := slices.SortedFunc(slices.Values(ms), func(a, b measurement) int { return cmp.Compare(a.CallsPerSec, b.CallsPerSec) })
+	m := sorted[(len(sorted)-1)/2]
+	if len(ms) > 1 {
+		m.Rounds = make([]float64, len(ms))
+		for i, r := range ms {
+			m.Rounds[i] = r.CallsPerSec
+		}
+	}
+	return m
+}
+
+func printTable(w io.Writer, rep *report) {
+	m := rep.Machine
+	fmt.Fprintf(w, "taskgate proxy benchmark: tools/call through the gateway vs. direct to the same upstream\n")
+	fmt.Fprintf(w, "%s %s/%s, NumCPU %d, GOMAXPROCS %d\n", m.GoVersion, m.OS, m.Arch, m.NumCPU, m.GOMAXPROCS)
+	fmt.Fprintf(w, "upstream %s; gateway: the daemon in this process, API key auth, ledger %s (synchronous %s)\n", m.Upstream, m.Ledger, m.Synchronous)
+	fmt.Fprintf(w, "each measurement: %s warm-up, %s measured; %d round(s) of pass-through, median shown\n\n",
+		time.Duration(m.WarmupSec*float64(time.Second)), time.Duration(m.DurationSec*float64(time.Second)), m.Rounds)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "path\tera\tsessions\tcalls\tcalls/s\tp50 ms\tp99 ms\tundispatched\trounds calls/s\t")
+	for _, r := range rep.Measurements {
+		undispatched := "-"
+		if r.Undispatched != nil {
+			undispatched = fmt.Sprint(*r.Undispatched)
+		}
+		rounds := "-"
+		if len(r.Rounds) > 0 {
+			parts := make([]string, len(r.Rounds))
+			for i, v := range r.Rounds {
+				parts[i] = fmt.Sprintf("%.0f", v)
+			}
+			rounds = strings.Join(parts, " ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.3f\t%.3f\t%s\t%s\t\n",
+			r.label(), r.Era, r.Sessions, r.Calls, r.CallsPerSec, r.P50Ms, r.P99Ms, undispatched, rounds)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "comparison\tvalue\ttarget\t")
+	for _, c := range rep.Comparisons {
+		value := fmt.Sprintf("%.3f ms", c.Value)
+		if c.Unit == "x" {
+			value = fmt.Sprintf("%.2fx", c.Value)
+		}
+		target := "-"
+		if c.Met != nil {
+			verdict := "BELOW"
+			if *c.Met {
+				verdict = "PASS"
+			}
+			target = c.Target + "  " + verdict
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", c.Name, value, target)
+	}
+	tw.Flush()
+}

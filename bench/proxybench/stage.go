@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/authn"
+	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/fixtures"
+	"github.com/taskgate/taskgate/internal/daemon"
+	"github.com/taskgate/taskgate/providersim"
+)
+
+// benchTenant is the tenant of every gateway call.
+const benchTenant = "bench"
+
+// jobDuration keeps every remote job the worker dispatches running for the
+// whole run, so that no job completes, is fetched or is reconciled while
+// acceptances are measured: each accepted operation costs the worker one
+// dispatch and nothing more.
+const jobDuration = 10 * time.Minute
+
+// stage is the provider, the gateway in front of it and the key to reach it.
+type stage struct {
+	dir     string
+	sim     *providersim.Sim
+	simSrv  *httptest.Server
+	simURL  string
+	gate    *daemon.Daemon
+	gateURL string
+	key     string
+	// sync is the ledger's PRAGMA synchronous, as its store opened it.
+	sync string
+}
+
+// role labels the CPU profile samples of everything started under it.
+func role(ctx context.Context, name string, f func(context.Context)) {
+	pprof.Do(ctx, pprof.Labels("role", name), f)
+}
+
+// startStage starts the simulated provider on an httptest server and the
+// real daemon in front of it on a fresh SQLite ledger in a new directory
+// under dir, listening on loopback.
+func startStage(ctx context.Context, dir string, log *slog.Logger) (_ *stage, err error) {
+	s := &stage{}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if s.dir, err = os.MkdirTemp(dir, "taskgate-proxybench-"); err != nil {
+		return nil, fmt.Errorf("create a scratch directory in %s: %w", dir, err)
+	}
+	role(ctx, "upstream", func(context.Context) {
+		s.sim = providersim.New(&providersim.Options{Logger: log, JobDuration: jobDuration})
+		s.simSrv = httptest.NewServer(s.sim.HTTPHandler())
+	})
+	s.simURL = s.simSrv.URL + "/mcp"
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen on loopback for the gateway: %w", err)
+	}
+	db := "sqlite:" + filepath.Join(s.dir, "taskgate.db")
+	file := filepath.Join(s.dir, "taskgate.yaml")
+	cfg, err := config.Parse(strings.NewReader(fixtures.ConfigYAML(s.simURL, ln.Addr().String(), db, fixtures.ConfigOptions{})), file, nil)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("gateway configuration: %w", err)
+	}
+	// The harness's timings suit tests that wait for jobs to end; a
+	// benchmark wants the shipped defaults, except that remote jobs are
+	// not polled while it runs (see jobDuration).
+	cfg.Worker = config.Worker{
+		Lease:        30 * time.Second,
+		Sweep:        5 * time.Second,
+		UpstreamPoll: jobDuration,
+		Reconcile:    time.Minute,
+		FetchPoll:    50 * time.Millisecond,
+		Workers:      16,
+	}
+	role(ctx, "gateway", func(ctx context.Context) {
+		s.gate, err = daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log, Listener: ln})
+	})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("start the gateway: %w", err)
+	}
+	s.gateURL = s.gate.URL + "/mcp"
+	if s.key, _, err = authn.NewAPIKey(ctx, s.gate.Store, benchTenant, "proxybench"); err != nil {
+		return nil, err
+	}
+	s.sync = "unknown"
+	if withDB, ok := s.gate.Store.(interface{ DB() *sql.DB }); ok {
+		var n int
+		if err := withDB.DB().QueryRowContext(ctx, "PRAGMA synchronous").Scan(&n); err == nil {
+			s.sync = map[int]string{0: "off", 1: "normal", 2: "full", 3: "extra"}[n]
+		}
+	}
+	return s, nil
+}
+
+func (s *stage) close() {
+	if s.gate != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = s.gate.Stop(ctx)
+		cancel()
+	}
+	if s.simSrv != nil {
+		s.simSrv.CloseClientConnections()
+		s.simSrv.Close()
+	}
+	if s.sim != nil {
+		_ = s.sim.Close()
+	}
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
+}
+
+// session is one client: its own HTTP connections, as a separate agent
+// process would have, so that no session waits for another's connection.
+type session struct {
+	cs        *mcp.ClientSession
+	transport *http.Transport
+}
+
+// dial opens a session to url (with key, if any) in era. Direct and proxied
+// sessions are built by the same code and differ only in url and key.
+func dial(ctx context.Context, url, key string, era fixtures.Era) (*session, error) {
+	base, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return nil, errors.New("http.DefaultTransport is not an *http.Transport")
+	}
+	tr := base.Clone()
+	tr.MaxIdleConnsPerHost = 8
+	cs, err := fixtures.Dial(ctx, url, key, era, &http.Client{Transport: tr})
+	if err != nil {
+		tr.CloseIdleConnections()
+		return nil, fmt.Errorf("connect to %s: %w", url, err)
+	}
+	return &session{cs: cs, transport: tr}, nil
+}
+
+func (s *session) close() {
+	_ = s.cs.Close()
+	s.transport.CloseIdleConnections()
+}
+
+// dialAll opens n sessions and checks that each negotiated the version
+// era asks for.
+func dialAll(ctx context.Context, n int, url, key string, era fixtures.Era) ([]*session, error) {
+	want := eraVersion(era)
+	var out []*session
+	for range n {
+		s, err := dial(ctx, url, key, era)
+		if err != nil {
+			closeAll(out)
+			return nil, err
+		}
+		out = append(out, s)
+		if got := s.cs.InitializeResult().ProtocolVersion; got != want {
+			closeAll(out)
+			return nil, fmt.Errorf("the session to %s negotiated protocol %s, want %s", url, got, want)
+		}
+	}
+	return out, nil
+}
+
+func closeAll(ss []*session) {
+	for _, s := range ss {
+		s.close()
+	}
+}

@@ -1,0 +1,156 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
+	"errors"
+
+	sqlite3 "modernc.org/sqlite"
+)
+
+// maxCachedStatements bounds the prepared statements kept per connection.
+const maxCachedStatements = 256
+
+// openCached opens a database/sql pool whose connections prepare each
+// distinct statement once and reuse it. modernc's driver parses every
+// query anew, and parsing was the largest CPU cost of an acceptance (its
+// own statements and River's); the ledger issues the same few statements
+// over and over.
+func openCached(dsn string) *sql.DB {
+	return sql.OpenDB(connector{dsn: dsn, drv: &sqlite3.Driver{}})
+}
+
+type connector struct {
+	dsn string
+	drv *sqlite3.Driver
+}
+
+func (c connector) Connect(context.Context) (sqldriver.Conn, error) {
+	conn, err := c.drv.Open(c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	return &cachingConn{Conn: conn, stmts: map[string]*cachedStmt{}}, nil
+}
+
+func (c connector) Driver() sqldriver.Driver { return c.drv }
+
+// cachingConn is one modernc connection with a statement cache. database/sql
+// uses a connection from one goroutine at a time, so the cache needs no lock.
+type cachingConn struct {
+	sqldriver.Conn
+	stmts map[string]*cachedStmt
+}
+
+type cachedStmt struct {
+	stmt sqldriver.Stmt
+	busy bool // its rows are still open
+}
+
+var (
+	_ sqldriver.ExecerContext      = (*cachingConn)(nil)
+	_ sqldriver.QueryerContext     = (*cachingConn)(nil)
+	_ sqldriver.ConnBeginTx        = (*cachingConn)(nil)
+	_ sqldriver.ConnPrepareContext = (*cachingConn)(nil)
+	_ sqldriver.SessionResetter    = (*cachingConn)(nil)
+	_ sqldriver.Validator          = (*cachingConn)(nil)
+	_ sqldriver.Pinger             = (*cachingConn)(nil)
+	_ sqlite3.HookRegisterer       = (*cachingConn)(nil)
+)
+
+// statement returns a prepared statement for query and the function that
+// gives it back. A statement whose rows are still open is not shared: a
+// second use gets a fresh statement of its own.
+func (c *cachingConn) statement(ctx context.Context, query string) (sqldriver.Stmt, func(), error) {
+	if cs, ok := c.stmts[query]; ok && !cs.busy {
+		cs.busy = true
+		return cs.stmt, func() { cs.busy = false }, nil
+	}
+	s, err := c.Conn.(sqldriver.ConnPrepareContext).PrepareContext(ctx, query)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, ok := c.stmts[query]; ok || len(c.stmts) >= maxCachedStatements {
+		return s, func() { _ = s.Close() }, nil
+	}
+	cs := &cachedStmt{stmt: s, busy: true}
+	c.stmts[query] = cs
+	return s, func() { cs.busy = false }, nil
+}
+
+func (c *cachingConn) ExecContext(ctx context.Context, query string, args []sqldriver.NamedValue) (sqldriver.Result, error) {
+	s, release, err := c.statement(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return s.(sqldriver.StmtExecContext).ExecContext(ctx, args)
+}
+
+func (c *cachingConn) QueryContext(ctx context.Context, query string, args []sqldriver.NamedValue) (sqldriver.Rows, error) {
+	s, release, err := c.statement(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.(sqldriver.StmtQueryContext).QueryContext(ctx, args)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return &releasingRows{Rows: rows, release: release}, nil
+}
+
+func (c *cachingConn) PrepareContext(ctx context.Context, query string) (sqldriver.Stmt, error) {
+	return c.Conn.(sqldriver.ConnPrepareContext).PrepareContext(ctx, query)
+}
+
+func (c *cachingConn) BeginTx(ctx context.Context, opts sqldriver.TxOptions) (sqldriver.Tx, error) {
+	return c.Conn.(sqldriver.ConnBeginTx).BeginTx(ctx, opts)
+}
+
+func (c *cachingConn) ResetSession(ctx context.Context) error {
+	return c.Conn.(sqldriver.SessionResetter).ResetSession(ctx)
+}
+
+func (c *cachingConn) IsValid() bool { return c.Conn.(sqldriver.Validator).IsValid() }
+
+func (c *cachingConn) Ping(ctx context.Context) error { return c.Conn.(sqldriver.Pinger).Ping(ctx) }
+
+func (c *cachingConn) RegisterPreUpdateHook(fn sqlite3.PreUpdateHookFn) {
+	c.Conn.(sqlite3.HookRegisterer).RegisterPreUpdateHook(fn)
+}
+
+func (c *cachingConn) RegisterCommitHook(fn sqlite3.CommitHookFn) {
+	c.Conn.(sqlite3.HookRegisterer).RegisterCommitHook(fn)
+}
+
+func (c *cachingConn) RegisterRollbackHook(fn sqlite3.RollbackHookFn) {
+	c.Conn.(sqlite3.HookRegisterer).RegisterRollbackHook(fn)
+}
+
+// Close finalizes the cached statements, then closes the connection.
+func (c *cachingConn) Close() error {
+	var errs []error
+	for q, cs := range c.stmts {
+		errs = append(errs, cs.stmt.Close())
+		delete(c.stmts, q)
+	}
+	return errors.Join(append(errs, c.Conn.Close())...)
+}
+
+// releasingRows gives its statement back when closed.
+type releasingRows struct {
+	sqldriver.Rows
+	release func()
+	done    bool
+}
+
+func (r *releasingRows) Close() error {
+	err := r.Rows.Close()
+	if !r.done {
+		r.done = true
+		r.release()
+	}
+	return err
+}
