@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/taskgate/taskgate/demo"
+)
+
+func (e *env) demoCmd() *cobra.Command {
+	var (
+		keep  string
+		quiet bool
+	)
+	cmd := &cobra.Command{
+		Use:   "demo [--keep DIR] [--quiet]",
+		Short: "Show a lost response, two retries and the receipt, against a simulated paid provider",
+		Long: "demo runs the whole story in this process on an embedded SQLite ledger: a gateway in front of a\n" +
+			"simulated paid provider, an agent whose first call loses its response, a retry with the same\n" +
+			"operation ID that attaches, a retry under a new operation ID that is denied, the reconciled\n" +
+			"receipt, and the same calls sent straight to the provider for comparison. It exits non-zero\n" +
+			"unless the receipt shows one remote job, no duplicate, 17.84 USD, complete and ready, and the\n" +
+			"providers' own records show one job behind taskgate and two, 35.68 USD, without it.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log := slog.New(slog.DiscardHandler)
+			if cmd.Flags().Changed("log-level") {
+				log = e.logger()
+			}
+			out, err := demo.Run(cmd.Context(), e.stdout, &demo.Options{Dir: keep, Quiet: quiet, Logger: log})
+			if err != nil {
+				return err
+			}
+			if !out.OK() {
+				return &exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&keep, "keep", "", "keep the ledger and the gateway's configuration in this directory")
+	cmd.Flags().BoolVar(&quiet, "quiet", false, "print only the receipt and the verdict")
+	return cmd
+}
