@@ -33,3 +33,24 @@ func TestStateTaskStatus(t *testing.T) {
 		}
 	}
 }
+
+func TestProviderKey(t *testing.T) {
+	a := &Operation{ID: 1, Tenant: "acme", OperationID: "op-1"}
+	keys := map[string]*Operation{
+		a.ProviderKey(): a,
+	}
+	for _, o := range []*Operation{
+		{ID: 2, Tenant: "globex", OperationID: "op-1"}, // another tenant, same operation ID
+		{ID: 3, Tenant: "acme", OperationID: "op-1"},   // the same ID reused after retention
+		{ID: 1, Tenant: "acme", OperationID: "op-2"},
+	} {
+		k := o.ProviderKey()
+		if prev, dup := keys[k]; dup {
+			t.Fatalf("%+v and %+v share provider key %s", o, prev, k)
+		}
+		keys[k] = o
+	}
+	if again := (&Operation{ID: 1, Tenant: "acme", OperationID: "op-1"}).ProviderKey(); again != a.ProviderKey() {
+		t.Fatalf("provider key is not stable: %s then %s", a.ProviderKey(), again)
+	}
+}

@@ -11,7 +11,9 @@
 package ledger
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/taskgate/taskgate/money"
@@ -132,6 +134,16 @@ type Operation struct {
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
 	EndedAt            time.Time
+}
+
+// ProviderKey is the idempotency key the provider receives for this
+// operation. It is derived from the operation rather than passed through
+// as the caller's raw operation ID: two tenants may choose the same
+// operation ID, and an operation ID may be reused once its retention has
+// passed, but neither may ever meet the other's job at the provider.
+func (o *Operation) ProviderKey() string {
+	h := sha256.Sum256([]byte(o.Tenant + "\x00" + o.OperationID + "\x00" + strconv.FormatInt(o.ID, 10)))
+	return "taskgate-" + idEncoding.EncodeToString(h[:20])
 }
 
 // Attempt is one network request that tried to obtain an operation.

@@ -36,7 +36,7 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string) err
 	}
 	// A send that started without a binding may still have created a job.
 	if only == "" && len(jobs) == 0 && op.SendCount > 0 && c.CanLookup() {
-		if lr := c.Lookup(ctx, up, op.OperationID, op.Arguments); lr.JobID != "" {
+		if lr := c.Lookup(ctx, up, op.ProviderKey(), op.Arguments); lr.JobID != "" {
 			targets[lr.JobID] = &ledger.RemoteJob{RemoteID: lr.JobID, Kind: KindProviderJob, Status: lr.Answer.JobStatus()}
 		}
 	}
@@ -49,7 +49,7 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string) err
 		var res *provider.CancelResult
 		switch {
 		case c.CanCancel():
-			res, err = c.Cancel(ctx, up, id, op.OperationID, op.Arguments)
+			res, err = c.Cancel(ctx, up, id, op.ProviderKey(), op.Arguments)
 		case j.UpstreamTaskID != "":
 			err = up.CancelTask(ctx, j.UpstreamTaskID)
 			res = &provider.CancelResult{EffectReversed: ledger.Unknown, Detail: "tasks/cancel acknowledged"}

@@ -86,7 +86,7 @@ func (w *Worker) send(ctx context.Context, l *lease) error {
 	}
 	crashpoint.Reach(crashpoint.AfterSendStarted)
 
-	s, err := t.contract.PrepareSend(op.Arguments, op.OperationID)
+	s, err := t.contract.PrepareSend(op.Arguments, op.ProviderKey())
 	if err != nil {
 		return w.fail(ctx, l, -32602, err.Error(), false)
 	}
@@ -144,7 +144,7 @@ func (w *Worker) bindTask(ctx context.Context, l *lease, t *target, task *taskwi
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
 		Events:  []ledger.EventParams{{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": task.ID, "kind": KindUpstreamTask}}},
-		Jobs:    []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, w.cfg.Worker.UpstreamPoll)},
+		Jobs:    []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, 0)},
 	})
 	return err
 }
@@ -162,7 +162,7 @@ func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp
 	jobID := t.contract.JobID(res)
 	if jobID == "" {
 		// The provider names no job: the operation ID is its only handle.
-		jobID = "call:" + l.op.OperationID
+		jobID = "call:" + l.op.ProviderKey()
 	}
 	raw, err := json.Marshal(res)
 	if err != nil {
@@ -202,7 +202,7 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease) error {
 			"the send may have reached the provider and its contract offers no lookup; nothing is re-sent automatically")
 	}
 	since := w.sinceSend(ctx, op)
-	lr := t.contract.Lookup(ctx, t.up, op.OperationID, op.Arguments)
+	lr := t.contract.Lookup(ctx, t.up, op.ProviderKey(), op.Arguments)
 	if ctx.Err() != nil {
 		// A lookup cut short by this worker stopping proves nothing.
 		return ctx.Err()
@@ -223,7 +223,7 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease) error {
 			}},
 			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
 			Events:  []ledger.EventParams{lookupEvent, {Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": lr.JobID, "kind": KindProviderJob, "via": "lookup"}}},
-			Jobs:    []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, w.cfg.Worker.UpstreamPoll)},
+			Jobs:    []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, 0)},
 		})
 		return err
 	case provider.ActionFetch:
@@ -270,7 +270,7 @@ func (w *Worker) fetchAndFinish(ctx context.Context, l *lease, t *target, jobID 
 	op := l.op
 	var res *mcp.CallToolResult
 	if t.contract.CanFetch() {
-		f, err := t.contract.Fetch(ctx, t.up, jobID, op.OperationID, op.Arguments)
+		f, err := t.contract.Fetch(ctx, t.up, jobID, op.ProviderKey(), op.Arguments)
 		if err != nil {
 			return fmt.Errorf("fetch the result of job %s: %w", jobID, err)
 		}
@@ -296,8 +296,36 @@ func (w *Worker) fetchAndFinish(ctx context.Context, l *lease, t *target, jobID 
 	return err
 }
 
-// poll follows the bound remote job until it ends.
+// errStillRunning is how one look at a remote job says "not yet".
+var errStillRunning = errors.New("the remote job is still running")
+
+// pollBudget is how long one poll job follows a remote job before it gives
+// its worker slot back. Short waits happen inside the job: River releases a
+// snoozed job only on its scheduler's next pass, seconds later.
+const pollBudget = 20 * time.Second
+
+// poll follows the bound remote job until it ends, looking every
+// UpstreamPoll for up to pollBudget, then snoozes.
 func (w *Worker) poll(ctx context.Context, l *lease) error {
+	deadline := w.clock().Add(pollBudget)
+	for {
+		err := w.pollOnce(ctx, l)
+		if !errors.Is(err, errStillRunning) {
+			return err
+		}
+		if w.clock().After(deadline) {
+			return river.JobSnooze(w.cfg.Worker.UpstreamPoll)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(w.cfg.Worker.UpstreamPoll):
+		}
+	}
+}
+
+// pollOnce looks at the bound remote job once.
+func (w *Worker) pollOnce(ctx context.Context, l *lease) error {
 	t, err := w.resolve(ctx, l)
 	if t == nil {
 		return err
@@ -319,10 +347,10 @@ func (w *Worker) poll(ctx context.Context, l *lease) error {
 	if bound.Kind == KindUpstreamTask && bound.UpstreamTaskID != "" {
 		return w.pollTask(ctx, l, t, bound)
 	}
-	f, err := t.contract.Fetch(ctx, t.up, bound.RemoteID, op.OperationID, op.Arguments)
+	f, err := t.contract.Fetch(ctx, t.up, bound.RemoteID, op.ProviderKey(), op.Arguments)
 	if err != nil {
 		w.logger(op).Warn("poll failed; trying again", "remote_job_id", bound.RemoteID, "err", err)
-		return river.JobSnooze(w.cfg.Worker.UpstreamPoll)
+		return errStillRunning
 	}
 	crashpoint.Reach(crashpoint.WhilePolling)
 	switch f.Answer {
@@ -331,7 +359,7 @@ func (w *Worker) poll(ctx context.Context, l *lease) error {
 	case provider.Failed, provider.Cancelled:
 		return w.finishFailed(ctx, l, t, bound.RemoteID, f.Answer.JobStatus(), fmt.Sprintf("the provider reports job %s %s", bound.RemoteID, f.Answer), nil)
 	default:
-		return river.JobSnooze(w.cfg.Worker.UpstreamPoll)
+		return errStillRunning
 	}
 }
 
@@ -341,7 +369,7 @@ func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledge
 	task, err := t.up.GetTask(ctx, bound.UpstreamTaskID)
 	if err != nil {
 		w.logger(op).Warn("tasks/get failed; trying again", "upstream_task_id", bound.UpstreamTaskID, "err", err)
-		return river.JobSnooze(w.cfg.Worker.UpstreamPoll)
+		return errStillRunning
 	}
 	if !task.Status.IsTerminal() {
 		crashpoint.Reach(crashpoint.WhilePolling)
@@ -350,7 +378,7 @@ func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledge
 				return err
 			}
 		}
-		return river.JobSnooze(w.cfg.Worker.UpstreamPoll)
+		return errStillRunning
 	}
 	switch task.Status {
 	case taskwire.StatusCompleted:

@@ -45,7 +45,7 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 
 	// Every job the provider holds for this operation ID.
 	if c.CanLookup() && op.SendCount > 0 {
-		lr := c.Lookup(ctx, up, op.OperationID, op.Arguments)
+		lr := c.Lookup(ctx, up, op.ProviderKey(), op.Arguments)
 		switch lr.Answer {
 		case provider.Indeterminate:
 			r.indeterminate(lr.Detail)
@@ -60,8 +60,9 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 					continue
 				}
 				// A job known only by its upstream task ID is the same job
-				// the provider now names, not a second one.
-				if i := r.unkeyedTask(); i >= 0 {
+				// the provider now names, not a second one, unless the
+				// provider lists that ID too (its task IDs are job IDs).
+				if i := r.unkeyedTask(); i >= 0 && !slices.ContainsFunc(refs, func(x provider.JobRef) bool { return x.ID == r.jobs[i].id }) {
 					r.jobs[i].renameFrom, r.jobs[i].id, r.jobs[i].changed = r.jobs[i].id, ref.ID, true
 					continue
 				}
@@ -105,7 +106,7 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 	var charges []provider.Charge
 	if c.Priced() {
 		for _, j := range r.jobs {
-			cs, err := c.Charges(ctx, up, j.id, op.OperationID, op.Arguments)
+			cs, err := c.Charges(ctx, up, j.id, op.ProviderKey(), op.Arguments)
 			if err != nil {
 				r.indeterminate(fmt.Sprintf("charges of job %s: %v", j.id, err))
 				continue
@@ -139,7 +140,7 @@ func (w *Worker) jobStatus(ctx context.Context, c *provider.Contract, up Upstrea
 	if !c.CanFetch() && !c.CanLookup() {
 		return j.status, nil
 	}
-	f, err := c.Fetch(ctx, up, j.id, op.OperationID, op.Arguments)
+	f, err := c.Fetch(ctx, up, j.id, op.ProviderKey(), op.Arguments)
 	if err != nil {
 		return "", err
 	}

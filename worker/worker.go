@@ -341,7 +341,7 @@ func (w *Worker) withLease(ctx context.Context, opRef, jobID int64, fn func(cont
 		owner := ""
 		var snooze *rivertype.JobSnoozeError
 		if errors.As(err, &snooze) {
-			owner, until = ledger.LeaseQueued, w.clock().Add(snooze.Duration+w.cfg.Worker.Lease)
+			owner, until = ledger.LeaseQueued, w.clock().Add(snooze.Duration+riverSchedulerLag+w.cfg.Worker.Lease)
 		}
 		if _, rerr := w.store.Transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
 			OperationRef: opRef, Owner: l.owner, Lease: &ledger.Lease{Owner: owner, Until: until},
@@ -351,6 +351,10 @@ func (w *Worker) withLease(ctx context.Context, opRef, jobID int64, fn func(cont
 	}
 	return err
 }
+
+// riverSchedulerLag is how late River may release a scheduled or snoozed
+// job: its scheduler moves them to the queue on a fixed interval.
+const riverSchedulerLag = 5 * time.Second
 
 // lease is one job's hold on an operation.
 type lease struct {
@@ -370,6 +374,9 @@ func (l *lease) transition(ctx context.Context, p *ledger.TransitionParams) (*le
 		next := &ledger.Lease{}
 		if len(p.Jobs) > 0 {
 			next = &ledger.Lease{Owner: ledger.LeaseQueued, Until: l.w.clock().Add(l.w.cfg.Worker.Lease + maxDelay(p.Jobs))}
+			if maxDelay(p.Jobs) > 0 {
+				next.Until = next.Until.Add(riverSchedulerLag)
+			}
 		}
 		p.Lease = next
 	}
