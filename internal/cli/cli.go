@@ -91,6 +91,8 @@ func (e *env) root() *cobra.Command {
 	root.PersistentFlags().StringVar(&e.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	root.AddCommand(e.migrateCmd(), e.withResolve(e.opsCmd()), e.approveCmd(), e.approvalsCmd(), e.keysCmd(), e.receiptCmd(),
 		e.serveCmd(), e.providerSimCmd(), e.reconcileCmd())
+	root.AddCommand(e.demoCmd())
+	root.AddCommand(e.fixturesCmd())
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{msg: err.Error(), hint: c.CommandPath() + " --help"}
 	})
