@@ -136,6 +136,9 @@ type AcceptParams struct {
 	// Priced records that the tool's provider contract reads charges, so
 	// that a completed job without an invoice is noticed.
 	Priced bool
+	// SecretArguments names arguments that displays of the operation must
+	// redact. The ledger keeps them: a recovery may need to re-send.
+	SecretArguments []string
 	// QueueLease, with Jobs, marks the operation as held by its queued
 	// job for this long; if no worker claims it by then, recovery does.
 	QueueLease time.Duration

@@ -52,6 +52,8 @@ func (e *env) opsListCmd() *cobra.Command {
 				views := make([]operationView, len(ops))
 				for i, op := range ops {
 					views[i] = viewOperation(op)
+					// Arguments may hold secrets; ops show redacts them.
+					views[i].Arguments = nil
 				}
 				return writeJSON(e.stdout, views)
 			}
@@ -149,7 +151,7 @@ type operationView struct {
 	IntendedRemoteJobs int             `json:"intended_remote_jobs"`
 	SendCount          int             `json:"send_count"`
 	CostBoundaryBreach bool            `json:"flag_cost_boundary_breach"`
-	Arguments          json.RawMessage `json:"arguments"`
+	Arguments          json.RawMessage `json:"arguments,omitempty"`
 	Result             json.RawMessage `json:"result,omitempty"`
 	Error              json.RawMessage `json:"error,omitempty"`
 	CreatedAt          time.Time       `json:"created_at"`
@@ -255,6 +257,7 @@ func loadDetail(ctx context.Context, s ledger.Store, op *ledger.Operation) (*det
 	if err != nil {
 		return nil, err
 	}
+	d.Operation.Arguments = redact(op.Arguments, secretArguments(evs))
 	for _, ev := range evs {
 		d.Events = append(d.Events, eventView{Kind: ev.Kind, Data: ev.Data, At: ev.CreatedAt})
 	}
@@ -347,4 +350,42 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// secretArguments reads the arguments the tool's policy named secret when
+// the operation was accepted.
+func secretArguments(evs []*ledger.Event) []string {
+	for _, ev := range evs {
+		if ev.Kind != ledger.EventAccepted {
+			continue
+		}
+		var d struct {
+			Secret []string `json:"secret_arguments"`
+		}
+		if json.Unmarshal(ev.Data, &d) == nil {
+			return d.Secret
+		}
+	}
+	return nil
+}
+
+// redact replaces the named top-level arguments' values.
+func redact(args json.RawMessage, secret []string) json.RawMessage {
+	if len(secret) == 0 {
+		return args
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return args
+	}
+	for _, k := range secret {
+		if _, ok := m[k]; ok {
+			m[k] = json.RawMessage(`"[redacted]"`)
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return args
+	}
+	return b
 }

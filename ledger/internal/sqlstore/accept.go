@@ -258,7 +258,7 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := s.event(ctx, tx, op.ID, att.ID, ledger.EventAccepted, map[string]any{"request_id": p.RequestID, "approval": approvalRef, "priced": p.Priced}, now); err != nil {
+	if err := s.event(ctx, tx, op.ID, att.ID, ledger.EventAccepted, acceptedEvent(p, approvalRef), now); err != nil {
 		return nil, nil, err
 	}
 	var jobs []river.InsertManyParams
@@ -343,4 +343,14 @@ func attemptRemoteDefault(d ledger.Decision) ledger.Knowledge {
 		return ledger.Unknown
 	}
 	return ledger.No
+}
+
+// acceptedEvent is the data of an operation's accepted event: what later
+// readers (receipts, ops show) need to know of the tool's policy.
+func acceptedEvent(p *ledger.AcceptParams, approvalRef int64) map[string]any {
+	d := map[string]any{"request_id": p.RequestID, "approval": approvalRef, "priced": p.Priced}
+	if len(p.SecretArguments) > 0 {
+		d["secret_arguments"] = p.SecretArguments
+	}
+	return d
 }
