@@ -1,0 +1,146 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/authn"
+	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/fixtures"
+	"github.com/taskgate/taskgate/internal/daemon"
+	"github.com/taskgate/taskgate/internal/dburl"
+)
+
+// plumbingServer is an upstream whose tools exercise pass-through: count
+// sends progress, ask elicits (2025-11-25 only), meta echoes its _meta.
+func plumbingServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "plumbing"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
+	type countArgs struct {
+		N int `json:"n"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "count", Description: "Sends n progress notifications."}, func(ctx context.Context, req *mcp.CallToolRequest, a countArgs) (*mcp.CallToolResult, any, error) {
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			for i := 1; i <= a.N; i++ {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: float64(a.N)}); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "counted"}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "Asks the user."}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "favourite colour?", RequestedSchema: map[string]any{
+			"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}},
+		}})
+		if err != nil {
+			return nil, nil, err
+		}
+		answer, _ := res.Content["answer"].(string)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Action + ":" + answer}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "meta", Description: "Echoes _meta."}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		b, _ := json.Marshal(req.Params.Meta)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
+	})
+	return s
+}
+
+func TestPassThroughPlumbing(t *testing.T) {
+	ctx := testCtx(t)
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plumbingServer() }, nil))
+	t.Cleanup(up.Close)
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "taskgate.db")
+	y := fixtures.ConfigYAML(up.URL, "127.0.0.1:0", db, fixtures.ConfigOptions{})
+	y = strings.Replace(y, "  - name: hosted_test", "  - name: plumbing\n    prefix: \"\"", 1)
+	cfg, err := config.Parse(strings.NewReader(y), "plumbing.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "plumbing.yaml"), []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	store, err := dburl.Open(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	key, _, err := authn.NewAPIKey(ctx, store, "acme", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		mu       sync.Mutex
+		progress []float64
+	)
+	client := mcp.NewClient(&mcp.Implementation{Name: "plumbing-client"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress = append(progress, req.Params.Progress)
+		},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "green"}}, nil
+		},
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: d.URL + "/mcp", MaxRetries: -1, HTTPClient: &http.Client{Transport: bearerTransport{key}},
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+
+	// The empty prefix lists the upstream's tools under their own names.
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 3 {
+		t.Fatalf("tools = %v, %v", tools, err)
+	}
+
+	p := &mcp.CallToolParams{Name: "count", Arguments: map[string]any{"n": 5}}
+	p.SetProgressToken("tok-1")
+	if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+		t.Fatalf("count = %+v, %v", res, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(progress)
+		mu.Unlock()
+		if n == 5 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	if len(progress) != 5 || progress[0] != 1 || progress[4] != 5 {
+		t.Errorf("progress seen downstream = %v, want 1..5 in order", progress)
+	}
+	mu.Unlock()
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{}})
+	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "accept:green" {
+		t.Fatalf("ask = %+v, %v; want the downstream user's answer", res, err)
+	}
+
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta", Arguments: map[string]any{}, Meta: mcp.Meta{"com.example/trace-id": "trace-abc"}})
+	if err != nil || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"com.example/trace-id":"trace-abc"`) {
+		t.Fatalf("meta = %+v, %v; want the client's _meta forwarded", res, err)
+	}
+}
