@@ -61,6 +61,9 @@ type Gateway struct {
 	routes  map[string]*route // by downstream tool name
 	servers []*mcp.Server
 	listed  map[string]string // downstream tool name -> JSON of the listed tool, to notice changes
+
+	// deliveries holds each /mcp request's delivery by its key.
+	deliveries sync.Map
 }
 
 // route is where a downstream tool name leads.

@@ -66,6 +66,7 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		return &taskwire.Outcome{Pass: true}, nil
 	}
 	g := h.g
+	ctx = g.withDelivery(ctx, call.Caller.Header)
 	tenant := h.tenant(&call.Caller)
 	if tenant == "" {
 		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidRequest, "this gateway needs an authenticated tenant for consequential tools", map[string]any{"reason": "unauthenticated"})}, nil
@@ -387,8 +388,11 @@ func (h *host) finishAttempt(ctx context.Context, log *slog.Logger, requestID st
 
 func (h *host) delivered(ctx context.Context, requestID string) {
 	if d := deliveryFrom(ctx); d != nil {
-		// The HTTP layer knows whether the response was written.
-		d.add(requestID)
+		// The HTTP layer knows whether the response was written; once its
+		// request is over it has said so already.
+		if r := d.add(requestID); r != "" {
+			h.record(h.g.log, requestID, r)
+		}
 		return
 	}
 	h.record(h.g.log, requestID, ledger.ClientDelivered)

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,12 +101,30 @@ func limitBody(n int64, next http.Handler) http.Handler {
 type delivery struct {
 	mu  sync.Mutex
 	ids []string
+	// result is set once the request is over; an attempt answered after
+	// that (its handler outlived the request) gets it at once.
+	result ledger.ClientResult
 }
 
-func (d *delivery) add(id string) {
+// add queues id for the request's result, or returns the result if the
+// request is already over.
+func (d *delivery) add(id string) ledger.ClientResult {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.ids = append(d.ids, id)
+	if d.result == "" {
+		d.ids = append(d.ids, id)
+	}
+	return d.result
+}
+
+// finish settles the request's result and returns the attempts queued for it.
+func (d *delivery) finish(r ledger.ClientResult) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.result = r
+	ids := d.ids
+	d.ids = nil
+	return ids
 }
 
 type deliveryKey struct{}
@@ -115,24 +134,37 @@ func deliveryFrom(ctx context.Context) *delivery {
 	return d
 }
 
+// deliveryHeader carries the key of each /mcp request's delivery. A
+// 2025-11-25 session runs every handler with the context of the request
+// that opened the session, so the delivery cannot travel in the context;
+// the request's headers reach the handler. A client's own value is replaced.
+const deliveryHeader = "Taskgate-Delivery"
+
+// withDelivery makes ctx carry the delivery of the request whose headers
+// are h, and no other request's.
+func (g *Gateway) withDelivery(ctx context.Context, h http.Header) context.Context {
+	v, _ := g.deliveries.Load(h.Get(deliveryHeader))
+	d, _ := v.(*delivery)
+	return context.WithValue(ctx, deliveryKey{}, d)
+}
+
 // trackDelivery records, for every attempt a request answered, whether the
 // response was written before the client went away.
 func trackDelivery(g *Gateway, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := &delivery{}
+		key := rand.Text()
+		g.deliveries.Store(key, d)
+		defer g.deliveries.Delete(key)
+		r = r.Clone(r.Context())
+		r.Header.Set(deliveryHeader, key)
 		tw := &trackingWriter{ResponseWriter: w}
-		next.ServeHTTP(tw, r.WithContext(context.WithValue(r.Context(), deliveryKey{}, d)))
-		d.mu.Lock()
-		ids := d.ids
-		d.mu.Unlock()
-		if len(ids) == 0 {
-			return
-		}
+		next.ServeHTTP(tw, r)
 		result := ledger.ClientDelivered
 		if tw.failed || r.Context().Err() != nil {
 			result = ledger.ClientDisconnected
 		}
-		for _, id := range ids {
+		for _, id := range d.finish(result) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if err := g.store.AttemptSetClientResult(ctx, id, result); err != nil {
 				g.log.Warn("record client result", "request_id", id, "client_result", result, "err", err)
