@@ -17,10 +17,13 @@ import (
 )
 
 // crashHarness runs the gateway as a real child process that stops at
-// point, so that the test can SIGKILL it exactly there.
+// point, so that the test can SIGKILL it exactly there. The provider
+// ignores idempotency keys: every call that reaches it starts a job of its
+// own, so its count of jobs is the count of sends that reached it.
 func crashHarness(t *testing.T, point string, cfg fixtures.ConfigOptions, sim providersim.Options) *fixtures.Harness {
 	t.Helper()
 	cfg.Lease = 1 * time.Second
+	sim.Faults.IgnoreIdempotencyKey = true
 	return newHarness(t, &fixtures.Options{
 		Process: []string{gatewayBinary},
 		Env:     []string{"TASKGATE_CRASHPOINT=" + point},
@@ -53,8 +56,8 @@ func assertOneJob(t *testing.T, h *fixtures.Harness, op *ledger.Operation) {
 	if len(jobs) != 1 {
 		t.Fatalf("provider jobs = %d (%+v), want 1", len(jobs), jobs)
 	}
-	if jobs[0].IdempotencyKey != op.OperationID {
-		t.Errorf("provider job key = %q, want the operation ID %q", jobs[0].IdempotencyKey, op.OperationID)
+	if jobs[0].IdempotencyKey != op.ProviderKey() {
+		t.Errorf("provider job key = %q, want the operation's provider key %q", jobs[0].IdempotencyKey, op.ProviderKey())
 	}
 	if op.State != ledger.StateCompleted {
 		t.Fatalf("operation %s ended %s (%s), want completed", op.OperationID, op.State, op.StatusMessage)
@@ -68,6 +71,8 @@ func assertOneJob(t *testing.T, h *fixtures.Harness, op *ledger.Operation) {
 	}
 }
 
+// The gateway dies right after committing an acceptance, before it
+// answers: the client's call is lost, and its retry attaches.
 func TestCrashAfterAcceptCommit(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	h := crashHarness(t, crashpoint.AfterAcceptCommit, fixtures.ConfigOptions{}, providersim.Options{})
@@ -102,19 +107,35 @@ func TestCrashAfterAcceptCommit(t *testing.T) {
 	if got, want := jobOf(res), h.Sim.Jobs()[0].ID; got != want {
 		t.Errorf("retry got job %q, want %q", got, want)
 	}
-	atts, err := h.Store.AttemptList(ctx, op.ID)
-	if err != nil {
-		t.Fatal(err)
+	// The attempt in flight at the crash was never answered, and nothing
+	// can say whether its client saw anything: its client result stays
+	// unknown. The retry's is recorded once its response is written.
+	var got []string
+	for {
+		atts, err := h.Store.AttemptList(ctx, op.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, a := range atts {
+			got = append(got, string(a.Decision)+"/"+string(a.ClientResult))
+		}
+		if len(atts) != 2 || atts[1].ClientResult != ledger.ClientUnknown {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the retry's client result was never recorded: %v", got)
+		case <-time.After(25 * time.Millisecond):
+		}
 	}
-	var decisions []ledger.Decision
-	for _, a := range atts {
-		decisions = append(decisions, a.Decision)
-	}
-	if want := []ledger.Decision{ledger.DecisionCreated, ledger.DecisionAttached}; !slices.Equal(decisions, want) {
-		t.Errorf("attempt decisions = %v, want %v", decisions, want)
+	if want := []string{"created/unknown", "attached/delivered"}; !slices.Equal(got, want) {
+		t.Errorf("attempts (decision/client result) = %v, want %v", got, want)
 	}
 }
 
+// The gateway dies after committing "send started", before the call left:
+// the provider has nothing, and the recovery's lookup says not_found.
 func TestCrashAfterSendStarted(t *testing.T) {
 	t.Run("not_found safe after 0s: re-sent once", func(t *testing.T) {
 		ctx := testCtx(t, 60*time.Second)
@@ -150,6 +171,7 @@ func TestCrashAfterSendStarted(t *testing.T) {
 		}
 		// A graceful stop waits for whatever the gateway was still doing:
 		// after it, nothing can reach the provider any more.
+		closeIdleClients()
 		if err := h.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -162,32 +184,45 @@ func TestCrashAfterSendStarted(t *testing.T) {
 	})
 }
 
+// The gateway dies after the provider accepted the call, before the remote
+// job was bound: the recovery finds the job by lookup and never re-sends.
 func TestCrashAfterUpstreamAccept(t *testing.T) {
-	ctx := testCtx(t, 60*time.Second)
-	h := crashHarness(t, crashpoint.AfterUpstreamAccept, fixtures.ConfigOptions{}, providersim.Options{})
-	cs := connect(t, ctx, h, fixtures.EraExtension)
-	startTask(t, ctx, cs, "op-upstream-accept")
-	logHistory(t, h.Store, "op-upstream-accept")
-	killAtAndRestart(t, ctx, h, crashpoint.AfterUpstreamAccept)
+	tests := []struct {
+		name  string
+		tasks string
+		job   time.Duration
+		want  [2]string // the recovery's lookup (answer, action)
+	}{
+		// The upstream answered with a task at once; the job still runs
+		// when the new process looks it up.
+		{name: "task still running", tasks: "auto", job: 4 * time.Second, want: [2]string{"running", "attach_to_existing_job"}},
+		// A plain call returns when the job has ended; the result the
+		// crashed process held is fetched again.
+		{name: "plain call, job ended", tasks: "off", job: 400 * time.Millisecond, want: [2]string{"completed", "fetch_result"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testCtx(t, 60*time.Second)
+			h := crashHarness(t, crashpoint.AfterUpstreamAccept, fixtures.ConfigOptions{Tasks: tt.tasks}, providersim.Options{JobDuration: tt.job})
+			cs := connect(t, ctx, h, fixtures.EraExtension)
+			startTask(t, ctx, cs, "op-upstream-accept")
+			logHistory(t, h.Store, "op-upstream-accept")
+			killAtAndRestart(t, ctx, h, crashpoint.AfterUpstreamAccept)
 
-	op := awaitOperation(t, ctx, h.Store, "op-upstream-accept", endedOrReview)
-	assertOneJob(t, h, op)
-	got := lookups(t, ctx, h.Store, op)
-	if len(got) != 1 {
-		t.Fatalf("lookups = %v, want exactly one", got)
-	}
-	// The job may still run or have finished by the time the new process
-	// looks: either way it is bound, never sent again.
-	switch got[0] {
-	case [2]string{"accepted", "attach_to_existing_job"}, [2]string{"running", "attach_to_existing_job"}, [2]string{"completed", "fetch_result"}:
-	default:
-		t.Errorf("lookup (answer, action) = %v, want attach or fetch", got[0])
-	}
-	if op.SendCount != 1 {
-		t.Errorf("send count = %d, want 1", op.SendCount)
+			op := awaitOperation(t, ctx, h.Store, "op-upstream-accept", endedOrReview)
+			assertOneJob(t, h, op)
+			if got := lookups(t, ctx, h.Store, op); !slices.Equal(got, [][2]string{tt.want}) {
+				t.Errorf("lookups (answer, action) = %v, want [%v]", got, tt.want)
+			}
+			if op.SendCount != 1 {
+				t.Errorf("send count = %d, want 1", op.SendCount)
+			}
+		})
 	}
 }
 
+// The gateway dies while following a bound remote job: the recovery goes
+// on following it.
 func TestCrashWhilePolling(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	h := crashHarness(t, crashpoint.WhilePolling, fixtures.ConfigOptions{}, providersim.Options{JobDuration: 2 * time.Second})

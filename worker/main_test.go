@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +50,6 @@ func buildGateway(dir string) (string, error) {
 	bin := filepath.Join(dir, "taskgate")
 	cmd := exec.Command("go", "build", "-tags", "crashpoints", "-o", bin, "./cmd/taskgate")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build the gateway with crash points: %w\n%s", err, out)
 	}
@@ -77,7 +77,17 @@ func newHarness(t *testing.T, opts *fixtures.Options) *fixtures.Harness {
 		t.Fatalf("start the harness: %v", err)
 	}
 	t.Cleanup(h.Close)
+	t.Cleanup(closeIdleClients)
 	return h
+}
+
+// closeIdleClients closes the test clients' idle connections before a
+// gateway stops: a graceful stop waits up to five seconds for a connection
+// the client's transport opened but never sent a request on.
+func closeIdleClients() {
+	if tr, ok := http.DefaultTransport.(*http.Transport); ok {
+		tr.CloseIdleConnections()
+	}
 }
 
 func connect(t *testing.T, ctx context.Context, h *fixtures.Harness, era fixtures.Era) *mcp.ClientSession {
@@ -192,7 +202,7 @@ func ptr[T any](v T) *T { return &v }
 // logHistory logs the operation's event history when the test fails.
 func logHistory(t *testing.T, s ledger.Store, opID string) {
 	t.Cleanup(func() {
-		if !t.Failed() && !testing.Verbose() {
+		if !t.Failed() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
