@@ -127,9 +127,10 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 			Tenant: tenant, OperationID: opID, Upstream: r.upstream, Tool: r.tool,
 			Fingerprint: string(fp), Arguments: args, RequestID: requestID, TaskID: ledger.NewTaskID(),
 			Source: source, RetryPolicy: r.policy.RetryPolicy, TTL: g.cfg.TaskTTL, Priced: r.contract.Priced(),
-			Approval:   ledger.ApprovalRequirement{Required: r.policy.Approval == "required", Estimate: estimate},
-			Jobs:       worker.Dispatch,
-			QueueLease: g.cfg.Worker.Lease,
+			SecretArguments: r.policy.SecretArguments,
+			Approval:        ledger.ApprovalRequirement{Required: r.policy.Approval == "required", Estimate: estimate},
+			Jobs:            worker.Dispatch,
+			QueueLease:      g.cfg.Worker.Lease,
 		})
 	}
 	res, err := accept(requestID)
