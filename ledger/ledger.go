@@ -291,7 +291,6 @@ type Event struct {
 // and "the effect was reversed" are deliberately separate kinds.
 const (
 	EventAccepted              = "accepted"
-	EventAttached              = "attached"
 	EventConflict              = "conflict"
 	EventDenied                = "denied"
 	EventClientResult          = "client_result"

@@ -133,7 +133,9 @@ func TestLineageAfterLostResponse(t *testing.T) {
 					event    string
 				}{
 					{ledger.DecisionCreated, ledger.ClientDisconnected, ledger.EventAccepted},
-					{ledger.DecisionAttached, ledger.ClientDelivered, ledger.EventAttached},
+					// An attached attempt writes only its attempt row; the
+					// event that names it records what its client got.
+					{ledger.DecisionAttached, ledger.ClientDelivered, ledger.EventClientResult},
 				}
 				for i, w := range want {
 					a := show.Attempts[i]

@@ -159,17 +159,24 @@ func (s *Store) commitBatch(batch []*acceptRequest) {
 // acceptOne applies the acceptance table to one request inside tx.
 func (s *Store) acceptOne(ctx context.Context, tx Tx, p *ledger.AcceptParams) (*ledger.AcceptResult, []river.InsertManyParams, error) {
 	now := s.now(p.Now)
-	stored, err := s.operationByKey(ctx, tx, p.Tenant, p.OperationID)
-	if err != nil {
-		return nil, nil, err
+	var stored *ledger.Operation
+	if p.Approval.Required {
+		// Policy looks at an approval before anything is inserted, so it
+		// must first know whether the operation is new.
+		var err error
+		if stored, err = s.operationByKey(ctx, tx, p.Tenant, p.OperationID); err != nil {
+			return nil, nil, err
+		}
 	}
 	if stored == nil {
+		// Without an approval to consult, inserting is the cheapest way to
+		// ask: ON CONFLICT tells a stored operation apart in one statement.
 		res, jobs, err := s.create(ctx, tx, p, now)
 		if err != nil || res != nil {
 			return res, jobs, err
 		}
-		// Another transaction created the operation first; it is committed
-		// now, so decide against it like any stored operation.
+		// The operation exists (another transaction may have created it
+		// first; it is committed now): decide against it.
 		if stored, err = s.operationByKey(ctx, tx, p.Tenant, p.OperationID); err != nil {
 			return nil, nil, err
 		}
@@ -183,12 +190,12 @@ func (s *Store) acceptOne(ctx context.Context, tx Tx, p *ledger.AcceptParams) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	kind := ledger.EventAttached
+	// An attached attempt writes nothing but its attempt row: replays are
+	// the hot path of a retrying client. A conflict is worth an event.
 	if decision == ledger.DecisionConflict {
-		kind = ledger.EventConflict
-	}
-	if err := s.event(ctx, tx, stored.ID, att.ID, kind, map[string]string{"request_id": p.RequestID, "reason": reason}, now); err != nil {
-		return nil, nil, err
+		if err := s.event(ctx, tx, stored.ID, att.ID, ledger.EventConflict, map[string]string{"request_id": p.RequestID, "reason": reason}, now); err != nil {
+			return nil, nil, err
+		}
 	}
 	res := &ledger.AcceptResult{Decision: decision, Reason: reason, Operation: stored, Attempt: att}
 	if decision == ledger.DecisionConflict {
