@@ -300,9 +300,10 @@ func (w *Worker) fetchAndFinish(ctx context.Context, l *lease, t *target, jobID 
 var errStillRunning = errors.New("the remote job is still running")
 
 // pollBudget is how long one poll job follows a remote job before it gives
-// its worker slot back. Short waits happen inside the job: River releases a
-// snoozed job only on its scheduler's next pass, seconds later.
-const pollBudget = 20 * time.Second
+// its worker slot back to the other operations being followed. Short waits
+// happen inside the job: River releases a snoozed job only on its
+// scheduler's next pass, seconds later.
+const pollBudget = riverSchedulerLag
 
 // poll follows the bound remote job until it ends, looking every
 // UpstreamPoll for up to pollBudget, then snoozes.
@@ -313,13 +314,17 @@ func (w *Worker) poll(ctx context.Context, l *lease) error {
 		if !errors.Is(err, errStillRunning) {
 			return err
 		}
-		if w.clock().After(deadline) {
+		wait := min(w.cfg.Worker.UpstreamPoll, deadline.Sub(w.clock()))
+		if wait <= 0 {
 			return river.JobSnooze(w.cfg.Worker.UpstreamPoll)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(w.cfg.Worker.UpstreamPoll):
+		case <-w.stopping:
+			// Hand the job back at once; the next start picks it up.
+			return river.JobSnooze(0)
+		case <-time.After(wait):
 		}
 	}
 }

@@ -35,11 +35,15 @@ func (w *Worker) Sweep(ctx context.Context) error {
 		return err
 	}
 	for _, op := range ops {
+		var next river.JobArgs = DispatchArgs{Operation: op.ID}
+		if op.State == ledger.StateRunning {
+			next = PollArgs{Operation: op.ID}
+		}
 		_, err := w.store.Transition(ctx, &ledger.TransitionParams{
 			OperationRef: op.ID, RequireLeaseLapsed: true,
 			Lease:  &ledger.Lease{Owner: ledger.LeaseQueued, Until: w.clock().Add(w.cfg.Worker.Lease)},
 			Events: []ledger.EventParams{{Kind: ledger.EventRecovered, Data: map[string]string{"state": string(op.State), "lapsed_owner": op.LeaseOwner}}},
-			Jobs:   []river.InsertManyParams{{Args: DispatchArgs{Operation: op.ID}}},
+			Jobs:   []river.InsertManyParams{{Args: next}},
 		})
 		switch {
 		case err == nil:

@@ -88,6 +88,10 @@ type Worker struct {
 
 	stopSweep context.CancelFunc
 	wg        sync.WaitGroup
+	// stopping closes when Stop begins, so that jobs waiting between
+	// looks at a remote job hand it back at once.
+	stopping  chan struct{}
+	closeOnce sync.Once
 }
 
 // New builds a Worker; Start runs it.
@@ -97,7 +101,7 @@ func New(opts *Options) (*Worker, error) {
 	}
 	w := &Worker{
 		store: opts.Store, upstreams: opts.Upstreams, catalog: opts.Catalog, cfg: opts.Config,
-		log: opts.Logger, clock: opts.Clock, id: opts.ID,
+		log: opts.Logger, clock: opts.Clock, id: opts.ID, stopping: make(chan struct{}),
 	}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
@@ -119,10 +123,17 @@ func New(opts *Options) (*Worker, error) {
 	river.AddWorker(workers, &expireWorker{w: w})
 	wc := w.cfg.Worker
 	rc, err := w.store.NewJobClient(&river.Config{
-		ID:                w.id,
-		Logger:            w.log,
-		Workers:           workers,
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: wc.Workers}},
+		ID:      w.id,
+		Logger:  w.log,
+		Workers: workers,
+		// Sends, polls and the rest run on queues of their own, so that
+		// many long-running remote jobs being followed never hold up new
+		// operations' sends.
+		Queues: map[string]river.QueueConfig{
+			QueueDispatch:      {MaxWorkers: wc.Workers},
+			QueuePoll:          {MaxWorkers: wc.Workers},
+			river.QueueDefault: {MaxWorkers: max(2, wc.Workers/2)},
+		},
 		FetchPollInterval: wc.FetchPoll,
 		FetchCooldown:     min(wc.FetchPoll, 10*time.Millisecond),
 		// Work is bounded by upstream timeouts and leases, not by River.
@@ -167,6 +178,7 @@ func (w *Worker) Start(ctx context.Context) error {
 // Stop stops taking work, waits for running jobs up to ctx's deadline and
 // then cancels them. Leases of cancelled work lapse and are recovered.
 func (w *Worker) Stop(ctx context.Context) error {
+	w.closeOnce.Do(func() { close(w.stopping) })
 	if w.stopSweep != nil {
 		w.stopSweep()
 	}
@@ -188,6 +200,12 @@ func (retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
 	return time.Now().Add(min(d, 30*time.Second))
 }
 
+// Queues of the worker's jobs.
+const (
+	QueueDispatch = "taskgate_dispatch"
+	QueuePoll     = "taskgate_poll"
+)
+
 // Job arguments. Each names the operation by its ledger row ID.
 
 // DispatchArgs sends an accepted operation, or recovers one whose send
@@ -199,6 +217,9 @@ type DispatchArgs struct {
 // Kind implements river.JobArgs.
 func (DispatchArgs) Kind() string { return "taskgate_dispatch" }
 
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (DispatchArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueueDispatch} }
+
 // PollArgs follows a running remote job.
 type PollArgs struct {
 	Operation int64 `json:"operation"`
@@ -206,6 +227,9 @@ type PollArgs struct {
 
 // Kind implements river.JobArgs.
 func (PollArgs) Kind() string { return "taskgate_poll" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (PollArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{Queue: QueuePoll} }
 
 // ReconcileArgs reconciles an operation's remote jobs and charges.
 type ReconcileArgs struct {
