@@ -15,6 +15,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,11 +49,18 @@ type options struct {
 	sessions   int
 	eras       []fixtures.Era
 	rounds     int
+	pass       bool
 	accept     bool
 	json       bool
 	dir        string
 	cpuProfile string
+	memProfile string
 	trace      string
+	verbose    bool
+	// jobDuration is how long the provider's remote jobs run, and
+	// upstreamPoll how often the worker looks at a running one.
+	jobDuration  time.Duration
+	upstreamPoll time.Duration
 }
 
 // Protocol versions the clients speak, as -eras names them.
@@ -89,8 +97,12 @@ func (o *options) validate() error {
 		return fmt.Errorf("-warmup may not be negative, got %s", o.warmup)
 	case o.rounds < 1:
 		return fmt.Errorf("-rounds must be at least 1, got %d", o.rounds)
+	case o.jobDuration <= 0 || o.upstreamPoll <= 0:
+		return fmt.Errorf("-job-duration and -upstream-poll must be positive, got %s and %s", o.jobDuration, o.upstreamPoll)
 	case o.sessions < 2:
 		return fmt.Errorf("-sessions must be at least 2 (1 session is always measured), got %d", o.sessions)
+	case !o.pass && !o.accept:
+		return errors.New("-pass=false and -accept=false leave nothing to measure")
 	case len(o.eras) == 0:
 		return errors.New("-eras names no protocol era; use 2026-07-28, 2025-11-25 or both, comma-separated")
 	}
@@ -134,10 +146,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.sessions, "sessions", 8, "client sessions of the concurrent measurements")
 	fs.StringVar(&eras, "eras", "2026-07-28,2025-11-25", "protocol eras of the pass-through measurements, comma-separated")
 	fs.IntVar(&o.rounds, "rounds", 1, "run every pass-through measurement this many times, interleaved, and report the median")
-	fs.BoolVar(&o.accept, "accept", true, "also measure the acceptance path of a consequential call")
+	fs.BoolVar(&o.pass, "pass", true, "measure pass-through calls, direct and through the gateway")
+	fs.BoolVar(&o.accept, "accept", true, "measure the acceptance path of a consequential call")
 	fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
 	fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the gateway's temporary SQLite ledger")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file; samples carry the label role=client, gateway or upstream")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file")
+	fs.DurationVar(&o.jobDuration, "job-duration", 10*time.Minute, "how long each remote job the worker dispatches runs at the provider")
+	fs.DurationVar(&o.upstreamPoll, "upstream-poll", time.Second, "the worker's upstream_poll: how often it looks at a running remote job")
+	fs.BoolVar(&o.verbose, "v", false, "log the gateway's and the provider's warnings and errors to stderr")
 	fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the whole run to this file (go tool trace)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -188,6 +205,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "proxybench: %v\n", err)
 		return 1
 	}
+	if o.memProfile != "" {
+		if err := writeAllocs(o.memProfile); err != nil {
+			fmt.Fprintf(stderr, "proxybench: %v\n", err)
+			return 1
+		}
+	}
 	if o.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -201,8 +224,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create allocation profile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write allocation profile: %w", err)
+	}
+	return f.Close()
+}
+
 func machineFacts(o *options) machine {
-	return machine{
+	m := machine{
 		GoVersion:   runtime.Version(),
 		OS:          runtime.GOOS,
 		Arch:        runtime.GOARCH,
@@ -212,5 +247,12 @@ func machineFacts(o *options) machine {
 		WarmupSec:   o.warmup.Seconds(),
 		Sessions:    o.sessions,
 		Rounds:      o.rounds,
+		GOGC:        cmp.Or(os.Getenv("GOGC"), "100 (default)"),
+		GOMEMLIMIT:  cmp.Or(os.Getenv("GOMEMLIMIT"), "none"),
+		Accept:      o.accept,
 	}
+	if o.accept {
+		m.JobDurationSec, m.UpstreamPollSec = o.jobDuration.Seconds(), o.upstreamPoll.Seconds()
+	}
+	return m
 }

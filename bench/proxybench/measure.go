@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -23,33 +24,46 @@ import (
 // The calls the benchmark makes. estimate_suite is a pass-through tool that
 // does no more than answer a constant; run_suite is consequential.
 const (
-	upstreamName  = "hosted_test"
-	passTool      = providersim.ToolEstimateSuite
-	acceptTool    = upstreamName + "." + providersim.ToolRunSuite
-	wantEstimate  = "18.00"
-	drainDeadline = 2 * time.Minute
+	upstreamName = "hosted_test"
+	passTool     = providersim.ToolEstimateSuite
+	acceptTool   = upstreamName + "." + providersim.ToolRunSuite
+	wantEstimate = "18.00"
 )
 
 func measureAll(ctx context.Context, o *options, progress io.Writer) (*report, error) {
-	st, err := startStage(ctx, o.dir, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return nil, err
+	log := slog.New(slog.DiscardHandler)
+	if o.verbose {
+		log = slog.New(slog.NewTextHandler(progress, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	defer st.close()
 	rep := &report{Machine: machineFacts(o)}
-	rep.Machine.Upstream = fmt.Sprintf("providersim %s over httptest at %s", passTool, st.simURL)
-	rep.Machine.Ledger = "SQLite in " + st.dir
-	rep.Machine.Synchronous = st.sync
+	rep.Machine.Upstream = fmt.Sprintf("providersim %s over httptest on loopback", passTool)
+	rep.Machine.Ledger = "SQLite, fresh, in " + o.dir
+	var err error
 	role(ctx, "client", func(ctx context.Context) {
-		err = measurePassThrough(ctx, o, st, rep, progress)
+		if o.pass {
+			err = withStage(ctx, o, log, rep, func(st *stage) error {
+				return measurePassThrough(ctx, o, st, rep, progress)
+			})
+		}
 		if err == nil && o.accept {
-			err = measureAcceptance(ctx, o, st, rep, progress)
+			err = measureAcceptance(ctx, o, log, rep, progress)
 		}
 	})
 	if err != nil {
 		return nil, err
 	}
 	return rep, nil
+}
+
+// withStage runs f on a new stage and closes it afterwards.
+func withStage(ctx context.Context, o *options, log *slog.Logger, rep *report, f func(*stage) error) error {
+	st, err := startStage(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	rep.Machine.Synchronous = st.sync
+	return f(st)
 }
 
 // passStep is one pass-through measurement of an era.
@@ -156,33 +170,30 @@ func allStates() []ledger.State {
 // 2026-07-28 with the Tasks extension: first while the worker dispatches
 // what is accepted, then with the worker stopped, so that the difference
 // shows what dispatching costs the acceptance path on the same machine.
-func measureAcceptance(ctx context.Context, o *options, st *stage, rep *report, progress io.Writer) error {
-	var accepted int64
+// Every measurement gets a fresh gateway and ledger, so that no backlog of
+// one measurement's operations weighs on the next.
+func measureAcceptance(ctx context.Context, o *options, log *slog.Logger, rep *report, progress io.Writer) error {
 	for _, worker := range []string{"on", "stopped"} {
-		if worker == "stopped" {
-			if err := st.gate.Worker.Stop(ctx); err != nil {
-				return fmt.Errorf("stop the gateway's worker: %w", err)
-			}
-		}
 		got := make([][]measurement, 2)
 		for round := 1; round <= o.rounds; round++ {
 			for i, n := range []int{1, o.sessions} {
 				fmt.Fprintf(progress, "round %d/%d: %s accept (worker %s), %d session(s) ...\n", round, o.rounds, versionExtension, worker, n)
-				tag := fmt.Sprintf("%s-r%d-c%d", worker, round, n)
-				m, total, err := measureAccept(ctx, o, st, n, tag)
-				if err != nil {
-					return fmt.Errorf("accept (worker %s), %d session(s): %w", worker, n, err)
-				}
-				accepted += total
-				if err := checkOperations(ctx, st.gate.Store, accepted); err != nil {
-					return err
-				}
-				m.Worker = worker
-				got[i] = append(got[i], m)
-				if worker == "on" {
-					if err := drain(ctx, st.gate.Store); err != nil {
+				err := withStage(ctx, o, log, rep, func(st *stage) error {
+					if worker == "stopped" {
+						if err := st.gate.Worker.Stop(ctx); err != nil {
+							return fmt.Errorf("stop the gateway's worker: %w", err)
+						}
+					}
+					m, err := measureAccept(ctx, o, st, n)
+					if err != nil {
 						return err
 					}
+					m.Worker = worker
+					got[i] = append(got[i], m)
+					return nil
+				})
+				if err != nil {
+					return fmt.Errorf("accept (worker %s), %d session(s): %w", worker, n, err)
 				}
 			}
 		}
@@ -193,16 +204,16 @@ func measureAcceptance(ctx context.Context, o *options, st *stage, rep *report, 
 	return nil
 }
 
-// measureAccept drives acceptances from n sessions and returns the
-// measurement and how many operations it created, warm-up included.
-func measureAccept(ctx context.Context, o *options, st *stage, n int, tag string) (measurement, int64, error) {
+// measureAccept drives acceptances from n sessions on a fresh ledger and
+// checks that it holds exactly the operations the calls were answered for.
+func measureAccept(ctx context.Context, o *options, st *stage, n int) (measurement, error) {
 	sessions, err := dialAll(ctx, n, st.gateURL, st.key, fixtures.EraExtension)
 	if err != nil {
-		return measurement{}, 0, err
+		return measurement{}, err
 	}
 	defer closeAll(sessions)
 	w, err := drive(ctx, o, sessions, func(ctx context.Context, s *session, worker, seq int) error {
-		opID := fmt.Sprintf("bench-%s-%d-%d", tag, worker, seq)
+		opID := fmt.Sprintf("bench-%d-%d", worker, seq)
 		task, res, err := taskwire.CallToolAsTask(ctx, s.cs, &mcp.CallToolParams{
 			Name:      acceptTool,
 			Arguments: map[string]any{"suite": "settlement", "operation_id": opID},
@@ -216,15 +227,18 @@ func measureAccept(ctx context.Context, o *options, st *stage, n int, tag string
 		return nil
 	})
 	if err != nil {
-		return measurement{}, 0, err
+		return measurement{}, err
 	}
 	left, err := st.gate.Store.OperationCount(ctx, []ledger.State{ledger.StateAccepted})
 	if err != nil {
-		return measurement{}, 0, fmt.Errorf("count undispatched operations: %w", err)
+		return measurement{}, fmt.Errorf("count undispatched operations: %w", err)
+	}
+	if err := checkOperations(ctx, st.gate.Store, w.total); err != nil {
+		return measurement{}, err
 	}
 	m := w.measurement(n)
-	m.Path, m.Era, m.Undispatched = "accept", versionExtension, &left
-	return m, w.total, nil
+	m.Path, m.Era, m.Created, m.Undispatched = "accept", versionExtension, w.total, &left
+	return m, nil
 }
 
 // checkOperations checks that the ledger holds exactly the operations the
@@ -240,41 +254,32 @@ func checkOperations(ctx context.Context, store ledger.Store, want int64) error 
 	return nil
 }
 
-// drain waits until the worker has dispatched every accepted operation, so
-// that the next measurement starts without a backlog.
-func drain(ctx context.Context, store ledger.Store) error {
-	deadline := time.Now().Add(drainDeadline)
-	for {
-		n, err := store.OperationCount(ctx, []ledger.State{ledger.StateAccepted, ledger.StateSending})
-		if err != nil {
-			return fmt.Errorf("count undispatched operations: %w", err)
-		}
-		if n == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the worker left %d operations undispatched for %s after the measurement", n, drainDeadline)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // window is what drive observed.
 type window struct {
 	calls     int64 // calls completed inside the measured window
 	seconds   float64
 	latencies []time.Duration
 	total     int64 // calls completed, warm-up included
+	// cpu, allocs and gcs are the process's CPU time, heap allocation
+	// and GC cycles inside the window: client, gateway and upstream
+	// together, as they share this process.
+	cpu    time.Duration
+	allocs uint64
+	gcs    uint64
 }
 
 func (w *window) measurement(sessions int) measurement {
 	m := measurement{Sessions: sessions, Calls: w.calls, Seconds: w.seconds}
 	if w.seconds > 0 {
 		m.CallsPerSec = float64(w.calls) / w.seconds
+		m.CPUCores = w.cpu.Seconds() / w.seconds
+	}
+	if w.calls > 0 {
+		m.CPUMsPerCall = float64(w.cpu) / float64(time.Millisecond) / float64(w.calls)
+		m.AllocKBPerCall = float64(w.allocs) / 1024 / float64(w.calls)
+	}
+	if w.seconds > 0 {
+		m.GCPerSec = float64(w.gcs) / w.seconds
 	}
 	slices.Sort(w.latencies)
 	if n := len(w.latencies); n > 0 {
@@ -282,6 +287,22 @@ func (w *window) measurement(sessions int) measurement {
 		m.P99Ms = float64(w.latencies[(n-1)*99/100]) / float64(time.Millisecond)
 	}
 	return m
+}
+
+// runtimeCounts are cumulative counters of the Go runtime.
+type runtimeCounts struct{ allocs, gcs uint64 }
+
+func readRuntime() runtimeCounts {
+	samples := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(samples)
+	var c runtimeCounts
+	if samples[0].Value.Kind() == metrics.KindUint64 {
+		c.allocs = samples[0].Value.Uint64()
+	}
+	if samples[1].Value.Kind() == metrics.KindUint64 {
+		c.gcs = samples[1].Value.Uint64()
+	}
+	return c
 }
 
 const (
@@ -332,11 +353,14 @@ func drive(ctx context.Context, o *options, sessions []*session, call func(ctx c
 	}
 	w := &window{}
 	if sleep(o.warmup) {
-		t0 := time.Now()
+		t0, cpu0, rt0 := time.Now(), processCPU(), readRuntime()
 		phase.Store(phaseMeasure)
 		if sleep(o.duration) {
 			phase.Store(phaseDone)
 			w.seconds = time.Since(t0).Seconds()
+			w.cpu = processCPU() - cpu0
+			rt := readRuntime()
+			w.allocs, w.gcs = rt.allocs-rt0.allocs, rt.gcs-rt0.gcs
 		}
 	}
 	phase.Store(phaseDone)

@@ -33,6 +33,10 @@ type machine struct {
 	Arch       string `json:"arch"`
 	NumCPU     int    `json:"num_cpu"`
 	GOMAXPROCS int    `json:"gomaxprocs"`
+	// GOGC and GOMEMLIMIT are the garbage collector's settings: the whole
+	// run allocates heavily, so they move every figure.
+	GOGC       string `json:"gogc"`
+	GOMEMLIMIT string `json:"gomemlimit"`
 	// Upstream names the upstream tool the pass-through calls make.
 	Upstream    string  `json:"upstream"`
 	Ledger      string  `json:"ledger"`
@@ -41,6 +45,11 @@ type machine struct {
 	WarmupSec   float64 `json:"warmup_seconds"`
 	Sessions    int     `json:"sessions"`
 	Rounds      int     `json:"rounds"`
+	// Accept says whether acceptances were measured, with the provider's
+	// remote job duration and the worker's upstream_poll.
+	Accept          bool    `json:"accept"`
+	JobDurationSec  float64 `json:"job_duration_seconds,omitempty"`
+	UpstreamPollSec float64 `json:"upstream_poll_seconds,omitempty"`
 }
 
 // measurement is one row of the table.
@@ -58,9 +67,20 @@ type measurement struct {
 	CallsPerSec float64 `json:"calls_per_second"`
 	P50Ms       float64 `json:"p50_ms"`
 	P99Ms       float64 `json:"p99_ms"`
-	// Undispatched is how many accepted operations still waited for the
+	// CPUMsPerCall is the process's CPU time per call in the window (the
+	// client, the gateway and the upstream share the process); CPUCores
+	// is how many cores that CPU time kept busy.
+	CPUMsPerCall float64 `json:"cpu_ms_per_call"`
+	CPUCores     float64 `json:"cpu_cores"`
+	// AllocKBPerCall is the heap allocated per call and GCPerSec the GC
+	// cycles per second in the window, for the whole process.
+	AllocKBPerCall float64 `json:"alloc_kb_per_call"`
+	GCPerSec       float64 `json:"gc_per_second"`
+	// Created is how many operations the calls created, warm-up
+	// included, and Undispatched how many of them still waited for the
 	// worker when the window closed.
-	Undispatched *int `json:"undispatched,omitempty"`
+	Created      int64 `json:"created,omitempty"`
+	Undispatched *int  `json:"undispatched,omitempty"`
 	// Rounds holds the rate of every round when there were several; the
 	// other fields are those of the median round.
 	Rounds []float64 `json:"rounds_calls_per_second,omitempty"`
@@ -101,6 +121,10 @@ func compareEra(era string, direct1, gate1, directN, gateN measurement) []compar
 		{Name: era + " p50 taskgate/direct, 1 session", Value: safeDiv(gate1.P50Ms, direct1.P50Ms), Unit: "x"},
 		{Name: fmt.Sprintf("%s calls/s taskgate/direct, %d sessions", era, gateN.Sessions), Value: ratio, Unit: "x", Target: fmt.Sprintf(">= %.2fx", targetThroughput), Met: &ratioMet},
 		{Name: fmt.Sprintf("%s calls/s taskgate/direct, 1 session", era), Value: safeDiv(gate1.CallsPerSec, direct1.CallsPerSec), Unit: "x"},
+		// When the cores are the limit, throughput goes as the inverse of
+		// CPU per call; this ratio is far steadier on a shared machine
+		// than calls/s.
+		{Name: fmt.Sprintf("%s cpu/call direct/taskgate, %d sessions", era, gateN.Sessions), Value: safeDiv(directN.CPUMsPerCall, gateN.CPUMsPerCall), Unit: "x"},
 	}
 }
 
@@ -125,20 +149,27 @@ func median(ms []measurement) measurement {
 	return m
 }
 
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
 func printTable(w io.Writer, rep *report) {
 	m := rep.Machine
 	fmt.Fprintf(w, "taskgate proxy benchmark: tools/call through the gateway vs. direct to the same upstream\n")
-	fmt.Fprintf(w, "%s %s/%s, NumCPU %d, GOMAXPROCS %d\n", m.GoVersion, m.OS, m.Arch, m.NumCPU, m.GOMAXPROCS)
+	fmt.Fprintf(w, "%s %s/%s, NumCPU %d, GOMAXPROCS %d, GOGC %s, GOMEMLIMIT %s\n", m.GoVersion, m.OS, m.Arch, m.NumCPU, m.GOMAXPROCS, m.GOGC, m.GOMEMLIMIT)
 	fmt.Fprintf(w, "upstream %s; gateway: the daemon in this process, API key auth, ledger %s (synchronous %s)\n", m.Upstream, m.Ledger, m.Synchronous)
-	fmt.Fprintf(w, "each measurement: %s warm-up, %s measured; %d round(s) of pass-through, median shown\n\n",
-		time.Duration(m.WarmupSec*float64(time.Second)), time.Duration(m.DurationSec*float64(time.Second)), m.Rounds)
+	fmt.Fprintf(w, "each measurement: %s warm-up, %s measured; %d round(s), median shown; cpu, alloc and GC figures are the whole process's\n",
+		seconds(m.WarmupSec), seconds(m.DurationSec), m.Rounds)
+	if m.Accept {
+		fmt.Fprintf(w, "accept: %s with a new operation_id per call, a fresh gateway and ledger per measurement; remote jobs run %s, worker upstream_poll %s\n",
+			acceptTool, seconds(m.JobDurationSec), seconds(m.UpstreamPollSec))
+	}
+	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "path\tera\tsessions\tcalls\tcalls/s\tp50 ms\tp99 ms\tundispatched\trounds calls/s\t")
+	fmt.Fprintln(tw, "path\tera\tsessions\tcalls\tcalls/s\tp50 ms\tp99 ms\tcpu ms/call\tcores\talloc KB/call\tGC/s\tundispatched\trounds calls/s\t")
 	for _, r := range rep.Measurements {
 		undispatched := "-"
 		if r.Undispatched != nil {
-			undispatched = fmt.Sprint(*r.Undispatched)
+			undispatched = fmt.Sprintf("%d of %d", *r.Undispatched, r.Created)
 		}
 		rounds := "-"
 		if len(r.Rounds) > 0 {
@@ -148,12 +179,15 @@ func printTable(w io.Writer, rep *report) {
 			}
 			rounds = strings.Join(parts, " ")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.3f\t%.3f\t%s\t%s\t\n",
-			r.label(), r.Era, r.Sessions, r.Calls, r.CallsPerSec, r.P50Ms, r.P99Ms, undispatched, rounds)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.3f\t%.3f\t%.3f\t%.2f\t%.0f\t%.0f\t%s\t%s\t\n",
+			r.label(), r.Era, r.Sessions, r.Calls, r.CallsPerSec, r.P50Ms, r.P99Ms, r.CPUMsPerCall, r.CPUCores, r.AllocKBPerCall, r.GCPerSec, undispatched, rounds)
 	}
 	tw.Flush()
-	fmt.Fprintln(w)
 
+	if len(rep.Comparisons) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "comparison\tvalue\ttarget\t")
 	for _, c := range rep.Comparisons {
