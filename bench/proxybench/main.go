@@ -33,17 +33,20 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/fixtures"
+	"github.com/taskgate/taskgate/internal/daemon"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	// The gateway runs here as taskgate serve runs it, GC setting included.
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, daemon.TuneGC(os.Getenv))
 	stop()
 	os.Exit(code)
 }
 
 // options are the command's flags.
 type options struct {
+	gogc       string // the garbage collector setting in effect
 	duration   time.Duration
 	warmup     time.Duration
 	sessions   int
@@ -134,11 +137,12 @@ func parseEras(s string) ([]fixtures.Era, error) {
 	return eras, nil
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc string) int {
 	var (
 		o    options
 		eras string
 	)
+	o.gogc = gogc
 	fs := flag.NewFlagSet("proxybench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each measurement")
@@ -247,7 +251,7 @@ func machineFacts(o *options) machine {
 		WarmupSec:   o.warmup.Seconds(),
 		Sessions:    o.sessions,
 		Rounds:      o.rounds,
-		GOGC:        cmp.Or(os.Getenv("GOGC"), "100 (default)"),
+		GOGC:        o.gogc,
 		GOMEMLIMIT:  cmp.Or(os.Getenv("GOMEMLIMIT"), "none"),
 		Accept:      o.accept,
 	}

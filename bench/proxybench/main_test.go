@@ -117,7 +117,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), tt.args, &stdout, &stderr)
+		code := run(context.Background(), tt.args, &stdout, &stderr, "100")
 		if code != 2 || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("run(%q) = %d with stderr %q, want 2 with %q", tt.args, code, stderr.String(), tt.want)
 		}
@@ -138,7 +138,7 @@ func TestRunMeasuresEverything(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	args := []string{"-duration", "250ms", "-warmup", "50ms", "-sessions", "2", "-json", "-dir", t.TempDir()}
-	if code := run(ctx, args, &stdout, &stderr); code != 0 {
+	if code := run(ctx, args, &stdout, &stderr, "100"); code != 0 {
 		t.Fatalf("run = %d, want 0; stderr:\n%s", code, stderr.String())
 	}
 	var rep report

@@ -68,7 +68,9 @@ func (e *env) serveCmd() *cobra.Command {
 				cfg.Listen = listen
 			}
 			log := e.logger()
+			gc := daemon.TuneGC(e.getenv)
 			ctx := cmd.Context()
+			log.Info("starting", "gogc", gc)
 			d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log, NoHTTP: stdio})
 			if err != nil {
 				return err
