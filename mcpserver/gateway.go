@@ -64,6 +64,8 @@ type Gateway struct {
 
 	// deliveries holds each /mcp request's delivery by its key.
 	deliveries sync.Map
+	// relayBuffers are reused by forwarded pass-through responses.
+	relayBuffers sync.Pool
 }
 
 // route is where a downstream tool name leads.
@@ -86,6 +88,7 @@ func New(opts *Options) (*Gateway, error) {
 		metrics: opts.Metrics, log: opts.Logger, clock: opts.Clock,
 		routes: map[string]*route{}, listed: map[string]string{},
 	}
+	g.relayBuffers.New = func() any { b := make([]byte, 8<<10); return &b }
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}

@@ -39,7 +39,7 @@ func (g *Gateway) Handler(server *mcp.Server, opts *HTTPOptions) (http.Handler, 
 		Logger: g.log,
 	}})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", opts.Auth.Middleware(limitBody(g.cfg.MaxBodyBytes, trackDelivery(g, mcpHandler))))
+	mux.Handle("/mcp", opts.Auth.Middleware(limitBody(g.cfg.MaxBodyBytes, g.forwardPassThrough(trackDelivery(g, mcpHandler)))))
 	mux.Handle(opts.Auth.MetadataPath(), opts.Auth.MetadataHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -19,12 +19,13 @@ import (
 	"github.com/taskgate/taskgate/fixtures"
 	"github.com/taskgate/taskgate/internal/daemon"
 	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/taskwire"
 )
 
 // plumbingServer is an upstream whose tools exercise pass-through: count
 // sends progress, ask elicits (2025-11-25 only), meta echoes its _meta.
-func plumbingServer() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "plumbing"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
+func plumbingServer(versions ...string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "plumbing"}, &mcp.ServerOptions{SupportedProtocolVersions: versions})
 	type countArgs struct {
 		N int `json:"n"`
 	}
@@ -57,7 +58,7 @@ func plumbingServer() *mcp.Server {
 
 func TestPassThroughPlumbing(t *testing.T) {
 	ctx := testCtx(t)
-	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plumbingServer() }, nil))
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plumbingServer("2025-11-25") }, nil))
 	t.Cleanup(up.Close)
 	dir := t.TempDir()
 	db := "sqlite:" + filepath.Join(dir, "taskgate.db")
@@ -142,5 +143,97 @@ func TestPassThroughPlumbing(t *testing.T) {
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta", Arguments: map[string]any{}, Meta: mcp.Meta{"com.example/trace-id": "trace-abc"}})
 	if err != nil || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"com.example/trace-id":"trace-abc"`) {
 		t.Fatalf("meta = %+v, %v; want the client's _meta forwarded", res, err)
+	}
+}
+
+// TestForwardedPassThrough: a 2026-07-28 client's pass-through call to a
+// 2026-07-28 upstream is relayed as bytes; it must still carry progress in
+// order and the client's _meta, never the gateway's reserved keys or the
+// tasks extension.
+func TestForwardedPassThrough(t *testing.T) {
+	ctx := testCtx(t)
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plumbingServer() }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(up.Close)
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "taskgate.db")
+	y := fixtures.ConfigYAML(up.URL, "127.0.0.1:0", db, fixtures.ConfigOptions{})
+	y = strings.Replace(y, "  - name: hosted_test", "  - name: plumbing", 1)
+	cfg, err := config.Parse(strings.NewReader(y), "plumbing.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	store, err := dburl.Open(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	key, _, err := authn.NewAPIKey(ctx, store, "acme", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu       sync.Mutex
+		progress []float64
+	)
+	client := mcp.NewClient(&mcp.Implementation{Name: "forward-client"}, &mcp.ClientOptions{
+		Capabilities: taskwire.ClientCapabilitiesWithTasks(nil),
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress = append(progress, req.Params.Progress)
+		},
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: d.URL + "/mcp", MaxRetries: -1, HTTPClient: &http.Client{Transport: bearerTransport{key}},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v < "2026-07-28" {
+		t.Fatalf("negotiated %s, want 2026-07-28", v)
+	}
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{},
+		Meta: mcp.Meta{"com.example/trace-id": "trace-abc", "dev.taskgate/operation-id": "not-for-upstream"}})
+	if err != nil || res.IsError {
+		t.Fatalf("meta = %+v, %v", res, err)
+	}
+	seen := res.Content[0].(*mcp.TextContent).Text
+	for _, want := range []string{`"com.example/trace-id":"trace-abc"`, `"name":"forward-client"`} {
+		if !strings.Contains(seen, want) {
+			t.Errorf("upstream saw _meta %s; want it to contain %s (the client's own, relayed)", seen, want)
+		}
+	}
+	for _, never := range []string{"dev.taskgate/", taskwire.ExtensionID} {
+		if strings.Contains(seen, never) {
+			t.Errorf("upstream saw _meta %s; it must not contain %s", seen, never)
+		}
+	}
+
+	p := &mcp.CallToolParams{Name: "plumbing.count", Arguments: map[string]any{"n": 5}}
+	p.SetProgressToken("tok-2026")
+	if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
+		t.Fatalf("count = %+v, %v", res, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(progress)
+		mu.Unlock()
+		if n == 5 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(progress) != 5 || progress[0] != 1 || progress[4] != 5 {
+		t.Errorf("progress seen downstream = %v, want 1..5 in order", progress)
 	}
 }

@@ -125,6 +125,9 @@ func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 		} else {
 			u.httpTransport = &http.Transport{}
 		}
+		// Keep a connection per concurrent call alive: the default of two
+		// idle connections per host makes concurrent calls dial anew.
+		u.httpTransport.MaxIdleConnsPerHost = 64
 		header := make(http.Header, len(cfg.Headers))
 		for k, v := range cfg.Headers {
 			header.Set(k, v)
