@@ -12,10 +12,18 @@ import (
 	"github.com/taskgate/taskgate/policy"
 )
 
+// acceptRequest is one write that joins a group commit: an acceptance, or
+// the record of what an attempt's client got.
 type acceptRequest struct {
-	ctx  context.Context
-	p    *ledger.AcceptParams
-	done chan acceptResponse
+	ctx    context.Context
+	p      *ledger.AcceptParams
+	result *clientResult
+	done   chan acceptResponse
+}
+
+type clientResult struct {
+	requestID string
+	r         ledger.ClientResult
 }
 
 type acceptResponse struct {
@@ -31,7 +39,19 @@ func (s *Store) Accept(ctx context.Context, p *ledger.AcceptParams) (*ledger.Acc
 	if err := validateAccept(p); err != nil {
 		return nil, err
 	}
-	req := &acceptRequest{ctx: ctx, p: p, done: make(chan acceptResponse, 1)}
+	return s.group(ctx, &acceptRequest{ctx: ctx, p: p, done: make(chan acceptResponse, 1)})
+}
+
+// AttemptSetClientResult implements ledger.Store. It joins the group
+// commits of acceptances: every answered attempt records one, and each
+// would otherwise cost a durable commit of its own.
+func (s *Store) AttemptSetClientResult(ctx context.Context, requestID string, r ledger.ClientResult) error {
+	_, err := s.group(ctx, &acceptRequest{ctx: ctx, result: &clientResult{requestID: requestID, r: r}, done: make(chan acceptResponse, 1)})
+	return err
+}
+
+// group hands req to the committers and waits for its group's commit.
+func (s *Store) group(ctx context.Context, req *acceptRequest) (*ledger.AcceptResult, error) {
 	select {
 	case s.accept <- req:
 	case <-ctx.Done():
@@ -114,7 +134,7 @@ func (s *Store) commitBatch(batch []*acceptRequest) {
 					return err
 				}
 			}
-			res, j, err := s.acceptOne(ctx, tx, req.p)
+			res, j, err := s.apply(ctx, tx, req)
 			if err != nil {
 				if !grouped || s.drv.Retryable(err) {
 					return err
@@ -154,6 +174,30 @@ func (s *Store) commitBatch(batch []*acceptRequest) {
 		}
 		req.done <- results[i]
 	}
+}
+
+// apply performs one grouped write inside tx.
+func (s *Store) apply(ctx context.Context, tx Tx, req *acceptRequest) (*ledger.AcceptResult, []river.InsertManyParams, error) {
+	if req.result != nil {
+		return nil, nil, s.setClientResult(ctx, tx, req.result.requestID, req.result.r)
+	}
+	return s.acceptOne(ctx, tx, req.p)
+}
+
+// setClientResult records what an attempt's client got, with its event.
+func (s *Store) setClientResult(ctx context.Context, tx Tx, requestID string, r ledger.ClientResult) error {
+	now := s.now(time.Time{})
+	var id, opRef int64
+	err := tx.QueryRow(ctx, `UPDATE attempts SET client_result = $1, updated_at = $2 WHERE request_id = $3 RETURNING id, operation_ref`,
+		r, now, requestID).Scan(&id, nullInt{&opRef})
+	if err != nil {
+		return s.notFound(err, fmt.Sprintf("attempt %q", requestID))
+	}
+	kind := ledger.EventClientResult
+	if r == ledger.ClientDisconnected || r == ledger.ClientTimedOut {
+		kind = ledger.EventClientStoppedWatching
+	}
+	return s.event(ctx, tx, opRef, id, kind, map[string]string{"request_id": requestID, "client_result": string(r)}, now)
 }
 
 // acceptOne applies the acceptance table to one request inside tx.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/taskgate/taskgate/ledger"
 )
@@ -112,24 +111,6 @@ func (s *Store) AttemptRecord(ctx context.Context, p *ledger.AttemptRecordParams
 		return s.event(ctx, tx, 0, att.ID, ledger.EventDenied, map[string]string{"request_id": p.RequestID, "reason": p.Reason}, now)
 	})
 	return att, err
-}
-
-// AttemptSetClientResult implements ledger.Store.
-func (s *Store) AttemptSetClientResult(ctx context.Context, requestID string, r ledger.ClientResult) error {
-	return s.InTx(ctx, func(tx Tx) error {
-		now := s.now(time.Time{})
-		var id, opRef int64
-		err := tx.QueryRow(ctx, `UPDATE attempts SET client_result = $1, updated_at = $2 WHERE request_id = $3 RETURNING id, operation_ref`,
-			r, now, requestID).Scan(&id, nullInt{&opRef})
-		if err != nil {
-			return s.notFound(err, fmt.Sprintf("attempt %q", requestID))
-		}
-		kind := ledger.EventClientResult
-		if r == ledger.ClientDisconnected || r == ledger.ClientTimedOut {
-			kind = ledger.EventClientStoppedWatching
-		}
-		return s.event(ctx, tx, opRef, id, kind, map[string]string{"request_id": requestID, "client_result": string(r)}, now)
-	})
 }
 
 // EventList implements ledger.Store.
