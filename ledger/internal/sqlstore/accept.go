@@ -32,9 +32,10 @@ type acceptResponse struct {
 }
 
 // Accept implements ledger.Store. Concurrent calls are committed in groups:
-// one transaction holds several decisions, each under its own savepoint, so
-// that many acceptances share one durable commit without one bad request
-// failing the others. No caller is answered before its group has committed.
+// one transaction holds several decisions, so that many acceptances share
+// one durable commit; a group that fails is retried member by member, so
+// one bad request never fails the others. No caller is answered before its
+// group has committed.
 func (s *Store) Accept(ctx context.Context, p *ledger.AcceptParams) (*ledger.AcceptResult, error) {
 	if err := validateAccept(p); err != nil {
 		return nil, err
@@ -124,31 +125,18 @@ func (s *Store) commitBatch(batch []*acceptRequest) {
 	// goroutine, and the database's busy timeout already bounds lock waits.
 	ctx := context.Background()
 
+	// A group is optimistic: the first request that fails rolls the whole
+	// group back, and its members are then committed one by one, so that
+	// each fails or succeeds on its own. Failures are rare (input is
+	// validated first), and savepoints would cost two statements a request.
 	results := make([]acceptResponse, len(live))
 	grouped := len(live) > 1
 	err := s.InTx(ctx, func(tx Tx) error {
 		var jobs []river.InsertManyParams
 		for i, req := range live {
-			if grouped {
-				if _, err := tx.Exec(ctx, "SAVEPOINT accept_one"); err != nil {
-					return err
-				}
-			}
 			res, j, err := s.apply(ctx, tx, req)
 			if err != nil {
-				if !grouped || s.drv.Retryable(err) {
-					return err
-				}
-				if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT accept_one"); rerr != nil {
-					return rerr
-				}
-				results[i] = acceptResponse{err: s.drv.Interpret(err)}
-				continue
-			}
-			if grouped {
-				if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT accept_one"); err != nil {
-					return err
-				}
+				return err
 			}
 			results[i] = acceptResponse{res: res}
 			jobs = append(jobs, j...)
