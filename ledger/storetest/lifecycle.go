@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,5 +147,43 @@ func testKeyExpiry(t *testing.T, newStore Factory) {
 	// The first operation stays in the ledger, reachable by its task ID.
 	if _, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "acme", TaskID: first.TaskID}); err != nil {
 		t.Fatalf("expired operation by task ID: %v", err)
+	}
+}
+
+// testBadRequestInAGroup: a request that fails (here: a request ID used
+// twice) fails alone; the others committed with it succeed.
+func testBadRequestInAGroup(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx := context.Background()
+	const n = 24
+	ps := make([]*ledger.AcceptParams, n)
+	for i := range ps {
+		ps[i] = params(t, call{"acme", fmt.Sprintf("op-%d", i), `{}`})
+	}
+	ps[n-1].RequestID = ps[0].RequestID
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, errs[i] = s.Accept(ctx, ps[i])
+		}()
+	}
+	close(start)
+	wg.Wait()
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d acceptances failed, want exactly the one reusing a request ID: %v", failed, errs)
+	}
+	if got := operationCount(t, s); got != n-1 {
+		t.Fatalf("operations = %d, want %d", got, n-1)
 	}
 }
