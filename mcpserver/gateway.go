@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -34,8 +35,14 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// Version is reported to clients as the server's version.
-var version = "dev"
+// serverVersion is the version clients are told: the module's, when the
+// binary was built from a tagged module, else "dev".
+func serverVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
 
 // Options configure a Gateway.
 type Options struct {
@@ -109,7 +116,7 @@ func (g *Gateway) Catalog() *provider.Catalog { return g.catalog }
 // stdio front); empty means such requests are refused.
 func (g *Gateway) NewServer(defaultTenant string) (*mcp.Server, error) {
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
-	s := mcp.NewServer(&mcp.Implementation{Name: "taskgate", Version: version}, &mcp.ServerOptions{
+	s := mcp.NewServer(&mcp.Implementation{Name: "taskgate", Version: serverVersion()}, &mcp.ServerOptions{
 		Logger:       g.log,
 		Capabilities: caps,
 	})
