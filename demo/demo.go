@@ -46,7 +46,7 @@ const (
 	// RetryOperationID is the new operation ID a careless retry invents.
 	RetryOperationID = OperationID + "-retry"
 	// Tool is the paid tool as taskgate lists it.
-	Tool = "hosted_test.run_suite"
+	Tool = fixtures.RunSuiteTool
 )
 
 // Timings. The job runs long enough to be seen; the gateway's own call to
@@ -202,9 +202,7 @@ func (r *run) problem(format string, args ...any) {
 
 // callParams is a run_suite call for operation ID opID.
 func callParams(opID string) *mcp.CallToolParams {
-	args := suiteArguments()
-	args["operation_id"] = opID
-	return &mcp.CallToolParams{Name: Tool, Arguments: args}
+	return fixtures.RunSuiteCall(opID, suiteArguments())
 }
 
 // setup starts the provider and the gateway, and creates the tenant's key
@@ -272,7 +270,7 @@ func (r *run) firstCall(ctx context.Context) error {
 		return ctx.Err()
 	}
 	if err == nil {
-		r.problem("the first call was answered (%s); the story needs its response lost", resultText(res))
+		r.problem("the first call was answered (%s); the story needs its response lost", fixtures.ResultText(res))
 		return nil
 	}
 	r.p.detail("no response after %s: %s", seconds(took), shortError(err))
@@ -296,7 +294,7 @@ func (r *run) retrySame(ctx context.Context) error {
 	case err != nil:
 		r.problem("the retry failed: %v", err)
 	case task == nil:
-		r.problem("the retry was answered without a task: %s", resultText(res))
+		r.problem("the retry was answered without a task: %s", fixtures.ResultText(res))
 	default:
 		r.out.TaskID = task.ID
 	}
@@ -342,21 +340,18 @@ func (r *run) retryNew(ctx context.Context) error {
 		r.problem("the retry under a new operation ID was accepted as task %s; the approval allows one remote job", task.ID)
 		return nil
 	case err == nil:
-		r.problem("the retry under a new operation ID was answered (%s); the approval allows one remote job", resultText(res))
+		r.problem("the retry under a new operation ID was answered (%s); the approval allows one remote job", fixtures.ResultText(res))
 		return nil
 	case !errors.As(err, &rpcErr):
 		r.problem("the retry under a new operation ID failed without a JSON-RPC error: %v", err)
 		return nil
 	}
 	r.out.Denial = rpcErr
-	var data struct {
-		Reason string `json:"reason"`
-	}
-	_ = json.Unmarshal(rpcErr.Data, &data)
-	r.p.detail("denied (JSON-RPC %d): %s → deny_retry; nothing was sent to the provider", rpcErr.Code, data.Reason)
+	_, reason, _ := fixtures.ErrorReason(rpcErr)
+	r.p.detail("denied (JSON-RPC %d): %s → deny_retry; nothing was sent to the provider", rpcErr.Code, reason)
 	r.p.detail("message: %s", rpcErr.Message)
-	if data.Reason != ledger.ReasonRetryUsesNewOperation {
-		r.problem("the denial's reason is %q, not %q", data.Reason, ledger.ReasonRetryUsesNewOperation)
+	if reason != ledger.ReasonRetryUsesNewOperation {
+		r.problem("the denial's reason is %q, not %q", reason, ledger.ReasonRetryUsesNewOperation)
 	}
 	return nil
 }
@@ -545,7 +540,7 @@ func (r *run) control(ctx context.Context) error {
 		return ctx.Err()
 	}
 	if err == nil {
-		r.problem("the control's first call was answered (%s); the story needs its response lost", resultText(res))
+		r.problem("the control's first call was answered (%s); the story needs its response lost", fixtures.ResultText(res))
 	} else {
 		r.p.detail("first call: no response after %s: %s", seconds(took), shortError(err))
 	}
@@ -567,7 +562,7 @@ func (r *run) control(ctx context.Context) error {
 	if err != nil {
 		r.problem("the control's retry failed: %v", err)
 	} else {
-		r.p.detail("retry answered after %s: %s", seconds(time.Since(began)), resultText(res))
+		r.p.detail("retry answered after %s: %s", seconds(time.Since(began)), fixtures.ResultText(res))
 	}
 
 	r.p.detail("waiting until every job the provider started has ended")
@@ -683,24 +678,7 @@ func taskOutcome(t *taskwire.Task) string {
 	if len(t.Result) == 0 || json.Unmarshal(t.Result, &res) != nil {
 		return "no readable result"
 	}
-	return resultText(&res)
-}
-
-// resultText is a tool result's text in one line.
-func resultText(res *mcp.CallToolResult) string {
-	if res == nil {
-		return "no result"
-	}
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	if len(parts) == 0 {
-		return compact(res.StructuredContent)
-	}
-	return strings.Join(strings.Fields(strings.Join(parts, " ")), " ")
+	return fixtures.ResultText(&res)
 }
 
 // impatientCall makes a call that gives up after clientTimeout, as an MCP

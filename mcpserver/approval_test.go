@@ -38,21 +38,13 @@ func elicitingClient(t *testing.T, h *fixtures.Harness, version string, answer m
 	}
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: h.MCPURL(), MaxRetries: -1,
-		HTTPClient: &http.Client{Transport: bearerTransport{key}},
+		HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
 	}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
 	return cs
-}
-
-type bearerTransport struct{ key string }
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.key)
-	return http.DefaultTransport.RoundTrip(r)
 }
 
 func TestApprovalByElicitation(t *testing.T) {
@@ -62,7 +54,7 @@ func TestApprovalByElicitation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
 			cs := elicitingClient(t, h, tt.version, map[string]any{"max_total_cost_usd": "20.00", "max_remote_jobs": 1})
-			res, err := cs.CallTool(testCtx(t), runSuite("op-elicited"))
+			res, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall("op-elicited", nil))
 			if err != nil || res.IsError {
 				t.Fatalf("tools/call = %+v, %v", res, err)
 			}
@@ -80,7 +72,7 @@ func TestApprovalByElicitation(t *testing.T) {
 func TestDeclinedApprovalStartsNothing(t *testing.T) {
 	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
 	cs := elicitingClient(t, h, "2025-11-25", nil)
-	_, err := cs.CallTool(testCtx(t), runSuite("op-declined"))
+	_, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall("op-declined", nil))
 	var rpcErr *jsonrpc.Error
 	if !errors.As(err, &rpcErr) {
 		t.Fatalf("tools/call error = %v, want a JSON-RPC error", err)
@@ -98,7 +90,7 @@ func TestDeclinedApprovalStartsNothing(t *testing.T) {
 func TestWithoutElicitationTheErrorSaysHowToApprove(t *testing.T) {
 	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
 	cs := connect(t, h, "acme", fixtures.EraExtension)
-	_, _, err := taskwire.CallToolAsTask(testCtx(t), cs, runSuite("op-unapproved"), nil)
+	_, _, err := taskwire.CallToolAsTask(testCtx(t), cs, fixtures.RunSuiteCall("op-unapproved", nil), nil)
 	var rpcErr *jsonrpc.Error
 	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
 		t.Fatalf("error = %v, want -32602", err)

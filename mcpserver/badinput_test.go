@@ -2,7 +2,6 @@ package mcpserver_test
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -62,15 +61,6 @@ func TestBadInputWritesNothing(t *testing.T) {
 	})
 
 	cs := connect(t, h, "acme", fixtures.EraExtension)
-	rpcCode := func(err error) (int64, string) {
-		var e *jsonrpc.Error
-		if !errors.As(err, &e) {
-			return 0, ""
-		}
-		var d struct{ Reason string }
-		_ = json.Unmarshal(e.Data, &d)
-		return e.Code, d.Reason
-	}
 	t.Run("unknown tool", func(t *testing.T) {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "hosted_test.nope", Arguments: map[string]any{}})
 		if err == nil && (res == nil || !res.IsError) {
@@ -78,38 +68,38 @@ func TestBadInputWritesNothing(t *testing.T) {
 		}
 	})
 	t.Run("operation_id of the wrong type", func(t *testing.T) {
-		_, _, err := taskwire.CallToolAsTask(ctx, cs, &mcp.CallToolParams{Name: "hosted_test.run_suite", Arguments: map[string]any{"suite": "x", "operation_id": 42}}, nil)
-		if code, reason := rpcCode(err); code != jsonrpc.CodeInvalidParams || reason != "invalid_arguments" {
+		_, _, err := taskwire.CallToolAsTask(ctx, cs, &mcp.CallToolParams{Name: fixtures.RunSuiteTool, Arguments: map[string]any{"suite": "x", "operation_id": 42}}, nil)
+		if code, reason, _ := fixtures.ErrorReason(err); code != jsonrpc.CodeInvalidParams || reason != "invalid_arguments" {
 			t.Fatalf("error = %v (code %d reason %q)", err, code, reason)
 		}
 	})
 	t.Run("integer beyond 2^53", func(t *testing.T) {
-		_, _, err := taskwire.CallToolAsTask(ctx, cs, &mcp.CallToolParams{Name: "hosted_test.run_suite", Arguments: json.RawMessage(`{"suite":"x","shard":9007199254740993,"operation_id":"op-big"}`)}, nil)
-		if code, reason := rpcCode(err); code != jsonrpc.CodeInvalidParams || reason != "invalid_arguments" {
+		_, _, err := taskwire.CallToolAsTask(ctx, cs, &mcp.CallToolParams{Name: fixtures.RunSuiteTool, Arguments: json.RawMessage(`{"suite":"x","shard":9007199254740993,"operation_id":"op-big"}`)}, nil)
+		if code, reason, _ := fixtures.ErrorReason(err); code != jsonrpc.CodeInvalidParams || reason != "invalid_arguments" {
 			t.Fatalf("error = %v (code %d reason %q)", err, code, reason)
 		}
 	})
 	t.Run("no operation ID", func(t *testing.T) {
-		_, _, err := taskwire.CallToolAsTask(ctx, cs, &mcp.CallToolParams{Name: "hosted_test.run_suite", Arguments: map[string]any{"suite": "x"}}, nil)
-		code, reason := rpcCode(err)
+		_, _, err := taskwire.CallToolAsTask(ctx, cs, &mcp.CallToolParams{Name: fixtures.RunSuiteTool, Arguments: map[string]any{"suite": "x"}}, nil)
+		code, reason, _ := fixtures.ErrorReason(err)
 		if code != jsonrpc.CodeInvalidParams || reason != ledger.ReasonOperationIDRequired || !strings.Contains(err.Error(), "operation_id") {
 			t.Fatalf("error = %v (code %d reason %q)", err, code, reason)
 		}
 	})
 	t.Run("unknown task", func(t *testing.T) {
 		_, err := taskwire.GetTask(ctx, cs, "task-doesnotexist")
-		if code, _ := rpcCode(err); code != jsonrpc.CodeInvalidParams {
+		if code, _, _ := fixtures.ErrorReason(err); code != jsonrpc.CodeInvalidParams {
 			t.Fatalf("tasks/get of an unknown task = %v, want -32602", err)
 		}
 	})
 	t.Run("another tenant's task looks unknown", func(t *testing.T) {
-		task, _, err := taskwire.CallToolAsTask(ctx, cs, runSuite("op-mine"), nil)
+		task, _, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall("op-mine", nil), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		other := connect(t, h, "globex", fixtures.EraExtension)
 		_, err = taskwire.GetTask(ctx, other, task.ID)
-		if code, _ := rpcCode(err); code != jsonrpc.CodeInvalidParams {
+		if code, _, _ := fixtures.ErrorReason(err); code != jsonrpc.CodeInvalidParams {
 			t.Fatalf("tasks/get of another tenant's task = %v, want -32602 like an unknown one", err)
 		}
 	})

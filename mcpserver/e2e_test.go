@@ -41,40 +41,25 @@ func connect(t *testing.T, h *fixtures.Harness, tenant string, era fixtures.Era)
 	return cs
 }
 
-func runSuite(opID string) *mcp.CallToolParams {
-	return &mcp.CallToolParams{Name: "hosted_test.run_suite", Arguments: map[string]any{"suite": "settlement", "operation_id": opID}}
-}
-
+// jobOf reads the provider's job ID from a run_suite result and fails the
+// test when there is none.
 func jobOf(t *testing.T, res *mcp.CallToolResult) string {
 	t.Helper()
-	b, _ := json.Marshal(res.StructuredContent)
-	var sc struct {
-		JobID string `json:"job_id"`
+	job := fixtures.ResultJob(res)
+	if job == "" {
+		t.Fatalf("result without a job ID: %s", fixtures.ResultText(res))
 	}
-	_ = json.Unmarshal(b, &sc)
-	if sc.JobID == "" {
-		t.Fatalf("result without a job ID: %s", b)
-	}
-	return sc.JobID
+	return job
 }
 
+// awaitTask polls the task until it ends, or needs input.
 func awaitTask(t *testing.T, cs *mcp.ClientSession, id string) *taskwire.Task {
 	t.Helper()
-	ctx := testCtx(t)
-	for {
-		task, err := taskwire.GetTask(ctx, cs, id)
-		if err != nil {
-			t.Fatalf("tasks/get %s: %v", id, err)
-		}
-		if task.Status.IsTerminal() {
-			return task
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("task %s still %s", id, task.Status)
-		case <-time.After(50 * time.Millisecond):
-		}
+	task, err := taskwire.AwaitTask(testCtx(t), cs, id, 50*time.Millisecond)
+	if err != nil {
+		t.Fatalf("await task %s: %v", id, err)
 	}
+	return task
 }
 
 func TestConsequentialCallBecomesTask(t *testing.T) {
@@ -83,11 +68,11 @@ func TestConsequentialCallBecomesTask(t *testing.T) {
 			h := harness(t, nil)
 			cs := connect(t, h, "acme", era)
 			ctx := testCtx(t)
-			task, res, err := taskwire.CallToolAsTask(ctx, cs, runSuite("op-1"), nil)
+			task, res, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall("op-1", nil), nil)
 			if err != nil || task == nil {
 				t.Fatalf("tools/call = %v, %v, %v; want a task", task, res, err)
 			}
-			again, _, err := taskwire.CallToolAsTask(ctx, cs, runSuite("op-1"), nil)
+			again, _, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall("op-1", nil), nil)
 			if err != nil || again == nil || again.ID != task.ID {
 				t.Fatalf("retry with the same operation ID = %v, %v; want task %s", again, err, task.ID)
 			}
@@ -120,7 +105,7 @@ func TestConsequentialCallBecomesTask(t *testing.T) {
 func TestPlainClientWaitsForTheResult(t *testing.T) {
 	h := harness(t, nil)
 	cs := connect(t, h, "acme", fixtures.EraPlain)
-	res, err := cs.CallTool(testCtx(t), runSuite("op-plain"))
+	res, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall("op-plain", nil))
 	if err != nil || res.IsError {
 		t.Fatalf("tools/call = %+v, %v", res, err)
 	}
@@ -128,7 +113,7 @@ func TestPlainClientWaitsForTheResult(t *testing.T) {
 		t.Fatalf("jobs = %v", h.Sim.Jobs())
 	}
 	// The retry attaches and gets the stored result; nothing new starts.
-	res2, err := cs.CallTool(testCtx(t), runSuite("op-plain"))
+	res2, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall("op-plain", nil))
 	if err != nil || jobOf(t, res2) != "hosted-suite-9912" || len(h.Sim.Jobs()) != 1 {
 		t.Fatalf("retry = %+v, %v; provider jobs %d", res2, err, len(h.Sim.Jobs()))
 	}
@@ -152,7 +137,7 @@ func TestRestartMidTaskLosesNothing(t *testing.T) {
 	h := harness(t, &fixtures.Options{Sim: providersim.Options{JobDuration: 1500 * time.Millisecond}})
 	cs := connect(t, h, "acme", fixtures.EraExtension)
 	ctx := testCtx(t)
-	task, _, err := taskwire.CallToolAsTask(ctx, cs, runSuite("op-restart"), nil)
+	task, _, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall("op-restart", nil), nil)
 	if err != nil || task == nil {
 		t.Fatalf("tools/call = %v, %v", task, err)
 	}

@@ -32,7 +32,7 @@ func TestHealthReadinessMetrics(t *testing.T) {
 		t.Fatalf("/readyz = %d %s", code, body)
 	}
 	cs := connect(t, h, "acme", fixtures.EraExtension)
-	if _, _, err := taskwire.CallToolAsTask(testCtx(t), cs, runSuite("op-metrics"), nil); err != nil {
+	if _, _, err := taskwire.CallToolAsTask(testCtx(t), cs, fixtures.RunSuiteCall("op-metrics", nil), nil); err != nil {
 		t.Fatal(err)
 	}
 	code, body := get(t, base+"/metrics")

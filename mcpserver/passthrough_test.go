@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,19 +56,17 @@ func plumbingServer(versions ...string) *mcp.Server {
 	return s
 }
 
-func TestPassThroughPlumbing(t *testing.T) {
-	ctx := testCtx(t)
-	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plumbingServer("2025-11-25") }, nil))
-	t.Cleanup(up.Close)
-	dir := t.TempDir()
-	db := "sqlite:" + filepath.Join(dir, "taskgate.db")
-	y := fixtures.ConfigYAML(up.URL, "127.0.0.1:0", db, fixtures.ConfigOptions{})
-	y = strings.Replace(y, "  - name: hosted_test", "  - name: plumbing\n    prefix: \"\"", 1)
+// plumbingGateway starts a gateway on a fresh ledger in front of the
+// upstream at upstreamURL, configured as the harness configures hosted_test
+// but with entry as the upstream's first line, and returns the gateway's
+// MCP endpoint and an API key of tenant acme.
+func plumbingGateway(t *testing.T, ctx context.Context, upstreamURL, entry string) (url, key string) {
+	t.Helper()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
+	y := fixtures.ConfigYAML(upstreamURL, "127.0.0.1:0", db, fixtures.ConfigOptions{})
+	y = strings.Replace(y, "  - name: hosted_test", entry, 1)
 	cfg, err := config.Parse(strings.NewReader(y), "plumbing.yaml", nil)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "plumbing.yaml"), []byte(y), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg})
@@ -80,28 +78,55 @@ func TestPassThroughPlumbing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
-	key, _, err := authn.NewAPIKey(ctx, store, "acme", "test")
-	if err != nil {
+	t.Cleanup(func() { store.Close() })
+	if key, _, err = authn.NewAPIKey(ctx, store, "acme", "test"); err != nil {
 		t.Fatal(err)
 	}
+	return d.URL + "/mcp", key
+}
 
-	var (
-		mu       sync.Mutex
-		progress []float64
-	)
+// progressLog keeps the progress notifications a client receives.
+type progressLog struct {
+	mu   sync.Mutex
+	seen []float64
+}
+
+func (p *progressLog) add(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seen = append(p.seen, req.Params.Progress)
+}
+
+// await waits up to five seconds for n notifications and returns those
+// received by then.
+func (p *progressLog) await(n int) []float64 {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.mu.Lock()
+		got := slices.Clone(p.seen)
+		p.mu.Unlock()
+		if len(got) == n || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestPassThroughPlumbing(t *testing.T) {
+	ctx := testCtx(t)
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plumbingServer("2025-11-25") }, nil))
+	t.Cleanup(up.Close)
+	url, key := plumbingGateway(t, ctx, up.URL, "  - name: plumbing\n    prefix: \"\"")
+
+	var progress progressLog
 	client := mcp.NewClient(&mcp.Implementation{Name: "plumbing-client"}, &mcp.ClientOptions{
-		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-			mu.Lock()
-			defer mu.Unlock()
-			progress = append(progress, req.Params.Progress)
-		},
+		ProgressNotificationHandler: progress.add,
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "green"}}, nil
 		},
 	})
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: d.URL + "/mcp", MaxRetries: -1, HTTPClient: &http.Client{Transport: bearerTransport{key}},
+		Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
 	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
@@ -119,21 +144,9 @@ func TestPassThroughPlumbing(t *testing.T) {
 	if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
 		t.Fatalf("count = %+v, %v", res, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		mu.Lock()
-		n := len(progress)
-		mu.Unlock()
-		if n == 5 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	if got := progress.await(5); len(got) != 5 || got[0] != 1 || got[4] != 5 {
+		t.Errorf("progress seen downstream = %v, want 1..5 in order", got)
 	}
-	mu.Lock()
-	if len(progress) != 5 || progress[0] != 1 || progress[4] != 5 {
-		t.Errorf("progress seen downstream = %v, want 1..5 in order", progress)
-	}
-	mu.Unlock()
 
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{}})
 	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "accept:green" {
@@ -154,42 +167,14 @@ func TestForwardedPassThrough(t *testing.T) {
 	ctx := testCtx(t)
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plumbingServer() }, &mcp.StreamableHTTPOptions{Stateless: true}))
 	t.Cleanup(up.Close)
-	dir := t.TempDir()
-	db := "sqlite:" + filepath.Join(dir, "taskgate.db")
-	y := fixtures.ConfigYAML(up.URL, "127.0.0.1:0", db, fixtures.ConfigOptions{})
-	y = strings.Replace(y, "  - name: hosted_test", "  - name: plumbing", 1)
-	cfg, err := config.Parse(strings.NewReader(y), "plumbing.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Stop(context.Background()) })
-	store, err := dburl.Open(ctx, db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	key, _, err := authn.NewAPIKey(ctx, store, "acme", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu       sync.Mutex
-		progress []float64
-	)
+	url, key := plumbingGateway(t, ctx, up.URL, "  - name: plumbing")
+	var progress progressLog
 	client := mcp.NewClient(&mcp.Implementation{Name: "forward-client"}, &mcp.ClientOptions{
-		Capabilities: taskwire.ClientCapabilitiesWithTasks(nil),
-		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-			mu.Lock()
-			defer mu.Unlock()
-			progress = append(progress, req.Params.Progress)
-		},
+		Capabilities:                taskwire.ClientCapabilitiesWithTasks(nil),
+		ProgressNotificationHandler: progress.add,
 	})
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: d.URL + "/mcp", MaxRetries: -1, HTTPClient: &http.Client{Transport: bearerTransport{key}},
+		Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -221,19 +206,7 @@ func TestForwardedPassThrough(t *testing.T) {
 	if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
 		t.Fatalf("count = %+v, %v", res, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		mu.Lock()
-		n := len(progress)
-		mu.Unlock()
-		if n == 5 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(progress) != 5 || progress[0] != 1 || progress[4] != 5 {
-		t.Errorf("progress seen downstream = %v, want 1..5 in order", progress)
+	if got := progress.await(5); len(got) != 5 || got[0] != 1 || got[4] != 5 {
+		t.Errorf("progress seen downstream = %v, want 1..5 in order", got)
 	}
 }

@@ -77,7 +77,7 @@ func TestServeStdio(t *testing.T) {
 			db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
 			cs := stdioGateway(t, fixtures.ConfigYAML(srv.URL+"/mcp", "127.0.0.1:0", db, fixtures.ConfigOptions{}), tt.version)
 			ctx := testCtx(t)
-			task, _, err := taskwire.CallToolAsTask(ctx, cs, runSuite("op-stdio"), nil)
+			task, _, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall("op-stdio", nil), nil)
 			if err != nil || task == nil {
 				t.Fatalf("tools/call = %v, %v; want a task", task, err)
 			}
@@ -116,7 +116,7 @@ func TestStdioUpstream(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	task, _, err := taskwire.CallToolAsTask(ctx, cs, runSuite("op-stdio-upstream"), nil)
+	task, _, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall("op-stdio-upstream", nil), nil)
 	if err != nil || task == nil {
 		t.Fatalf("tools/call = %v, %v; want a task", task, err)
 	}

@@ -3,6 +3,7 @@ package providersim
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -95,6 +96,29 @@ func connectInMemory(t *testing.T, s *Sim) *mcp.ClientSession {
 	}
 	t.Cleanup(func() { cs.Close() })
 	return cs
+}
+
+// serveStdio serves s over a pair of pipes as ServeStdio does over a
+// process's stdin and stdout. It returns the client's end, and a function
+// to call after the client hung up that checks ServeStdio then returned
+// cleanly.
+func serveStdio(t *testing.T, s *Sim) (*mcp.IOTransport, func(ctx context.Context)) {
+	t.Helper()
+	serverIn, clientOut := io.Pipe()
+	clientIn, serverOut := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- s.ServeStdio(t.Context(), serverIn, serverOut) }()
+	return &mcp.IOTransport{Reader: clientIn, Writer: clientOut}, func(ctx context.Context) {
+		t.Helper()
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Errorf("ServeStdio after the client hung up = %v, want nil", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("ServeStdio did not return after the client hung up")
+		}
+	}
 }
 
 // call calls a tool and fails the test on a protocol error.

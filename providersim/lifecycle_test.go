@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -335,13 +334,10 @@ func TestSlowJobsTakeLonger(t *testing.T) {
 func TestServeStdio(t *testing.T) {
 	s := New(&Options{JobDuration: shortJob})
 	t.Cleanup(func() { s.Close() })
-	serverIn, clientOut := io.Pipe()
-	clientIn, serverOut := io.Pipe()
-	served := make(chan error, 1)
-	go func() { served <- s.ServeStdio(t.Context(), serverIn, serverOut) }()
+	transport, served := serveStdio(t, s)
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "providersim-test", Version: "1.0.0"}, nil)
-	cs, err := client.Connect(testCtx(t), &mcp.IOTransport{Reader: clientIn, Writer: clientOut}, nil)
+	cs, err := client.Connect(testCtx(t), transport, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,14 +352,7 @@ func TestServeStdio(t *testing.T) {
 	}
 
 	cs.Close()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Errorf("ServeStdio after the client hung up = %v, want nil", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("ServeStdio did not return after the client hung up")
-	}
+	served(ctx)
 }
 
 // sameJSON compares two values by their JSON encoding.

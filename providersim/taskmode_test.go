@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -222,17 +221,14 @@ func TestDroppedTaskResponseStillStartsTheJob(t *testing.T) {
 func TestTaskOverStdio(t *testing.T) {
 	s := New(&Options{JobDuration: shortJob})
 	t.Cleanup(func() { s.Close() })
-	serverIn, clientOut := io.Pipe()
-	clientIn, serverOut := io.Pipe()
-	served := make(chan error, 1)
-	go func() { served <- s.ServeStdio(t.Context(), serverIn, serverOut) }()
+	transport, served := serveStdio(t, s)
 
 	client := mcp.NewClient(&mcp.Implementation{Name: "providersim-task-test", Version: "1.0.0"}, nil)
 	if err := taskwire.InstallClient(client); err != nil {
 		t.Fatal(err)
 	}
 	ctx := testCtx(t)
-	cs, err := client.Connect(ctx, taskwire.WrapClientTransport(&mcp.IOTransport{Reader: clientIn, Writer: clientOut}), nil)
+	cs, err := client.Connect(ctx, taskwire.WrapClientTransport(transport), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,12 +238,5 @@ func TestTaskOverStdio(t *testing.T) {
 		t.Errorf("task over stdio = %s with %+v, want completed with %s succeeded", done.Status, got, task.ID)
 	}
 	cs.Close()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Errorf("ServeStdio after the client hung up = %v, want nil", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("ServeStdio did not return after the client hung up")
-	}
+	served(ctx)
 }

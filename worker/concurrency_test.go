@@ -98,10 +98,10 @@ func runConcurrentAttempts(t *testing.T, ctx context.Context, h *fixtures.Harnes
 			<-start
 			a := &answers[i]
 			if eras[i] == fixtures.EraPlain {
-				a.res, a.err = cs.CallTool(ctx, runSuite(opID))
+				a.res, a.err = cs.CallTool(ctx, fixtures.RunSuiteCall(opID, nil))
 				return
 			}
-			a.task, a.res, a.err = taskwire.CallToolAsTask(ctx, cs, runSuite(opID), nil)
+			a.task, a.res, a.err = taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall(opID, nil), nil)
 		}()
 	}
 	close(start)
@@ -127,7 +127,7 @@ func runConcurrentAttempts(t *testing.T, ctx context.Context, h *fixtures.Harnes
 		case a.err != nil:
 			t.Errorf("client %d (%s): %v", i, eras[i], a.err)
 		case eras[i] == fixtures.EraPlain:
-			if a.res.IsError || jobOf(a.res) != jobs[0].ID {
+			if a.res.IsError || fixtures.ResultJob(a.res) != jobs[0].ID {
 				t.Errorf("client %d (%s) got %+v, want the result of %s", i, eras[i], a.res, jobs[0].ID)
 			}
 		case a.task == nil:

@@ -48,6 +48,19 @@ func killAtAndRestart(t *testing.T, ctx context.Context, h *fixtures.Harness, po
 	}
 }
 
+// crashAndRecover makes the consequential call as opID from a tasks client
+// of a gateway that dies at point (see crashHarness), restarts the gateway
+// there, and waits until the operation ends or needs review.
+func crashAndRecover(t *testing.T, ctx context.Context, point string, cfg fixtures.ConfigOptions, sim providersim.Options, opID string) (*fixtures.Harness, *ledger.Operation) {
+	t.Helper()
+	h := crashHarness(t, point, cfg, sim)
+	cs := connect(t, ctx, h, fixtures.EraExtension)
+	startTask(t, ctx, cs, opID)
+	logHistory(t, h.Store, opID)
+	killAtAndRestart(t, ctx, h, point)
+	return h, awaitOperation(t, ctx, h.Store, opID, endedOrReview)
+}
+
 // assertOneJob checks the provider's own record: exactly one job, and the
 // operation's result names it.
 func assertOneJob(t *testing.T, h *fixtures.Harness, op *ledger.Operation) {
@@ -66,7 +79,7 @@ func assertOneJob(t *testing.T, h *fixtures.Harness, op *ledger.Operation) {
 	if err := json.Unmarshal(op.Result, &res); err != nil {
 		t.Fatalf("stored result %s: %v", op.Result, err)
 	}
-	if got := jobOf(&res); got != jobs[0].ID {
+	if got := fixtures.ResultJob(&res); got != jobs[0].ID {
 		t.Errorf("stored result names job %q, want %q", got, jobs[0].ID)
 	}
 }
@@ -86,9 +99,9 @@ func TestCrashAfterAcceptCommit(t *testing.T) {
 	defer cancel()
 	first := make(chan error, 1)
 	go func() {
-		res, err := cs.CallTool(callCtx, runSuite("op-accept-commit"))
+		res, err := cs.CallTool(callCtx, fixtures.RunSuiteCall("op-accept-commit", nil))
 		if err == nil {
-			err = errors.New("got an answer: " + jobOf(res))
+			err = errors.New("got an answer: " + fixtures.ResultJob(res))
 		}
 		first <- err
 	}()
@@ -98,13 +111,13 @@ func TestCrashAfterAcceptCommit(t *testing.T) {
 	}
 
 	retry := connect(t, ctx, h, fixtures.EraPlain)
-	res, err := retry.CallTool(ctx, runSuite("op-accept-commit"))
+	res, err := retry.CallTool(ctx, fixtures.RunSuiteCall("op-accept-commit", nil))
 	if err != nil || res.IsError {
 		t.Fatalf("retry after the restart = %+v, %v; want the result", res, err)
 	}
 	op := awaitOperation(t, ctx, h.Store, "op-accept-commit", ended)
 	assertOneJob(t, h, op)
-	if got, want := jobOf(res), h.Sim.Jobs()[0].ID; got != want {
+	if got, want := fixtures.ResultJob(res), h.Sim.Jobs()[0].ID; got != want {
 		t.Errorf("retry got job %q, want %q", got, want)
 	}
 	// The attempt in flight at the crash was never answered, and nothing
@@ -139,13 +152,7 @@ func TestCrashAfterAcceptCommit(t *testing.T) {
 func TestCrashAfterSendStarted(t *testing.T) {
 	t.Run("not_found safe after 0s: re-sent once", func(t *testing.T) {
 		ctx := testCtx(t, 60*time.Second)
-		h := crashHarness(t, crashpoint.AfterSendStarted, fixtures.ConfigOptions{NotFoundSafeAfter: ptr(time.Duration(0))}, providersim.Options{})
-		cs := connect(t, ctx, h, fixtures.EraExtension)
-		startTask(t, ctx, cs, "op-send-safe")
-		logHistory(t, h.Store, "op-send-safe")
-		killAtAndRestart(t, ctx, h, crashpoint.AfterSendStarted)
-
-		op := awaitOperation(t, ctx, h.Store, "op-send-safe", endedOrReview)
+		h, op := crashAndRecover(t, ctx, crashpoint.AfterSendStarted, fixtures.ConfigOptions{NotFoundSafeAfter: ptr(time.Duration(0))}, providersim.Options{}, "op-send-safe")
 		assertOneJob(t, h, op)
 		if got, want := lookups(t, ctx, h.Store, op), [][2]string{{"not_found", "resend"}}; !slices.Equal(got, want) {
 			t.Errorf("lookups (answer, action) = %v, want %v", got, want)
@@ -156,13 +163,7 @@ func TestCrashAfterSendStarted(t *testing.T) {
 	})
 	t.Run("not_found without a safe delay: review, nothing re-sent", func(t *testing.T) {
 		ctx := testCtx(t, 60*time.Second)
-		h := crashHarness(t, crashpoint.AfterSendStarted, fixtures.ConfigOptions{}, providersim.Options{})
-		cs := connect(t, ctx, h, fixtures.EraExtension)
-		startTask(t, ctx, cs, "op-send-unsafe")
-		logHistory(t, h.Store, "op-send-unsafe")
-		killAtAndRestart(t, ctx, h, crashpoint.AfterSendStarted)
-
-		op := awaitOperation(t, ctx, h.Store, "op-send-unsafe", endedOrReview)
+		h, op := crashAndRecover(t, ctx, crashpoint.AfterSendStarted, fixtures.ConfigOptions{}, providersim.Options{}, "op-send-unsafe")
 		if op.State != ledger.StateReview || op.ReviewReason != ledger.ReasonLookupNotFoundUnsafe {
 			t.Fatalf("operation is %s (review reason %q), want review with %q", op.State, op.ReviewReason, ledger.ReasonLookupNotFoundUnsafe)
 		}
@@ -203,13 +204,7 @@ func TestCrashAfterUpstreamAccept(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := testCtx(t, 60*time.Second)
-			h := crashHarness(t, crashpoint.AfterUpstreamAccept, fixtures.ConfigOptions{Tasks: tt.tasks}, providersim.Options{JobDuration: tt.job})
-			cs := connect(t, ctx, h, fixtures.EraExtension)
-			startTask(t, ctx, cs, "op-upstream-accept")
-			logHistory(t, h.Store, "op-upstream-accept")
-			killAtAndRestart(t, ctx, h, crashpoint.AfterUpstreamAccept)
-
-			op := awaitOperation(t, ctx, h.Store, "op-upstream-accept", endedOrReview)
+			h, op := crashAndRecover(t, ctx, crashpoint.AfterUpstreamAccept, fixtures.ConfigOptions{Tasks: tt.tasks}, providersim.Options{JobDuration: tt.job}, "op-upstream-accept")
 			assertOneJob(t, h, op)
 			if got := lookups(t, ctx, h.Store, op); !slices.Equal(got, [][2]string{tt.want}) {
 				t.Errorf("lookups (answer, action) = %v, want [%v]", got, tt.want)
@@ -225,13 +220,7 @@ func TestCrashAfterUpstreamAccept(t *testing.T) {
 // on following it.
 func TestCrashWhilePolling(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
-	h := crashHarness(t, crashpoint.WhilePolling, fixtures.ConfigOptions{}, providersim.Options{JobDuration: 2 * time.Second})
-	cs := connect(t, ctx, h, fixtures.EraExtension)
-	startTask(t, ctx, cs, "op-polling")
-	logHistory(t, h.Store, "op-polling")
-	killAtAndRestart(t, ctx, h, crashpoint.WhilePolling)
-
-	op := awaitOperation(t, ctx, h.Store, "op-polling", endedOrReview)
+	h, op := crashAndRecover(t, ctx, crashpoint.WhilePolling, fixtures.ConfigOptions{}, providersim.Options{JobDuration: 2 * time.Second}, "op-polling")
 	assertOneJob(t, h, op)
 	if got := lookups(t, ctx, h.Store, op); len(got) != 0 {
 		t.Errorf("lookups = %v, want none: the job was bound, so recovery resumes polling", got)

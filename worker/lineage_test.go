@@ -66,7 +66,7 @@ func TestLineageAfterLostResponse(t *testing.T) {
 				defer cs.Close()
 				callCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 				defer cancel()
-				_, err = cs.CallTool(callCtx, runSuite(opID))
+				_, err = cs.CallTool(callCtx, fixtures.RunSuiteCall(opID, nil))
 				return err
 			},
 		},
@@ -80,7 +80,7 @@ func TestLineageAfterLostResponse(t *testing.T) {
 					return err
 				}
 				defer cs.Close()
-				_, err = cs.CallTool(ctx, runSuite(opID))
+				_, err = cs.CallTool(ctx, fixtures.RunSuiteCall(opID, nil))
 				return err
 			},
 		},
@@ -104,13 +104,13 @@ func TestLineageAfterLostResponse(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { cs.Close() })
-				res, err := cs.CallTool(ctx, runSuite(opID))
+				res, err := cs.CallTool(ctx, fixtures.RunSuiteCall(opID, nil))
 				if err != nil || res.IsError {
 					t.Fatalf("retry = %+v, %v; want the result", res, err)
 				}
 				jobs := h.Sim.Jobs()
-				if len(jobs) != 1 || jobOf(res) != jobs[0].ID {
-					t.Fatalf("retry got job %q; provider jobs %+v; want the one job", jobOf(res), jobs)
+				if len(jobs) != 1 || fixtures.ResultJob(res) != jobs[0].ID {
+					t.Fatalf("retry got job %q; provider jobs %+v; want the one job", fixtures.ResultJob(res), jobs)
 				}
 
 				// What each client got is recorded once its request is over.

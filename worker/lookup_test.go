@@ -89,14 +89,7 @@ func TestLookupAnswers(t *testing.T) {
 				UpstreamTimeout: 300 * time.Millisecond, NotFoundSafeAfter: tt.safeAfter, Lease: time.Second,
 			})
 			opID := "op-lookup-" + strings.ReplaceAll(tt.name, " ", "-")
-			logHistory(t, g.Store, opID)
-			cs := g.connect(t, ctx, fixtures.EraExtension)
-			startTask(t, ctx, cs, opID)
-
-			op := awaitOperation(t, ctx, g.Store, opID, endedOrReview)
-			// Stopping waits for the work in hand; afterwards nothing can
-			// reach the provider, so its count is final.
-			g.stop(t)
+			op := g.settle(t, ctx, opID)
 
 			if op.State != tt.wantState || op.ReviewReason != tt.wantReason {
 				t.Errorf("operation = %s (review reason %q, %s), want %s (%q)", op.State, op.ReviewReason, op.StatusMessage, tt.wantState, tt.wantReason)
@@ -142,7 +135,7 @@ func checkEndState(t *testing.T, op *ledger.Operation, want ledger.State) {
 		if err := json.Unmarshal(op.Result, &res); err != nil {
 			t.Fatalf("stored result %s: %v", op.Result, err)
 		}
-		if res.IsError || jobOf(&res) != scriptedJob {
+		if res.IsError || fixtures.ResultJob(&res) != scriptedJob {
 			t.Errorf("stored result = %s, want job %s's result", op.Result, scriptedJob)
 		}
 	case ledger.StateFailed:
@@ -211,12 +204,7 @@ func TestLookupAgainstProviderRecord(t *testing.T) {
 				UpstreamTimeout: 500 * time.Millisecond, NotFoundSafeAfter: tt.safeAfter, Lease: time.Second,
 			})
 			opID := "op-sim-" + strings.ReplaceAll(tt.name, " ", "-")
-			logHistory(t, g.Store, opID)
-			cs := g.connect(t, ctx, fixtures.EraExtension)
-			startTask(t, ctx, cs, opID)
-
-			op := awaitOperation(t, ctx, g.Store, opID, endedOrReview)
-			g.stop(t)
+			op := g.settle(t, ctx, opID)
 
 			if op.State != tt.wantState || op.ReviewReason != tt.wantReason {
 				t.Errorf("operation = %s (review reason %q, %s), want %s (%q)", op.State, op.ReviewReason, op.StatusMessage, tt.wantState, tt.wantReason)
@@ -241,7 +229,7 @@ func TestLookupAgainstProviderRecord(t *testing.T) {
 				if err := json.Unmarshal(op.Result, &res); err != nil {
 					t.Fatalf("stored result %s: %v", op.Result, err)
 				}
-				if got := jobOf(&res); got != jobs[0].ID {
+				if got := fixtures.ResultJob(&res); got != jobs[0].ID {
 					t.Errorf("stored result names job %q, want %q", got, jobs[0].ID)
 				}
 			}

@@ -102,32 +102,15 @@ func connect(t *testing.T, ctx context.Context, h *fixtures.Harness, era fixture
 
 const tenant = "acme"
 
-func runSuite(opID string) *mcp.CallToolParams {
-	return &mcp.CallToolParams{Name: "hosted_test.run_suite", Arguments: map[string]any{"suite": "settlement", "operation_id": opID}}
-}
-
 // startTask makes the consequential call from a tasks client and returns
 // the task handle the gateway answered with.
 func startTask(t *testing.T, ctx context.Context, cs *mcp.ClientSession, opID string) *taskwire.Task {
 	t.Helper()
-	task, res, err := taskwire.CallToolAsTask(ctx, cs, runSuite(opID), nil)
+	task, res, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall(opID, nil), nil)
 	if err != nil || task == nil {
 		t.Fatalf("tools/call %s = task %v, result %v, error %v; want a task", opID, task, res, err)
 	}
 	return task
-}
-
-// jobOf reads the provider's job ID from a result.
-func jobOf(res *mcp.CallToolResult) string {
-	if res == nil {
-		return ""
-	}
-	b, _ := json.Marshal(res.StructuredContent)
-	var sc struct {
-		JobID string `json:"job_id"`
-	}
-	_ = json.Unmarshal(b, &sc)
-	return sc.JobID
 }
 
 // awaitOperation polls the ledger until the operation satisfies done.

@@ -94,6 +94,20 @@ func (g *gateway) connect(t *testing.T, ctx context.Context, era fixtures.Era) *
 	return cs
 }
 
+// settle makes the consequential call as opID from a tasks client, waits
+// until the operation ends or needs review, and stops the gateway: stopping
+// waits for the work in hand, so that afterwards nothing can reach the
+// upstream and its counts are final.
+func (g *gateway) settle(t *testing.T, ctx context.Context, opID string) *ledger.Operation {
+	t.Helper()
+	logHistory(t, g.Store, opID)
+	cs := g.connect(t, ctx, fixtures.EraExtension)
+	startTask(t, ctx, cs, opID)
+	op := awaitOperation(t, ctx, g.Store, opID, endedOrReview)
+	g.stop(t)
+	return op
+}
+
 // callCounter counts the tools/call requests an MCP server receives, by
 // tool name, as the server itself sees them on the wire.
 type callCounter struct {

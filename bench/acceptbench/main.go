@@ -12,19 +12,18 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
-	"runtime/pprof"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/taskgate/taskgate/bench/internal/profile"
+	"github.com/taskgate/taskgate/bench/internal/report"
 )
 
 func main() {
@@ -91,50 +90,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "acceptbench: %v\n", err)
 		return 2
 	}
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			fmt.Fprintf(stderr, "acceptbench: create CPU profile: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "acceptbench: start CPU profile: %v\n", err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
-	}
-	rep, err := measureAll(ctx, &o, stderr)
+	stopProfile, err := profile.Start(o.cpuProfile, "")
 	if err != nil {
 		fmt.Fprintf(stderr, "acceptbench: %v\n", err)
 		return 1
 	}
-	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(stderr, "acceptbench: %v\n", err)
-			return 1
-		}
-		return 0
+	defer stopProfile()
+	rep, err := measureAll(ctx, &o, stderr)
+	if err == nil {
+		err = report.Print(stdout, o.json, rep, func(w io.Writer) { printTable(w, rep) })
 	}
-	printTable(stdout, rep)
+	if err != nil {
+		fmt.Fprintf(stderr, "acceptbench: %v\n", err)
+		return 1
+	}
 	return 0
 }
 
-// report is everything one run measured; -json prints it as is.
-type report struct {
+// results are everything one run measured; -json prints them as they are.
+type results struct {
 	Machine      machine       `json:"machine"`
 	Measurements []measurement `json:"measurements"`
 	Ratios       []ratio       `json:"ratios"`
 }
 
 type machine struct {
-	GoVersion     string  `json:"go_version"`
-	OS            string  `json:"os"`
-	Arch          string  `json:"arch"`
-	NumCPU        int     `json:"num_cpu"`
-	GOMAXPROCS    int     `json:"gomaxprocs"`
+	report.Machine
 	Dir           string  `json:"dir"`
 	Filesystem    string  `json:"filesystem,omitempty"`
 	SQLiteVersion string  `json:"sqlite_version"`
@@ -184,10 +165,10 @@ func newRatio(name string, num, den measurement, target float64) ratio {
 	return r
 }
 
-func printTable(w io.Writer, rep *report) {
+func printTable(w io.Writer, rep *results) {
 	m := rep.Machine
 	fmt.Fprintf(w, "taskgate acceptance benchmark: SQLite ledger store\n")
-	fmt.Fprintf(w, "%s %s/%s, NumCPU %d, GOMAXPROCS %d\n", m.GoVersion, m.OS, m.Arch, m.NumCPU, m.GOMAXPROCS)
+	fmt.Fprintf(w, "%s\n", m.Machine)
 	fs := m.Filesystem
 	if fs == "" {
 		fs = "unknown filesystem"
@@ -203,16 +184,8 @@ func printTable(w io.Writer, rep *report) {
 		if r.Commits > 0 {
 			commits, perCommit = fmt.Sprint(r.Commits), fmt.Sprintf("%.1f", r.OpsPerCommit)
 		}
-		rounds := "-"
-		if len(r.Rounds) > 0 {
-			parts := make([]string, len(r.Rounds))
-			for i, v := range r.Rounds {
-				parts[i] = fmt.Sprintf("%.0f", v)
-			}
-			rounds = strings.Join(parts, " ")
-		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%.2f\t%.2f\t%s\t\n",
-			r.Name, r.Concurrency, r.Ops, r.OpsPerSec, commits, perCommit, r.P50Ms, r.P99Ms, rounds)
+			r.Name, r.Concurrency, r.Ops, r.OpsPerSec, commits, perCommit, r.P50Ms, r.P99Ms, report.Rounds(r.Rounds))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -220,26 +193,14 @@ func printTable(w io.Writer, rep *report) {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ratio\tvalue\ttarget\t")
 	for _, r := range rep.Ratios {
-		target := "-"
-		if r.Met != nil {
-			verdict := "BELOW"
-			if *r.Met {
-				verdict = "PASS"
-			}
-			target = fmt.Sprintf(">= %.2f  %s", r.Target, verdict)
-		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%s\t\n", r.Name, r.Value, target)
+		fmt.Fprintf(tw, "%s\t%.2f\t%s\t\n", r.Name, r.Value, report.Target(fmt.Sprintf(">= %.2f", r.Target), r.Met))
 	}
 	tw.Flush()
 }
 
 func machineFacts(o *options) machine {
 	return machine{
-		GoVersion:   runtime.Version(),
-		OS:          runtime.GOOS,
-		Arch:        runtime.GOARCH,
-		NumCPU:      runtime.NumCPU(),
-		GOMAXPROCS:  runtime.GOMAXPROCS(0),
+		Machine:     report.ThisMachine(),
 		Dir:         o.dir,
 		Filesystem:  filesystemOf(o.dir),
 		DurationSec: o.duration.Seconds(),

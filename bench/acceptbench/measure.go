@@ -1,24 +1,22 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
 	sqlite3 "modernc.org/sqlite"
 
+	"github.com/taskgate/taskgate/bench/internal/load"
 	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/sqlite"
@@ -54,7 +52,7 @@ func dispatchJobs(op *ledger.Operation) []river.InsertManyParams {
 	return []river.InsertManyParams{{Args: dispatchArgs{Operation: op.ID}}}
 }
 
-func measureAll(ctx context.Context, o *options, progress io.Writer) (*report, error) {
+func measureAll(ctx context.Context, o *options, progress io.Writer) (*results, error) {
 	root, err := os.MkdirTemp(o.dir, "taskgate-acceptbench-")
 	if err != nil {
 		return nil, fmt.Errorf("create a scratch directory in %s: %w", o.dir, err)
@@ -64,7 +62,7 @@ func measureAll(ctx context.Context, o *options, progress io.Writer) (*report, e
 	if err != nil {
 		return nil, fmt.Errorf("fingerprint the benchmark arguments: %w", err)
 	}
-	rep := &report{Machine: machineFacts(o)}
+	rep := &results{Machine: machineFacts(o)}
 
 	type step struct {
 		name   string
@@ -127,14 +125,8 @@ func measureAll(ctx context.Context, o *options, progress io.Writer) (*report, e
 // median returns the measurement with the median rate, carrying the rate of
 // every round.
 func median(ms []measurement) measurement {
-	sorted := slices.SortedFunc(slices.Values(ms), func(a, b measurement) int { return cmp.Compare(a.OpsPerSec, b.OpsPerSec) })
-	m := sorted[(len(sorted)-1)/2]
-	if len(ms) > 1 {
-		m.Rounds = make([]float64, len(ms))
-		for i, r := range ms {
-			m.Rounds[i] = r.OpsPerSec
-		}
-	}
+	m, rounds := load.Median(ms, func(m measurement) float64 { return m.OpsPerSec })
+	m.Rounds = rounds
 	return m
 }
 
@@ -196,7 +188,7 @@ func measureRaw(ctx context.Context, path string, o *options, fp string) (measur
 	}
 	defer commits.stop(ctx)
 
-	w, err := drive(ctx, 1, o, commits, func(ctx context.Context, worker, seq int) error {
+	m, total, err := drive(ctx, 1, o, commits, func(ctx context.Context, worker, seq int) error {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -215,10 +207,10 @@ func measureRaw(ctx context.Context, path string, o *options, fp string) (measur
 	if err != nil {
 		return measurement{}, st, err
 	}
-	if err := expectRows(ctx, db, map[string]int64{"operations": w.total}); err != nil {
+	if err := expectRows(ctx, db, map[string]int64{"operations": total}); err != nil {
 		return measurement{}, st, err
 	}
-	return w.measurement(1), st, nil
+	return m, st, nil
 }
 
 // measureAccept drives the real store's Accept from conc goroutines on a
@@ -278,7 +270,7 @@ func measureAccept(ctx context.Context, path string, o *options, fp string, conc
 	if err != nil {
 		return measurement{}, "", err
 	}
-	w, err := drive(ctx, conc, o, commits, func(ctx context.Context, worker, seq int) error {
+	m, total, err := drive(ctx, conc, o, commits, func(ctx context.Context, worker, seq int) error {
 		if replay {
 			return accept(ctx, fmt.Sprintf("op-%d", worker), ledger.DecisionAttached)
 		}
@@ -290,18 +282,18 @@ func measureAccept(ctx context.Context, path string, o *options, fp string, conc
 	if err != nil {
 		return measurement{}, "", err
 	}
-	created := seeded + w.total
+	created := seeded + total
 	if replay {
 		created = seeded
 	}
 	if err := expectRows(ctx, s.DB(), map[string]int64{
 		"operations": created,
-		"attempts":   seeded + w.total,
+		"attempts":   seeded + total,
 		"river_job":  created,
 	}); err != nil {
 		return measurement{}, "", err
 	}
-	return w.measurement(conc), st.pragmas, nil
+	return m, st.pragmas, nil
 }
 
 // expectRows checks that each table holds exactly the rows the measurement
@@ -366,101 +358,29 @@ func withHooks(ctx context.Context, db *sql.DB, f func(sqlite3.HookRegisterer)) 
 	})
 }
 
-// window is what drive observed.
-type window struct {
-	ops       int64 // calls completed inside the measured window
-	seconds   float64
-	commits   int64
-	latencies []time.Duration
-	total     int64 // calls completed, warm-up included
-}
-
-func (w *window) measurement(conc int) measurement {
-	m := measurement{Concurrency: conc, Ops: w.ops, Seconds: w.seconds, Commits: w.commits}
-	if w.seconds > 0 {
-		m.OpsPerSec = float64(w.ops) / w.seconds
+// drive calls op from conc goroutines through o's warm-up and measured
+// window, and returns the window's measurement, with the commits SQLite
+// made in the window, and the calls made in all.
+func drive(ctx context.Context, conc int, o *options, commits *commitCounter, op load.Op) (measurement, int64, error) {
+	var inWindow int64
+	w, err := load.Run(ctx, load.Options{
+		Workers:  conc,
+		Warmup:   o.warmup,
+		Duration: o.duration,
+		Meter: func() func() {
+			c0 := commits.load()
+			return func() { inWindow = commits.load() - c0 }
+		},
+	}, op)
+	if err != nil {
+		return measurement{}, 0, err
 	}
-	if w.commits > 0 {
-		m.OpsPerCommit = float64(w.ops) / float64(w.commits)
+	m := measurement{
+		Concurrency: conc, Ops: w.Calls, Seconds: w.Seconds, Commits: inWindow,
+		OpsPerSec: w.PerSecond(), P50Ms: w.PercentileMs(50), P99Ms: w.PercentileMs(99),
 	}
-	slices.Sort(w.latencies)
-	if n := len(w.latencies); n > 0 {
-		m.P50Ms = float64(w.latencies[(n-1)/2]) / float64(time.Millisecond)
-		m.P99Ms = float64(w.latencies[(n-1)*99/100]) / float64(time.Millisecond)
+	if inWindow > 0 {
+		m.OpsPerCommit = float64(w.Calls) / float64(inWindow)
 	}
-	return m
-}
-
-const (
-	phaseWarmup int32 = iota
-	phaseMeasure
-	phaseDone
-)
-
-// drive calls op from conc goroutines through a warm-up and then a measured
-// window, and counts the calls that complete inside the window. The first
-// error stops every goroutine and is returned.
-func drive(ctx context.Context, conc int, o *options, commits *commitCounter, op func(ctx context.Context, worker, seq int) error) (*window, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		phase     atomic.Int32
-		errOnce   sync.Once
-		firstErr  error
-		wg        sync.WaitGroup
-		latencies = make([][]time.Duration, conc)
-		totals    = make([]int64, conc)
-	)
-	for worker := range conc {
-		wg.Go(func() {
-			for seq := 0; phase.Load() != phaseDone; seq++ {
-				start := time.Now()
-				if err := op(ctx, worker, seq); err != nil {
-					errOnce.Do(func() { firstErr = err; cancel() })
-					return
-				}
-				totals[worker]++
-				if phase.Load() == phaseMeasure {
-					latencies[worker] = append(latencies[worker], time.Since(start))
-				}
-			}
-		})
-	}
-	sleep := func(d time.Duration) bool {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	w := &window{}
-	if sleep(o.warmup) {
-		c0, t0 := commits.load(), time.Now()
-		phase.Store(phaseMeasure)
-		if sleep(o.duration) {
-			phase.Store(phaseDone)
-			w.seconds = time.Since(t0).Seconds()
-			w.commits = commits.load() - c0
-		}
-	}
-	phase.Store(phaseDone)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("interrupted: %w", err)
-	}
-	for i := range conc {
-		w.total += totals[i]
-		w.ops += int64(len(latencies[i]))
-		w.latencies = append(w.latencies, latencies[i]...)
-	}
-	if w.ops == 0 {
-		return nil, errors.New("no call completed inside the measured window; lengthen -duration")
-	}
-	return w, nil
+	return m, w.Total, nil
 }

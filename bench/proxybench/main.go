@@ -17,21 +17,19 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
-	"runtime/pprof"
-	"runtime/trace"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/taskgate/taskgate/bench/internal/profile"
+	"github.com/taskgate/taskgate/bench/internal/report"
 	"github.com/taskgate/taskgate/fixtures"
 	"github.com/taskgate/taskgate/internal/daemon"
 )
@@ -178,75 +176,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc stri
 		fmt.Fprintf(stderr, "proxybench: %v\n", err)
 		return 2
 	}
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			fmt.Fprintf(stderr, "proxybench: create CPU profile: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "proxybench: start CPU profile: %v\n", err)
-			return 1
-		}
-		defer pprof.StopCPUProfile()
-	}
-	if o.trace != "" {
-		f, err := os.Create(o.trace)
-		if err != nil {
-			fmt.Fprintf(stderr, "proxybench: create execution trace: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			fmt.Fprintf(stderr, "proxybench: start execution trace: %v\n", err)
-			return 1
-		}
-		defer trace.Stop()
-	}
-	rep, err := measureAll(ctx, &o, stderr)
+	stopProfile, err := profile.Start(o.cpuProfile, o.trace)
 	if err != nil {
 		fmt.Fprintf(stderr, "proxybench: %v\n", err)
 		return 1
 	}
-	if o.memProfile != "" {
-		if err := writeAllocs(o.memProfile); err != nil {
-			fmt.Fprintf(stderr, "proxybench: %v\n", err)
-			return 1
-		}
+	defer stopProfile()
+	rep, err := measureAll(ctx, &o, stderr)
+	if err == nil && o.memProfile != "" {
+		err = profile.WriteAllocs(o.memProfile)
 	}
-	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(stderr, "proxybench: %v\n", err)
-			return 1
-		}
-		return 0
+	if err == nil {
+		err = report.Print(stdout, o.json, rep, func(w io.Writer) { printTable(w, rep) })
 	}
-	printTable(stdout, rep)
-	return 0
-}
-
-func writeAllocs(path string) error {
-	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("create allocation profile: %w", err)
+		fmt.Fprintf(stderr, "proxybench: %v\n", err)
+		return 1
 	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-		f.Close()
-		return fmt.Errorf("write allocation profile: %w", err)
-	}
-	return f.Close()
+	return 0
 }
 
 func machineFacts(o *options) machine {
 	m := machine{
-		GoVersion:   runtime.Version(),
-		OS:          runtime.GOOS,
-		Arch:        runtime.GOARCH,
-		NumCPU:      runtime.NumCPU(),
-		GOMAXPROCS:  runtime.GOMAXPROCS(0),
+		Machine:     report.ThisMachine(),
 		DurationSec: o.duration.Seconds(),
 		WarmupSec:   o.warmup.Seconds(),
 		Sessions:    o.sessions,

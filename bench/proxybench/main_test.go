@@ -141,7 +141,7 @@ func TestRunMeasuresEverything(t *testing.T) {
 	if code := run(ctx, args, &stdout, &stderr, "100"); code != 0 {
 		t.Fatalf("run = %d, want 0; stderr:\n%s", code, stderr.String())
 	}
-	var rep report
+	var rep results
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("the -json output does not decode: %v\n%s", err, stdout.String())
 	}

@@ -2,19 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"runtime/metrics"
-	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/bench/internal/load"
 	"github.com/taskgate/taskgate/fixtures"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/providersim"
@@ -26,16 +22,16 @@ import (
 const (
 	upstreamName = "hosted_test"
 	passTool     = providersim.ToolEstimateSuite
-	acceptTool   = upstreamName + "." + providersim.ToolRunSuite
+	acceptTool   = fixtures.RunSuiteTool
 	wantEstimate = "18.00"
 )
 
-func measureAll(ctx context.Context, o *options, progress io.Writer) (*report, error) {
+func measureAll(ctx context.Context, o *options, progress io.Writer) (*results, error) {
 	log := slog.New(slog.DiscardHandler)
 	if o.verbose {
 		log = slog.New(slog.NewTextHandler(progress, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	rep := &report{Machine: machineFacts(o)}
+	rep := &results{Machine: machineFacts(o)}
 	rep.Machine.Upstream = fmt.Sprintf("providersim %s over httptest on loopback", passTool)
 	rep.Machine.Ledger = "SQLite, fresh, in " + o.dir
 	var err error
@@ -56,7 +52,7 @@ func measureAll(ctx context.Context, o *options, progress io.Writer) (*report, e
 }
 
 // withStage runs f on a new stage and closes it afterwards.
-func withStage(ctx context.Context, o *options, log *slog.Logger, rep *report, f func(*stage) error) error {
+func withStage(ctx context.Context, o *options, log *slog.Logger, rep *results, f func(*stage) error) error {
 	st, err := startStage(ctx, o, log)
 	if err != nil {
 		return err
@@ -83,7 +79,7 @@ func (p passStep) target(st *stage) (url, key, tool string) {
 // o.sessions sessions' concurrent calls, direct and through the gateway.
 // Rounds run every step in turn, so that a burst of load from elsewhere on
 // the machine spreads over all steps instead of one.
-func measurePassThrough(ctx context.Context, o *options, st *stage, rep *report, progress io.Writer) error {
+func measurePassThrough(ctx context.Context, o *options, st *stage, rep *results, progress io.Writer) error {
 	steps := []passStep{{"direct", 1}, {"taskgate", 1}, {"direct", o.sessions}, {"taskgate", o.sessions}}
 	got := make([][][]measurement, len(o.eras))
 	for i := range got {
@@ -120,13 +116,12 @@ func measurePass(ctx context.Context, o *options, st *stage, era fixtures.Era, s
 	}
 	defer closeAll(sessions)
 	args := map[string]any{"suite": "settlement"}
-	w, err := drive(ctx, o, sessions, func(ctx context.Context, s *session, _, _ int) error {
+	m, _, err := drive(ctx, o, sessions, func(ctx context.Context, s *session, _, _ int) error {
 		return estimate(ctx, s.cs, tool, args)
 	})
 	if err != nil {
 		return measurement{}, err
 	}
-	m := w.measurement(step.sessions)
 	m.Path, m.Era = step.path, eraVersion(era)
 	return m, nil
 }
@@ -138,23 +133,13 @@ func estimate(ctx context.Context, cs *mcp.ClientSession, tool string, args map[
 		return fmt.Errorf("call %s: %w", tool, err)
 	}
 	if res.IsError {
-		return fmt.Errorf("%s answered with an error: %s", tool, contentText(res))
+		return fmt.Errorf("%s answered with an error: %s", tool, fixtures.ResultText(res))
 	}
 	sc, _ := res.StructuredContent.(map[string]any)
 	if got := sc["estimate_usd"]; got != wantEstimate {
 		return fmt.Errorf("%s answered estimate_usd %v, want %s: the call did not reach the provider's tool", tool, got, wantEstimate)
 	}
 	return nil
-}
-
-func contentText(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, t.Text)
-		}
-	}
-	return strings.Join(parts, " ")
 }
 
 // allStates are every operation state, to count every operation.
@@ -172,7 +157,7 @@ func allStates() []ledger.State {
 // shows what dispatching costs the acceptance path on the same machine.
 // Every measurement gets a fresh gateway and ledger, so that no backlog of
 // one measurement's operations weighs on the next.
-func measureAcceptance(ctx context.Context, o *options, log *slog.Logger, rep *report, progress io.Writer) error {
+func measureAcceptance(ctx context.Context, o *options, log *slog.Logger, rep *results, progress io.Writer) error {
 	for _, worker := range []string{"on", "stopped"} {
 		got := make([][]measurement, 2)
 		for round := 1; round <= o.rounds; round++ {
@@ -212,17 +197,14 @@ func measureAccept(ctx context.Context, o *options, st *stage, n int) (measureme
 		return measurement{}, err
 	}
 	defer closeAll(sessions)
-	w, err := drive(ctx, o, sessions, func(ctx context.Context, s *session, worker, seq int) error {
+	m, total, err := drive(ctx, o, sessions, func(ctx context.Context, s *session, worker, seq int) error {
 		opID := fmt.Sprintf("bench-%d-%d", worker, seq)
-		task, res, err := taskwire.CallToolAsTask(ctx, s.cs, &mcp.CallToolParams{
-			Name:      acceptTool,
-			Arguments: map[string]any{"suite": "settlement", "operation_id": opID},
-		}, nil)
+		task, res, err := taskwire.CallToolAsTask(ctx, s.cs, fixtures.RunSuiteCall(opID, nil), nil)
 		if err != nil {
 			return fmt.Errorf("call %s for %s: %w", acceptTool, opID, err)
 		}
 		if task == nil {
-			return fmt.Errorf("%s for %s answered without a task: %s", acceptTool, opID, contentText(res))
+			return fmt.Errorf("%s for %s answered without a task: %s", acceptTool, opID, fixtures.ResultText(res))
 		}
 		return nil
 	})
@@ -233,11 +215,10 @@ func measureAccept(ctx context.Context, o *options, st *stage, n int) (measureme
 	if err != nil {
 		return measurement{}, fmt.Errorf("count undispatched operations: %w", err)
 	}
-	if err := checkOperations(ctx, st.gate.Store, w.total); err != nil {
+	if err := checkOperations(ctx, st.gate.Store, total); err != nil {
 		return measurement{}, err
 	}
-	m := w.measurement(n)
-	m.Path, m.Era, m.Created, m.Undispatched = "accept", versionExtension, w.total, &left
+	m.Path, m.Era, m.Created, m.Undispatched = "accept", versionExtension, total, &left
 	return m, nil
 }
 
@@ -254,39 +235,24 @@ func checkOperations(ctx context.Context, store ledger.Store, want int64) error 
 	return nil
 }
 
-// window is what drive observed.
-type window struct {
-	calls     int64 // calls completed inside the measured window
-	seconds   float64
-	latencies []time.Duration
-	total     int64 // calls completed, warm-up included
-	// cpu, allocs and gcs are the process's CPU time, heap allocation
-	// and GC cycles inside the window: client, gateway and upstream
-	// together, as they share this process.
+// usage is the process's CPU time, heap allocation and GC cycles inside a
+// measured window: client, gateway and upstream together, as they share
+// this process.
+type usage struct {
 	cpu    time.Duration
 	allocs uint64
 	gcs    uint64
 }
 
-func (w *window) measurement(sessions int) measurement {
-	m := measurement{Sessions: sessions, Calls: w.calls, Seconds: w.seconds}
-	if w.seconds > 0 {
-		m.CallsPerSec = float64(w.calls) / w.seconds
-		m.CPUCores = w.cpu.Seconds() / w.seconds
+// meter reads the process's counters as the window opens and stores
+// their growth in u as it closes.
+func (u *usage) meter() func() {
+	cpu0, rt0 := processCPU(), readRuntime()
+	return func() {
+		u.cpu = processCPU() - cpu0
+		rt := readRuntime()
+		u.allocs, u.gcs = rt.allocs-rt0.allocs, rt.gcs-rt0.gcs
 	}
-	if w.calls > 0 {
-		m.CPUMsPerCall = float64(w.cpu) / float64(time.Millisecond) / float64(w.calls)
-		m.AllocKBPerCall = float64(w.allocs) / 1024 / float64(w.calls)
-	}
-	if w.seconds > 0 {
-		m.GCPerSec = float64(w.gcs) / w.seconds
-	}
-	slices.Sort(w.latencies)
-	if n := len(w.latencies); n > 0 {
-		m.P50Ms = float64(w.latencies[(n-1)/2]) / float64(time.Millisecond)
-		m.P99Ms = float64(w.latencies[(n-1)*99/100]) / float64(time.Millisecond)
-	}
-	return m
 }
 
 // runtimeCounts are cumulative counters of the Go runtime.
@@ -305,79 +271,33 @@ func readRuntime() runtimeCounts {
 	return c
 }
 
-const (
-	phaseWarmup int32 = iota
-	phaseMeasure
-	phaseDone
-)
-
 // drive makes calls on every session, each from its own goroutine, through
-// a warm-up and then a measured window, and counts the calls that complete
-// inside the window. The first error stops every goroutine and is returned;
-// a call still hanging well after the window ends is an error too.
-func drive(ctx context.Context, o *options, sessions []*session, call func(ctx context.Context, s *session, worker, seq int) error) (*window, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.warmup+o.duration+30*time.Second)
-	defer cancel()
-	var (
-		phase     atomic.Int32
-		errOnce   sync.Once
-		firstErr  error
-		wg        sync.WaitGroup
-		latencies = make([][]time.Duration, len(sessions))
-		totals    = make([]int64, len(sessions))
-	)
-	for worker, s := range sessions {
-		wg.Go(func() {
-			for seq := 0; phase.Load() != phaseDone; seq++ {
-				start := time.Now()
-				if err := call(ctx, s, worker, seq); err != nil {
-					errOnce.Do(func() { firstErr = err; cancel() })
-					return
-				}
-				totals[worker]++
-				if phase.Load() == phaseMeasure {
-					latencies[worker] = append(latencies[worker], time.Since(start))
-				}
-			}
-		})
+// o's warm-up and measured window, and returns the window's measurement
+// and the calls made in all. A call still hanging well after the window
+// ends is an error.
+func drive(ctx context.Context, o *options, sessions []*session, call func(ctx context.Context, s *session, worker, seq int) error) (measurement, int64, error) {
+	var u usage
+	w, err := load.Run(ctx, load.Options{
+		Workers:  len(sessions),
+		Warmup:   o.warmup,
+		Duration: o.duration,
+		Grace:    30 * time.Second,
+		Meter:    u.meter,
+	}, func(ctx context.Context, worker, seq int) error {
+		return call(ctx, sessions[worker], worker, seq)
+	})
+	if err != nil {
+		return measurement{}, 0, err
 	}
-	sleep := func(d time.Duration) bool {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return true
-		case <-ctx.Done():
-			return false
-		}
+	m := measurement{
+		Sessions: len(sessions), Calls: w.Calls, Seconds: w.Seconds, CallsPerSec: w.PerSecond(),
+		P50Ms: w.PercentileMs(50), P99Ms: w.PercentileMs(99),
+		CPUMsPerCall:   float64(u.cpu) / float64(time.Millisecond) / float64(w.Calls),
+		AllocKBPerCall: float64(u.allocs) / 1024 / float64(w.Calls),
 	}
-	w := &window{}
-	if sleep(o.warmup) {
-		t0, cpu0, rt0 := time.Now(), processCPU(), readRuntime()
-		phase.Store(phaseMeasure)
-		if sleep(o.duration) {
-			phase.Store(phaseDone)
-			w.seconds = time.Since(t0).Seconds()
-			w.cpu = processCPU() - cpu0
-			rt := readRuntime()
-			w.allocs, w.gcs = rt.allocs-rt0.allocs, rt.gcs-rt0.gcs
-		}
+	if w.Seconds > 0 {
+		m.CPUCores = u.cpu.Seconds() / w.Seconds
+		m.GCPerSec = float64(u.gcs) / w.Seconds
 	}
-	phase.Store(phaseDone)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("interrupted: %w", err)
-	}
-	for i := range sessions {
-		w.total += totals[i]
-		w.calls += int64(len(latencies[i]))
-		w.latencies = append(w.latencies, latencies[i]...)
-	}
-	if w.calls == 0 {
-		return nil, errors.New("no call completed inside the measured window; lengthen -duration")
-	}
-	return w, nil
+	return m, w.Total, nil
 }

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/taskgate/taskgate/bench/internal/load"
+	"github.com/taskgate/taskgate/bench/internal/report"
 )
 
 // The targets the pass-through path is held to.
@@ -20,19 +20,15 @@ const (
 	targetAddedP50Ms = 0.5
 )
 
-// report is everything one run measured; -json prints it as is.
-type report struct {
+// results are everything one run measured; -json prints them as they are.
+type results struct {
 	Machine      machine       `json:"machine"`
 	Measurements []measurement `json:"measurements"`
 	Comparisons  []comparison  `json:"comparisons"`
 }
 
 type machine struct {
-	GoVersion  string `json:"go_version"`
-	OS         string `json:"os"`
-	Arch       string `json:"arch"`
-	NumCPU     int    `json:"num_cpu"`
-	GOMAXPROCS int    `json:"gomaxprocs"`
+	report.Machine
 	// GOGC and GOMEMLIMIT are the garbage collector's settings: the whole
 	// run allocates heavily, so they move every figure.
 	GOGC       string `json:"gogc"`
@@ -138,23 +134,17 @@ func safeDiv(a, b float64) float64 {
 // median returns the measurement with the median rate, carrying the rate of
 // every round.
 func median(ms []measurement) measurement {
-	sorted := slices.SortedFunc(slices.Values(ms), func(a, b measurement) int { return cmp.Compare(a.CallsPerSec, b.CallsPerSec) })
-	m := sorted[(len(sorted)-1)/2]
-	if len(ms) > 1 {
-		m.Rounds = make([]float64, len(ms))
-		for i, r := range ms {
-			m.Rounds[i] = r.CallsPerSec
-		}
-	}
+	m, rounds := load.Median(ms, func(m measurement) float64 { return m.CallsPerSec })
+	m.Rounds = rounds
 	return m
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-func printTable(w io.Writer, rep *report) {
+func printTable(w io.Writer, rep *results) {
 	m := rep.Machine
 	fmt.Fprintf(w, "taskgate proxy benchmark: tools/call through the gateway vs. direct to the same upstream\n")
-	fmt.Fprintf(w, "%s %s/%s, NumCPU %d, GOMAXPROCS %d, GOGC %s, GOMEMLIMIT %s\n", m.GoVersion, m.OS, m.Arch, m.NumCPU, m.GOMAXPROCS, m.GOGC, m.GOMEMLIMIT)
+	fmt.Fprintf(w, "%s, GOGC %s, GOMEMLIMIT %s\n", m.Machine, m.GOGC, m.GOMEMLIMIT)
 	fmt.Fprintf(w, "upstream %s; gateway: the daemon in this process, API key auth, ledger %s (synchronous %s)\n", m.Upstream, m.Ledger, m.Synchronous)
 	fmt.Fprintf(w, "each measurement: %s warm-up, %s measured; %d round(s), median shown; cpu, alloc and GC figures are the whole process's\n",
 		seconds(m.WarmupSec), seconds(m.DurationSec), m.Rounds)
@@ -171,16 +161,8 @@ func printTable(w io.Writer, rep *report) {
 		if r.Undispatched != nil {
 			undispatched = fmt.Sprintf("%d of %d", *r.Undispatched, r.Created)
 		}
-		rounds := "-"
-		if len(r.Rounds) > 0 {
-			parts := make([]string, len(r.Rounds))
-			for i, v := range r.Rounds {
-				parts[i] = fmt.Sprintf("%.0f", v)
-			}
-			rounds = strings.Join(parts, " ")
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.3f\t%.3f\t%.3f\t%.2f\t%.0f\t%.0f\t%s\t%s\t\n",
-			r.label(), r.Era, r.Sessions, r.Calls, r.CallsPerSec, r.P50Ms, r.P99Ms, r.CPUMsPerCall, r.CPUCores, r.AllocKBPerCall, r.GCPerSec, undispatched, rounds)
+			r.label(), r.Era, r.Sessions, r.Calls, r.CallsPerSec, r.P50Ms, r.P99Ms, r.CPUMsPerCall, r.CPUCores, r.AllocKBPerCall, r.GCPerSec, undispatched, report.Rounds(r.Rounds))
 	}
 	tw.Flush()
 
@@ -195,15 +177,7 @@ func printTable(w io.Writer, rep *report) {
 		if c.Unit == "x" {
 			value = fmt.Sprintf("%.2fx", c.Value)
 		}
-		target := "-"
-		if c.Met != nil {
-			verdict := "BELOW"
-			if *c.Met {
-				verdict = "PASS"
-			}
-			target = c.Target + "  " + verdict
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", c.Name, value, target)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", c.Name, value, report.Target(c.Target, c.Met))
 	}
 	tw.Flush()
 }

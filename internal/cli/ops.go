@@ -82,28 +82,41 @@ func (e *env) opsShowCmd() *cobra.Command {
 		Short: "Show one operation with its attempts, remote jobs, charges and events",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := e.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			op, err := findOperation(cmd.Context(), s, tenant, args[0])
-			if err != nil {
-				return err
-			}
-			d, err := loadDetail(cmd.Context(), s, op)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(e.stdout, d)
-			}
-			return d.writeText(e.stdout)
+			return e.withOperation(cmd.Context(), tenant, args[0], func(s ledger.Store, op *ledger.Operation) error {
+				d, err := loadDetail(cmd.Context(), s, op)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, d)
+				}
+				return d.writeText(e.stdout)
+			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant the operation belongs to (needed when several tenants use the same operation ID)")
+	operationTenantFlag(cmd, &tenant)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of text")
 	return cmd
+}
+
+// operationTenantFlag adds --tenant to a command that names one operation.
+func operationTenantFlag(cmd *cobra.Command, tenant *string) {
+	cmd.Flags().StringVar(tenant, "tenant", "", "the tenant the operation belongs to (needed when several tenants use the same operation ID)")
+}
+
+// withOperation opens the ledger, finds the operation that id names (see
+// findOperation) and runs f with both; the ledger is closed afterwards.
+func (e *env) withOperation(ctx context.Context, tenant, id string, f func(ledger.Store, *ledger.Operation) error) error {
+	s, err := e.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	op, err := findOperation(ctx, s, tenant, id)
+	if err != nil {
+		return err
+	}
+	return f(s, op)
 }
 
 // findOperation resolves an operation ID or task ID, across tenants unless

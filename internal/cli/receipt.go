@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/receipt"
 )
 
@@ -20,28 +21,21 @@ func (e *env) receiptCmd() *cobra.Command {
 			if !slices.Contains([]string{"yaml", "json", "md"}, strings.ToLower(format)) {
 				return &usageError{msg: fmt.Sprintf("--format %q is not a receipt format; use yaml, json or md", format), hint: "taskgate receipt " + args[0] + " --format md"}
 			}
-			s, err := e.openStore(cmd.Context())
-			if err != nil {
+			return e.withOperation(cmd.Context(), tenant, args[0], func(s ledger.Store, op *ledger.Operation) error {
+				in, err := receipt.Load(cmd.Context(), s, op, nil)
+				if err != nil {
+					return err
+				}
+				out, err := receipt.Render(receipt.Build(in), format)
+				if err != nil {
+					return err
+				}
+				_, err = e.stdout.Write(out)
 				return err
-			}
-			defer s.Close()
-			op, err := findOperation(cmd.Context(), s, tenant, args[0])
-			if err != nil {
-				return err
-			}
-			in, err := receipt.Load(cmd.Context(), s, op, nil)
-			if err != nil {
-				return err
-			}
-			out, err := receipt.Render(receipt.Build(in), format)
-			if err != nil {
-				return err
-			}
-			_, err = e.stdout.Write(out)
-			return err
+			})
 		},
 	}
-	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant the operation belongs to (needed when several tenants use the same operation ID)")
+	operationTenantFlag(cmd, &tenant)
 	cmd.Flags().StringVar(&format, "format", "yaml", "yaml, json or md")
 	return cmd
 }

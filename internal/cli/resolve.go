@@ -47,29 +47,22 @@ func (e *env) opsResolveCmd() *cobra.Command {
 				}
 			}
 			r.Actor = e.actor()
-			s, err := e.openStore(cmd.Context())
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			op, err := findOperation(cmd.Context(), s, tenant, args[0])
-			if err != nil {
-				return err
-			}
-			if err := checkResolvable(cmd, s, op, r); err != nil {
-				return err
-			}
-			out, err := worker.Resolve(cmd.Context(), s, op, r)
-			if err != nil {
-				return fmt.Errorf("resolve operation %s: %w", op.OperationID, err)
-			}
-			fmt.Fprintf(e.stdout, "operation %s (task %s) is %s\n", out.OperationID, out.TaskID, out.State)
-			fmt.Fprintf(e.stdout, "next: %s\n", nextAfter(r))
-			return nil
+			return e.withOperation(cmd.Context(), tenant, args[0], func(s ledger.Store, op *ledger.Operation) error {
+				if err := checkResolvable(cmd, s, op, r); err != nil {
+					return err
+				}
+				out, err := worker.Resolve(cmd.Context(), s, op, r)
+				if err != nil {
+					return fmt.Errorf("resolve operation %s: %w", op.OperationID, err)
+				}
+				fmt.Fprintf(e.stdout, "operation %s (task %s) is %s\n", out.OperationID, out.TaskID, out.State)
+				fmt.Fprintf(e.stdout, "next: %s\n", nextAfter(r))
+				return nil
+			})
 		},
 	}
+	operationTenantFlag(cmd, &tenant)
 	f := cmd.Flags()
-	f.StringVar(&tenant, "tenant", "", "the tenant the operation belongs to (needed when several tenants use the same operation ID)")
 	f.StringVar(&r.Attach, "attach", "", "bind this provider job to the operation and follow it")
 	f.BoolVar(&r.Resend, "resend", false, "send the call again: you vouch that the earlier send started nothing")
 	f.BoolVar(&r.Fail, "fail", false, "end the operation as failed")
