@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -297,11 +298,22 @@ func testConcurrentSameKey(t *testing.T, newStore Factory) {
 
 func testTenantScopedLookup(t *testing.T, newStore Factory) {
 	s := newStore(t)
-	res := accept(t, s, params(t, call{"acme", "op-1", `{"suite":"x"}`}))
+	p := params(t, call{"acme", "op-1", `{"suite":"x"}`})
+	p.QueueLease = 1500 * time.Millisecond
+	p.TTL = 90 * time.Second
+	res := accept(t, s, p)
 	ctx := context.Background()
 	got, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "acme", TaskID: res.Operation.TaskID})
 	if err != nil || got.ID != res.Operation.ID {
 		t.Fatalf("own task: %v, %v", got, err)
+	}
+	// What Accept returns is exactly what the ledger holds.
+	if !reflect.DeepEqual(got, res.Operation) {
+		t.Fatalf("Accept returned\n%+v\nthe ledger holds\n%+v", res.Operation, got)
+	}
+	atts, err := s.AttemptList(ctx, got.ID)
+	if err != nil || len(atts) != 1 || !reflect.DeepEqual(atts[0], res.Attempt) {
+		t.Fatalf("Accept returned attempt\n%+v\nthe ledger holds\n%+v (%v)", res.Attempt, atts, err)
 	}
 	if _, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "globex", TaskID: res.Operation.TaskID}); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("another tenant's task: err = %v, want ErrNotFound", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/policy"
 )
 
@@ -270,16 +271,25 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 	// claims it; should it never run, the lease lapses and recovery starts.
 	leaseOwner, leaseUntil := "", time.Time{}
 	if p.Jobs != nil && p.QueueLease > 0 {
-		leaseOwner, leaseUntil = ledger.LeaseQueued, now.Add(p.QueueLease)
+		leaseOwner, leaseUntil = ledger.LeaseQueued, now.Add(p.QueueLease).Truncate(time.Microsecond)
 	}
-	op, err := scanOperation(tx.QueryRow(ctx, `INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
-			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $14, $14)
+	op := &ledger.Operation{
+		Tenant: p.Tenant, OperationID: p.OperationID, TaskID: p.TaskID, Upstream: p.Upstream, Tool: p.Tool,
+		Fingerprint: p.Fingerprint, Arguments: argumentsOrEmpty(p.Arguments), State: ledger.StateAccepted,
+		ApprovalID: approvalRef, RetryPolicy: p.RetryPolicy, Estimate: money.FromMicros(p.Approval.Estimate.Micros, currencyOf(p)),
+		IntendedRemoteJobs: 1, TTL: p.TTL.Truncate(time.Millisecond), LeaseOwner: leaseOwner, LeaseUntil: leaseUntil,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	// Only the row ID comes back: the rest is what was just written.
+	err := tx.QueryRow(ctx, `INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
+			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at,
+			intended_remote_jobs)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $14, $14, $17)
 		ON CONFLICT (tenant, operation_id) WHERE NOT key_expired DO NOTHING
-		RETURNING `+operationColumns,
-		p.Tenant, p.OperationID, p.TaskID, p.Upstream, p.Tool, p.Fingerprint, string(argumentsOrEmpty(p.Arguments)),
-		ledger.StateAccepted, idOrNull(approvalRef), p.RetryPolicy, p.Approval.Estimate.Micros, currencyOf(p), p.TTL.Milliseconds(), now,
-		leaseOwner, leaseUntil))
+		RETURNING id`,
+		op.Tenant, op.OperationID, op.TaskID, op.Upstream, op.Tool, op.Fingerprint, string(op.Arguments),
+		op.State, idOrNull(approvalRef), op.RetryPolicy, op.Estimate.Micros, op.Estimate.Currency, op.TTL.Milliseconds(), now,
+		leaseOwner, leaseUntil, op.IntendedRemoteJobs).Scan(&op.ID)
 	if err != nil {
 		if errors.Is(s.drv.Interpret(err), ledger.ErrNotFound) {
 			return nil, nil, nil
@@ -363,12 +373,19 @@ func argumentsOrEmpty(b []byte) []byte {
 }
 
 func (s *Store) insertAttempt(ctx context.Context, tx Querier, p *ledger.AcceptParams, opRef, relatedRef int64, d ledger.Decision, reason string, now time.Time) (*ledger.Attempt, error) {
-	a, err := scanAttempt(tx.QueryRow(ctx, `INSERT INTO attempts (request_id, tenant, operation_id, operation_ref, related_ref,
+	remote := attemptRemoteDefault(d)
+	a := &ledger.Attempt{
+		RequestID: p.RequestID, Tenant: p.Tenant, OperationID: p.OperationID, OperationRef: opRef, RelatedRef: relatedRef,
+		Decision: d, Reason: reason, Fingerprint: p.Fingerprint, Source: p.Source, ClientResult: ledger.ClientUnknown,
+		RemoteAccepted: remote, RemoteEffect: remote, ChargeStatus: remote, CreatedAt: now, UpdatedAt: now,
+	}
+	// Only the row ID comes back: the rest is what was just written.
+	err := tx.QueryRow(ctx, `INSERT INTO attempts (request_id, tenant, operation_id, operation_ref, related_ref,
 			decision, reason, fingerprint, source, client_result, remote_accepted, remote_effect, charge_status, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $11, $12, $12)
-		RETURNING `+attemptColumns,
+		RETURNING id`,
 		p.RequestID, p.Tenant, p.OperationID, idOrNull(opRef), idOrNull(relatedRef), d, reason, p.Fingerprint, p.Source,
-		ledger.ClientUnknown, attemptRemoteDefault(d), now))
+		ledger.ClientUnknown, remote, now).Scan(&a.ID)
 	if err != nil {
 		return nil, fmt.Errorf("record attempt %s: %w", p.RequestID, err)
 	}
