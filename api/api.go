@@ -4,7 +4,9 @@
 // The handlers run behind [authn.Authenticator.Middleware]: they read the
 // tenant from the request's auth.TokenInfo and never from a path, query or
 // body, so a caller can only ever see and change its own tenant's approvals
-// and receipts. Another tenant's approval or operation answers 404, exactly
+// and receipts. Only approver credentials (scope taskgate:approve) may
+// create or revoke approvals: an agent's key must never let it approve its
+// own spend. Another tenant's approval or operation answers 404, exactly
 // like one that does not exist. Every answer, including every error, is JSON
 // (receipts excepted, which come in the format asked for):
 //
@@ -37,6 +39,7 @@ const DefaultMaxBodyBytes = 1 << 20
 const (
 	CodeInvalidRequest   = "invalid_request"
 	CodeUnauthenticated  = "unauthenticated"
+	CodeForbidden        = "forbidden"
 	CodeNotFound         = "not_found"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeTooLarge         = "request_too_large"
@@ -87,11 +90,13 @@ func New(opts *Options) *API {
 
 // Register adds the endpoints to mux:
 //
-//	POST   /v1/approvals                  create an approval
+//	POST   /v1/approvals                  create an approval (approver credentials only)
 //	GET    /v1/approvals                  list approvals (?operation_id=, ?all=true includes revoked)
-//	DELETE /v1/approvals/{id}             revoke an approval
+//	DELETE /v1/approvals/{id}             revoke an approval (approver credentials only)
 //	GET    /v1/operations/{id}/receipt    an operation's receipt (?format=yaml|json|md)
 //
+// Writing approvals needs the scope authn.ScopeApprove; without it the
+// answer is 403 with code forbidden.
 // Other methods on those paths answer 405 and other paths under /v1/ 404,
 // both as JSON. The caller wraps mux (or the handler it is mounted in) with
 // [authn.Authenticator.Middleware].
@@ -117,6 +122,18 @@ func tenant(r *http.Request) (string, *apiError) {
 			message: "this request carries no authenticated tenant; send Authorization: Bearer <taskgate API key or OAuth token>"}
 	}
 	return t, nil
+}
+
+// approver refuses r unless its credential may write approvals: agents
+// call tools with the same tenant, and must not approve their own spend.
+func approver(r *http.Request) *apiError {
+	if authn.HasScope(auth.TokenInfoFromContext(r.Context()), authn.ScopeApprove) {
+		return nil
+	}
+	return &apiError{status: http.StatusForbidden, code: CodeForbidden,
+		message: fmt.Sprintf("creating or revoking approvals needs an approver credential: an API key of role approver "+
+			"(taskgate keys create --role approver) or an OAuth token with scope %s; the credential sent may call tools and read approvals and receipts only",
+			authn.ScopeApprove)}
 }
 
 // creator names the credential that created something, for the ledger's

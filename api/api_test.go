@@ -29,7 +29,9 @@ func clock() time.Time { return time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC) }
 type fixture struct {
 	store       ledger.Store
 	url         string
-	acme, other string // API keys of tenants acme and globex
+	acme, other string // agent API keys of tenants acme and globex
+	// acmeApprover and otherApprover are approver keys of the same tenants.
+	acmeApprover, otherApprover string
 }
 
 func newFixture(t *testing.T, maxBody int64) *fixture {
@@ -56,6 +58,12 @@ func newFixture(t *testing.T, maxBody int64) *fixture {
 		t.Fatal(err)
 	}
 	if f.other, _, err = authn.NewAPIKey(ctx, s, "globex", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if f.acmeApprover, _, err = authn.NewAPIKeyWithRole(ctx, s, "acme", "reviewer", ledger.RoleApprover); err != nil {
+		t.Fatal(err)
+	}
+	if f.otherApprover, _, err = authn.NewAPIKeyWithRole(ctx, s, "globex", "reviewer", ledger.RoleApprover); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -145,7 +153,7 @@ const goodBody = `{"operation_id":"settlement-regression-842","tool":"hosted_tes
 func TestApprovalLifecycle(t *testing.T) {
 	now := clock()
 	f := newFixture(t, 0)
-	v := approval(t, f.do(t, http.MethodPost, "/v1/approvals", f.acme, goodBody), http.StatusCreated)
+	v := approval(t, f.do(t, http.MethodPost, "/v1/approvals", f.acmeApprover, goodBody), http.StatusCreated)
 	want := api.ApprovalView{
 		ID: v.ID, Tenant: "acme", OperationID: "settlement-regression-842", Tool: "hosted_test.run_suite",
 		MaxTotalCostUSD: "20.00", Currency: "USD", MaxRemoteJobs: 1, RetryPolicy: "lookup_then_attach",
@@ -167,7 +175,7 @@ func TestApprovalLifecycle(t *testing.T) {
 
 	// A tenant in the body is not a field: the tenant only ever comes
 	// from the key.
-	r := f.do(t, http.MethodPost, "/v1/approvals", f.other, strings.Replace(goodBody, `{`, `{"tenant":"acme",`, 1))
+	r := f.do(t, http.MethodPost, "/v1/approvals", f.otherApprover, strings.Replace(goodBody, `{`, `{"tenant":"acme",`, 1))
 	if code, _, field := apiError(t, r); r.status != http.StatusBadRequest || code != api.CodeInvalidRequest || field != "tenant" {
 		t.Errorf("POST with a tenant field: %d %s, want 400 naming tenant", r.status, r.body)
 	}
@@ -186,14 +194,14 @@ func TestApprovalLifecycle(t *testing.T) {
 	}
 
 	path := "/v1/approvals/" + itoa(v.ID)
-	r = f.do(t, http.MethodDelete, path, f.other, "")
+	r = f.do(t, http.MethodDelete, path, f.otherApprover, "")
 	if code, _, _ := apiError(t, r); r.status != http.StatusNotFound || code != api.CodeNotFound {
 		t.Errorf("globex revoking acme's approval: %d %s, want 404", r.status, r.body)
 	}
 	if got := list(t, f.do(t, http.MethodGet, "/v1/approvals", f.acme, "")); len(got) != 1 || got[0].Status != api.ApprovalActive {
 		t.Fatalf("after globex's attempt, acme's list = %+v, want the approval still active", got)
 	}
-	revoked := approval(t, f.do(t, http.MethodDelete, path, f.acme, ""), http.StatusOK)
+	revoked := approval(t, f.do(t, http.MethodDelete, path, f.acmeApprover, ""), http.StatusOK)
 	if revoked.Status != api.ApprovalRevoked || !revoked.RevokedAt.Equal(now) {
 		t.Errorf("revoked = %+v, want status revoked at %s", revoked, now)
 	}
@@ -203,12 +211,12 @@ func TestApprovalLifecycle(t *testing.T) {
 	if got := list(t, f.do(t, http.MethodGet, "/v1/approvals?all=true", f.acme, "")); len(got) != 1 || got[0].Status != api.ApprovalRevoked {
 		t.Errorf("after revoke, acme's list?all=true = %+v, want the revoked approval", got)
 	}
-	if r := f.do(t, http.MethodDelete, "/v1/approvals/999999", f.acme, ""); r.status != http.StatusNotFound {
+	if r := f.do(t, http.MethodDelete, "/v1/approvals/999999", f.acmeApprover, ""); r.status != http.StatusNotFound {
 		t.Errorf("revoking an unknown approval: %d %s, want 404", r.status, r.body)
 	}
 
 	atBody := strings.Replace(goodBody, `"expires_in":"24h"`, `"expires_at":"2026-09-03T00:00:00+02:00","currency":"eur"`, 1)
-	at := approval(t, f.do(t, http.MethodPost, "/v1/approvals", f.acme, atBody), http.StatusCreated)
+	at := approval(t, f.do(t, http.MethodPost, "/v1/approvals", f.acmeApprover, atBody), http.StatusCreated)
 	if !at.ExpiresAt.Equal(time.Date(2026, 9, 2, 22, 0, 0, 0, time.UTC)) || at.Currency != "EUR" {
 		t.Errorf("expires_at and currency = %s %s, want 2026-09-02T22:00:00Z EUR", at.ExpiresAt, at.Currency)
 	}
@@ -246,7 +254,7 @@ func TestApprovalBadInput(t *testing.T) {
 		{"too large", strings.Replace(goodBody, `settlement-regression-842`, strings.Repeat("x", 600), 1), 413, "", "larger than 512 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := f.do(t, http.MethodPost, "/v1/approvals", f.acme, tc.body)
+			r := f.do(t, http.MethodPost, "/v1/approvals", f.acmeApprover, tc.body)
 			code, msg, field := apiError(t, r)
 			wantCode := api.CodeInvalidRequest
 			if tc.status == http.StatusRequestEntityTooLarge {
@@ -280,7 +288,7 @@ func TestAuthenticationAndRouting(t *testing.T) {
 		{"GET one approval", http.MethodGet, "/v1/approvals/1", f.acme, 405, api.CodeMethodNotAllowed},
 		{"POST receipt", http.MethodPost, "/v1/operations/x/receipt", f.acme, 405, api.CodeMethodNotAllowed},
 		{"unknown path", http.MethodGet, "/v1/operations", f.acme, 404, api.CodeNotFound},
-		{"bad approval ID", http.MethodDelete, "/v1/approvals/first", f.acme, 400, api.CodeInvalidRequest},
+		{"bad approval ID", http.MethodDelete, "/v1/approvals/first", f.acmeApprover, 400, api.CodeInvalidRequest},
 		{"bad all", http.MethodGet, "/v1/approvals?all=maybe", f.acme, 400, api.CodeInvalidRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -301,6 +309,30 @@ func TestAuthenticationAndRouting(t *testing.T) {
 				t.Errorf("405 without an Allow header")
 			}
 		})
+	}
+}
+
+// TestAgentsCannotWriteApprovals: the key an agent calls tools with reads
+// its tenant's approvals but cannot create or revoke one; only an approver
+// key can.
+func TestAgentsCannotWriteApprovals(t *testing.T) {
+	f := newFixture(t, 0)
+	r := f.do(t, http.MethodPost, "/v1/approvals", f.acme, goodBody)
+	if code, msg, _ := apiError(t, r); r.status != http.StatusForbidden || code != api.CodeForbidden ||
+		!strings.Contains(msg, "approver") || !strings.Contains(msg, authn.ScopeApprove) {
+		t.Errorf("agent key POST /v1/approvals: %d %s, want 403 forbidden naming the approver role and scope", r.status, r.body)
+	}
+	if got, err := f.store.ApprovalList(context.Background(), &ledger.ApprovalListParams{Tenant: "acme", IncludeRevoked: true}); err != nil || len(got) != 0 {
+		t.Fatalf("after the agent's POST the ledger holds %+v, %v; want no approval", got, err)
+	}
+	v := approval(t, f.do(t, http.MethodPost, "/v1/approvals", f.acmeApprover, goodBody), http.StatusCreated)
+	path := "/v1/approvals/" + itoa(v.ID)
+	r = f.do(t, http.MethodDelete, path, f.acme, "")
+	if code, _, _ := apiError(t, r); r.status != http.StatusForbidden || code != api.CodeForbidden {
+		t.Errorf("agent key DELETE %s: %d %s, want 403 forbidden", path, r.status, r.body)
+	}
+	if got := list(t, f.do(t, http.MethodGet, "/v1/approvals", f.acme, "")); len(got) != 1 || got[0].Status != api.ApprovalActive {
+		t.Errorf("agent key GET /v1/approvals = %+v, want the approval, still active", got)
 	}
 }
 

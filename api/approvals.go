@@ -217,6 +217,10 @@ func (a *API) createApproval(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	if aerr := approver(r); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	var body approvalRequest
 	if aerr := a.decodeBody(w, r, &body); aerr != nil {
 		writeError(w, aerr)
@@ -286,6 +290,10 @@ func (a *API) listApprovals(w http.ResponseWriter, r *http.Request) {
 func (a *API) revokeApproval(w http.ResponseWriter, r *http.Request) {
 	tenant, aerr := tenant(r)
 	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if aerr := approver(r); aerr != nil {
 		writeError(w, aerr)
 		return
 	}

@@ -31,22 +31,33 @@ func apiKeyEncoding() *base32.Encoding {
 // has to satisfy go-sdk's requirement that a TokenInfo expires.
 const apiKeyLifetimeYears = 100
 
-// NewAPIKey creates an API key for tenant and records only its hash in s.
-// The plaintext is returned once, to be shown to the user; it cannot be
+// NewAPIKey creates an agent API key for tenant and records only its hash
+// in s. The plaintext is returned once, to be shown to the user; it cannot be
 // recovered later.
 func NewAPIKey(ctx context.Context, s ledger.Store, tenant, label string) (plaintext string, key *ledger.APIKey, err error) {
+	return NewAPIKeyWithRole(ctx, s, tenant, label, ledger.RoleAgent)
+}
+
+// NewAPIKeyWithRole is [NewAPIKey] for a key of the given role:
+// ledger.RoleAgent, or ledger.RoleApprover for a key that may also create and
+// revoke approvals (it carries [ScopeApprove]). Give approver keys to the
+// humans who approve spend, never to the agents whose calls they approve.
+func NewAPIKeyWithRole(ctx context.Context, s ledger.Store, tenant, label, role string) (plaintext string, key *ledger.APIKey, err error) {
 	if s == nil {
 		return "", nil, errors.New("create api key: no ledger store")
 	}
 	if err := checkTenant(tenant); err != nil {
 		return "", nil, fmt.Errorf("create api key: %w", err)
 	}
+	if role != ledger.RoleAgent && role != ledger.RoleApprover {
+		return "", nil, fmt.Errorf("create api key: role %q is not a role; use %s or %s", role, ledger.RoleAgent, ledger.RoleApprover)
+	}
 	var b [apiKeyBytes]byte
 	// crypto/rand.Read never fails; it crashes the program if the system
 	// cannot supply randomness.
 	_, _ = rand.Read(b[:])
 	plaintext = APIKeyPrefix + apiKeyEncoding().EncodeToString(b[:])
-	key, err = s.KeyCreate(ctx, &ledger.APIKey{Tenant: tenant, Hash: HashAPIKey(plaintext), Label: label})
+	key, err = s.KeyCreate(ctx, &ledger.APIKey{Tenant: tenant, Hash: HashAPIKey(plaintext), Label: label, Role: role})
 	if err != nil {
 		return "", nil, fmt.Errorf("create api key for tenant %q: %w", tenant, err)
 	}
@@ -84,9 +95,14 @@ func (a *Authenticator) verifyAPIKey(ctx context.Context, token string) (*auth.T
 	if err := checkTenant(key.Tenant); err != nil {
 		return nil, fmt.Errorf("%w: API key %d: %w", auth.ErrInvalidToken, key.ID, err)
 	}
+	var scopes []string
+	if key.Role == ledger.RoleApprover {
+		scopes = []string{ScopeApprove}
+	}
 	return &auth.TokenInfo{
 		UserID:     key.Tenant,
 		Expiration: a.clock().AddDate(apiKeyLifetimeYears, 0, 0),
+		Scopes:     scopes,
 		Extra: map[string]any{
 			ExtraTenant: key.Tenant,
 			ExtraMethod: MethodAPIKey,

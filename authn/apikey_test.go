@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/taskgate/taskgate/ledger"
 )
 
 func errorsIsInvalid(err error) bool { return errors.Is(err, auth.ErrInvalidToken) }
@@ -202,5 +204,40 @@ func TestHashAPIKey(t *testing.T) {
 	const want = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 	if got := HashAPIKey("abc"); got != want {
 		t.Errorf("HashAPIKey(%q) = %s, want %s", "abc", got, want)
+	}
+}
+
+func TestAPIKeyRoleGrantsApproveScope(t *testing.T) {
+	store, _ := newLedger(t)
+	a, err := New(&Options{Store: store, ResourceURL: testAudience})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx := t.Context()
+	agent, _, err := NewAPIKey(ctx, store, "acme", "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	approver, key, err := NewAPIKeyWithRole(ctx, store, "acme", "reviewer", ledger.RoleApprover)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key.Role != ledger.RoleApprover {
+		t.Errorf("NewAPIKeyWithRole key role = %q, want %q", key.Role, ledger.RoleApprover)
+	}
+	for _, tt := range []struct {
+		name, token string
+		want        bool
+	}{{"agent key", agent, false}, {"approver key", approver, true}} {
+		ti, err := a.Verify(ctx, tt.token, nil)
+		if err != nil {
+			t.Fatalf("%s: Verify: %v", tt.name, err)
+		}
+		if got := HasScope(ti, ScopeApprove); got != tt.want {
+			t.Errorf("%s: HasScope(%q) = %v (scopes %v), want %v", tt.name, ScopeApprove, got, ti.Scopes, tt.want)
+		}
+	}
+	if _, _, err := NewAPIKeyWithRole(ctx, store, "acme", "", "admin"); err == nil {
+		t.Error("NewAPIKeyWithRole with role admin succeeded; want an error naming the roles")
 	}
 }

@@ -54,6 +54,16 @@ const (
 	ExtraSubject = "subject"
 )
 
+// ScopeApprove is the scope a credential needs to create or revoke
+// approvals: API keys of role approver carry it, and JWTs carry it in their
+// scope (or scp) claim. Calling tools needs no scope.
+const ScopeApprove = "taskgate:approve"
+
+// HasScope reports whether ti was granted scope.
+func HasScope(ti *auth.TokenInfo, scope string) bool {
+	return ti != nil && slices.Contains(ti.Scopes, scope)
+}
+
 // maxTenantLen bounds a tenant name; tenants end up in every ledger row,
 // log line and receipt.
 const maxTenantLen = 256
@@ -280,7 +290,9 @@ func isLoopback(host string) bool {
 //
 // The TokenInfo has UserID = tenant (go-sdk binds sessions to it) and Extra
 // holding [ExtraTenant], [ExtraMethod] and [ExtraKeyID] (and [ExtraSubject]
-// for JWTs). req may be nil; it is not consulted. A rejected credential gives an error that unwraps to
+// for JWTs), and Scopes holding the granted scopes ([ScopeApprove] for an
+// approver API key; a JWT's scope claim). req may be nil; it is not
+// consulted. A rejected credential gives an error that unwraps to
 // [auth.ErrInvalidToken] and says why without echoing the token; any other
 // error means the credential could not be checked (ledger or JWKS
 // unavailable).

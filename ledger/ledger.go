@@ -315,11 +315,40 @@ const (
 )
 
 // APIKey is a tenant's bearer credential. Only its SHA-256 hash is stored.
+// Role is RoleAgent or RoleApprover; empty means RoleAgent.
 type APIKey struct {
 	ID        int64
 	Tenant    string
 	Hash      string
 	Label     string
+	Role      string
 	CreatedAt time.Time
 	RevokedAt time.Time
+}
+
+// API key roles. An agent key calls tools; an approver key may also create
+// and revoke approvals, which an agent must never be able to do for itself.
+const (
+	RoleAgent    = "agent"
+	RoleApprover = "approver"
+)
+
+// ApprovalQuestion is one question the gateway asked a client for an
+// approval. Only an answer that names an outstanding question, asked of the
+// same tenant about the same operation, tool and arguments, may approve; the
+// question is taken when answered, so an answer counts once.
+type ApprovalQuestion struct {
+	ID int64
+	// Nonce is the unguessable value the client echoes back with its answer.
+	Nonce       string
+	Tenant      string
+	OperationID string
+	// Tool is qualified by its upstream: "hosted_test.run_suite".
+	Tool        string
+	Fingerprint string
+	// Estimate is the cost the question named.
+	Estimate   money.Amount
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	AnsweredAt time.Time // zero while outstanding
 }

@@ -82,6 +82,16 @@ type Store interface {
 	ApprovalRevoke(ctx context.Context, tenant string, id int64, now time.Time) (*Approval, error)
 	ReservationList(ctx context.Context, approvalRef int64) ([]*Reservation, error)
 
+	// ApprovalQuestionCreate records a question asked for an approval. The
+	// caller chooses an unguessable Nonce; it must be unique.
+	ApprovalQuestionCreate(ctx context.Context, q *ApprovalQuestion) (*ApprovalQuestion, error)
+	// ApprovalQuestionTake marks answered, exactly once, the outstanding
+	// question whose nonce, tenant, operation ID, tool and fingerprint are
+	// p's and that has not expired at p.Now, and returns it. Of concurrent
+	// takes of one question, one succeeds; the others, and a take of an
+	// unknown, expired, answered or mismatched question, get ErrNotFound.
+	ApprovalQuestionTake(ctx context.Context, p *ApprovalQuestionTakeParams) (*ApprovalQuestion, error)
+
 	// API keys: stored as SHA-256 hashes, never in the clear.
 	KeyCreate(ctx context.Context, k *APIKey) (*APIKey, error)
 	// KeyByHash returns the unrevoked key with this hash; ErrNotFound if none.
@@ -201,6 +211,18 @@ type ApprovalListParams struct {
 	Tenant         string
 	OperationID    string
 	IncludeRevoked bool
+}
+
+// ApprovalQuestionTakeParams name the question an answer claims to reply
+// to, and what it must have been asked about.
+type ApprovalQuestionTakeParams struct {
+	Nonce       string
+	Tenant      string
+	OperationID string
+	Tool        string
+	Fingerprint string
+	// Now decides expiry; zero means the store's clock.
+	Now time.Time
 }
 
 // JobClient is the part of a River client that the worker package drives,

@@ -1,11 +1,19 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -105,5 +113,214 @@ func TestWithoutElicitationTheErrorSaysHowToApprove(t *testing.T) {
 	}
 	if n := len(h.Sim.Jobs()); n != 0 {
 		t.Fatalf("provider jobs = %d, want 0", n)
+	}
+}
+
+// rawCall posts one 2026-07-28 tools/call of run_suite as bytes, the way a
+// client that writes its own requests would, and returns the JSON-RPC
+// response. elicits declares elicitation in the per-request capabilities;
+// answer, when set, is sent as the approval question's answer with state as
+// requestState.
+func rawCall(t *testing.T, h *fixtures.Harness, opID string, elicits bool, answer map[string]any, state string) map[string]any {
+	t.Helper()
+	ctx := testCtx(t)
+	key, err := h.Key(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps := map[string]any{"extensions": map[string]any{taskwire.ExtensionID: map[string]any{}}}
+	if elicits {
+		caps["elicitation"] = map[string]any{}
+	}
+	params := map[string]any{
+		"name":      fixtures.RunSuiteTool,
+		"arguments": map[string]any{"suite": "settlement", "operation_id": opID},
+		"_meta": map[string]any{
+			mcp.MetaKeyProtocolVersion:    "2026-07-28",
+			mcp.MetaKeyClientCapabilities: caps,
+			mcp.MetaKeyClientInfo:         map[string]any{"name": "raw", "version": "0"},
+		},
+	}
+	if answer != nil {
+		params["inputResponses"] = map[string]any{"taskgate_approval": map[string]any{"action": "accept", "content": answer}}
+		params["requestState"] = state
+	}
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.MCPURL(), bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		"Authorization": "Bearer " + key, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": fixtures.RunSuiteTool,
+	} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		var last []byte
+		for line := range bytes.Lines(data) {
+			if v, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
+				last = bytes.TrimSpace(v)
+			}
+		}
+		data = last
+	}
+	var msg map[string]any
+	if err := json.Unmarshal(data, &msg); err != nil {
+		t.Fatalf("HTTP %d body %q is not JSON-RPC: %v", resp.StatusCode, data, err)
+	}
+	return msg
+}
+
+// approvalsOf lists every approval of acme's operation.
+func approvalsOf(t *testing.T, h *fixtures.Harness, opID string) []*ledger.Approval {
+	t.Helper()
+	list, err := h.Store.ApprovalList(testCtx(t), &ledger.ApprovalListParams{Tenant: "acme", OperationID: opID, IncludeRevoked: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// TestUnsolicitedApprovalIsRefused: a client that answers a question the
+// gateway never asked — the model writing its own approval — is refused,
+// and nothing is approved or started.
+func TestUnsolicitedApprovalIsRefused(t *testing.T) {
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	self := map[string]any{"max_total_cost_usd": "1000000", "max_remote_jobs": 50}
+	for _, tt := range []struct {
+		name    string
+		elicits bool
+		state   string
+	}{
+		{"no elicitation capability", false, "taskgate-approval"},
+		{"no elicitation capability, forged nonce", false, "taskgate-approval.AAAAAAAAAAAAAAAAAAAAAAAAAA"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			msg := rawCall(t, h, "op-self-approved", tt.elicits, self, tt.state)
+			e, _ := msg["error"].(map[string]any)
+			data, _ := e["data"].(map[string]any)
+			if e == nil || data["reason"] != ledger.ReasonApprovalRequired {
+				t.Fatalf("self-approved call answered %v; want a JSON-RPC error with reason %s", msg, ledger.ReasonApprovalRequired)
+			}
+		})
+	}
+	// A 2025-11-25 session without elicitation sends the same answer.
+	cs := connect(t, h, "acme", fixtures.EraLegacy)
+	p := fixtures.RunSuiteCall("op-self-approved", nil)
+	p.InputResponses = mcp.InputResponseMap{"taskgate_approval": &mcp.ElicitResult{Action: "accept", Content: self}}
+	p.RequestState = "taskgate-approval"
+	if _, _, err := taskwire.CallToolAsTask(testCtx(t), cs, p, nil); err == nil {
+		t.Fatal("a 2025-11-25 call with a self-written answer was accepted")
+	}
+	if got := approvalsOf(t, h, "op-self-approved"); len(got) != 0 {
+		t.Fatalf("approvals after self-approval attempts = %+v; want none", got[0])
+	}
+	if n := len(h.Sim.Jobs()); n != 0 {
+		t.Fatalf("provider jobs = %d, want 0", n)
+	}
+}
+
+// TestApprovalAnswerCountsOnce: an answer counts only for the question it
+// replies to — that operation, once — and a forged question counts never.
+func TestApprovalAnswerCountsOnce(t *testing.T) {
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	answer := map[string]any{"max_total_cost_usd": "20.00", "max_remote_jobs": 1}
+	asked := func(msg map[string]any) string {
+		t.Helper()
+		res, _ := msg["result"].(map[string]any)
+		state, _ := res["requestState"].(string)
+		inputs, _ := res["inputRequests"].(map[string]any)
+		if res == nil || res["resultType"] != "input_required" || inputs["taskgate_approval"] == nil || state == "" {
+			t.Fatalf("answer %v; want an input_required result asking for the approval", msg)
+		}
+		return state
+	}
+	state := asked(rawCall(t, h, "op-a", true, nil, ""))
+
+	// The question about op-a does not approve op-b.
+	if again := asked(rawCall(t, h, "op-b", true, answer, state)); again == state {
+		t.Fatalf("op-b was asked with op-a's question %q", state)
+	}
+	// A nonce the gateway never issued approves nothing.
+	asked(rawCall(t, h, "op-a", true, answer, "taskgate-approval.AAAAAAAAAAAAAAAAAAAAAAAAAA"))
+	if got := approvalsOf(t, h, "op-a"); len(got) != 0 {
+		t.Fatalf("approvals of op-a before its answer = %d; want none", len(got))
+	}
+	if got := approvalsOf(t, h, "op-b"); len(got) != 0 {
+		t.Fatalf("approvals of op-b = %d; want none", len(got))
+	}
+
+	// The genuine answer approves op-a and starts it.
+	msg := rawCall(t, h, "op-a", true, answer, state)
+	res, _ := msg["result"].(map[string]any)
+	if res == nil || res["resultType"] != "task" {
+		t.Fatalf("genuine answer: %v; want a task", msg)
+	}
+	// Replaying it, with a larger ceiling, changes nothing: the question
+	// was taken, and the retry attaches to the operation it approved.
+	replay := rawCall(t, h, "op-a", true, map[string]any{"max_total_cost_usd": "1000000", "max_remote_jobs": 50}, state)
+	if r, _ := replay["result"].(map[string]any); r == nil || r["taskId"] != res["taskId"] {
+		t.Fatalf("replayed answer: %v; want the same task %v", replay, res["taskId"])
+	}
+	got := approvalsOf(t, h, "op-a")
+	if len(got) != 1 || got[0].MaxTotalCost.String() != "20.00" || got[0].MaxRemoteJobs != 1 {
+		t.Fatalf("approvals of op-a = %+v; want exactly the one answered, 20.00 and 1 job", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.Sim.Jobs()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(h.Sim.Jobs()); n != 1 {
+		t.Fatalf("provider jobs = %d, want 1", n)
+	}
+}
+
+// TestHowToApproveIsQuoted: the suggested command carries the model-chosen
+// operation ID as one shell word, whatever it contains; run by a shell it
+// does nothing else.
+func TestHowToApproveIsQuoted(t *testing.T) {
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	cs := connect(t, h, "acme", fixtures.EraExtension)
+	dir := t.TempDir()
+	opID := "x; touch " + dir + "/pwned # it's $(touch " + dir + "/pwned2)"
+	_, _, err := taskwire.CallToolAsTask(testCtx(t), cs, fixtures.RunSuiteCall(opID, nil), nil)
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) {
+		t.Fatalf("error = %v, want a JSON-RPC error", err)
+	}
+	var data struct {
+		HowToApprove string `json:"how_to_approve"`
+	}
+	_ = json.Unmarshal(rpcErr.Data, &data)
+	cmd, ok := strings.CutPrefix(data.HowToApprove, "taskgate approve ")
+	if !ok {
+		t.Fatalf("how_to_approve = %q", data.HowToApprove)
+	}
+	// The shell sees the command's arguments; printf shows them one a line.
+	out, err := exec.CommandContext(testCtx(t), "/bin/sh", "-c", "set -- "+cmd+"; printf '%s\\n' \"$@\"").Output()
+	if err != nil {
+		t.Fatalf("the shell could not parse %q: %v", cmd, err)
+	}
+	args := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if i := slices.Index(args, "--operation-id"); i < 0 || i+1 >= len(args) || args[i+1] != opID {
+		t.Errorf("the shell read the arguments %q; want --operation-id followed by %q", args, opID)
+	}
+	for _, f := range []string{"pwned", "pwned2"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("running how_to_approve created %s", f)
+		}
 	}
 }

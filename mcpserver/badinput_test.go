@@ -111,3 +111,24 @@ func TestBadInputWritesNothing(t *testing.T) {
 		t.Fatalf("operations after bad input = %d, want only op-mine", len(ops))
 	}
 }
+
+// TestArgumentsAreCheckedAsSent: taking the operation_id argument out of
+// the arguments must not hide what canon refuses in them as sent.
+func TestArgumentsAreCheckedAsSent(t *testing.T) {
+	h := harness(t, nil)
+	cs := connect(t, h, "acme", fixtures.EraExtension)
+	for _, tt := range []struct{ name, args string }{
+		{"duplicate key", `{"suite":"x","suite":"y","operation_id":"op-dup"}`},
+		{"duplicate operation_id", `{"suite":"x","operation_id":"op-dup","operation_id":"op-other"}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := taskwire.CallToolAsTask(testCtx(t), cs, &mcp.CallToolParams{Name: fixtures.RunSuiteTool, Arguments: json.RawMessage(tt.args)}, nil)
+			if code, reason, _ := fixtures.ErrorReason(err); code != jsonrpc.CodeInvalidParams || reason != "invalid_arguments" {
+				t.Fatalf("arguments %s: error = %v (code %d reason %q); want invalid_arguments", tt.args, err, code, reason)
+			}
+		})
+	}
+	if ops, err := h.Store.OperationList(testCtx(t), &ledger.OperationListParams{Limit: 10}); err != nil || len(ops) != 0 {
+		t.Fatalf("operations = %d, %v; want none", len(ops), err)
+	}
+}

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/taskwire"
 	"github.com/taskgate/taskgate/upstream"
@@ -17,13 +20,17 @@ import (
 // to its Streamable HTTP upstream as bytes. Such a request is stateless on
 // both sides, so nothing is gained by decoding it into a server session and
 // encoding it again as a client call, and that round trip was most of a
-// pass-through call's cost. Everything else — consequential tools, other
-// methods, older protocols, stdio upstreams, anything unusual — takes the
-// ordinary path through next.
+// pass-through call's cost. It must do what that path does to the request:
+// refuse a rebound Host, drop params.idempotencyKey and taskgate's _meta,
+// hide the tasks extension, and never pass on the upstream's own HTTP
+// errors as the client's. Everything else — consequential tools, other
+// methods, unknown protocol versions, stdio upstreams, tools whose
+// arguments travel in headers, anything unusual — takes the ordinary path
+// through next.
 func (g *Gateway) forwardPassThrough(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		version := r.Header.Get("Mcp-Protocol-Version")
-		if r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "tools/call" || version < "2026-07-28" {
+		if r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "tools/call" || !statelessVersion(version) || reboundHost(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -56,17 +63,84 @@ func (g *Gateway) forwardPassThrough(next http.Handler) http.Handler {
 			return
 		case err != nil:
 			g.log.Warn("forwarding a pass-through call failed", "upstream", f.up.Name(), "tool", f.tool, "err", err)
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": f.id, "error": map[string]any{
-				"code": -32603, "message": fmt.Sprintf("upstream %s did not answer: %v", f.up.Name(), err),
-				"data": map[string]any{"reason": "upstream_unavailable"},
-			}})
+			writeUnavailable(w, f)
 			return
 		}
 		defer resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			g.relayFailure(w, f, resp)
+			return
+		}
 		g.relay(w, resp)
 	})
 }
+
+// reboundHost reports whether r reached a loopback listener under a Host
+// that is not loopback: a DNS rebinding attempt, which the SDK's handler
+// refuses. The forwarded path leaves it to that handler.
+func reboundHost(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && local != nil && loopbackHost(local.String()) && !loopbackHost(r.Host)
+}
+
+// loopbackHost reports whether a host, with or without a port, is a
+// loopback name or address.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// writeUnavailable answers a forwarded call whose upstream could not be
+// reached. What went wrong is logged, not sent: it may name hosts and
+// credentials.
+func writeUnavailable(w http.ResponseWriter, f *forwarded) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": f.id, "error": map[string]any{
+		"code": -32603, "message": fmt.Sprintf("upstream %s did not answer; try again shortly", f.up.Name()),
+		"data": map[string]any{"reason": "upstream_unavailable"},
+	}})
+}
+
+// relayFailure answers a forwarded call that the upstream answered with an
+// HTTP error. A 400 or 404 carrying the JSON-RPC error of this request is
+// the upstream's protocol answer (2026-07-28 maps -32602 and -32601 to
+// them) and is passed on; anything else — above all the upstream's 401 or
+// 403, which concern taskgate's credential, not the client's — becomes
+// -32603 upstream_unavailable.
+func (g *Gateway) relayFailure(w http.ResponseWriter, f *forwarded, resp *http.Response) {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxRelayedError+1))
+	if (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusNotFound) && len(body) <= maxRelayedError {
+		var msg struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   *struct {
+				Code    int64           `json:"code"`
+				Message string          `json:"message"`
+				Data    json.RawMessage `json:"data,omitempty"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(body, &msg) == nil && msg.JSONRPC == "2.0" && msg.Error != nil && bytes.Equal(msg.ID, f.id) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(resp.StatusCode)
+			_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": f.id, "error": msg.Error})
+			return
+		}
+	}
+	g.log.Warn("an upstream refused a forwarded pass-through call", "upstream", f.up.Name(), "tool", f.tool, "status", resp.StatusCode)
+	writeUnavailable(w, f)
+}
+
+// maxRelayedError bounds the error body of an upstream's HTTP failure that
+// is read to pass it on.
+const maxRelayedError = 64 << 10
 
 // forwarded is a request ready to relay.
 type forwarded struct {
@@ -81,74 +155,103 @@ type forwarded struct {
 // extension (a pass-through call must not come back as an upstream task the
 // gateway does not hold).
 func (g *Gateway) forwardable(body []byte, mcpName string) (*forwarded, bool) {
-	var env struct {
-		JSONRPC string                     `json:"jsonrpc"`
-		ID      json.RawMessage            `json:"id"`
-		Method  string                     `json:"method"`
-		Params  map[string]json.RawMessage `json:"params"`
+	// Members are read by their exact names, as the SDK reads them.
+	var env map[string]json.RawMessage
+	if json.Unmarshal(body, &env) != nil {
+		return nil, false
 	}
-	if json.Unmarshal(body, &env) != nil || env.JSONRPC != "2.0" || env.Method != "tools/call" || len(env.ID) == 0 || env.Params == nil {
+	var jsonrpcVersion, method string
+	var params map[string]json.RawMessage
+	if json.Unmarshal(env["jsonrpc"], &jsonrpcVersion) != nil || jsonrpcVersion != "2.0" ||
+		json.Unmarshal(env["method"], &method) != nil || method != "tools/call" ||
+		len(env["id"]) == 0 || json.Unmarshal(env["params"], &params) != nil || params == nil {
 		return nil, false
 	}
 	var name string
-	if json.Unmarshal(env.Params["name"], &name) != nil || name != mcpName {
+	if json.Unmarshal(params["name"], &name) != nil || name != mcpName {
 		return nil, false // the ordinary path answers a header mismatch
 	}
 	r, ok := g.route(name)
-	if !ok || r.consequential() || !isASCII(r.tool) {
+	if !ok || r.consequential() || r.headerArguments || !isASCII(r.tool) {
 		return nil, false
 	}
 	up, ok := g.pool.Get(r.upstream)
 	if !ok || !up.CanForward() {
 		return nil, false
 	}
-	if _, legacy := env.Params["task"]; legacy {
-		return nil, false
+	for k := range params {
+		// params.task belongs to another era; the ordinary path ignores it.
+		if strings.EqualFold(k, "task") {
+			return nil, false
+		}
+		// The operation's key is the client's with taskgate, never with
+		// the upstream, which sees every tenant under one credential.
+		if strings.EqualFold(k, "idempotencyKey") {
+			delete(params, k)
+		}
 	}
-	env.Params["name"], _ = json.Marshal(r.tool)
-	if raw, ok := env.Params["_meta"]; ok {
+	params["name"], _ = json.Marshal(r.tool)
+	if raw, ok := params["_meta"]; ok {
 		meta, ok := forwardMeta(raw)
 		if !ok {
 			return nil, false
 		}
-		env.Params["_meta"] = meta
+		params["_meta"] = meta
 	}
-	out, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": env.ID, "method": "tools/call", "params": env.Params})
+	out, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": env["id"], "method": "tools/call", "params": params})
 	if err != nil {
 		return nil, false
 	}
-	return &forwarded{up: up, tool: r.tool, id: env.ID, body: out}, true
+	return &forwarded{up: up, tool: r.tool, id: env["id"], body: out}, true
 }
 
 // forwardMeta drops taskgate's reserved keys and the tasks extension from
-// the per-request client capabilities.
+// the per-request client capabilities. Keys are matched in any case: a
+// decoder into structs, like Go's, reads "Extensions" as "extensions".
 func forwardMeta(raw json.RawMessage) (json.RawMessage, bool) {
 	var meta map[string]json.RawMessage
 	if json.Unmarshal(raw, &meta) != nil {
 		return nil, false
 	}
-	for k := range meta {
-		if strings.HasPrefix(k, "dev.taskgate/") {
+	for k, v := range meta {
+		switch {
+		case strings.HasPrefix(strings.ToLower(k), "dev.taskgate/"):
 			delete(meta, k)
-		}
-	}
-	const capsKey = "io.modelcontextprotocol/clientCapabilities"
-	if c, ok := meta[capsKey]; ok {
-		var caps map[string]json.RawMessage
-		if json.Unmarshal(c, &caps) != nil {
-			return nil, false
-		}
-		if e, ok := caps["extensions"]; ok {
-			var ext map[string]json.RawMessage
-			if json.Unmarshal(e, &ext) != nil {
+		case strings.EqualFold(k, mcp.MetaKeyClientCapabilities):
+			caps, ok := withoutTasksExtension(v)
+			if !ok {
 				return nil, false
 			}
-			delete(ext, taskwire.ExtensionID)
-			caps["extensions"], _ = json.Marshal(ext)
+			meta[k] = caps
 		}
-		meta[capsKey], _ = json.Marshal(caps)
 	}
 	out, err := json.Marshal(meta)
+	return out, err == nil
+}
+
+// withoutTasksExtension returns client capabilities without the tasks
+// extension, however its keys are spelt.
+func withoutTasksExtension(raw json.RawMessage) (json.RawMessage, bool) {
+	var caps map[string]json.RawMessage
+	if json.Unmarshal(raw, &caps) != nil {
+		return nil, false
+	}
+	for k, e := range caps {
+		if !strings.EqualFold(k, "extensions") {
+			continue
+		}
+		var ext map[string]json.RawMessage
+		if json.Unmarshal(e, &ext) != nil {
+			return nil, false
+		}
+		for id := range ext {
+			if strings.EqualFold(id, taskwire.ExtensionID) {
+				delete(ext, id)
+			}
+		}
+		caps[k], _ = json.Marshal(ext)
+	}
+	out, err := json.Marshal(caps)
 	return out, err == nil
 }
 

@@ -73,6 +73,14 @@ type Gateway struct {
 	deliveries sync.Map
 	// relayBuffers are reused by forwarded pass-through responses.
 	relayBuffers sync.Pool
+
+	// stopping ends when Shutdown is called: every wait for an operation
+	// (and for a user's answer) ends with it.
+	stopping context.Context
+	shutdown context.CancelFunc
+	// handling counts the MCP requests being handled and the HTTP requests
+	// carrying them, for Drain.
+	handling inflight
 }
 
 // route is where a downstream tool name leads.
@@ -81,6 +89,9 @@ type route struct {
 	tool     string
 	policy   *config.Tool // nil: pass through
 	contract *provider.Contract
+	// headerArguments: the tool's input schema sends arguments as HTTP
+	// headers too (x-mcp-header), which only the SDK's client builds.
+	headerArguments bool
 }
 
 func (r *route) consequential() bool { return r.contract != nil }
@@ -95,6 +106,7 @@ func New(opts *Options) (*Gateway, error) {
 		metrics: opts.Metrics, log: opts.Logger, clock: opts.Clock,
 		routes: map[string]*route{}, listed: map[string]string{},
 	}
+	g.stopping, g.shutdown = context.WithCancel(context.Background())
 	g.relayBuffers.New = func() any { b := make([]byte, 8<<10); return &b }
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
@@ -113,17 +125,27 @@ func (g *Gateway) Catalog() *provider.Catalog { return g.catalog }
 
 // NewServer returns an MCP server with the gateway's tools and tasks.
 // defaultTenant is the tenant of requests that carry no authentication (a
-// stdio front); empty means such requests are refused.
+// stdio front); empty means such requests are refused. The server is kept
+// in step with the tool list until RemoveServer.
 func (g *Gateway) NewServer(defaultTenant string) (*mcp.Server, error) {
-	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
-	s := mcp.NewServer(&mcp.Implementation{Name: "taskgate", Version: serverVersion()}, &mcp.ServerOptions{
-		Logger:       g.log,
-		Capabilities: caps,
-	})
+	return g.newServer(defaultTenant, nil)
+}
+
+// newServer is NewServer with the session options of opts (KeepAlive).
+func (g *Gateway) newServer(defaultTenant string, opts *mcp.ServerOptions) (*mcp.Server, error) {
+	so := mcp.ServerOptions{}
+	if opts != nil {
+		so = *opts
+	}
+	so.Logger = g.log
+	so.Capabilities = &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	s := mcp.NewServer(&mcp.Implementation{Name: "taskgate", Version: serverVersion()}, &so)
 	h := &host{g: g, defaultTenant: defaultTenant}
 	if err := taskwire.Install(s, h, &taskwire.Options{Logger: g.log}); err != nil {
 		return nil, err
 	}
+	// Outermost, so that Drain also waits for the task layer's work.
+	s.AddReceivingMiddleware(g.countHandling)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.servers = append(g.servers, s)
@@ -134,6 +156,82 @@ func (g *Gateway) NewServer(defaultTenant string) (*mcp.Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// RemoveServer stops keeping s in step with the tool list, once the
+// session it served (a stdio front) has ended.
+func (g *Gateway) RemoveServer(s *mcp.Server) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.servers = slices.DeleteFunc(g.servers, func(x *mcp.Server) bool { return x == s })
+}
+
+// Shutdown ends every wait for an operation's end — a client without tasks
+// waiting for its result, a 2025-11-25 tasks/result, a user's answer to an
+// approval question — so that stopping the HTTP server is not held up by
+// them: each answers what is known now (a client without tasks is told to
+// call again). Waits that start afterwards end at once.
+func (g *Gateway) Shutdown() { g.shutdown() }
+
+// Drain waits until no MCP request is being handled and no answer to one
+// is being written, or ctx ends. Call it after the HTTP server has stopped
+// and before closing the ledger, so that no handler finds it closed: a
+// 2025-11-25 handler can outlive the HTTP request that carried it.
+func (g *Gateway) Drain(ctx context.Context) error {
+	if err := g.handling.wait(ctx); err != nil {
+		return fmt.Errorf("MCP requests still being handled: %w", err)
+	}
+	return nil
+}
+
+// countHandling counts every request a server handles, for Drain.
+func (g *Gateway) countHandling(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		g.handling.start()
+		defer g.handling.done()
+		return next(ctx, method, req)
+	}
+}
+
+// inflight counts work in progress; wait returns once there is none.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to zero; nil while nobody waits
+}
+
+func (f *inflight) start() {
+	f.mu.Lock()
+	f.n++
+	f.mu.Unlock()
+}
+
+func (f *inflight) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n--; f.n == 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
+}
+
+func (f *inflight) wait(ctx context.Context) error {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.mu.Unlock()
+		return nil
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	idle := f.idle
+	f.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // SyncTools lists every connected upstream's tools and publishes them under
@@ -167,7 +265,8 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 			if p := cfg.ToolPrefix(); p != "" {
 				name = p + "." + t.Name
 			}
-			r := &route{upstream: u.Name(), tool: t.Name, policy: cfg.Tools[t.Name], contract: g.catalog.Contract(u.Name(), t.Name)}
+			r := &route{upstream: u.Name(), tool: t.Name, policy: cfg.Tools[t.Name], contract: g.catalog.Contract(u.Name(), t.Name),
+				headerArguments: hasHeaderArguments(t.InputSchema)}
 			listed, err := g.downstreamTool(name, t, r)
 			if err != nil {
 				g.log.Warn("skipping an upstream tool", "upstream", u.Name(), "tool", t.Name, "err", err)
@@ -248,11 +347,52 @@ const OperationIDArgument = "operation_id"
 // MetaOperationID is the _meta key that may carry the operation ID.
 const MetaOperationID = "dev.taskgate/operation-id"
 
-// downstreamTool is the upstream tool as clients see it: renamed, and for a
-// consequential tool, with the operation_id argument added.
+// hasHeaderArguments reports whether an input schema marks any property,
+// at any depth, with x-mcp-header.
+func hasHeaderArguments(schema any) bool {
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return false
+	}
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return false
+	}
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch x := v.(type) {
+		case map[string]any:
+			if _, ok := x["x-mcp-header"]; ok {
+				return true
+			}
+			for _, e := range x {
+				if walk(e) {
+					return true
+				}
+			}
+		case []any:
+			return slices.ContainsFunc(x, walk)
+		}
+		return false
+	}
+	return walk(v)
+}
+
+// downstreamTool is the upstream tool as clients see it: renamed, without
+// taskgate's reserved _meta keys (which its own client side puts there),
+// and for a consequential tool, with the operation_id argument added.
 func (g *Gateway) downstreamTool(name string, t *mcp.Tool, r *route) (*mcp.Tool, error) {
 	out := *t
 	out.Name = name
+	out.Meta = nil
+	for k, v := range t.Meta {
+		if !strings.HasPrefix(strings.ToLower(k), "dev.taskgate/") {
+			if out.Meta == nil {
+				out.Meta = mcp.Meta{}
+			}
+			out.Meta[k] = v
+		}
+	}
 	var schema map[string]any
 	b, err := json.Marshal(t.InputSchema)
 	if err != nil {
@@ -283,4 +423,16 @@ func (g *Gateway) downstreamTool(name string, t *mcp.Tool, r *route) (*mcp.Tool,
 	}
 	out.InputSchema = schema
 	return &out, nil
+}
+
+// statelessVersion reports whether v is a stateless protocol version this
+// gateway knows (each request names its version; no server-to-client
+// requests). Versions are compared as names, never as ordered strings: an
+// unknown version is not "later" and gets none of a known one's handling.
+func statelessVersion(v string) bool {
+	switch v {
+	case "2026-07-28":
+		return true
+	}
+	return false
 }

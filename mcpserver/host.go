@@ -66,7 +66,8 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		return &taskwire.Outcome{Pass: true}, nil
 	}
 	g := h.g
-	ctx = g.withDelivery(ctx, call.Caller.Header)
+	ctx, cancel := g.requestContext(ctx, call.Caller.Header)
+	defer cancel()
 	tenant := h.tenant(&call.Caller)
 	if tenant == "" {
 		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidRequest, "this gateway needs an authenticated tenant for consequential tools", map[string]any{"reason": "unauthenticated"})}, nil
@@ -78,18 +79,13 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	}
 	log := g.log.With("tenant", tenant, "tool", call.Name, "request_id", requestID)
 
-	args, opID, err := operationID(call)
+	args, opID, err := operationID(call, r)
 	if err != nil {
-		return h.refuse(ctx, log, tenant, opID, "", requestID, source, "invalid_arguments", err.Error(), nil), nil
+		return h.refuse(ctx, log, tenant, opID, "", requestID, source, "invalid_arguments", err.Error(), inputErrorData(err)), nil
 	}
 	fp, err := canon.Compute(r.upstream, r.tool, args)
 	if err != nil {
-		data := map[string]any{}
-		var ie *canon.InputError
-		if errors.As(err, &ie) {
-			data["path"] = ie.Path
-		}
-		return h.refuse(ctx, log, tenant, opID, "", requestID, source, "invalid_arguments", err.Error(), data), nil
+		return h.refuse(ctx, log, tenant, opID, "", requestID, source, "invalid_arguments", err.Error(), inputErrorData(err)), nil
 	}
 	if opID == "" {
 		if w := r.policy.DeriveOperationID; w > 0 {
@@ -116,9 +112,9 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		}
 	}
 
-	// A 2026-07-28 client answering the approval question asked earlier.
-	if answer, ok := call.InputResponses[approvalInput].(*mcp.ElicitResult); ok && r.policy.Approval == "required" {
-		if out := h.approveFromAnswer(ctx, log, answer, r, tenant, opID, string(fp), requestID, source); out != nil {
+	a := &approvalCall{log: log, call: call, r: r, tenant: tenant, opID: opID, fp: string(fp), estimate: estimate, requestID: requestID, source: source}
+	if raw, ok := call.InputResponses[approvalInput]; ok && r.policy.Approval == "required" {
+		if out, taken := h.takeAnswer(ctx, a, raw); taken && out != nil {
 			return out, nil
 		}
 	}
@@ -136,7 +132,9 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	res, err := accept(requestID)
 	if err == nil && res.Decision == ledger.DecisionDenied && res.Reason == ledger.ReasonApprovalRequired {
 		// Ask the user in the protocol, where the client can show a form.
-		out, asked, aerr := h.askApproval(ctx, log, call, r, tenant, opID, estimate)
+		a.requestID = ledger.NewRequestID()
+		a.source = "mcp/elicitation"
+		out, asked, aerr := h.askApproval(ctx, a)
 		switch {
 		case aerr != nil:
 			log.Warn("asking for an approval failed; answering with how to approve", "err", aerr)
@@ -165,8 +163,7 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		h.delivered(ctx, requestID)
 		data := map[string]any{"reason": res.Reason, "operation_id": opID, "tool": r.upstream + "." + r.tool}
 		if res.Reason == ledger.ReasonApprovalRequired || res.Reason == ledger.ReasonApprovalExpired {
-			data["how_to_approve"] = fmt.Sprintf("taskgate approve --tenant %s --operation-id %s --tool %s.%s --max-cost %s --max-remote-jobs 1 --expires-in 24h",
-				tenant, opID, r.upstream, r.tool, estimate)
+			data["how_to_approve"] = howToApprove(a)
 		}
 		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidParams, res.Message, data)}, nil
 	}
@@ -180,117 +177,21 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	return h.await(ctx, log, r, op, requestID)
 }
 
-// approvalInput names taskgate's approval question among input requests.
-const approvalInput = "taskgate_approval"
-
-// approvalQuestion is the form that asks the user for an approval.
-func approvalQuestion(r *route, opID string, estimate money.Amount) *mcp.ElicitParams {
-	return &mcp.ElicitParams{
-		Mode: "form",
-		Message: fmt.Sprintf("Approve %s.%s for operation %q? It costs money or changes the world outside this session; estimated %s. "+
-			"Set the most it may cost in total and how many remote jobs it may start. Declining starts nothing.",
-			r.upstream, r.tool, opID, estimate.Display()),
-		RequestedSchema: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"max_total_cost_usd": map[string]any{"type": "string", "title": "Spend ceiling (" + estimate.Currency + ")", "default": estimate.String()},
-				"max_remote_jobs":    map[string]any{"type": "integer", "title": "Remote jobs", "default": 1, "minimum": 1},
-			},
-			"required": []string{"max_total_cost_usd"},
-		},
-	}
-}
-
-// askApproval asks for a missing approval where the client can be asked:
-// synchronously on a 2025-11-25 session (asked reports that an approval
-// now exists), or by answering a 2026-07-28 client with an input_required
-// result (out). Neither is possible: nil, false, nil.
-func (h *host) askApproval(ctx context.Context, log *slog.Logger, call *taskwire.ToolCall, r *route, tenant, opID string, estimate money.Amount) (*taskwire.Outcome, bool, error) {
-	q := approvalQuestion(r, opID, estimate)
-	switch {
-	case call.Caller.Elicit != nil:
-		answer, err := call.Caller.Elicit(ctx, q)
-		if err != nil {
-			return nil, false, err
-		}
-		if out := h.approveFromAnswer(ctx, log, answer, r, tenant, opID, "", ledger.NewRequestID(), "mcp/elicitation"); out != nil {
-			return out, false, nil
-		}
-		return nil, true, nil
-	case clientElicits(call.Caller.Meta):
-		return &taskwire.Outcome{Result: &mcp.CallToolResult{
-			Content:       []mcp.Content{&mcp.TextContent{Text: "This call needs the user's approval before it starts."}},
-			InputRequests: mcp.InputRequestMap{approvalInput: q},
-			RequestState:  "taskgate-approval",
-		}}, false, nil
-	}
-	return nil, false, nil
-}
-
-// clientElicits reports whether a 2026-07-28 request declares elicitation
-// among its per-request client capabilities.
-func clientElicits(meta map[string]any) bool {
-	caps, _ := meta["io.modelcontextprotocol/clientCapabilities"].(map[string]any)
-	_, ok := caps["elicitation"]
-	return ok
-}
-
-// approveFromAnswer turns the user's answer into an approval. It returns
-// nil when the approval was created, or the refusal to send otherwise.
-func (h *host) approveFromAnswer(ctx context.Context, log *slog.Logger, answer *mcp.ElicitResult, r *route, tenant, opID, fp, requestID, source string) *taskwire.Outcome {
-	if answer == nil || answer.Action != "accept" {
-		action := "no answer"
-		if answer != nil {
-			action = answer.Action
-		}
-		return h.refuse(ctx, log, tenant, opID, fp, requestID, source, "approval_declined",
-			fmt.Sprintf("the user did not approve this call (%s); nothing was started", action), nil)
-	}
-	ceiling, err := money.Parse(numberText(answer.Content["max_total_cost_usd"]), r.policy.Contract.Cost.Currency)
-	jobs := 1
-	if v, ok := answer.Content["max_remote_jobs"].(float64); ok && v >= 1 && v == float64(int(v)) {
-		jobs = int(v)
-	}
-	if err != nil || ceiling.Micros <= 0 {
-		return h.refuse(ctx, log, tenant, opID, fp, requestID, source, "approval_invalid",
-			"the approval's spend ceiling must be a positive decimal such as 20.00; nothing was started", nil)
-	}
-	a, err := h.g.store.ApprovalCreate(context.WithoutCancel(ctx), &ledger.Approval{
-		Tenant: tenant, OperationID: opID, Tool: r.upstream + "." + r.tool, MaxTotalCost: ceiling, MaxRemoteJobs: jobs,
-		RetryPolicy: r.policy.RetryPolicy, ExpiresAt: h.g.clock().Add(24 * time.Hour), CreatedBy: "elicitation",
-	})
-	if err != nil {
-		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the approval could not be recorded; nothing was started", map[string]any{"reason": "ledger_unavailable"})}
-	}
-	log.Info("approval given through elicitation", "approval", a.ID, "max_total_cost", ceiling.String(), "max_remote_jobs", jobs)
-	return nil
-}
-
-// numberText reads a form value that should be a decimal amount.
-func numberText(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	}
-	return ""
-}
-
-// await serves a client without tasks: it blocks until the operation ends
-// or the configured wait elapses, then answers what is known.
+// await serves a client without tasks: it blocks until the operation ends,
+// the configured wait elapses or the gateway shuts down, then answers what
+// is known.
 func (h *host) await(ctx context.Context, log *slog.Logger, r *route, op *ledger.Operation, requestID string) (*taskwire.Outcome, error) {
 	wait := h.g.cfg.Wait
 	if r.policy.Wait > 0 {
 		wait = r.policy.Wait
 	}
 	final, err := h.waitFor(ctx, op, wait)
-	if ctx.Err() != nil {
-		h.record(log, requestID, ledger.ClientDisconnected)
-		return nil, ctx.Err()
-	}
 	if err != nil {
 		return nil, err
+	}
+	if ctx.Err() != nil && h.g.stopping.Err() == nil {
+		h.record(log, requestID, ledger.ClientDisconnected)
+		return nil, ctx.Err()
 	}
 	if !final.State.Terminal() {
 		h.record(log, requestID, ledger.ClientTimedOut)
@@ -332,12 +233,14 @@ func outcomeOf(op *ledger.Operation) (*taskwire.Outcome, error) {
 	}
 }
 
-// waitFor polls the ledger until op ends, d elapses or ctx ends.
+// waitFor polls the ledger until op ends, d elapses or ctx ends. It polls
+// soon at first, when a quick operation may be about to end, then backs
+// off to the advertised poll interval.
 func (h *host) waitFor(ctx context.Context, op *ledger.Operation, d time.Duration) (*ledger.Operation, error) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
+	pause := firstPoll
+	longest := max(h.g.cfg.PollInterval, firstPoll)
 	for {
 		cur, err := h.g.store.OperationGet(context.WithoutCancel(ctx), &ledger.OperationGetParams{ID: op.ID})
 		if err != nil {
@@ -346,15 +249,22 @@ func (h *host) waitFor(ctx context.Context, op *ledger.Operation, d time.Duratio
 		if cur.State.Terminal() {
 			return cur, nil
 		}
+		next := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
+			next.Stop()
 			return cur, nil
 		case <-deadline.C:
+			next.Stop()
 			return cur, nil
-		case <-tick.C:
+		case <-next.C:
 		}
+		pause = min(2*pause, longest)
 	}
 }
+
+// firstPoll is the first pause of waitFor.
+const firstPoll = 100 * time.Millisecond
 
 // refuse records an attempt denied before acceptance and answers it. The
 // operation ID is not consumed.
@@ -379,8 +289,10 @@ func (h *host) refuse(ctx context.Context, log *slog.Logger, tenant, opID, fp, r
 }
 
 // finishAttempt records whether the client was still there to be answered.
+// Over HTTP the request's delivery knows; otherwise a context that ended
+// before the gateway began shutting down means the client left.
 func (h *host) finishAttempt(ctx context.Context, log *slog.Logger, requestID string) {
-	if ctx.Err() != nil {
+	if deliveryFrom(ctx) == nil && ctx.Err() != nil && h.g.stopping.Err() == nil {
 		h.record(log, requestID, ledger.ClientDisconnected)
 		return
 	}
@@ -410,7 +322,10 @@ func (h *host) record(log *slog.Logger, requestID string, r ledger.ClientResult)
 // operationID takes the operation ID from its three sources, in order:
 // params.idempotencyKey, _meta["dev.taskgate/operation-id"], and the
 // operation_id argument, which is stripped from the arguments either way.
-func operationID(call *taskwire.ToolCall) (json.RawMessage, string, error) {
+// Arguments that carry the argument are checked as they came before it is
+// stripped: stripping decodes and encodes them, which would merge duplicate
+// keys and replace invalid UTF-8 that canon must refuse.
+func operationID(call *taskwire.ToolCall, r *route) (json.RawMessage, string, error) {
 	args := call.Arguments
 	var fromArg string
 	if len(args) > 0 {
@@ -419,6 +334,9 @@ func operationID(call *taskwire.ToolCall) (json.RawMessage, string, error) {
 			return nil, "", fmt.Errorf("tool arguments must be a JSON object: %w", err)
 		}
 		if raw, ok := m[OperationIDArgument]; ok {
+			if _, err := canon.Compute(r.upstream, r.tool, args); err != nil {
+				return nil, "", err
+			}
 			if err := json.Unmarshal(raw, &fromArg); err != nil {
 				return nil, "", fmt.Errorf("argument %q must be a string", OperationIDArgument)
 			}
@@ -443,6 +361,16 @@ func operationID(call *taskwire.ToolCall) (json.RawMessage, string, error) {
 	return args, id, nil
 }
 
+// inputErrorData names where canon found bad input, for the client.
+func inputErrorData(err error) map[string]any {
+	data := map[string]any{}
+	var ie *canon.InputError
+	if errors.As(err, &ie) {
+		data["path"] = ie.Path
+	}
+	return data
+}
+
 // task is an operation as a task.
 func (h *host) task(op *ledger.Operation) *taskwire.Task {
 	t := &taskwire.Task{
@@ -450,7 +378,13 @@ func (h *host) task(op *ledger.Operation) *taskwire.Task {
 		CreatedAt: op.CreatedAt, LastUpdatedAt: op.UpdatedAt, PollInterval: h.g.cfg.PollInterval,
 	}
 	if op.TTL > 0 {
-		ttl := op.TTL
+		// The wire's ttl counts from creation: a task is kept TTL after it
+		// ends, so while it runs it is kept at least TTL from now.
+		from := h.g.clock()
+		if op.State.Terminal() {
+			from = retainedFrom(op)
+		}
+		ttl := (max(from.Sub(op.CreatedAt), 0) + op.TTL).Truncate(time.Millisecond)
 		t.TTL = &ttl
 	}
 	if op.State == ledger.StateReview {
@@ -484,10 +418,21 @@ func (h *host) load(ctx context.Context, c *taskwire.Caller, taskID string) (*le
 	if err != nil {
 		return nil, err
 	}
-	if op.TTL > 0 && h.g.clock().After(op.CreatedAt.Add(op.TTL)) {
+	if op.TTL > 0 && op.State.Terminal() && h.g.clock().After(retainedFrom(op).Add(op.TTL)) {
 		return nil, taskwire.ErrTaskExpired
 	}
 	return op, nil
+}
+
+// retainedFrom is when an operation's retention starts counting: when it
+// ended, or (for a row that names no end) when it was created. An operation
+// that has not ended never expires: its task stays reachable however long
+// it runs.
+func retainedFrom(op *ledger.Operation) time.Time {
+	if op.EndedAt.After(op.CreatedAt) {
+		return op.EndedAt
+	}
+	return op.CreatedAt
 }
 
 // GetTask implements taskwire.Host.
@@ -520,10 +465,21 @@ func (h *host) CancelTask(ctx context.Context, c *taskwire.Caller, taskID string
 		p.To = ledger.StateCancelled
 		p.StatusMessage = ptr("cancelled by request; the provider is being asked to stop")
 	}
-	op, err = h.g.store.Transition(context.WithoutCancel(ctx), p)
+	next, err := h.g.store.Transition(context.WithoutCancel(ctx), p)
+	if errors.Is(err, ledger.ErrStateChanged) {
+		// It ended between the read and the change. The request is still
+		// recorded, against what the operation ended as; its state stays.
+		if op, err = h.g.store.OperationGet(context.WithoutCancel(ctx), &ledger.OperationGetParams{ID: op.ID}); err != nil {
+			return nil, err
+		}
+		p.To, p.StatusMessage = "", nil
+		p.Events[0].Data = map[string]any{"era": c.Era.String(), "state": op.State, "after_effect": op.State == ledger.StateCompleted}
+		next, err = h.g.store.Transition(context.WithoutCancel(ctx), p)
+	}
 	if err != nil {
 		return nil, err
 	}
+	op = next
 	h.g.log.Info("cancellation requested", "tenant", op.Tenant, "operation_id", op.OperationID, "state", op.State)
 	return h.task(op), nil
 }
@@ -566,8 +522,12 @@ func (h *host) ListTasks(ctx context.Context, c *taskwire.Caller, cursor string)
 	return tasks, next, nil
 }
 
-// WaitTask implements taskwire.Host (the legacy blocking tasks/result).
+// WaitTask implements taskwire.Host (the legacy blocking tasks/result). The
+// wait ends with the HTTP request that asked, and when the gateway shuts
+// down, which the client is told, so that it asks again.
 func (h *host) WaitTask(ctx context.Context, c *taskwire.Caller, taskID string) (*taskwire.Task, error) {
+	ctx, cancel := h.g.requestContext(ctx, c.Header)
+	defer cancel()
 	op, err := h.load(ctx, c, taskID)
 	if err != nil {
 		return nil, err
@@ -576,6 +536,10 @@ func (h *host) WaitTask(ctx context.Context, c *taskwire.Caller, taskID string) 
 		final, err := h.waitFor(ctx, op, time.Hour)
 		if err != nil {
 			return nil, err
+		}
+		if h.g.stopping.Err() != nil {
+			return nil, rpcError(jsonrpc.CodeInternalError, "the gateway is shutting down; call tasks/result again, here or on another replica: the task goes on",
+				map[string]any{"reason": "shutting_down", "task_id": taskID})
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -29,17 +29,44 @@ type HTTPOptions struct {
 	Extra func(mux *http.ServeMux)
 }
 
+// Sessions (protocol 2025-11-25 and earlier) are tied to a replica's
+// memory; these bound how long a client that went away keeps one.
+const (
+	// sessionIdle closes a session that has sent no request for this long.
+	sessionIdle = 30 * time.Minute
+	// keepAlive pings a session's client this often over its standalone
+	// stream; keepAliveMisses unanswered pings in a row close the session.
+	keepAlive       = time.Minute
+	keepAliveMisses = 3
+)
+
 // Handler returns the gateway's HTTP surface: MCP at /mcp, RFC 9728
 // metadata, /healthz, /readyz, /metrics and the authenticated Extra routes.
-func (g *Gateway) Handler(server *mcp.Server, opts *HTTPOptions) (http.Handler, error) {
+// It makes its own MCP servers: one for sessions, whose clients are pinged
+// and whose idle sessions end, and one for stateless 2026-07-28 requests,
+// whose handlers end when their HTTP request does.
+func (g *Gateway) Handler(opts *HTTPOptions) (http.Handler, error) {
 	if opts == nil || opts.Auth == nil {
 		return nil, errors.New("mcpserver: an authenticator is required for HTTP")
 	}
-	mcpHandler := taskwire.NewHTTPHandler(server, &taskwire.HTTPOptions{Streamable: mcp.StreamableHTTPOptions{
-		Logger: g.log,
-	}})
+	sessions, err := g.newServer("", &mcp.ServerOptions{KeepAlive: keepAlive, KeepAliveFailureThreshold: keepAliveMisses})
+	if err != nil {
+		return nil, err
+	}
+	stateless, err := g.newServer("", nil)
+	if err != nil {
+		return nil, err
+	}
+	mcpHandler := taskwire.NewHTTPHandler(sessions, &taskwire.HTTPOptions{
+		Streamable: mcp.StreamableHTTPOptions{
+			Logger:                       g.log,
+			SessionTimeout:               sessionIdle,
+			PropagateRequestCancellation: true,
+		},
+		StatelessServer: stateless,
+	})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", opts.Auth.Middleware(limitBody(g.cfg.MaxBodyBytes, g.forwardPassThrough(trackDelivery(g, mcpHandler)))))
+	mux.Handle("/mcp", g.countRequests(opts.Auth.Middleware(limitBody(g.cfg.MaxBodyBytes, g.forwardPassThrough(trackDelivery(g, mcpHandler))))))
 	mux.Handle(opts.Auth.MetadataPath(), opts.Auth.MetadataHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -58,24 +85,27 @@ func (g *Gateway) Handler(server *mcp.Server, opts *HTTPOptions) (http.Handler, 
 }
 
 // ready answers 200 only when the ledger and every required upstream answer.
+// It is unauthenticated, so it says only "ok" or "unavailable" for each;
+// why something is unavailable (errors naming URLs with credentials,
+// commands, database hosts) goes to the log.
 func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
 	checks := map[string]string{}
 	ok := true
-	if _, err := g.store.OperationCount(ctx, []ledger.State{ledger.StateAccepted}); err != nil {
-		checks["ledger"], ok = err.Error(), false
-	} else {
-		checks["ledger"] = "ok"
-	}
-	for _, u := range g.pool.All() {
-		if !u.Config().IsRequired() {
-			continue
+	check := func(name string, err error) {
+		if err != nil {
+			g.log.Warn("not ready", "check", name, "err", err)
+			checks[name], ok = "unavailable", false
+			return
 		}
-		if err := u.Ready(ctx); err != nil {
-			checks["upstream "+u.Name()], ok = err.Error(), false
-		} else {
-			checks["upstream "+u.Name()] = "ok"
+		checks[name] = "ok"
+	}
+	_, err := g.store.OperationCount(ctx, []ledger.State{ledger.StateAccepted})
+	check("ledger", err)
+	for _, u := range g.pool.All() {
+		if u.Config().IsRequired() {
+			check("upstream "+u.Name(), u.Ready(ctx))
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -83,6 +113,18 @@ func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"ready": ok, "checks": checks})
+}
+
+// countRequests counts the /mcp requests in progress for Drain, all but a
+// session's standalone stream (GET), which lasts as long as its session.
+func (g *Gateway) countRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			g.handling.start()
+			defer g.handling.done()
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func limitBody(n int64, next http.Handler) http.Handler {
@@ -99,6 +141,8 @@ func limitBody(n int64, next http.Handler) http.Handler {
 // delivery collects the attempts answered by one HTTP request, so that
 // whether the response reached the client is recorded once it is written.
 type delivery struct {
+	// ctx ends when the request is over: answered, or its client gone.
+	ctx context.Context
 	mu  sync.Mutex
 	ids []string
 	// result is set once the request is over; an attempt answered after
@@ -140,19 +184,33 @@ func deliveryFrom(ctx context.Context) *delivery {
 // the request's headers reach the handler. A client's own value is replaced.
 const deliveryHeader = "Taskgate-Delivery"
 
-// withDelivery makes ctx carry the delivery of the request whose headers
-// are h, and no other request's.
-func (g *Gateway) withDelivery(ctx context.Context, h http.Header) context.Context {
+// requestContext makes ctx carry the delivery of the request whose headers
+// are h, and no other request's, and end when that request is over or the
+// gateway shuts down. A 2025-11-25 session runs handlers with a context
+// that outlives their request; a wait for a client that went away must not.
+func (g *Gateway) requestContext(ctx context.Context, h http.Header) (context.Context, context.CancelFunc) {
 	v, _ := g.deliveries.Load(h.Get(deliveryHeader))
 	d, _ := v.(*delivery)
-	return context.WithValue(ctx, deliveryKey{}, d)
+	ctx, cancel := context.WithCancel(context.WithValue(ctx, deliveryKey{}, d))
+	stops := []func() bool{context.AfterFunc(g.stopping, cancel)}
+	if d != nil {
+		stops = append(stops, context.AfterFunc(d.ctx, cancel))
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
 }
 
 // trackDelivery records, for every attempt a request answered, whether the
 // response was written before the client went away.
 func trackDelivery(g *Gateway, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d := &delivery{}
+		ctx, over := context.WithCancel(r.Context())
+		defer over()
+		d := &delivery{ctx: ctx}
 		key := rand.Text()
 		g.deliveries.Store(key, d)
 		defer g.deliveries.Delete(key)
@@ -160,6 +218,7 @@ func trackDelivery(g *Gateway, next http.Handler) http.Handler {
 		r.Header.Set(deliveryHeader, key)
 		tw := &trackingWriter{ResponseWriter: w}
 		next.ServeHTTP(tw, r)
+		over()
 		result := ledger.ClientDelivered
 		if tw.failed || r.Context().Err() != nil {
 			result = ledger.ClientDisconnected

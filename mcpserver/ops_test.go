@@ -46,7 +46,15 @@ func TestHealthReadinessMetrics(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		code, body := get(t, base+"/readyz")
-		if code == http.StatusServiceUnavailable && strings.Contains(body, "upstream hosted_test") {
+		if code == http.StatusServiceUnavailable && strings.Contains(body, `"upstream hosted_test":"unavailable"`) {
+			// Unauthenticated: it names the upstream, never its address
+			// or why it failed.
+			host := strings.TrimPrefix(strings.TrimSuffix(h.SimURL, "/mcp"), "http://")
+			for _, never := range []string{host, "refused", "dial", "connect"} {
+				if strings.Contains(body, never) {
+					t.Errorf("/readyz says %s; it must not contain %q", body, never)
+				}
+			}
 			break
 		}
 		if time.Now().After(deadline) {

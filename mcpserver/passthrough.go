@@ -2,12 +2,15 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/taskwire"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -39,14 +42,39 @@ func (g *Gateway) passThrough(r *route) mcp.ToolHandler {
 				}
 			}
 		}
-		if req.Session != nil {
+		// Only a call that can ask its own user passes Elicit: such a call
+		// gets an upstream session to itself (HTTP) or holds a stdio
+		// upstream alone, which every other call would pay for.
+		if taskwire.CanElicit(req) {
 			ss := req.Session
 			opts.Elicit = func(ectx context.Context, ep *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 				return ss.Elicit(ectx, ep)
 			}
 		}
-		return up.CallTool(ctx, params, opts)
+		res, err := up.CallTool(ctx, params, opts)
+		if err != nil {
+			return nil, g.upstreamError(ctx, r, err)
+		}
+		return res, nil
 	}
+}
+
+// upstreamError is what the client of a pass-through call hears when the
+// upstream call failed: the upstream's own JSON-RPC error as it is, and
+// otherwise -32603 naming the upstream but no detail, which may name hosts,
+// commands or credentials and goes to the log instead.
+func (g *Gateway) upstreamError(ctx context.Context, r *route, err error) error {
+	var werr *jsonrpc.Error
+	if errors.As(err, &werr) {
+		return werr
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	g.log.Warn("a pass-through call failed", "upstream", r.upstream, "tool", r.tool, "err", err)
+	e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s did not answer; try again shortly", r.upstream)}
+	e.Data, _ = json.Marshal(map[string]string{"reason": "upstream_unavailable"})
+	return e
 }
 
 // forwardableMeta drops the protocol's own keys (the SDK sets its own) and
@@ -57,7 +85,7 @@ func forwardableMeta(m mcp.Meta) mcp.Meta {
 	}
 	out := mcp.Meta{}
 	for k, v := range m {
-		if strings.HasPrefix(k, "io.modelcontextprotocol/") || strings.HasPrefix(k, "dev.taskgate/") || k == "progressToken" {
+		if lower := strings.ToLower(k); strings.HasPrefix(lower, "io.modelcontextprotocol/") || strings.HasPrefix(lower, "dev.taskgate/") || k == "progressToken" {
 			continue
 		}
 		out[k] = v

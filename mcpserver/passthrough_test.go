@@ -1,8 +1,10 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -208,5 +210,116 @@ func TestForwardedPassThrough(t *testing.T) {
 	}
 	if got := progress.await(5); len(got) != 5 || got[0] != 1 || got[4] != 5 {
 		t.Errorf("progress seen downstream = %v, want 1..5 in order", got)
+	}
+}
+
+// TestPassThroughWithoutElicitationSharesTheSession: a pass-through call
+// from a client that cannot be asked anything does not claim an upstream
+// session of its own (or, over stdio, the upstream to itself) for an
+// elicitation it could never answer.
+func TestPassThroughWithoutElicitationSharesTheSession(t *testing.T) {
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	initializes := 0
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plumbingServer("2025-11-25") }, nil)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			if bytes.Contains(b, []byte(`"method":"initialize"`)) {
+				mu.Lock()
+				initializes++
+				mu.Unlock()
+			}
+		}
+		sdk.ServeHTTP(w, r)
+	}))
+	t.Cleanup(up.Close)
+	url, key := plumbingGateway(t, ctx, up.URL, "  - name: plumbing")
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return initializes
+	}
+	before := count()
+	for _, tt := range []struct {
+		name    string
+		version string
+	}{{"2026-07-28", ""}, {"2025-11-25 without elicitation", "2025-11-25"}} {
+		client := mcp.NewClient(&mcp.Implementation{Name: "no-elicitation"}, nil)
+		var opts *mcp.ClientSessionOptions
+		if tt.version != "" {
+			opts = &mcp.ClientSessionOptions{ProtocolVersion: tt.version}
+		}
+		cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+			Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
+		}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}}); err != nil || res.IsError {
+				t.Fatalf("%s: meta = %+v, %v", tt.name, res, err)
+			}
+		}
+		cs.Close()
+	}
+	if n := count() - before; n != 0 {
+		t.Errorf("six pass-through calls from clients without elicitation opened %d upstream sessions; want none", n)
+	}
+}
+
+// taskOfferingHost lets a 2025-11-25 upstream list its tools with
+// execution.taskSupport "optional"; every call passes to the tool.
+type taskOfferingHost struct{}
+
+func (taskOfferingHost) TaskSupport(string) taskwire.TaskSupport { return taskwire.TaskOptional }
+func (taskOfferingHost) CallTool(context.Context, *taskwire.ToolCall) (*taskwire.Outcome, error) {
+	return &taskwire.Outcome{Pass: true}, nil
+}
+func (taskOfferingHost) GetTask(context.Context, *taskwire.Caller, string) (*taskwire.Task, error) {
+	return nil, taskwire.ErrTaskNotFound
+}
+func (taskOfferingHost) CancelTask(context.Context, *taskwire.Caller, string) (*taskwire.Task, error) {
+	return nil, taskwire.ErrTaskNotFound
+}
+func (taskOfferingHost) UpdateTask(context.Context, *taskwire.Caller, string, map[string]json.RawMessage) error {
+	return taskwire.ErrTaskNotFound
+}
+func (taskOfferingHost) ListTasks(context.Context, *taskwire.Caller, string) ([]*taskwire.Task, string, error) {
+	return nil, "", nil
+}
+func (taskOfferingHost) WaitTask(context.Context, *taskwire.Caller, string) (*taskwire.Task, error) {
+	return nil, taskwire.ErrTaskNotFound
+}
+
+// TestListedToolsCarryNoReservedMeta: what taskgate's client side notes in
+// an upstream tool's _meta (a 2025-11-25 tool's execution) stays inside.
+func TestListedToolsCarryNoReservedMeta(t *testing.T) {
+	ctx := testCtx(t)
+	server := plumbingServer("2025-11-25")
+	if err := taskwire.Install(server, taskOfferingHost{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(taskwire.NewHTTPHandler(server, nil))
+	t.Cleanup(up.Close)
+	url, key := plumbingGateway(t, ctx, up.URL, "  - name: plumbing")
+	for _, era := range []fixtures.Era{fixtures.EraExtension, fixtures.EraLegacy} {
+		cs, err := fixtures.Dial(ctx, url, key, era, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tools, err := cs.ListTools(ctx, nil)
+		cs.Close()
+		if err != nil || len(tools.Tools) == 0 {
+			t.Fatalf("%s: tools = %v, %v", era, tools, err)
+		}
+		for _, tool := range tools.Tools {
+			for k := range tool.Meta {
+				if strings.HasPrefix(k, "dev.taskgate/") {
+					t.Errorf("%s: tool %s lists _meta[%q]; taskgate's reserved keys must not leave it", era, tool.Name, k)
+				}
+			}
+		}
 	}
 }

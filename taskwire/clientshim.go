@@ -125,10 +125,13 @@ func (t *shimRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	switch mediaType(resp.Header.Get("Content-Type")) {
 	case "application/json":
-		body, err := io.ReadAll(resp.Body)
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
 		resp.Body.Close()
 		if err != nil {
 			return nil, fmt.Errorf("taskwire: reading response body: %w", err)
+		}
+		if len(body) > maxResponseBody {
+			return nil, fmt.Errorf("taskwire: the response body exceeds %d bytes", maxResponseBody)
 		}
 		body = clientRewriteIncoming(body)
 		resp.Body = io.NopCloser(bytes.NewReader(body))
@@ -139,6 +142,10 @@ func (t *shimRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 	}
 	return resp, nil
 }
+
+// maxResponseBody bounds a JSON response body the shim reads whole, as
+// mcp.DefaultMaxEventSize bounds one server-sent event.
+const maxResponseBody = mcp.DefaultMaxEventSize
 
 func mediaType(v string) string {
 	t, _, _ := strings.Cut(v, ";")
@@ -438,11 +445,11 @@ func (r *sseRewriter) nextEvent() ([]byte, error) {
 	var lines [][]byte
 	size := 0
 	for {
-		line, err := r.src.ReadBytes('\n')
-		size += len(line)
-		if size > mcp.DefaultMaxEventSize {
+		line, err := readLine(r.src, mcp.DefaultMaxEventSize-size)
+		if errors.Is(err, errLineTooLong) {
 			return nil, fmt.Errorf("taskwire: server-sent event exceeds %d bytes", mcp.DefaultMaxEventSize)
 		}
+		size += len(line)
 		if len(line) > 0 {
 			lines = append(lines, line)
 		}
@@ -488,4 +495,25 @@ func rewriteEvent(lines [][]byte) []byte {
 		}
 	}
 	return bytes.Join(lines, nil)
+}
+
+// errLineTooLong is readLine's error for a line beyond its limit.
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads up to and including the next newline, failing with
+// errLineTooLong as soon as the line exceeds limit bytes, so that a stream
+// without newlines cannot make it buffer without bound.
+func readLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > limit {
+			return nil, errLineTooLong
+		}
+		line = append(line, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return line, err
+	}
 }

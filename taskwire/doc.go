@@ -30,10 +30,14 @@
 //
 // Call [Install] on the *mcp.Server, then serve it through [NewHTTPHandler]
 // (Streamable HTTP, routing each request to a stateless or a stateful go-sdk
-// handler by era) or [NewStdioTransport]. Both front doors move the fields the
-// go-sdk drops (params.task, params.idempotencyKey) into reserved _meta keys
-// before the SDK parses the request; serving the server another way loses
-// them.
+// handler by era, optionally to a server of its own for each) or
+// [NewStdioTransport]. Both front doors move the fields the go-sdk drops
+// (params.task, params.idempotencyKey) into reserved _meta keys before the
+// SDK parses the request; serving the server another way loses them. The
+// HTTP router reads the members it routes by (method, params.taskId) by
+// their exact names, as the SDK does, and refuses a message that spells one
+// of them twice. Errors a Host did not shape itself are logged and answered
+// with -32603 without their text.
 //
 // # Client side
 //

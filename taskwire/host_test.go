@@ -3,6 +3,7 @@ package taskwire
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -28,6 +29,8 @@ import (
 //   - "plain" and "ask_user" (forbidden): Pass, so the SDK's registered
 //     handler answers; ask_user elicits the caller's name first.
 //   - "direct" (forbidden): answered by the host with a result.
+//   - "broken" (forbidden): the host fails with an error whose text names
+//     internals (hostSecret); so does GetTask of task "broken".
 type testHost struct {
 	mu       sync.Mutex
 	seq      int
@@ -87,6 +90,8 @@ func (h *testHost) CallTool(ctx context.Context, call *ToolCall) (*Outcome, erro
 		}
 	}
 	switch call.Name {
+	case "broken":
+		return nil, errors.New(hostSecret)
 	case "plain", "ask_user":
 		return &Outcome{Pass: true}, nil
 	case "direct":
@@ -208,7 +213,14 @@ func (h *testHost) lookup(c *Caller, id string) (*hostTask, error) {
 	return ht, nil
 }
 
+// hostSecret is the text of the testHost's internal failures; it must
+// never reach a client.
+const hostSecret = "dial tcp 10.0.0.5:5432: password authentication failed for user taskgate"
+
 func (h *testHost) GetTask(_ context.Context, c *Caller, id string) (*Task, error) {
+	if id == "broken" {
+		return nil, fmt.Errorf("loading task: %w", errors.New(hostSecret))
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ht, err := h.lookup(c, id)

@@ -2,6 +2,7 @@ package taskwire
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,7 +22,15 @@ type HTTPOptions struct {
 	// Stateless field is ignored: the router chooses per request.
 	// MaxRequestBodyBytes also bounds what the router reads (zero means
 	// mcp.DefaultMaxRequestBodyBytes, negative means no limit).
+	// SessionTimeout applies to sessions (2025-11-25 and earlier);
+	// PropagateRequestCancellation to 2026-07-28 requests.
 	Streamable mcp.StreamableHTTPOptions
+	// StatelessServer, when set, serves the 2026-07-28 requests, and the
+	// server given to NewHTTPHandler only sessions; set up both with
+	// [Install]. Server options that concern sessions, such as KeepAlive,
+	// then need not apply to stateless requests, which have no client to
+	// ping.
+	StatelessServer *mcp.Server
 }
 
 // NewHTTPHandler serves server (set up with [Install]) over Streamable HTTP
@@ -43,47 +53,203 @@ type HTTPOptions struct {
 // Authentication belongs outside: wrap the returned handler with
 // auth.RequireBearerToken, whose TokenInfo reaches [Caller.TokenInfo] through
 // the request context.
+//
+// A session's keepalive pings (mcp.ServerOptions.KeepAlive) reach its
+// client only over a standalone stream (HTTP GET). A session that has never
+// opened one is not pinged — the ping could not arrive, and the SDK would
+// close a live session for it — and is left to the idle timeout
+// (StreamableHTTPOptions.SessionTimeout); a session that has opened one is
+// pinged as usual.
 func NewHTTPHandler(server *mcp.Server, opts *HTTPOptions) http.Handler {
 	var so mcp.StreamableHTTPOptions
+	statelessServer := server
 	if opts != nil {
 		so = opts.Streamable
+		if opts.StatelessServer != nil {
+			statelessServer = opts.StatelessServer
+		}
 	}
 	limit := so.MaxRequestBodyBytes
 	if limit == 0 {
 		limit = mcp.DefaultMaxRequestBodyBytes
 	}
-	getServer := func(*http.Request) *mcp.Server { return server }
 	stateful, stateless := so, so
 	stateful.Stateless = false
 	stateless.Stateless = true
-	return &httpRouter{
+	h := &httpRouter{
 		limit:     limit,
-		stateful:  mcp.NewStreamableHTTPHandler(getServer, &stateful),
-		stateless: mcp.NewStreamableHTTPHandler(getServer, &stateless),
+		server:    server,
+		stateful:  mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &stateful),
+		stateless: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return statelessServer }, &stateless),
 	}
+	server.AddSendingMiddleware(h.pingOnlyListening)
+	return h
 }
 
 type httpRouter struct {
 	limit     int64
+	server    *mcp.Server
 	stateful  http.Handler
 	stateless http.Handler
+	// listening holds the IDs of the sessions that have opened a
+	// standalone stream, until the session ends.
+	listening sync.Map
+}
+
+// pingOnlyListening answers a keepalive ping to a session that never opened
+// a standalone stream with -32601, which ends that session's keepalive
+// instead of the session.
+func (h *httpRouter) pingOnlyListening(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "ping" {
+			ss, ok := req.GetSession().(*mcp.ServerSession)
+			if ok && ss != nil {
+				if _, listening := h.listening.Load(ss.ID()); !listening {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the client has no standalone stream to be pinged on"}
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// streamOpened calls opened once the SDK accepts a standalone stream's GET
+// (answers 200), so that a refused GET — another user's session ID — marks
+// nothing.
+type streamOpened struct {
+	http.ResponseWriter
+	opened      func()
+	wroteHeader bool
+}
+
+func (s *streamOpened) WriteHeader(code int) {
+	if !s.wroteHeader {
+		s.wroteHeader = true
+		if code == http.StatusOK {
+			s.opened()
+		}
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *streamOpened) Write(b []byte) (int, error) {
+	if !s.wroteHeader {
+		s.WriteHeader(http.StatusOK) // what the server does implicitly
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *streamOpened) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *streamOpened) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// noteListening records that session id opened a standalone stream, and
+// forgets it when the session ends.
+func (h *httpRouter) noteListening(id string) {
+	if _, loaded := h.listening.LoadOrStore(id, struct{}{}); loaded {
+		return
+	}
+	for ss := range h.server.Sessions() {
+		if ss.ID() == id {
+			go func() {
+				_ = ss.Wait()
+				h.listening.Delete(id)
+			}()
+			return
+		}
+	}
+	h.listening.Delete(id) // no such session: the SDK refuses the GET
 }
 
 // probe is what the router reads from a single JSON-RPC message.
 type probe struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params struct {
-		TaskID json.RawMessage `json:"taskId"`
-		Meta   struct {
-			ProtocolVersion string `json:"io.modelcontextprotocol/protocolVersion"`
-		} `json:"_meta"`
-	} `json:"params"`
+	ID              json.RawMessage
+	Method          string
+	TaskID          json.RawMessage
+	ProtocolVersion string
+}
+
+// readProbe reads the members the router needs from one JSON-RPC message.
+// It reads them by their exact names, as the SDK does (encoding/json would
+// also match "TASKID" to a taskId field), and refuses a message that spells
+// one of them twice in any case: the router and the SDK must never read
+// different values. A body that is not a JSON object gives nil and no error;
+// the SDK answers it.
+func readProbe(body []byte) (*probe, *jsonrpc.Error) {
+	env, err := members(body, "jsonrpc", "id", "method", "params")
+	if env == nil {
+		return nil, err
+	}
+	p := &probe{ID: env["id"]}
+	if err != nil {
+		return p, err
+	}
+	if json.Unmarshal(env["method"], &p.Method) != nil {
+		p.Method = ""
+	}
+	params, err := members(env["params"], "taskId", "_meta", "name")
+	if err != nil {
+		return p, err
+	}
+	p.TaskID = params["taskId"]
+	meta, err := members(params["_meta"], mcp.MetaKeyProtocolVersion)
+	if err != nil {
+		return p, err
+	}
+	if json.Unmarshal(meta[mcp.MetaKeyProtocolVersion], &p.ProtocolVersion) != nil {
+		p.ProtocolVersion = ""
+	}
+	return p, nil
+}
+
+// members decodes a JSON object's members by their exact names. It returns
+// nil for anything that is not an object, and an error (with the members)
+// when one of watched is spelt more than once, in any case.
+func members(raw json.RawMessage, watched ...string) (map[string]json.RawMessage, *jsonrpc.Error) {
+	if trimmed := bytes.TrimSpace(raw); len(trimmed) == 0 || trimmed[0] != '{' {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil {
+		return nil, nil
+	}
+	out := map[string]json.RawMessage{}
+	seen := map[string]int{}
+	var dup *jsonrpc.Error
+	for dec.More() {
+		tok, err := dec.Token()
+		key, ok := tok.(string)
+		if err != nil || !ok {
+			return nil, nil
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil
+		}
+		for _, w := range watched {
+			if strings.EqualFold(key, w) {
+				if seen[w]++; seen[w] > 1 && dup == nil {
+					dup = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf("invalid request: the member %q is spelt more than once; send it once, as %q", w, w)}
+				}
+			}
+		}
+		out[key] = v
+	}
+	return out, dup
 }
 
 func (h *httpRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.Body == nil {
-		h.pick(r, nil).ServeHTTP(w, r)
+		handler := h.pick(r, nil)
+		if id := r.Header.Get("Mcp-Session-Id"); r.Method == http.MethodGet && handler == h.stateful && id != "" {
+			w = &streamOpened{ResponseWriter: w, opened: func() { h.noteListening(id) }}
+		}
+		handler.ServeHTTP(w, r)
 		return
 	}
 	if h.limit > 0 {
@@ -100,12 +266,10 @@ func (h *httpRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "failed to read request body", http.StatusBadRequest)
 		return
 	}
-	var p *probe
-	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '{' {
-		p = new(probe)
-		if json.Unmarshal(trimmed, p) != nil {
-			p = nil
-		}
+	p, perr := readProbe(body)
+	if perr != nil {
+		writeRPCError(w, http.StatusBadRequest, p.ID, perr)
+		return
 	}
 	handler := h.pick(r, p)
 	if handler == h.stateless && p != nil {
@@ -126,7 +290,7 @@ func (h *httpRouter) pick(r *http.Request, p *probe) http.Handler {
 	if r.Header.Get("Mcp-Protocol-Version") >= protocolExtension {
 		return h.stateless
 	}
-	if p != nil && (p.Method == methodDiscover || p.Params.Meta.ProtocolVersion >= protocolExtension) {
+	if p != nil && (p.Method == methodDiscover || p.ProtocolVersion >= protocolExtension) {
 		return h.stateless
 	}
 	return h.stateful
@@ -138,7 +302,7 @@ func checkTaskName(header http.Header, p *probe) *jsonrpc.Error {
 		return nil
 	}
 	var taskID string
-	if len(p.Params.TaskID) > 0 && json.Unmarshal(p.Params.TaskID, &taskID) != nil {
+	if len(p.TaskID) > 0 && json.Unmarshal(p.TaskID, &taskID) != nil {
 		return nil // not a string: the method handler rejects the params
 	}
 	raw := header.Get("Mcp-Name")

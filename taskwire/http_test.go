@@ -722,7 +722,7 @@ func TestHTTPOlderProtocolHasNoTasks(t *testing.T) {
 		t.Errorf("CallToolAsTask = %+v, %+v, %v; want a direct answer", task, res, err)
 	}
 	_, err = cs.CallTool(ctx, callParams("needs_task", nil))
-	wantCode(t, err, jsonrpc.CodeMethodNotFound)
+	wantCode(t, err, jsonrpc.CodeInvalidRequest)
 	_, err = GetTask(ctx, cs, "task-1")
 	wantCode(t, err, jsonrpc.CodeMethodNotFound)
 }

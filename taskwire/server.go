@@ -139,7 +139,7 @@ func (s *serverTasks) patchInitialize(res mcp.Result, err error) (mcp.Result, er
 		return err
 	})
 	if err != nil {
-		return nil, errInternal("advertising capabilities.tasks: %v", err)
+		return nil, s.internal(methodInitialize, fmt.Errorf("advertising capabilities.tasks: %w", err))
 	}
 	return &rawResult{body: body}, nil
 }
@@ -167,7 +167,7 @@ func (s *serverTasks) patchToolList(res mcp.Result) (mcp.Result, error) {
 		return err
 	})
 	if err != nil {
-		return nil, errInternal("advertising execution.taskSupport: %v", err)
+		return nil, s.internal(methodListTools, fmt.Errorf("advertising execution.taskSupport: %w", err))
 	}
 	return &rawResult{body: body}, nil
 }
@@ -232,7 +232,7 @@ func (s *serverTasks) callTool(ctx context.Context, next mcp.MethodHandler, meth
 		c.Era = EraLegacy
 		c.RequestedTTL = ttl
 	case support == TaskRequired:
-		return nil, errTaskRequired(p.Name)
+		return nil, errTaskRequired(p.Name, version)
 	}
 
 	out, err := s.host.CallTool(ctx, &ToolCall{
@@ -264,9 +264,17 @@ func (s *serverTasks) outcome(ctx context.Context, next mcp.MethodHandler, metho
 	case out.Pass:
 		return next(ctx, method, req)
 	case out.Err != nil:
-		return nil, hostError(out.Err)
+		var werr *jsonrpc.Error
+		if errors.As(out.Err, &werr) {
+			return nil, werr
+		}
+		return nil, s.internal(method, out.Err)
 	case out.Result != nil:
-		return directResult(c, out.Result)
+		res, err := directResult(c, out.Result)
+		if err != nil {
+			return nil, s.internal(method, err)
+		}
+		return res, nil
 	}
 	if out.Task.ID == "" {
 		return nil, s.internal(method, errors.New("host returned a task without an ID"))
@@ -303,7 +311,7 @@ func directResult(c *Caller, r *mcp.CallToolResult) (mcp.Result, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, errInternal("encoding the tool result: %v", err)
+		return nil, fmt.Errorf("encoding the tool result: %w", err)
 	}
 	return &rawResult{body: body}, nil
 }
@@ -522,11 +530,48 @@ func newCaller(req mcp.Request, version string, meta map[string]any, requestID s
 	}
 	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil {
 		c.SessionID = ss.ID()
-		if ip := ss.InitializeParams(); version < protocolExtension && ip != nil && ip.Capabilities != nil && ip.Capabilities.Elicitation != nil {
-			c.Elicit = ss.Elicit
-		}
+	}
+	if version >= protocolExtension {
+		c.ElicitationDeclared = perRequestElicitation(req)
+	} else if CanElicit(req) {
+		c.ElicitationDeclared = true
+		c.Elicit = req.GetSession().(*mcp.ServerSession).Elicit
 	}
 	return c
+}
+
+// CanElicit reports whether the server may send elicitation/create to the
+// client of req over its session: a session of protocol 2025-11-25 or
+// earlier whose client declared elicitation in initialize. A 2026-07-28
+// request has no session to send it on (its client is asked with input
+// requests instead) and answers false.
+func CanElicit(req mcp.Request) bool {
+	if req == nil || requestProtocolVersion(req) >= protocolExtension {
+		return false
+	}
+	ss, ok := req.GetSession().(*mcp.ServerSession)
+	if !ok || ss == nil {
+		return false
+	}
+	ip := ss.InitializeParams()
+	return ip != nil && ip.Capabilities != nil && ip.Capabilities.Elicitation != nil
+}
+
+// perRequestElicitation reports whether a 2026-07-28 request declares
+// elicitation among its per-request client capabilities.
+func perRequestElicitation(req mcp.Request) bool {
+	meta, _ := requestMeta(req)
+	raw, ok := meta[mcp.MetaKeyClientCapabilities]
+	if !ok {
+		return false
+	}
+	// A map, not a struct: the key must be spelt exactly, as the SDK reads it.
+	var caps map[string]json.RawMessage
+	if remarshal(raw, &caps) != nil {
+		return false
+	}
+	v, ok := caps["elicitation"]
+	return ok && string(v) != "null"
 }
 
 // requestMeta returns the _meta of req's params and whether params exist.

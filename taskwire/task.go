@@ -164,6 +164,10 @@ type Caller struct {
 	// whose client declared elicitation; nil otherwise. (On 2026-07-28 a
 	// Host asks by answering with InputRequests instead.)
 	Elicit func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// ElicitationDeclared reports whether the client declared elicitation:
+	// in this request's per-request capabilities on 2026-07-28 (so that it
+	// may be answered with input requests), in its initialize on a session.
+	ElicitationDeclared bool
 }
 
 // ToolCall is a tools/call the [Host] may take over.

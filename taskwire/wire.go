@@ -440,15 +440,33 @@ func errMissingCapability() *jsonrpc.Error {
 	}
 }
 
-// errTaskRequired is the 2025-11-25 error for a tools/call of a tool whose
-// taskSupport is required, sent without params.task.
-func errTaskRequired(tool string) *jsonrpc.Error {
-	return errMethodNotFound("Task augmentation required for tools/call requests: tool %q must be called as a task", tool)
+// errTaskRequired is the error for a tools/call of a tool whose
+// taskSupport is required, from a client that did not ask for a task. On
+// 2025-11-25 the client could have (it sends params.task), and the
+// specification's -32601 says so. A client of an earlier protocol has no
+// tasks at all: it gets -32600 (the SDK sends every -32601 with a message of
+// its own) saying which client the tool needs.
+func errTaskRequired(tool, version string) *jsonrpc.Error {
+	if version == protocolLegacy {
+		return errMethodNotFound("Task augmentation required for tools/call requests: tool %q must be called as a task", tool)
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf(
+		"tool %q runs only as a task, and this client cannot receive tasks (protocol %q); "+
+			"call it from a client with MCP tasks: protocol %s with tasks, or %s with the %s extension",
+		tool, version, protocolLegacy, protocolExtension, ExtensionID)}
+}
+
+// errUnavailable is the answer to a request the server could not complete
+// for reasons of its own; what went wrong is logged, never sent, since it
+// may name databases, hosts or credentials.
+func errUnavailable() *jsonrpc.Error {
+	return errInternal("the server could not complete this request; try again shortly")
 }
 
 // hostError turns an error from a Host into the JSON-RPC error to send. A
 // *jsonrpc.Error is sent as it is, since the SDK keeps the data of an error
-// only when it is returned unwrapped.
+// only when it is returned unwrapped; any other error becomes -32603 without
+// its text.
 func hostError(err error) *jsonrpc.Error {
 	var werr *jsonrpc.Error
 	switch {
@@ -461,6 +479,6 @@ func hostError(err error) *jsonrpc.Error {
 	case errors.As(err, &werr):
 		return werr
 	default:
-		return errInternal("%v", err)
+		return errUnavailable()
 	}
 }

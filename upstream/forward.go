@@ -10,7 +10,7 @@ import (
 )
 
 // ErrNotForwardable means Forward cannot carry a request to this upstream:
-// it is a stdio server, is not connected, or speaks a protocol older than
+// it is a stdio server, is not connected, or speaks a protocol other than
 // 2026-07-28. The caller takes the ordinary path instead.
 var ErrNotForwardable = errors.New("upstream cannot take a forwarded request")
 
@@ -21,11 +21,22 @@ func (u *Upstream) CanForward() bool {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.conn != nil && u.conn.protocol >= protocolExtension
+	return u.conn != nil && statelessProtocol(u.conn.protocol)
+}
+
+// statelessProtocol reports whether v is a stateless protocol version this
+// package knows. Versions are compared as names: a version it does not know
+// is not assumed to work like the ones it does.
+func statelessProtocol(v string) bool {
+	switch v {
+	case protocolExtension:
+		return true
+	}
+	return false
 }
 
 // Forward sends one 2026-07-28 JSON-RPC request, as bytes, to an HTTP
-// upstream whose session speaks 2026-07-28 or later: stateless requests need
+// upstream whose session speaks 2026-07-28: stateless requests need
 // no session, so a pass-through call can be relayed without decoding it
 // into SDK structures and encoding it again. The request carries the
 // configured headers (the gateway's own credential) and header; the

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -195,11 +196,11 @@ func (s *sseTap) Close() error { return s.body.Close() }
 func (s *sseTap) nextEvent() ([]byte, error) {
 	var event, data []byte
 	for {
-		line, err := s.src.ReadBytes('\n')
-		event = append(event, line...)
-		if len(event) > mcp.DefaultMaxEventSize {
+		line, err := readLine(s.src, mcp.DefaultMaxEventSize-len(event))
+		if errors.Is(err, errLineTooLong) {
 			return nil, fmt.Errorf("a server-sent event exceeds %d bytes", mcp.DefaultMaxEventSize)
 		}
+		event = append(event, line...)
 		trimmed := bytes.TrimRight(line, "\r\n")
 		if v, ok := bytes.CutPrefix(trimmed, []byte("data:")); ok {
 			if data != nil {
@@ -218,5 +219,26 @@ func (s *sseTap) nextEvent() ([]byte, error) {
 			}
 			return event, nil
 		}
+	}
+}
+
+// errLineTooLong is readLine's error for a line beyond its limit.
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads up to and including the next newline, failing with
+// errLineTooLong as soon as the line exceeds limit bytes, so that a stream
+// without newlines cannot make it buffer without bound.
+func readLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > limit {
+			return nil, errLineTooLong
+		}
+		line = append(line, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return line, err
 	}
 }

@@ -115,16 +115,12 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	if opts.NoHTTP {
 		return d, nil
 	}
-	server, err := d.Gateway.NewServer("")
-	if err != nil {
-		return nil, err
-	}
 	auth, err := authenticator(cfg, d.Store, log)
 	if err != nil {
 		return nil, err
 	}
 	restAPI := api.New(&api.Options{Store: d.Store, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
-	handler, err := d.Gateway.Handler(server, &mcpserver.HTTPOptions{Auth: auth, Gatherer: d.Registry, Extra: restAPI.Register})
+	handler, err := d.Gateway.Handler(&mcpserver.HTTPOptions{Auth: auth, Gatherer: d.Registry, Extra: restAPI.Register})
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +131,13 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 		}
 	}
 	d.URL = "http://" + ln.Addr().String()
-	d.http = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	d.http = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		// Idle keep-alive connections are closed; open streams are not idle.
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 	d.httpDone = make(chan error, 1)
 	go func() { d.httpDone <- d.http.Serve(ln) }()
 	log.Info("taskgate is serving", "mcp", d.URL+"/mcp", "ledger", dburl.Describe(cfg.Database), "upstreams", len(cfg.Upstreams))
@@ -185,20 +187,52 @@ func (d *Daemon) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	if err != nil {
 		return err
 	}
+	defer d.Gateway.RemoveServer(server)
 	return server.Run(ctx, taskwire.NewStdioTransport(in, out))
 }
 
-// Stop shuts down in reverse order: the listener first (in-flight
-// acceptances finish), then tool sync, the worker, upstreams and the ledger.
+// Shutdown bounds.
+const (
+	// httpGrace is how long answers in flight get to be written before the
+	// listener's connections are closed.
+	httpGrace = 10 * time.Second
+	// drainGrace is how long handlers still running after that get to end
+	// before the ledger is closed anyway.
+	drainGrace = 30 * time.Second
+)
+
+// Stop shuts down in reverse order: waits for operations' ends first
+// (their clients are answered with what is known), then the listener
+// (in-flight acceptances finish; connections still open at the deadline,
+// such as sessions' standalone streams, are closed), the handlers still
+// running, tool sync, the worker, upstreams and the ledger.
 func (d *Daemon) Stop(ctx context.Context) error {
 	var errs []error
+	if d.Gateway != nil {
+		d.Gateway.Shutdown()
+	}
 	if d.http != nil {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		errs = append(errs, d.http.Shutdown(sctx))
+		sctx, cancel := context.WithTimeout(ctx, httpGrace)
+		if err := d.http.Shutdown(sctx); err != nil {
+			d.log.Warn("closing connections whose answers were not written in time", "err", err)
+			errs = append(errs, d.http.Close())
+		}
 		cancel()
 		if err := <-d.httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, err)
 		}
+	}
+	keepStore := false
+	if d.Gateway != nil {
+		dctx, cancel := context.WithTimeout(ctx, drainGrace)
+		if err := d.Gateway.Drain(dctx); err != nil {
+			// Closing the ledger now would fail them midway; the process
+			// ending releases it instead.
+			d.log.Error("leaving the ledger open for handlers that did not end", "err", err)
+			errs = append(errs, err)
+			keepStore = true
+		}
+		cancel()
 	}
 	if d.stopSync != nil {
 		d.stopSync()
@@ -212,7 +246,7 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	if d.Pool != nil {
 		errs = append(errs, d.Pool.Close())
 	}
-	if d.ownStore && d.Store != nil {
+	if d.ownStore && d.Store != nil && !keepStore {
 		errs = append(errs, d.Store.Close())
 	}
 	return errors.Join(errs...)

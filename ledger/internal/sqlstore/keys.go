@@ -9,11 +9,11 @@ import (
 	"github.com/taskgate/taskgate/ledger"
 )
 
-const keyColumns = `id, tenant, key_hash, label, created_at, revoked_at`
+const keyColumns = `id, tenant, key_hash, label, role, created_at, revoked_at`
 
 func scanKey(r Row) (*ledger.APIKey, error) {
 	var k ledger.APIKey
-	if err := r.Scan(&k.ID, &k.Tenant, &k.Hash, &k.Label, ts{&k.CreatedAt}, ts{&k.RevokedAt}); err != nil {
+	if err := r.Scan(&k.ID, &k.Tenant, &k.Hash, &k.Label, &k.Role, ts{&k.CreatedAt}, ts{&k.RevokedAt}); err != nil {
 		return nil, err
 	}
 	return &k, nil
@@ -24,11 +24,18 @@ func (s *Store) KeyCreate(ctx context.Context, k *ledger.APIKey) (*ledger.APIKey
 	if k.Tenant == "" || len(k.Hash) != 64 {
 		return nil, errors.New("api key: a tenant and a hex SHA-256 hash are required")
 	}
+	role := k.Role
+	if role == "" {
+		role = ledger.RoleAgent
+	}
+	if role != ledger.RoleAgent && role != ledger.RoleApprover {
+		return nil, fmt.Errorf("api key: role %q is not a role; use %s or %s", k.Role, ledger.RoleAgent, ledger.RoleApprover)
+	}
 	var out *ledger.APIKey
 	err := s.InTx(ctx, func(tx Tx) error {
 		var err error
-		out, err = scanKey(tx.QueryRow(ctx, `INSERT INTO api_keys (tenant, key_hash, label, created_at) VALUES ($1, $2, $3, $4) RETURNING `+keyColumns,
-			k.Tenant, k.Hash, k.Label, s.now(k.CreatedAt)))
+		out, err = scanKey(tx.QueryRow(ctx, `INSERT INTO api_keys (tenant, key_hash, label, role, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING `+keyColumns,
+			k.Tenant, k.Hash, k.Label, role, s.now(k.CreatedAt)))
 		return err
 	})
 	return out, err

@@ -1,0 +1,215 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/money"
+	"github.com/taskgate/taskgate/taskwire"
+)
+
+// An approval comes from a human: through `taskgate approve` or the REST
+// API with an approver credential, or by answering a question this gateway
+// asked in the protocol. An answer a client merely sends proves nothing —
+// the model could write it — so it counts only when it replies to a
+// question recorded in the ledger, asked of the same tenant about the same
+// operation, tool and arguments, not yet answered and not expired; the
+// question is taken when answered. On a 2025-11-25 session the question is
+// asked over the session itself and its answer is the client's reply.
+
+const (
+	// approvalInput names taskgate's approval question among input requests.
+	approvalInput = "taskgate_approval"
+	// approvalStatePrefix starts the requestState of an approval question;
+	// the question's nonce follows it.
+	approvalStatePrefix = "taskgate-approval."
+	// questionLifetime is how long a client has to answer a question.
+	questionLifetime = 15 * time.Minute
+	// elicitWait bounds waiting for a 2025-11-25 user's answer, so that a
+	// client that never answers cannot hold the call open.
+	elicitWait = 10 * time.Minute
+)
+
+// approvalCall is what deciding an approval for one call needs to know.
+type approvalCall struct {
+	log      *slog.Logger
+	call     *taskwire.ToolCall
+	r        *route
+	tenant   string
+	opID     string
+	fp       string
+	estimate money.Amount
+	// requestID and source record a refused attempt.
+	requestID string
+	source    string
+}
+
+func (a *approvalCall) tool() string { return a.r.upstream + "." + a.r.tool }
+
+// approvalQuestion is the form that asks the user for an approval.
+func approvalQuestion(a *approvalCall) *mcp.ElicitParams {
+	return &mcp.ElicitParams{
+		Mode: "form",
+		Message: fmt.Sprintf("Approve %s for operation %q? It costs money or changes the world outside this session; estimated %s. "+
+			"Set the most it may cost in total and how many remote jobs it may start. Declining starts nothing.",
+			a.tool(), a.opID, a.estimate.Display()),
+		RequestedSchema: map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"max_total_cost_usd": map[string]any{"type": "string", "title": "Spend ceiling (" + a.estimate.Currency + ")", "default": a.estimate.String()},
+				"max_remote_jobs":    map[string]any{"type": "integer", "title": "Remote jobs", "default": 1, "minimum": 1},
+			},
+			"required": []string{"max_total_cost_usd"},
+		},
+	}
+}
+
+// askApproval asks for a missing approval where the client can be asked:
+// synchronously on a 2025-11-25 session (asked reports that an approval
+// now exists), or by answering a 2026-07-28 client that declared
+// elicitation with an input_required result (out) whose question is
+// recorded first. Neither is possible: nil, false, nil.
+func (h *host) askApproval(ctx context.Context, a *approvalCall) (out *taskwire.Outcome, asked bool, err error) {
+	q := approvalQuestion(a)
+	c := &a.call.Caller
+	switch {
+	case c.Elicit != nil:
+		ectx, cancel := context.WithTimeout(ctx, elicitWait)
+		defer cancel()
+		answer, err := c.Elicit(ectx, q)
+		if err != nil {
+			return nil, false, err
+		}
+		if out := h.approveFromAnswer(ctx, a, answer); out != nil {
+			return out, false, nil
+		}
+		return nil, true, nil
+	case statelessVersion(c.ProtocolVersion) && c.ElicitationDeclared:
+		now := h.g.clock()
+		question, err := h.g.store.ApprovalQuestionCreate(context.WithoutCancel(ctx), &ledger.ApprovalQuestion{
+			Nonce: rand.Text(), Tenant: a.tenant, OperationID: a.opID, Tool: a.tool(), Fingerprint: a.fp,
+			Estimate: a.estimate, CreatedAt: now, ExpiresAt: now.Add(questionLifetime),
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		a.log.Info("asked for an approval", "question", question.ID, "expires_at", question.ExpiresAt)
+		return &taskwire.Outcome{Result: &mcp.CallToolResult{
+			Content:       []mcp.Content{&mcp.TextContent{Text: "This call needs the user's approval before it starts."}},
+			InputRequests: mcp.InputRequestMap{approvalInput: q},
+			RequestState:  approvalStatePrefix + question.Nonce,
+		}}, false, nil
+	}
+	return nil, false, nil
+}
+
+// takeAnswer honours a 2026-07-28 answer to an approval question only when
+// it replies to a question this gateway asked: the request declares
+// elicitation, its requestState names an outstanding question, and that
+// question was asked of this tenant about this operation, tool and
+// arguments. An answer that passes is taken (it counts once) and, when it
+// accepts, becomes an approval: nil is returned, or the refusal to send.
+// Any other answer is ignored, as the specification asks of responses to
+// requests that are not outstanding (it may be a lost reply's retry); the
+// call then goes on as if it carried none, which without an approval
+// refuses it.
+func (h *host) takeAnswer(ctx context.Context, a *approvalCall, raw mcp.InputResponse) (out *taskwire.Outcome, taken bool) {
+	c := &a.call.Caller
+	nonce, hasState := strings.CutPrefix(a.call.RequestState, approvalStatePrefix)
+	answer, isElicit := raw.(*mcp.ElicitResult)
+	ignore := func(why string) (*taskwire.Outcome, bool) {
+		a.log.Warn("ignored an answer to an approval question", "why", why)
+		return nil, false
+	}
+	switch {
+	case !statelessVersion(c.ProtocolVersion):
+		return ignore("approval questions are answered this way only on protocol 2026-07-28")
+	case !c.ElicitationDeclared:
+		return ignore("the request does not declare elicitation, so it was never asked")
+	case !hasState || nonce == "":
+		return ignore("the request names no approval question in requestState")
+	case !isElicit:
+		return ignore("the answer is not an elicitation result")
+	}
+	_, err := h.g.store.ApprovalQuestionTake(context.WithoutCancel(ctx), &ledger.ApprovalQuestionTakeParams{
+		Nonce: nonce, Tenant: a.tenant, OperationID: a.opID, Tool: a.tool(), Fingerprint: a.fp, Now: h.g.clock(),
+	})
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return ignore("no outstanding question of this tenant about this operation, tool and arguments has that nonce")
+	case err != nil:
+		a.log.Error("taking an approval question", "err", err)
+		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the answer to the approval question could not be recorded; nothing was started",
+			map[string]any{"reason": "ledger_unavailable"})}, true
+	}
+	return h.approveFromAnswer(ctx, a, answer), true
+}
+
+// approveFromAnswer turns the user's answer into an approval. It returns
+// nil when the approval was created, or the refusal to send otherwise.
+func (h *host) approveFromAnswer(ctx context.Context, a *approvalCall, answer *mcp.ElicitResult) *taskwire.Outcome {
+	if answer == nil || answer.Action != "accept" {
+		action := "no answer"
+		if answer != nil {
+			action = answer.Action
+		}
+		return h.refuse(ctx, a.log, a.tenant, a.opID, a.fp, a.requestID, a.source, "approval_declined",
+			fmt.Sprintf("the user did not approve this call (%s); nothing was started", action), nil)
+	}
+	ceiling, err := money.Parse(numberText(answer.Content["max_total_cost_usd"]), a.r.policy.Contract.Cost.Currency)
+	jobs := 1
+	if v, ok := answer.Content["max_remote_jobs"].(float64); ok && v >= 1 && v == float64(int(v)) {
+		jobs = int(v)
+	}
+	if err != nil || ceiling.Micros <= 0 {
+		return h.refuse(ctx, a.log, a.tenant, a.opID, a.fp, a.requestID, a.source, "approval_invalid",
+			"the approval's spend ceiling must be a positive decimal such as 20.00; nothing was started", nil)
+	}
+	ap, err := h.g.store.ApprovalCreate(context.WithoutCancel(ctx), &ledger.Approval{
+		Tenant: a.tenant, OperationID: a.opID, Tool: a.tool(), MaxTotalCost: ceiling, MaxRemoteJobs: jobs,
+		RetryPolicy: a.r.policy.RetryPolicy, ExpiresAt: h.g.clock().Add(24 * time.Hour), CreatedBy: "elicitation",
+	})
+	if err != nil {
+		a.log.Error("recording an approval given through elicitation", "err", err)
+		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the approval could not be recorded; nothing was started", map[string]any{"reason": "ledger_unavailable"})}
+	}
+	a.log.Info("approval given through elicitation", "approval", ap.ID, "max_total_cost", ceiling.String(), "max_remote_jobs", jobs)
+	return nil
+}
+
+// numberText reads a form value that should be a decimal amount.
+func numberText(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return ""
+}
+
+// howToApprove is the command a human runs to approve the call. Every value
+// is shell-quoted: the operation ID and the tenant are chosen by callers
+// (the operation ID by the model), and a command built from them must not
+// do anything but approve.
+func howToApprove(a *approvalCall) string {
+	return fmt.Sprintf("taskgate approve --tenant %s --operation-id %s --tool %s --max-cost %s --max-remote-jobs 1 --expires-in 24h",
+		shellQuote(a.tenant), shellQuote(a.opID), shellQuote(a.tool()), shellQuote(a.estimate.String()))
+}
+
+// shellQuote quotes s for a POSIX shell: the whole in single quotes, and
+// each single quote inside as a closing quote, an escaped quote and an
+// opening quote.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

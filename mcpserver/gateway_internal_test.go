@@ -1,0 +1,67 @@
+package mcpserver
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/ledger/sqlite"
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// TestRemovedServerIsLeftAlone: once a stdio front's session has ended and
+// its server is removed, tool changes no longer reach it.
+func TestRemovedServerIsLeftAlone(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "ledger.db")
+	store, err := sqlite.Open(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	cfg, err := config.Parse(strings.NewReader("listen: 127.0.0.1:0\ndatabase: sqlite:"+db+"\nupstreams:\n  - name: up\n    url: http://127.0.0.1:1/mcp\n"), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(&Options{Store: store, Pool: upstream.NewPool(cfg.Upstreams, nil), Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := g.NewServer("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, err := g.NewServer("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.RemoveServer(gone)
+	tool := &mcp.Tool{Name: "up.echo", InputSchema: map[string]any{"type": "object"}}
+	g.publish(map[string]*mcp.Tool{tool.Name: tool}, map[string]*route{tool.Name: {upstream: "up", tool: "echo"}})
+
+	for _, tt := range []struct {
+		name   string
+		server *mcp.Server
+		want   int
+	}{{"kept", kept, 1}, {"removed", gone, 0}} {
+		st, ct := mcp.NewInMemoryTransports()
+		ss, err := tt.server.Connect(ctx, st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "c"}, nil).Connect(ctx, ct, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tools, err := cs.ListTools(ctx, nil)
+		cs.Close()
+		ss.Close()
+		if err != nil || len(tools.Tools) != tt.want {
+			t.Errorf("%s server lists %v, %v; want %d tools", tt.name, tools, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,411 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/authn"
+	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/fixtures"
+	"github.com/taskgate/taskgate/internal/daemon"
+	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/providersim"
+	"github.com/taskgate/taskgate/taskwire"
+)
+
+// gateway is a daemon in front of a simulated provider, with the daemon
+// itself at hand (the harness hides it).
+type gateway struct {
+	d     *daemon.Daemon
+	sim   *providersim.Sim
+	store ledger.Store
+	url   string
+	key   string
+	// stopped is set once the test stopped the daemon itself.
+	stopped bool
+}
+
+// gatewayOptions shape startGateway's gateway.
+type gatewayOptions struct {
+	sim providersim.Options
+	// yaml edits the harness's configuration text.
+	yaml func(string) string
+	// store wraps the ledger the daemon uses.
+	store func(ledger.Store) ledger.Store
+}
+
+func startGateway(t *testing.T, o gatewayOptions) *gateway {
+	t.Helper()
+	ctx := testCtx(t)
+	sim := providersim.New(&o.sim)
+	t.Cleanup(func() { sim.Close() })
+	srv := httptest.NewServer(sim.HTTPHandler())
+	t.Cleanup(srv.Close)
+	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
+	y := fixtures.ConfigYAML(srv.URL+"/mcp", "127.0.0.1:0", db, fixtures.ConfigOptions{})
+	if o.yaml != nil {
+		y = o.yaml(y)
+	}
+	cfg, err := config.Parse(strings.NewReader(y), "gateway.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := dburl.Open(ctx, db, &dburl.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	used := store
+	if o.store != nil {
+		used = o.store(store)
+	}
+	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Store: used})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gateway{d: d, sim: sim, store: store, url: d.URL + "/mcp"}
+	t.Cleanup(func() {
+		if !g.stopped {
+			d.Stop(context.Background())
+		}
+	})
+	if g.key, _, err = authn.NewAPIKey(ctx, store, "acme", "test"); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func (g *gateway) connect(t *testing.T, era fixtures.Era) *mcp.ClientSession {
+	t.Helper()
+	cs, err := fixtures.Dial(testCtx(t), g.url, g.key, era, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// connectWithoutStream opens a 2025-11-25 session (with tasks when tasks
+// is set) that opens no standalone stream: a stream lasts as long as its
+// session and would hold a stopping server to its deadline.
+func (g *gateway) connectWithoutStream(t *testing.T, tasks bool) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "no-stream"}, nil)
+	var transport mcp.Transport = &mcp.StreamableClientTransport{
+		Endpoint: g.url, MaxRetries: -1, DisableStandaloneSSE: true,
+		HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: g.key}},
+	}
+	if tasks {
+		if err := taskwire.InstallClient(client); err != nil {
+			t.Fatal(err)
+		}
+		transport = taskwire.WrapClientTransport(transport)
+	}
+	cs, err := client.Connect(testCtx(t), transport, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// eventually polls cond every 20ms until it holds or 10 seconds pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not so after 10s: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRunningTasksDoNotExpire: the TTL counts from a task's end. A task
+// that runs longer than its TTL stays readable and cancellable; an ended one
+// is kept for the TTL, then expires.
+func TestRunningTasksDoNotExpire(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	g := startGateway(t, gatewayOptions{
+		sim: providersim.Options{JobDuration: 1500 * time.Millisecond},
+		yaml: func(y string) string {
+			return strings.Replace(y, "poll_interval: 100ms", "poll_interval: 100ms\ntask_ttl: 300ms", 1)
+		},
+	})
+	ctx := testCtx(t)
+	modern, legacy := g.connect(t, fixtures.EraExtension), g.connect(t, fixtures.EraLegacy)
+	long, _, err := taskwire.CallToolAsTask(ctx, modern, fixtures.RunSuiteCall("op-long", nil), nil)
+	if err != nil || long == nil {
+		t.Fatalf("tools/call = %v, %v", long, err)
+	}
+	doomed, _, err := taskwire.CallToolAsTask(ctx, legacy, fixtures.RunSuiteCall("op-doomed", nil), nil)
+	if err != nil || doomed == nil {
+		t.Fatalf("tools/call = %v, %v", doomed, err)
+	}
+	time.Sleep(2 * ttl)
+
+	got, err := taskwire.GetTask(ctx, modern, long.ID)
+	if err != nil || got.Status != taskwire.StatusWorking {
+		t.Fatalf("tasks/get of a task running past its TTL = %+v, %v; want it working", got, err)
+	}
+	if got.TTL == nil || *got.TTL < time.Since(got.CreatedAt) {
+		t.Errorf("a running task advertises ttl %v, %v after creation; want retention beyond now", got.TTL, time.Since(got.CreatedAt))
+	}
+	if cancelled, err := taskwire.CancelTask(ctx, legacy, doomed.ID); err != nil || cancelled.Status != taskwire.StatusCancelled {
+		t.Fatalf("tasks/cancel of a task running past its TTL = %+v, %v; want it cancelled", cancelled, err)
+	}
+
+	done := awaitTask(t, modern, long.ID)
+	if done.Status != taskwire.StatusCompleted {
+		t.Fatalf("task ended %s", done.Status)
+	}
+	if _, err := taskwire.GetTask(ctx, modern, long.ID); err != nil {
+		t.Fatalf("tasks/get just after the end: %v; want the task, kept for its TTL", err)
+	}
+	eventually(t, "the ended task expires once its TTL has passed", func() bool {
+		_, err := taskwire.GetTask(ctx, modern, long.ID)
+		var werr *jsonrpc.Error
+		return errors.As(err, &werr) && werr.Code == jsonrpc.CodeInvalidParams && strings.Contains(werr.Message, "expired")
+	})
+}
+
+// finishingStore is the real ledger, except that one chosen read of an
+// operation by task ID is followed by the operation ending — the worker
+// finishing just after a handler looked — and answers what it read before.
+type finishingStore struct {
+	ledger.Store
+	reads  atomic.Int32
+	fireAt atomic.Int32 // the read (1-based) after which the operation ends; 0: none
+}
+
+func (s *finishingStore) OperationGet(ctx context.Context, p *ledger.OperationGetParams) (*ledger.Operation, error) {
+	op, err := s.Store.OperationGet(ctx, p)
+	if err != nil || p.TaskID == "" || op.State.Terminal() {
+		return op, err
+	}
+	if n := s.reads.Add(1); n == s.fireAt.Load() {
+		msg := "finished just after the read"
+		if _, err := s.Store.Transition(ctx, &ledger.TransitionParams{
+			OperationRef: op.ID, To: ledger.StateCompleted, StatusMessage: &msg,
+			Result: json.RawMessage(`{"content":[{"type":"text","text":"finished first"}]}`),
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return op, nil
+}
+
+// TestCancelRacingCompletion: a cancellation that loses the race with the
+// operation's end is recorded, the operation keeps its end, and the client
+// hears what its era prescribes for a task that ended — never -32603.
+func TestCancelRacingCompletion(t *testing.T) {
+	for _, tt := range []struct {
+		era    fixtures.Era
+		fireAt int32 // legacy tasks/cancel reads the task twice
+	}{{fixtures.EraExtension, 1}, {fixtures.EraLegacy, 2}} {
+		t.Run(string(tt.era), func(t *testing.T) {
+			fs := &finishingStore{}
+			g := startGateway(t, gatewayOptions{
+				sim:   providersim.Options{JobDuration: 30 * time.Second},
+				store: func(s ledger.Store) ledger.Store { fs.Store = s; return fs },
+			})
+			ctx := testCtx(t)
+			cs := g.connect(t, tt.era)
+			task, _, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall("op-race", nil), nil)
+			if err != nil || task == nil {
+				t.Fatalf("tools/call = %v, %v", task, err)
+			}
+			fs.reads.Store(0)
+			fs.fireAt.Store(tt.fireAt)
+			_, err = taskwire.CancelTask(ctx, cs, task.ID)
+			var werr *jsonrpc.Error
+			switch tt.era {
+			case fixtures.EraExtension:
+				if err != nil {
+					t.Fatalf("tasks/cancel = %v; want the acknowledgement", err)
+				}
+			case fixtures.EraLegacy:
+				if !errors.As(err, &werr) || werr.Code != jsonrpc.CodeInvalidParams || !strings.Contains(werr.Message, "completed") {
+					t.Fatalf("tasks/cancel = %v; want -32602 for a task already completed", err)
+				}
+			}
+			op, err := g.store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "acme", TaskID: task.ID})
+			if err != nil || op.State != ledger.StateCompleted || op.CancelRequestedAt.IsZero() {
+				t.Fatalf("operation = %+v, %v; want completed with the cancellation request recorded", op, err)
+			}
+			events, err := g.store.EventList(ctx, op.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, e := range events {
+				found = found || e.Kind == ledger.EventCancellationRequested && strings.Contains(string(e.Data), `"state":"completed"`)
+			}
+			if !found {
+				t.Errorf("events lack a cancellation request against the completed operation")
+			}
+		})
+	}
+}
+
+// rawSession opens a 2025-11-25 session over plain HTTP, as a client that
+// can vanish without a word would, and returns its ID.
+func rawSession(t *testing.T, g *gateway) string {
+	t.Helper()
+	resp := rawPost(testCtx(t), g, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"vanishing","version":"0"}}}`)
+	id := resp.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		t.Fatalf("initialize answered %d without a session", resp.StatusCode)
+	}
+	rawPost(testCtx(t), g, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return id
+}
+
+// rawPost posts one message to the gateway; a request that fails answers
+// status 0.
+func rawPost(ctx context.Context, g *gateway, session, body string) *http.Response {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url, strings.NewReader(body))
+	if err != nil {
+		return &http.Response{StatusCode: 0, Header: http.Header{}, Body: http.NoBody}
+	}
+	req.Header.Set("Authorization", "Bearer "+g.key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return &http.Response{StatusCode: 0, Header: http.Header{}, Body: http.NoBody}
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// attemptOf returns the first attempt of acme's operation, or nil.
+func attemptOf(t *testing.T, g *gateway, opID string) *ledger.Attempt {
+	t.Helper()
+	op, err := g.store.OperationGet(testCtx(t), &ledger.OperationGetParams{Tenant: "acme", OperationID: opID})
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts, err := g.store.AttemptList(testCtx(t), op.ID)
+	if err != nil || len(attempts) == 0 {
+		return nil
+	}
+	return attempts[0]
+}
+
+// TestWaitEndsWhenTheClientVanishes: a client without tasks that drops its
+// connection mid-wait — no cancellation, no goodbye — is recorded as gone
+// at once; the gateway does not wait out the operation for nobody.
+func TestWaitEndsWhenTheClientVanishes(t *testing.T) {
+	g := startGateway(t, gatewayOptions{sim: providersim.Options{JobDuration: 30 * time.Second}})
+	session := rawSession(t, g)
+	ctx, vanish := context.WithCancel(testCtx(t))
+	go rawPost(ctx, g, session, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"`+fixtures.RunSuiteTool+`","arguments":{"suite":"x","operation_id":"op-vanish"}}}`)
+	eventually(t, "the call is accepted", func() bool { return attemptOf(t, g, "op-vanish") != nil })
+	vanish()
+	eventually(t, "the attempt is recorded as disconnected", func() bool {
+		return attemptOf(t, g, "op-vanish").ClientResult == ledger.ClientDisconnected
+	})
+}
+
+// TestShutdownEndsWaits: stopping the gateway answers the waits in flight —
+// a client without tasks hears the operation still runs, a 2025-11-25
+// tasks/result that the gateway is shutting down — instead of holding the
+// shutdown until they end.
+func TestShutdownEndsWaits(t *testing.T) {
+	g := startGateway(t, gatewayOptions{sim: providersim.Options{JobDuration: 60 * time.Second}})
+	ctx := testCtx(t)
+	legacy := g.connectWithoutStream(t, true)
+	task, _, err := taskwire.CallToolAsTask(ctx, legacy, fixtures.RunSuiteCall("op-result", nil), nil)
+	if err != nil || task == nil {
+		t.Fatalf("tools/call = %v, %v", task, err)
+	}
+	resultErr := make(chan error, 1)
+	go func() {
+		_, err := taskwire.TaskResult(ctx, legacy, task.ID)
+		resultErr <- err
+	}()
+	eventually(t, "tasks/result is being handled", func() bool {
+		dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		return g.d.Gateway.Drain(dctx) != nil
+	})
+	plain := g.connectWithoutStream(t, false)
+	plainRes := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, _ := plain.CallTool(ctx, fixtures.RunSuiteCall("op-await", nil))
+		plainRes <- res
+	}()
+	eventually(t, "the plain call waits", func() bool { return attemptOf(t, g, "op-await") != nil })
+
+	g.stopped = true
+	if err := g.d.Stop(ctx); err != nil {
+		t.Fatalf("Stop = %v; want a clean stop", err)
+	}
+	var werr *jsonrpc.Error
+	if err := <-resultErr; !errors.As(err, &werr) || !strings.Contains(werr.Message, "shutting down") {
+		t.Errorf("tasks/result during shutdown = %v; want an error saying the gateway is shutting down", err)
+	}
+	res := <-plainRes
+	if res == nil || !strings.Contains(fixtures.ResultText(res), "still running") {
+		t.Errorf("plain call during shutdown = %+v; want the answer that the operation still runs", res)
+	}
+}
+
+// countingStore counts reads of operations by row ID: the reads a wait
+// for an operation's end polls with.
+type countingStore struct {
+	ledger.Store
+	reads atomic.Int32
+}
+
+func (s *countingStore) OperationGet(ctx context.Context, p *ledger.OperationGetParams) (*ledger.Operation, error) {
+	if p.ID != 0 {
+		s.reads.Add(1)
+	}
+	return s.Store.OperationGet(ctx, p)
+}
+
+// TestAwaitBacksOff: a client without tasks waiting for a long operation
+// costs the ledger a read per poll interval, not ten a second.
+func TestAwaitBacksOff(t *testing.T) {
+	cs := &countingStore{}
+	g := startGateway(t, gatewayOptions{
+		sim:   providersim.Options{JobDuration: 3 * time.Second},
+		yaml:  func(y string) string { return strings.Replace(y, "poll_interval: 100ms", "poll_interval: 1s", 1) },
+		store: func(s ledger.Store) ledger.Store { cs.Store = s; return cs },
+	})
+	plain := g.connectWithoutStream(t, false)
+	start := time.Now()
+	res, err := plain.CallTool(testCtx(t), fixtures.RunSuiteCall("op-patient", nil))
+	if err != nil || res.IsError {
+		t.Fatalf("tools/call = %+v, %v", res, err)
+	}
+	elapsed := time.Since(start)
+	// Backing off to the 1s poll interval reads about once a second after
+	// a few quick reads; polling every 100ms would read ten times as often.
+	if reads, most := cs.reads.Load(), int32(elapsed/(400*time.Millisecond))+6; reads > most {
+		t.Errorf("a wait of %v read the operation %d times; want at most %d", elapsed.Round(time.Millisecond), reads, most)
+	}
+}
