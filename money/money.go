@@ -27,6 +27,10 @@ var ErrSyntax = errors.New("invalid amount")
 // ErrCurrencyMismatch is returned when two amounts of different currencies meet.
 var ErrCurrencyMismatch = errors.New("currency mismatch")
 
+// ErrOverflow is returned when a sum or difference does not fit in 64-bit
+// micro-units: a wrapped total would turn a huge charge into a credit.
+var ErrOverflow = errors.New("amount out of range")
+
 // Amount is a sum of money: integer micro-units of Currency.
 type Amount struct {
 	Micros   int64
@@ -136,22 +140,32 @@ func (a Amount) Display() string { return a.String() + " " + normCurrency(a.Curr
 // IsZero reports whether the amount is zero.
 func (a Amount) IsZero() bool { return a.Micros == 0 }
 
-// Add returns a+b; the currencies must match (a zero amount adopts b's).
+// Add returns a+b; the currencies must match and the sum must fit in
+// 64-bit micro-units.
 func (a Amount) Add(b Amount) (Amount, error) {
 	c, err := sameCurrency(a, b)
 	if err != nil {
 		return Amount{}, err
 	}
-	return Amount{Micros: a.Micros + b.Micros, Currency: c}, nil
+	sum := a.Micros + b.Micros
+	if (b.Micros > 0 && sum < a.Micros) || (b.Micros < 0 && sum > a.Micros) {
+		return Amount{}, fmt.Errorf("%w: %s + %s", ErrOverflow, a.Display(), b.Display())
+	}
+	return Amount{Micros: sum, Currency: c}, nil
 }
 
-// Sub returns a-b; the currencies must match.
+// Sub returns a-b; the currencies must match and the difference must fit in
+// 64-bit micro-units.
 func (a Amount) Sub(b Amount) (Amount, error) {
 	c, err := sameCurrency(a, b)
 	if err != nil {
 		return Amount{}, err
 	}
-	return Amount{Micros: a.Micros - b.Micros, Currency: c}, nil
+	diff := a.Micros - b.Micros
+	if (b.Micros > 0 && diff > a.Micros) || (b.Micros < 0 && diff < a.Micros) {
+		return Amount{}, fmt.Errorf("%w: %s - %s", ErrOverflow, a.Display(), b.Display())
+	}
+	return Amount{Micros: diff, Currency: c}, nil
 }
 
 func sameCurrency(a, b Amount) (string, error) {

@@ -3,6 +3,7 @@ package money
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"testing"
 )
 
@@ -70,5 +71,33 @@ func TestJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"Cost":17.84}`), &v); err == nil {
 		t.Fatal("Unmarshal of a JSON number succeeded; amounts must be strings")
+	}
+}
+
+func TestArithmeticOverflow(t *testing.T) {
+	largest := FromMicros(math.MaxInt64, "USD")
+	smallest := FromMicros(math.MinInt64, "USD")
+	one := FromMicros(1, "USD")
+	tests := []struct {
+		name string
+		op   func() (Amount, error)
+	}{
+		{"largest + 1", func() (Amount, error) { return largest.Add(one) }},
+		{"smallest + -1", func() (Amount, error) { return smallest.Add(FromMicros(-1, "USD")) }},
+		{"smallest - 1", func() (Amount, error) { return smallest.Sub(one) }},
+		{"largest - -1", func() (Amount, error) { return largest.Sub(FromMicros(-1, "USD")) }},
+		{"0 - smallest", func() (Amount, error) { return Zero("USD").Sub(smallest) }},
+	}
+	for _, tt := range tests {
+		got, err := tt.op()
+		if !errors.Is(err, ErrOverflow) {
+			t.Errorf("%s = %+v, %v; want ErrOverflow", tt.name, got, err)
+		}
+	}
+	if got, err := largest.Sub(one); err != nil || got.Micros != math.MaxInt64-1 {
+		t.Errorf("largest - 1 = %+v, %v; want %d", got, err, int64(math.MaxInt64-1))
+	}
+	if got, err := smallest.Add(largest); err != nil || got.Micros != -1 {
+		t.Errorf("smallest + largest = %+v, %v; want -1 micro", got, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 )
@@ -18,6 +19,10 @@ import (
 type Usage struct {
 	Spend      money.Amount
 	RemoteJobs int
+	// Uncounted lists the reservations whose amounts could not be added to
+	// Spend: another currency than the approval's, or a sum out of range.
+	// A ceiling with uncounted spend cannot be checked.
+	Uncounted []int64
 }
 
 // Verdict is the outcome of [Admit].
@@ -49,6 +54,10 @@ func Admit(a *ledger.Approval, tool string, used Usage, estimate money.Amount, r
 		return deny(ledger.ReasonApprovalToolMismatch,
 			fmt.Sprintf("approval %d covers tool %q, not %q", a.ID, a.Tool, tool))
 	}
+	if len(used.Uncounted) > 0 {
+		return deny(ledger.ReasonCostCeilingExceeded,
+			fmt.Sprintf("approval %d has spend committed that cannot be added up in %s (reservations %v), so its ceiling cannot be checked; ask the user for a new approval", a.ID, a.MaxTotalCost.Currency, used.Uncounted))
+	}
 	if used.RemoteJobs+1 > a.MaxRemoteJobs {
 		if retry {
 			return deny(ledger.ReasonRetryUsesNewOperation,
@@ -73,18 +82,56 @@ func deny(reason, msg string) Verdict { return Verdict{Reason: reason, Message: 
 
 // Committed sums what reservations commit against their approval: a held
 // reservation counts its estimate, a settled one its actual charges, a
-// released one nothing.
+// released one nothing. Amounts in another currency than currency are never
+// added; they are listed in Uncounted instead.
 func Committed(rs []*ledger.Reservation, currency string) Usage {
 	u := Usage{Spend: money.Zero(currency)}
 	for _, r := range rs {
+		var amount money.Amount
 		switch r.Status {
 		case ledger.ReservationHeld:
-			u.Spend.Micros += r.Amount.Micros
-			u.RemoteJobs += r.Jobs
+			amount = r.Amount
 		case ledger.ReservationSettled:
-			u.Spend.Micros += r.Settled.Micros
-			u.RemoteJobs += r.Jobs
+			amount = r.Settled
+			// A reservation settled at zero may carry no currency of its own.
+			if amount.IsZero() {
+				amount.Currency = u.Spend.Currency
+			}
+		default:
+			continue
 		}
+		u.RemoteJobs += r.Jobs
+		sum, err := u.Spend.Add(amount)
+		if err != nil {
+			u.Uncounted = append(u.Uncounted, r.ID)
+			continue
+		}
+		u.Spend = sum
 	}
 	return u
+}
+
+// StrictestRetry is the strictest of the retry policies that apply to an
+// operation (those of its approval, of the tool when it was accepted, and of
+// the tool now): no_automatic_resend wins over lookup_then_attach, and a
+// policy this version does not know counts as no_automatic_resend. Empty
+// policies are not set and are skipped; none set at all is
+// no_automatic_resend.
+func StrictestRetry(policies ...string) string {
+	out := ""
+	for _, p := range policies {
+		switch p {
+		case "":
+		case config.RetryLookupThenAttach:
+			if out == "" {
+				out = p
+			}
+		default:
+			return config.RetryNoAutomaticResend
+		}
+	}
+	if out == "" {
+		return config.RetryNoAutomaticResend
+	}
+	return out
 }

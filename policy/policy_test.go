@@ -66,3 +66,41 @@ func TestCommitted(t *testing.T) {
 		t.Fatalf("Committed = %s, %d jobs; want 41.10 and 2", u.Spend, u.RemoteJobs)
 	}
 }
+
+func TestCommittedNeverAddsAnotherCurrency(t *testing.T) {
+	rs := []*ledger.Reservation{
+		{ID: 1, Status: ledger.ReservationHeld, Amount: money.MustParse("18.00", "USD"), Jobs: 1},
+		{ID: 2, Status: ledger.ReservationHeld, Amount: money.MustParse("5.00", "EUR"), Jobs: 1},
+		{ID: 3, Status: ledger.ReservationSettled, Amount: money.MustParse("18.00", "EUR"), Settled: money.MustParse("7.00", "EUR"), Jobs: 1},
+	}
+	u := Committed(rs, "USD")
+	if u.Spend.Display() != "18.00 USD" || u.RemoteJobs != 3 {
+		t.Errorf("Committed = %s, %d jobs; want 18.00 USD and 3", u.Spend.Display(), u.RemoteJobs)
+	}
+	if len(u.Uncounted) != 2 || u.Uncounted[0] != 2 || u.Uncounted[1] != 3 {
+		t.Errorf("Uncounted = %v, want [2 3]", u.Uncounted)
+	}
+	a := &ledger.Approval{ID: 7, OperationID: "op", Tool: "t", MaxTotalCost: money.MustParse("100.00", "USD"), MaxRemoteJobs: 5, ExpiresAt: time.Now().Add(time.Hour)}
+	if v := Admit(a, "t", u, money.MustParse("1.00", "USD"), false, time.Now()); v.Allowed || v.Reason != ledger.ReasonCostCeilingExceeded {
+		t.Errorf("Admit with uncounted spend = %+v, want a denial with %q", v, ledger.ReasonCostCeilingExceeded)
+	}
+}
+
+func TestStrictestRetry(t *testing.T) {
+	tests := []struct {
+		in   []string
+		want string
+	}{
+		{[]string{"lookup_then_attach", "lookup_then_attach", "lookup_then_attach"}, "lookup_then_attach"},
+		{[]string{"lookup_then_attach", "no_automatic_resend", "lookup_then_attach"}, "no_automatic_resend"},
+		{[]string{"no_automatic_resend", "", "lookup_then_attach"}, "no_automatic_resend"},
+		{[]string{"", "", "lookup_then_attach"}, "lookup_then_attach"},
+		{[]string{"lookup_then_attach", "resend_always"}, "no_automatic_resend"},
+		{[]string{"", ""}, "no_automatic_resend"},
+	}
+	for _, tt := range tests {
+		if got := StrictestRetry(tt.in...); got != tt.want {
+			t.Errorf("StrictestRetry(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

@@ -42,6 +42,14 @@ type Decision struct {
 // delay after which not_found means the send never arrived (nil: never).
 func Decide(l *LookupResult, retryPolicy string, notFoundSafeAfter *time.Duration, sinceSend time.Duration) Decision {
 	switch l.Answer {
+	case Accepted, Running, Completed, Failed, Cancelled:
+		if l.JobID == "" {
+			// A job that exists but has no name cannot be attached,
+			// fetched or recorded: the answer settles nothing.
+			return Decision{Action: ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}
+		}
+	}
+	switch l.Answer {
 	case Accepted, Running:
 		return Decision{Action: ActionAttach}
 	case Completed:

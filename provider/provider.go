@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -252,7 +253,7 @@ func (c *Contract) Charges(ctx context.Context, caller Caller, jobID, operationI
 	for i, item := range list {
 		m, _ := item.(map[string]any)
 		id, _ := field(m, ch.IDField).(string)
-		amountText := fmt.Sprint(field(m, ch.AmountField))
+		amountText := decimalText(field(m, ch.AmountField))
 		currency := c.spec().Cost.Currency
 		if ch.CurrencyField != "" {
 			if cur, _ := field(m, ch.CurrencyField).(string); cur != "" {
@@ -359,7 +360,23 @@ func (c *Contract) Estimate(ctx context.Context, caller Caller, arguments json.R
 	if v == nil {
 		return money.Amount{}, fmt.Errorf("price the call with %s: its answer has no %q", et.Tool, et.Field)
 	}
-	return money.Parse(fmt.Sprint(v), cost.Currency)
+	return money.Parse(decimalText(v), cost.Currency)
+}
+
+// decimalText is an amount field as decimal text: a JSON number read as a
+// float64 is printed in plain notation (fmt would print 2e+07), so that
+// money.Parse reads the number the provider wrote or rejects it.
+func decimalText(v any) string {
+	switch n := v.(type) {
+	case float64:
+		return strconv.FormatFloat(n, 'f', -1, 64)
+	case json.Number:
+		return n.String()
+	case string:
+		return n
+	default:
+		return fmt.Sprint(v)
+	}
 }
 
 // vars are the values a contract call's placeholders take.

@@ -34,10 +34,21 @@ func TestDecide(t *testing.T) {
 			provider.Decision{Action: provider.ActionResend}},
 		{"not_found under no_automatic_resend", provider.LookupResult{Answer: provider.NotFound}, config.RetryNoAutomaticResend, dur(0), time.Hour,
 			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonNoAutomaticResend}},
-		{"accepted", provider.LookupResult{Answer: provider.Accepted}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionAttach}},
-		{"running", provider.LookupResult{Answer: provider.Running}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionAttach}},
-		{"completed", provider.LookupResult{Answer: provider.Completed}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionFetch}},
-		{"failed", provider.LookupResult{Answer: provider.Failed}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionRecordFailure}},
+		{"accepted", provider.LookupResult{Answer: provider.Accepted, JobID: "job-7"}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionAttach}},
+		{"running", provider.LookupResult{Answer: provider.Running, JobID: "job-7"}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionAttach}},
+		{"completed", provider.LookupResult{Answer: provider.Completed, JobID: "job-7"}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionFetch}},
+		{"failed", provider.LookupResult{Answer: provider.Failed, JobID: "job-7"}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionRecordFailure}},
+		{"cancelled", provider.LookupResult{Answer: provider.Cancelled, JobID: "job-7"}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionRecordFailure}},
+		{"accepted without a job ID", provider.LookupResult{Answer: provider.Accepted}, config.RetryLookupThenAttach, nil, 0,
+			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
+		{"running without a job ID", provider.LookupResult{Answer: provider.Running}, config.RetryLookupThenAttach, nil, 0,
+			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
+		{"completed without a job ID", provider.LookupResult{Answer: provider.Completed}, config.RetryLookupThenAttach, nil, 0,
+			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
+		{"failed without a job ID", provider.LookupResult{Answer: provider.Failed}, config.RetryLookupThenAttach, nil, 0,
+			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
+		{"cancelled without a job ID", provider.LookupResult{Answer: provider.Cancelled}, config.RetryLookupThenAttach, nil, 0,
+			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
 		{"indeterminate", provider.LookupResult{Answer: provider.Indeterminate}, config.RetryLookupThenAttach, dur(0), time.Hour,
 			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
 		{"lookup error", provider.LookupResult{Answer: provider.Indeterminate, CallFailed: true}, config.RetryLookupThenAttach, dur(0), time.Hour,
@@ -76,6 +87,9 @@ func connect(t *testing.T, sim *providersim.Sim) session {
 
 func example(t *testing.T) *config.Tool {
 	t.Helper()
+	// The example names the provider's credential by an environment
+	// variable; the simulated provider needs none.
+	t.Setenv("HOSTED_TEST_TOKEN", "")
 	c, err := config.Load("../config/taskgate.example.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -161,5 +175,71 @@ func TestEstimateTool(t *testing.T) {
 	est, err := c.Estimate(context.Background(), s, json.RawMessage(`{"suite":"x"}`))
 	if err != nil || est.String() != "18.00" || est.Currency != "USD" {
 		t.Fatalf("estimate via tool = %v, %v", est, err)
+	}
+}
+
+// numberProvider is a real MCP server whose charges and estimate are JSON
+// numbers, as some providers write them.
+func numberProvider(t *testing.T, amount, estimate json.RawMessage) session {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "numbers", Version: "1.0.0"}, nil)
+	object := json.RawMessage(`{"type":"object"}`)
+	answer := func(body string) mcp.ToolHandler {
+		return func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: body}}}, nil
+		}
+	}
+	server.AddTool(&mcp.Tool{Name: "list_charges", InputSchema: object},
+		answer(`{"charges":[{"charge_id":"ch-1","amount":`+string(amount)+`,"status":"final"}]}`))
+	server.AddTool(&mcp.Tool{Name: "estimate", InputSchema: object}, answer(`{"estimate":`+string(estimate)+`}`))
+	ct, st := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := server.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return session{cs}
+}
+
+// Amounts that arrive as JSON numbers are read as the decimals they are,
+// not through a float's exponent form.
+func TestAmountsAsJSONNumbers(t *testing.T) {
+	tests := []struct {
+		number json.RawMessage
+		want   string // "" means refused
+	}{
+		{json.RawMessage(`17.84`), "17.84"},
+		{json.RawMessage(`20000000`), "20000000.00"},
+		{json.RawMessage(`0.00001`), "0.00001"},
+		{json.RawMessage(`1e-7`), ""},
+	}
+	for _, tt := range tests {
+		s := numberProvider(t, tt.number, tt.number)
+		tool := &config.Tool{Consequential: true, Contract: config.Contract{
+			Charges: &config.Charges{Call: config.Call{Tool: "list_charges"}, ListField: "charges", IDField: "charge_id", AmountField: "amount", StatusField: "status"},
+			Cost:    config.Cost{Currency: "USD", EstimateTool: &config.EstimateTool{Call: config.Call{Tool: "estimate", Arguments: map[string]any{"x": 1}}, Field: "estimate"}},
+		}}
+		c := provider.New("numbers", "run", tool)
+		ctx := context.Background()
+		charges, err := c.Charges(ctx, s, "job-1", "op-1", nil)
+		est, estErr := c.Estimate(ctx, s, nil)
+		if tt.want == "" {
+			if err == nil || estErr == nil {
+				t.Errorf("amount %s: charges %+v, %v and estimate %v, %v; want both refused", tt.number, charges, err, est, estErr)
+			}
+			continue
+		}
+		if err != nil || len(charges) != 1 || charges[0].Amount.String() != tt.want {
+			t.Errorf("amount %s: charges = %+v, %v; want one of %s", tt.number, charges, err, tt.want)
+		}
+		if estErr != nil || est.String() != tt.want {
+			t.Errorf("amount %s: estimate = %v, %v; want %s", tt.number, est, estErr, tt.want)
+		}
 	}
 }

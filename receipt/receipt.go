@@ -22,11 +22,14 @@
 // The reconciler records each pass as an event of kind
 // [ledger.EventReconciled] whose data is
 //
-//	{"lookup": "answered" | "indeterminate", "detail": "…"}
+//	{"lookup": "answered" | "indeterminate", "detail": "…", "authoritative": true}
 //
 // The latest such event decides whether the provider could be asked: if its
 // lookup is "indeterminate" (or its data cannot be read), reconciliation is
-// indeterminate and the receipt asks to reconcile again.
+// indeterminate and the receipt asks to reconcile again. "authoritative"
+// says that the provider's answer proves that a send without a known remote
+// job started none; so do a failed event with {"nothing_started": true} and
+// a lookup event with {"answer": "not_sent"} after the latest send_started.
 //
 // Events about one remote job name it with "remote_job_id" (the provider's
 // ID) in their data; cancellation_requested, effect_reversed and
@@ -39,7 +42,10 @@
 // # Status rules
 //
 // reconciliation_status is indeterminate when the last lookup was
-// indeterminate or a remote job's status is unknown; complete only when the
+// indeterminate, a remote job's status is unknown, or the operation was sent
+// and no remote job is known while nothing shows that the send started none
+// (the upstream refused it, it never left, or an authoritative lookup found
+// nothing); complete only when the
 // operation has ended, every remote job is terminal, every charge is final or
 // refunded, and, for a priced tool, every completed job has a final or
 // refunded charge; otherwise incomplete.
@@ -308,6 +314,14 @@ type eventData struct {
 	Detail      string `json:"detail"`
 	RemoteJobID string `json:"remote_job_id"`
 	Status      string `json:"status"`
+	// Authoritative marks a reconciliation whose provider answer proves
+	// that a send without a known job started none.
+	Authoritative bool `json:"authoritative"`
+	// Answer is a lookup's answer; "not_sent" means the call never left.
+	Answer string `json:"answer"`
+	// NothingStarted marks a failure the upstream answered before any
+	// work could start.
+	NothingStarted bool `json:"nothing_started"`
 }
 
 // readEvent parses an event's data; ok is false when it is not a JSON
@@ -655,6 +669,9 @@ func (f *facts) reconciliationStatus(last *Reconciliation) ReconciliationStatus 
 			return ReconciliationIndeterminate
 		}
 	}
+	if f.sentWithoutKnownJob() {
+		return ReconciliationIndeterminate
+	}
 	// An operation still running may yet cause jobs and charges.
 	if !f.op.State.Terminal() {
 		return ReconciliationIncomplete
@@ -673,6 +690,38 @@ func (f *facts) reconciliationStatus(last *Reconciliation) ReconciliationStatus 
 		}
 	}
 	return ReconciliationComplete
+}
+
+// sentWithoutKnownJob reports whether the operation was sent, no remote job
+// is known, and nothing recorded since the latest send proves that it
+// started none: the upstream refusing it before any work began (or, after
+// a single send, the creating attempt known to have started nothing), the
+// call never leaving the gateway, or a reconciliation whose lookup the
+// provider contract makes authoritative. Zero jobs then mean "not known",
+// not "none".
+func (f *facts) sentWithoutKnownJob() bool {
+	if f.op.SendCount == 0 || len(f.jobs) > 0 {
+		return false
+	}
+	// With one send only, what is known of the creating attempt is known
+	// of that send.
+	for _, a := range f.attempts {
+		if f.op.SendCount == 1 && a.OperationRef == f.op.ID && a.Decision == ledger.DecisionCreated && a.RemoteAccepted == ledger.No {
+			return false
+		}
+	}
+	for _, e := range slices.Backward(f.events) {
+		d, _ := readEvent(e)
+		switch {
+		case e.Kind == ledger.EventSendStarted:
+			return true
+		case e.Kind == ledger.EventFailed && d.NothingStarted,
+			e.Kind == ledger.EventLookup && d.Answer == "not_sent",
+			e.Kind == ledger.EventReconciled && d.Authoritative:
+			return false
+		}
+	}
+	return true
 }
 
 // invoiced reports whether job j has a final or refunded charge.
@@ -960,6 +1009,9 @@ func (f *facts) indeterminateReason(last *Reconciliation) string {
 		if jobStatus(j) == ledger.JobUnknown {
 			unknown = append(unknown, j.RemoteID)
 		}
+	}
+	if len(unknown) == 0 {
+		return fmt.Sprintf("the operation was sent %d time(s) and no remote job is known, but nothing shows that none started; look the operation up at the provider", f.op.SendCount)
 	}
 	return "the status of remote job(s) " + strings.Join(unknown, ", ") + " is unknown"
 }

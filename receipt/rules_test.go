@@ -584,3 +584,104 @@ func TestMarkdownEscapesCells(t *testing.T) {
 		t.Errorf("table cell not escaped:\n%s", md)
 	}
 }
+
+// An operation that was sent, with no remote job known, is indeterminate
+// unless something recorded since the latest send proves that it started
+// nothing.
+func TestSentWithoutKnownJob(t *testing.T) {
+	sent := func(id int64, when time.Duration) *ledger.Event {
+		return event(id, ledger.EventSendStarted, when, `{"send":1}`)
+	}
+	tests := []struct {
+		name     string
+		state    ledger.State
+		accepted ledger.Knowledge // of the creating attempt
+		events   []*ledger.Event
+		want     receipt.ReconciliationStatus
+	}{
+		{
+			name: "a lookup that found nothing proves nothing",
+			events: []*ledger.Event{sent(1, time.Second),
+				reconciled(2, time.Minute, `{"lookup":"answered","complete":true,"jobs":0}`)},
+			want: receipt.ReconciliationIndeterminate,
+		},
+		{
+			name:   "no reconciliation at all",
+			events: []*ledger.Event{sent(1, time.Second)},
+			want:   receipt.ReconciliationIndeterminate,
+		},
+		{
+			name:   "still sending",
+			state:  ledger.StateSending,
+			events: []*ledger.Event{sent(1, time.Second)},
+			want:   receipt.ReconciliationIndeterminate,
+		},
+		{
+			name: "an authoritative lookup found nothing",
+			events: []*ledger.Event{sent(1, time.Second),
+				reconciled(2, time.Minute, `{"lookup":"answered","authoritative":true,"jobs":0}`)},
+			want: receipt.ReconciliationComplete,
+		},
+		{
+			name: "an authoritative lookup before a later send",
+			events: []*ledger.Event{sent(1, time.Second),
+				reconciled(2, time.Minute, `{"lookup":"answered","authoritative":true,"jobs":0}`), sent(3, 2*time.Minute)},
+			want: receipt.ReconciliationIndeterminate,
+		},
+		{
+			name: "the upstream refused the call before any work began",
+			events: []*ledger.Event{sent(1, time.Second),
+				event(2, ledger.EventFailed, 2*time.Second, `{"code":-32602,"message":"bad suite","nothing_started":true}`)},
+			want: receipt.ReconciliationComplete,
+		},
+		{
+			name: "a failure that may have started work",
+			events: []*ledger.Event{sent(1, time.Second),
+				event(2, ledger.EventFailed, 2*time.Second, `{"code":-32603,"message":"internal error"}`)},
+			want: receipt.ReconciliationIndeterminate,
+		},
+		{
+			name:   "the call never left the gateway",
+			state:  ledger.StateCancelled,
+			events: []*ledger.Event{sent(1, time.Second), event(2, ledger.EventLookup, 2*time.Second, `{"answer":"not_sent"}`)},
+			want:   receipt.ReconciliationComplete,
+		},
+		{
+			name:     "the creating attempt is known to have started nothing",
+			accepted: ledger.No,
+			events:   []*ledger.Event{sent(1, time.Second)},
+			want:     receipt.ReconciliationComplete,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := base()
+			in.Operation.State = ledger.StateFailed
+			if tt.state != "" {
+				in.Operation.State = tt.state
+			}
+			in.Operation.SendCount = 1
+			in.Attempts[0].RemoteAccepted = cmpOrKnowledge(tt.accepted, ledger.Unknown)
+			in.RemoteJobs = nil
+			in.Events = tt.events
+			r := receipt.Build(in)
+			if r.ReconciliationStatus != tt.want {
+				t.Fatalf("reconciliation_status = %s, want %s", r.ReconciliationStatus, tt.want)
+			}
+			if tt.want == receipt.ReconciliationIndeterminate {
+				if r.ReviewStatus != receipt.ReviewNeedsReview || !slices.ContainsFunc(r.NextActions, func(a receipt.NextAction) bool {
+					return a.Action == receipt.ActionReconcileAgain && strings.Contains(a.Reason, "no remote job is known")
+				}) {
+					t.Errorf("review %s, next actions %+v; want needs_review and reconcile_again saying no remote job is known", r.ReviewStatus, r.NextActions)
+				}
+			}
+		})
+	}
+}
+
+func cmpOrKnowledge(k, alt ledger.Knowledge) ledger.Knowledge {
+	if k == "" {
+		return alt
+	}
+	return k
+}

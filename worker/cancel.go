@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/riverqueue/river"
@@ -10,37 +11,66 @@ import (
 	"github.com/taskgate/taskgate/provider"
 )
 
+// maxCancelTries is how many times a cancellation the provider failed to
+// take is tried before only the ledger's record of the failure remains.
+const maxCancelTries = 5
+
 // cancelRemote asks the provider to cancel the operation's jobs (or one
 // job) and records, separately, that cancellation was sent and whether the
 // effect was reversed. A job that already finished is asked too: the
-// provider's answer is the evidence that its effect stands.
-func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string) error {
+// provider's answer is the evidence that its effect stands. When the
+// provider fails to take a cancellation, the job runs again (attempt counts
+// River's runs), up to maxCancelTries, asking only where it failed.
+func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, attempt int) error {
 	op, err := w.store.OperationGet(ctx, &ledger.OperationGetParams{ID: opRef})
 	if err != nil {
 		return err
 	}
+	p := &ledger.TransitionParams{OperationRef: op.ID, Jobs: []river.InsertManyParams{job(ReconcileArgs{Operation: op.ID}, 0)}}
+	if op.SendCount == 0 && op.State.Terminal() {
+		// Cancelled before anything was sent: no remote job can exist, and
+		// nothing stays reserved for one.
+		p.Reservation = &ledger.ReservationUpdate{Status: ledger.ReservationReleased}
+		p.Creator = &ledger.AttemptKnowledge{RemoteAccepted: ledger.No, RemoteEffect: ledger.No, ChargeStatus: ledger.No}
+	}
 	c := w.catalog.Contract(op.Upstream, op.Tool)
 	up, ok := w.upstreams.Upstream(op.Upstream)
 	if c == nil || !ok {
-		return river.JobCancel(fmt.Errorf("operation %s: its upstream tool is no longer configured", op.OperationID))
+		msg := fmt.Sprintf("the configuration no longer has consequential tool %s.%s; its provider was not asked to cancel", op.Upstream, op.Tool)
+		if op.SendCount > 0 {
+			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: map[string]string{"error": msg}})
+		}
+		if _, err := w.store.Transition(ctx, p); err != nil {
+			return err
+		}
+		return river.JobCancel(fmt.Errorf("operation %s: %s", op.OperationID, msg))
 	}
 	jobs, err := w.store.RemoteJobList(ctx, op.ID)
 	if err != nil {
 		return err
 	}
+	var evs []*ledger.Event
+	if attempt > 1 {
+		if evs, err = w.store.EventList(ctx, op.ID); err != nil {
+			return err
+		}
+	}
+	// A retry asks again only where the provider did not take the
+	// cancellation; a new request asks every job.
+	taken := cancelsTaken(evs)
 	targets := map[string]*ledger.RemoteJob{}
 	for _, j := range jobs {
-		if only == "" || j.RemoteID == only {
+		if (only == "" || j.RemoteID == only) && !taken[j.RemoteID] {
 			targets[j.RemoteID] = j
 		}
 	}
 	// A send that started without a binding may still have created a job.
 	if only == "" && len(jobs) == 0 && op.SendCount > 0 && c.CanLookup() {
-		if lr := c.Lookup(ctx, up, op.ProviderKey(), op.Arguments); lr.JobID != "" {
+		if lr := c.Lookup(ctx, up, op.ProviderKey(), op.Arguments); lr.JobID != "" && !taken[lr.JobID] {
 			targets[lr.JobID] = &ledger.RemoteJob{RemoteID: lr.JobID, Kind: KindProviderJob, Status: lr.Answer.JobStatus()}
 		}
 	}
-	p := &ledger.TransitionParams{OperationRef: op.ID, Jobs: []river.InsertManyParams{job(ReconcileArgs{Operation: op.ID}, 0)}}
+	var failed []string
 	for id, j := range targets {
 		if j.Status == ledger.JobCancelled {
 			continue
@@ -58,8 +88,11 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string) err
 		}
 		if err != nil {
 			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: map[string]string{"remote_job_id": id, "error": err.Error()}})
-			w.logger(op).Warn("cancel failed", "remote_job_id", id, "err", err)
+			w.logger(op).Warn("cancel failed", "remote_job_id", id, "err", err, "attempt", attempt)
 			p.RemoteJobs = append(p.RemoteJobs, u)
+			if c.CanCancel() || j.UpstreamTaskID != "" {
+				failed = append(failed, id)
+			}
 			continue
 		}
 		u.EffectReversed = res.EffectReversed
@@ -77,8 +110,31 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string) err
 		}
 		p.RemoteJobs = append(p.RemoteJobs, u)
 	}
-	_, err = w.store.Transition(ctx, p)
-	return err
+	if _, err := w.store.Transition(ctx, p); err != nil {
+		return err
+	}
+	if len(failed) > 0 && attempt < maxCancelTries && ctx.Err() == nil {
+		return fmt.Errorf("the provider did not take the cancellation of job(s) %v of operation %s; asking again", failed, op.OperationID)
+	}
+	return nil
+}
+
+// cancelsTaken lists the jobs whose cancellation the provider already took.
+func cancelsTaken(evs []*ledger.Event) map[string]bool {
+	taken := map[string]bool{}
+	for _, e := range evs {
+		if e.Kind != ledger.EventCancelSent {
+			continue
+		}
+		var d struct {
+			Job   string `json:"remote_job_id"`
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(e.Data, &d) == nil && d.Job != "" && d.Error == "" {
+			taken[d.Job] = true
+		}
+	}
+	return taken
 }
 
 // expire frees the operation IDs of operations that ended longer ago than

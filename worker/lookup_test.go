@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/fixtures"
@@ -79,6 +80,34 @@ func TestLookupAnswers(t *testing.T) {
 			script:     providerScript{lookupFails: true},
 			wantLookup: [2]string{"indeterminate", "require_review"}, wantState: ledger.StateReview,
 			wantReason: ledger.ReasonLookupFailed, wantRunSuite: 1, wantSends: 1,
+		},
+		{
+			// A job that exists but has no name cannot be attached: asking
+			// again would only loop.
+			name:       "running without a job ID",
+			script:     providerScript{lookupStatus: "running", lookupNoJobID: true, jobStatus: "succeeded"},
+			wantLookup: [2]string{"running", "require_review"}, wantState: ledger.StateReview,
+			wantReason: ledger.ReasonLookupIndeterminate, wantRunSuite: 1, wantSends: 1,
+		},
+		{
+			name:       "completed without a job ID",
+			script:     providerScript{lookupStatus: "succeeded", lookupNoJobID: true, jobStatus: "succeeded"},
+			wantLookup: [2]string{"completed", "require_review"}, wantState: ledger.StateReview,
+			wantReason: ledger.ReasonLookupIndeterminate, wantRunSuite: 1, wantSends: 1,
+		},
+		{
+			// An internal error from the upstream may come after the
+			// provider started the work: it is looked up, not failed.
+			name:       "internal error answered",
+			script:     providerScript{lookupStatus: "succeeded", jobStatus: "succeeded", runSuiteError: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "worker crashed"}},
+			wantLookup: [2]string{"completed", "fetch_result"}, wantState: ledger.StateCompleted,
+			wantRunSuite: 1, wantSends: 1,
+		},
+		{
+			name:       "server-defined error answered",
+			script:     providerScript{lookupStatus: "running", jobStatus: "succeeded", runSuiteError: &jsonrpc.Error{Code: -32050, Message: "gateway timeout"}},
+			wantLookup: [2]string{"running", "attach_to_existing_job"}, wantState: ledger.StateCompleted,
+			wantRunSuite: 1, wantSends: 1,
 		},
 	}
 	for _, tt := range tests {

@@ -48,7 +48,27 @@ func (p pooled) Send(ctx context.Context, params *mcp.CallToolParams, header htt
 		return t, res, notSent(err)
 	}
 	res, err := p.u.CallTool(ctx, params, opts)
+	// An upstream that answers a plain call with a task runs the work as
+	// that task anyway: it is the remote job to follow.
+	if ute, ok := errors.AsType[*upstream.UnrequestedTaskError](err); ok && ute.Task != nil {
+		return ute.Task, nil, nil
+	}
 	return nil, res, notSent(err)
+}
+
+// ToolTaskSupport is the tool's execution.taskSupport as the upstream
+// listed it; a tool it does not list forbids tasks.
+func (p pooled) ToolTaskSupport(ctx context.Context, tool string) (taskwire.TaskSupport, error) {
+	tools, err := p.u.Tools(ctx)
+	if err != nil {
+		return "", notSent(err)
+	}
+	for _, t := range tools {
+		if t.Name == tool {
+			return taskwire.ToolTaskSupport(t), nil
+		}
+	}
+	return taskwire.TaskForbidden, nil
 }
 
 func (p pooled) GetTask(ctx context.Context, id string) (*taskwire.Task, error) {

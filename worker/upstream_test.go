@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/authn"
@@ -35,8 +36,31 @@ type gateway struct {
 	d     *daemon.Daemon
 }
 
-func startGateway(t *testing.T, upstreamURL string, o fixtures.ConfigOptions) *gateway {
+// gatewaySetup varies a gateway beyond fixtures.ConfigOptions.
+type gatewaySetup struct {
+	// edit rewrites the configuration's YAML.
+	edit []func(t *testing.T, y string) string
+	// wrap wraps the store the gateway runs on; the test reads the store
+	// underneath.
+	wrap func(ledger.Store) ledger.Store
+}
+
+// withConfig rewrites the gateway's configuration YAML.
+func withConfig(edit func(t *testing.T, y string) string) func(*gatewaySetup) {
+	return func(s *gatewaySetup) { s.edit = append(s.edit, edit) }
+}
+
+// withStore runs the gateway on a wrapper of its ledger store.
+func withStore(wrap func(ledger.Store) ledger.Store) func(*gatewaySetup) {
+	return func(s *gatewaySetup) { s.wrap = wrap }
+}
+
+func startGateway(t *testing.T, upstreamURL string, o fixtures.ConfigOptions, setup ...func(*gatewaySetup)) *gateway {
 	t.Helper()
+	var gs gatewaySetup
+	for _, f := range setup {
+		f(&gs)
+	}
 	ctx := testCtx(t, 30*time.Second)
 	dir := t.TempDir()
 	db := "sqlite:" + filepath.Join(dir, "taskgate.db")
@@ -45,6 +69,9 @@ func startGateway(t *testing.T, upstreamURL string, o fixtures.ConfigOptions) *g
 		t.Fatal(err)
 	}
 	y := fixtures.ConfigYAML(upstreamURL, ln.Addr().String(), db, o)
+	for _, edit := range gs.edit {
+		y = edit(t, y)
+	}
 	cfg, err := config.Parse(strings.NewReader(y), filepath.Join(dir, "taskgate.yaml"), nil)
 	if err != nil {
 		ln.Close()
@@ -60,7 +87,11 @@ func startGateway(t *testing.T, upstreamURL string, o fixtures.ConfigOptions) *g
 		ln.Close()
 		t.Fatal(err)
 	}
-	if g.d, err = daemon.Start(ctx, &daemon.Options{Config: cfg, Listener: ln, ToolSync: time.Second}); err != nil {
+	var store ledger.Store
+	if gs.wrap != nil {
+		store = gs.wrap(g.Store)
+	}
+	if g.d, err = daemon.Start(ctx, &daemon.Options{Config: cfg, Store: store, Listener: ln, ToolSync: time.Second}); err != nil {
 		ln.Close()
 		t.Fatalf("start the gateway: %v", err)
 	}
@@ -161,6 +192,14 @@ type providerScript struct {
 	// answered; earlier calls, and all calls when it is 0, never are: the
 	// provider accepted nothing, but the caller hears nothing either.
 	answerFrom int
+	// lookupNoJobID makes lookup_operation answer its status without
+	// naming the job.
+	lookupNoJobID bool
+	// getJobFails makes get_job answer an error.
+	getJobFails bool
+	// runSuiteError, when set, is the JSON-RPC error every run_suite call
+	// is answered with at once.
+	runSuiteError *jsonrpc.Error
 }
 
 // scriptedProvider is a real MCP server, served over HTTP, that speaks the
@@ -213,6 +252,9 @@ func (p *scriptedProvider) runSuite(ctx context.Context, req *mcp.CallToolReques
 	p.keys = append(p.keys, args.Key)
 	n := len(p.keys)
 	p.mu.Unlock()
+	if p.runSuiteError != nil {
+		return nil, p.runSuiteError
+	}
 	if p.answerFrom == 0 || n < p.answerFrom {
 		select {
 		case <-ctx.Done():
@@ -237,7 +279,7 @@ func (p *scriptedProvider) lookup(_ context.Context, req *mcp.CallToolRequest) (
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "index unavailable"}}}, nil
 	}
 	out := map[string]any{"status": p.lookupStatus, "jobs": []any{}}
-	if p.lookupStatus != "not_found" {
+	if p.lookupStatus != "not_found" && !p.lookupNoJobID {
 		out["job_id"] = scriptedJob
 		out["jobs"] = []any{map[string]any{"job_id": scriptedJob, "status": p.lookupStatus}}
 	}
@@ -245,6 +287,9 @@ func (p *scriptedProvider) lookup(_ context.Context, req *mcp.CallToolRequest) (
 }
 
 func (p *scriptedProvider) getJob(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if p.getJobFails {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "job store unavailable"}}}, nil
+	}
 	return structured(map[string]any{"job_id": scriptedJob, "status": p.jobStatus, "suite": "settlement", "result": map[string]any{"passed": 42, "failed": 0}}), nil
 }
 

@@ -51,6 +51,9 @@ type Upstream interface {
 	// contract passes it as an HTTP header. An error wrapping ErrNotSent
 	// means the call never left the gateway.
 	Send(ctx context.Context, params *mcp.CallToolParams, header http.Header, asTask bool, ttl *time.Duration) (*taskwire.Task, *mcp.CallToolResult, error)
+	// ToolTaskSupport is a tool's 2025-11-25 execution.taskSupport, as the
+	// upstream lists it.
+	ToolTaskSupport(ctx context.Context, tool string) (taskwire.TaskSupport, error)
 	GetTask(ctx context.Context, taskID string) (*taskwire.Task, error)
 	TaskResult(ctx context.Context, taskID string) (*mcp.CallToolResult, error)
 	CancelTask(ctx context.Context, taskID string) error
@@ -85,6 +88,7 @@ type Worker struct {
 	clock     func() time.Time
 	id        string
 	river     ledger.JobClient
+	retry     retryPolicy
 
 	stopSweep context.CancelFunc
 	wg        sync.WaitGroup
@@ -102,6 +106,7 @@ func New(opts *Options) (*Worker, error) {
 	w := &Worker{
 		store: opts.Store, upstreams: opts.Upstreams, catalog: opts.Catalog, cfg: opts.Config,
 		log: opts.Logger, clock: opts.Clock, id: opts.ID, stopping: make(chan struct{}),
+		retry: newRetryPolicy(opts.Config.Worker.Lease),
 	}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
@@ -138,7 +143,7 @@ func New(opts *Options) (*Worker, error) {
 		FetchCooldown:     min(wc.FetchPoll, 10*time.Millisecond),
 		// Work is bounded by upstream timeouts and leases, not by River.
 		JobTimeout:  -1,
-		RetryPolicy: retryPolicy{},
+		RetryPolicy: w.retry,
 		PeriodicJobs: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(expireEvery(w.cfg.Retention)),
 				func() (river.JobArgs, *river.InsertOpts) { return ExpireArgs{}, nil },
@@ -190,15 +195,36 @@ func (w *Worker) Stop(ctx context.Context) error {
 	return err
 }
 
-// retryPolicy retries failed jobs quickly at first and at most every 30s:
-// work is bounded by leases and upstream timeouts, and the default
-// (attempt^4 seconds) would leave an operation idle for hours.
-type retryPolicy struct{}
+// retryPolicy retries failed jobs quickly at first and at most every 30
+// units: work is bounded by leases and upstream timeouts, and River's
+// default (attempt^4 seconds) would leave an operation idle for hours. The
+// unit is a thirtieth of the lease, at most a second: 2s, 4s, 8s, 16s, 30s
+// with the default 30s lease.
+type retryPolicy struct{ unit time.Duration }
 
-func (retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
-	d := time.Duration(1<<min(job.Attempt, 5)) * time.Second
-	return time.Now().Add(min(d, 30*time.Second))
+func newRetryPolicy(lease time.Duration) retryPolicy {
+	return retryPolicy{unit: min(max(lease/30, time.Millisecond), time.Second)}
 }
+
+// NextRetry implements river.ClientRetryPolicy.
+func (r retryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
+	return time.Now().Add(r.delay(job.Attempt))
+}
+
+// delay is how long River waits after the attempt-th run failed.
+func (r retryPolicy) delay(attempt int) time.Duration {
+	return min(r.unit<<min(max(attempt, 1), 5), 30*r.unit)
+}
+
+// maxJobFailures is how many times in a row one job may fail on an
+// operation before the operation waits for a human: errors that persist
+// (a provider answering what its contract cannot read, a broken ledger)
+// are not retried forever.
+const maxJobFailures = 5
+
+// ReasonWorkerFailures is the review reason of an operation whose job
+// failed maxJobFailures times in a row.
+const ReasonWorkerFailures = "worker_failed_repeatedly"
 
 // Queues of the worker's jobs.
 const (
@@ -239,6 +265,17 @@ type ReconcileArgs struct {
 // Kind implements river.JobArgs.
 func (ReconcileArgs) Kind() string { return "taskgate_reconcile" }
 
+// InsertOpts implements river.JobArgsWithInsertOpts: one reconciler per
+// operation at a time. While one waits or runs, another adds nothing: the
+// waiting one reads the ledger afresh when it runs, and the running one
+// runs again while anything is open.
+func (ReconcileArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: []rivertype.JobState{
+		rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+		rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+	}}}
+}
+
 // CancelArgs carries a cancellation to the provider: of one job, or of
 // every unfinished job of the operation when Job is empty.
 type CancelArgs struct {
@@ -274,7 +311,7 @@ type dispatchWorker struct {
 }
 
 func (d *dispatchWorker) Work(ctx context.Context, j *river.Job[DispatchArgs]) error {
-	return d.w.withLease(ctx, j.Args.Operation, j.ID, d.w.dispatch)
+	return d.w.withLease(ctx, j.Args.Operation, j.JobRow, d.w.dispatch)
 }
 
 type pollWorker struct {
@@ -283,7 +320,7 @@ type pollWorker struct {
 }
 
 func (p *pollWorker) Work(ctx context.Context, j *river.Job[PollArgs]) error {
-	return p.w.withLease(ctx, j.Args.Operation, j.ID, p.w.dispatch)
+	return p.w.withLease(ctx, j.Args.Operation, j.JobRow, p.w.dispatch)
 }
 
 type reconcileWorker struct {
@@ -308,7 +345,7 @@ type cancelWorker struct {
 }
 
 func (c *cancelWorker) Work(ctx context.Context, j *river.Job[CancelArgs]) error {
-	return c.w.cancelRemote(ctx, j.Args.Operation, j.Args.Job)
+	return c.w.cancelRemote(ctx, j.Args.Operation, j.Args.Job, j.Attempt)
 }
 
 type expireWorker struct {
@@ -321,11 +358,15 @@ func (e *expireWorker) Work(ctx context.Context, _ *river.Job[ExpireArgs]) error
 }
 
 // withLease claims the operation for one job, heartbeats while fn works,
-// and lets the lease go when fn returns without handing it on.
-func (w *Worker) withLease(ctx context.Context, opRef, jobID int64, fn func(context.Context, *lease) error) error {
-	owner := fmt.Sprintf("%s/%d", w.id, jobID)
+// and lets the lease go when fn returns without handing it on. A job that
+// fails keeps the operation queued until River runs it again, so that the
+// sweeper does not start a second one; after maxJobFailures failures in a
+// row the operation waits for a human.
+func (w *Worker) withLease(ctx context.Context, opRef int64, job *rivertype.JobRow, fn func(context.Context, *lease) error) error {
+	owner := fmt.Sprintf("%s/%d", w.id, job.ID)
 	l := &lease{w: w, owner: owner, opRef: opRef}
-	op, err := w.store.LeaseClaim(ctx, opRef, owner, w.clock().Add(w.cfg.Worker.Lease))
+	until := w.clock().Add(w.cfg.Worker.Lease)
+	op, err := w.store.LeaseClaim(ctx, opRef, owner, until)
 	switch {
 	case errors.Is(err, ledger.ErrLeaseHeld):
 		// Another worker is on it; this job is a stale duplicate.
@@ -336,44 +377,85 @@ func (w *Worker) withLease(ctx context.Context, opRef, jobID int64, fn func(cont
 		return err
 	}
 	l.op = op
-	ctx, cancel := context.WithCancelCause(ctx)
+	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(w.cfg.Worker.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := w.store.LeaseExtend(context.WithoutCancel(ctx), opRef, owner, w.clock().Add(w.cfg.Worker.Lease)); err != nil {
-					cancel(fmt.Errorf("lost the lease on operation %d: %w", opRef, err))
-					return
-				}
-			}
-		}
+		w.heartbeat(jobCtx, l, until, cancel)
 	}()
-	err = fn(ctx, l)
+	err = fn(jobCtx, l)
 	cancel(nil)
 	<-done
-	if !l.handedOn {
-		// Keep the lease past a snooze so that the sweeper does not queue a
-		// second job while this one waits.
-		until := time.Time{}
-		owner := ""
-		var snooze *rivertype.JobSnoozeError
-		if errors.As(err, &snooze) {
-			owner, until = ledger.LeaseQueued, w.clock().Add(snooze.Duration+riverSchedulerLag+w.cfg.Worker.Lease)
-		}
-		if _, rerr := w.store.Transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
-			OperationRef: opRef, Owner: l.owner, Lease: &ledger.Lease{Owner: owner, Until: until},
-		}); rerr != nil && !errors.Is(rerr, ledger.ErrLeaseHeld) {
-			w.log.Warn("release operation lease", "operation_ref", opRef, "err", rerr)
+	if errors.Is(err, ledger.ErrStateChanged) {
+		// The operation moved on under this job (a cancellation, say);
+		// what it learnt was kept. Nothing is left for it to do if the
+		// operation ended.
+		if cur, gerr := w.store.OperationGet(context.WithoutCancel(ctx), &ledger.OperationGetParams{ID: opRef}); gerr == nil && cur.State.Terminal() {
+			err = nil
 		}
 	}
+	if l.handedOn {
+		return err
+	}
+	var snooze *rivertype.JobSnoozeError
+	var cancelled *rivertype.JobCancelError
+	switch {
+	case err == nil, errors.As(err, &cancelled):
+		l.release(ctx, "", time.Time{})
+	case errors.As(err, &snooze):
+		// Keep the lease past a snooze so that the sweeper does not queue
+		// a second job while this one waits.
+		l.release(ctx, ledger.LeaseQueued, w.clock().Add(snooze.Duration+riverSchedulerLag+w.cfg.Worker.Lease))
+	case job.Attempt >= maxJobFailures && ctx.Err() == nil && !errors.Is(err, ErrNotSent):
+		msg := fmt.Sprintf("the worker failed %d times in a row on this operation (last: %v); nothing more is done until a human resolves it", job.Attempt, err)
+		if rerr := w.review(context.WithoutCancel(ctx), l, ReasonWorkerFailures, msg); rerr != nil {
+			w.logger(l.op).Warn("send an operation to review after repeated failures", "err", rerr)
+			l.release(ctx, "", time.Time{})
+			return err
+		}
+		return nil
+	default:
+		// River runs the job again after its retry delay: the operation
+		// stays queued for it meanwhile.
+		l.release(ctx, ledger.LeaseQueued, w.clock().Add(w.retry.delay(job.Attempt)+riverSchedulerLag+w.cfg.Worker.Lease))
+	}
 	return err
+}
+
+// heartbeat extends l's lease every third of the lease until ctx ends. It
+// cancels the job only when the lease is lost to another worker, or when it
+// could not be extended before it ran out: a passing ledger error must not
+// abort a send in flight.
+func (w *Worker) heartbeat(ctx context.Context, l *lease, until time.Time, cancel context.CancelCauseFunc) {
+	every := w.cfg.Worker.Lease / 3
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		next := w.clock().Add(w.cfg.Worker.Lease)
+		err := w.store.LeaseExtend(context.WithoutCancel(ctx), l.opRef, l.owner, next)
+		switch {
+		case err == nil:
+			until = next
+			t.Reset(every)
+		case errors.Is(err, ledger.ErrLeaseHeld):
+			cancel(fmt.Errorf("lost the lease on operation %d: %w", l.opRef, err))
+			return
+		default:
+			left := until.Sub(w.clock())
+			if left <= w.cfg.Worker.Lease/6 {
+				cancel(fmt.Errorf("could not extend the lease on operation %d before it ran out: %w", l.opRef, err))
+				return
+			}
+			w.log.Warn("extend an operation lease; trying again", "operation_ref", l.opRef, "err", err)
+			t.Reset(min(every, left/3))
+		}
+	}
 }
 
 // riverSchedulerLag is how late River may release a scheduled or snoozed
@@ -387,6 +469,16 @@ type lease struct {
 	opRef    int64
 	op       *ledger.Operation
 	handedOn bool
+}
+
+// release hands the lease to owner until until ("" releases it), unless
+// it was lost meanwhile.
+func (l *lease) release(ctx context.Context, owner string, until time.Time) {
+	if _, err := l.w.store.Transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
+		OperationRef: l.opRef, Owner: l.owner, Lease: &ledger.Lease{Owner: owner, Until: until},
+	}); err != nil && !errors.Is(err, ledger.ErrLeaseHeld) {
+		l.w.log.Warn("release operation lease", "operation_ref", l.opRef, "err", err)
+	}
 }
 
 // transition applies p as the lease holder. When p enqueues the next job

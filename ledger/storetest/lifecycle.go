@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 )
@@ -185,5 +187,47 @@ func testBadRequestInAGroup(t *testing.T, newStore Factory) {
 	}
 	if got := operationCount(t, s); got != n-1 {
 		t.Fatalf("operations = %d, want %d", got, n-1)
+	}
+}
+
+// testPanicInAcceptance: a panic while deciding one acceptance (here: in
+// the caller's Jobs function) fails that acceptance alone, rolls back what
+// it wrote, and leaves the store accepting: no caller waits forever.
+func testPanicInAcceptance(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 8
+	ps := make([]*ledger.AcceptParams, n)
+	for i := range ps {
+		ps[i] = params(t, call{"acme", fmt.Sprintf("op-%d", i), `{}`})
+	}
+	ps[3].Jobs = func(*ledger.Operation) []river.InsertManyParams { panic("jobs of op-3 cannot be built") }
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, errs[i] = s.Accept(ctx, ps[i])
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if (err != nil) != (i == 3) {
+			t.Errorf("acceptance of op-%d: error %v; want an error only for op-3", i, err)
+		}
+	}
+	if _, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "acme", OperationID: "op-3"}); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("operation op-3 after its acceptance panicked: %v; want ErrNotFound", err)
+	}
+	if res := accept(t, s, params(t, call{"acme", "op-after", `{}`})); res.Decision != ledger.DecisionCreated {
+		t.Errorf("acceptance after the panic = %s, want created", res.Decision)
+	}
+	if got := probeJobs(t, s); got != n {
+		t.Errorf("dispatch jobs = %d, want %d (one per created operation)", got, n)
 	}
 }

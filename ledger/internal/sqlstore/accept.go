@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -109,8 +110,31 @@ func (s *Store) acceptLoop() {
 	}
 }
 
+// errCommitterPanic wraps a panic while deciding a group: its members are
+// answered with it, and the committer goes on with the next group.
+var errCommitterPanic = errors.New("acceptance failed unexpectedly")
+
+// recoverAnswer is deferred by commitBatch: a panic anywhere in a group
+// answers every member not yet answered, so that no caller waits forever
+// and the committer loop survives.
+func (s *Store) recoverAnswer(batch []*acceptRequest) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	err := fmt.Errorf("%w: %v", errCommitterPanic, r)
+	s.log.Error("acceptance committer recovered from a panic", "err", err)
+	for _, req := range batch {
+		select {
+		case req.done <- acceptResponse{err: err}:
+		default: // already answered
+		}
+	}
+}
+
 // commitBatch decides and commits a group of acceptances and answers each.
 func (s *Store) commitBatch(batch []*acceptRequest) {
+	defer s.recoverAnswer(slices.Clone(batch))
 	live := batch[:0]
 	for _, req := range batch {
 		if err := req.ctx.Err(); err != nil {
@@ -132,7 +156,14 @@ func (s *Store) commitBatch(batch []*acceptRequest) {
 	// validated first), and savepoints would cost two statements a request.
 	results := make([]acceptResponse, len(live))
 	grouped := len(live) > 1
-	err := s.InTx(ctx, func(tx Tx) error {
+	err := s.InTx(ctx, func(tx Tx) (err error) {
+		// A panic (in a caller's Jobs function, say) must roll the group
+		// back like any failure, not leave its transaction open.
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%w: %v", errCommitterPanic, r)
+			}
+		}()
 		var jobs []river.InsertManyParams
 		for i, req := range live {
 			res, j, err := s.apply(ctx, tx, req)
@@ -346,9 +377,11 @@ func (s *Store) admit(ctx context.Context, tx Tx, p *ledger.AcceptParams, now ti
 		return nil, 0, policy.Admit(nil, p.QualifiedTool(), policy.Usage{}, p.Approval.Estimate, false, now), nil
 	}
 	// Lock the approval so that concurrent reservations against it are
-	// decided one after another.
-	if _, err := tx.Exec(ctx, `SELECT id FROM approvals WHERE id = $1`+s.drv.ForUpdate(), approval.ID); err != nil {
-		return nil, 0, policy.Verdict{}, err
+	// decided one after another, and decide on the approval as it is once
+	// locked: it may have been revoked since it was first read.
+	id := approval.ID
+	if approval, err = scanApproval(tx.QueryRow(ctx, `SELECT `+approvalColumns+` FROM approvals WHERE id = $1`+s.drv.ForUpdate(), id)); err != nil {
+		return nil, 0, policy.Verdict{}, s.notFound(err, fmt.Sprintf("approval %d", id))
 	}
 	rs, err := queryAll(ctx, tx, scanReservation, `SELECT `+reservationColumns+` FROM reservations WHERE approval_ref = $1`, approval.ID)
 	if err != nil {
