@@ -1,5 +1,7 @@
 # taskgate: `make test` runs every test; PostgreSQL tests run when
-# TASKGATE_TEST_POSTGRES_URL is set (.ci/run always sets it).
+# TASKGATE_TEST_POSTGRES_URL is set (.ci/run always sets it). The race
+# detector needs cgo, so `make test` needs a C compiler; the product itself
+# builds with CGO_ENABLED=0.
 GO ?= go
 
 .PHONY: test vet build bench-accept bench-proxy fuzz
@@ -16,6 +18,9 @@ build:
 
 bench-accept:
 	./bench/accept
+
+bench-proxy:
+	./bench/proxy
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzCanonicalize -fuzztime=60s ./canon/

@@ -2,12 +2,16 @@
 // ledger, tenants' credentials, the upstream MCP servers and, per upstream
 // tool, whether it is consequential, its policy and its provider contract.
 //
-// Parsing is pure: Parse reads YAML from an io.Reader, applies defaults and
-// validates, and every error names the file, the field and the reason
-// ("taskgate.yaml: upstreams[0].tools.run_suite.contract.lookup.tool: is
-// required when lookup is set"). This package must never open connections,
-// start processes or read the environment beyond ${VAR} expansion that the
-// caller asks for.
+// Parsing is pure: Parse reads YAML from an io.Reader, expands ${VAR}
+// references, applies defaults and validates. Every error is a [FieldError]
+// that names the file, the line when known, the field's path and the reason,
+// for example
+//
+//	taskgate.yaml:12: upstreams[0].tools.run_suite.retry_policy: lookup_then_attach needs contract.lookup: …
+//
+// and unknown or mistyped fields are reported the same way. This package
+// must never open connections, start processes or read the environment
+// beyond the ${VAR} expansion that the caller asks for.
 package config
 
 import (
@@ -22,10 +26,12 @@ type Config struct {
 	// metrics, approvals and receipts). Default 127.0.0.1:8931.
 	Listen string `yaml:"listen"`
 	// Database names the ledger: sqlite:PATH or a postgres:// URL.
-	// Default sqlite:./taskgate.db. The --db flag overrides it.
+	// Default sqlite:./taskgate.db. The --db flag and TASKGATE_DB override
+	// it.
 	Database string `yaml:"database"`
-	// PublicURL is how clients reach this gateway; it names the MCP
-	// resource in OAuth metadata. Default http://LISTEN.
+	// PublicURL is how clients reach this gateway; PublicURL/mcp is the
+	// protected resource in OAuth metadata. It must be https, or http on a
+	// loopback host. Default http://LISTEN.
 	PublicURL string `yaml:"public_url"`
 	// MaxBodyBytes caps a request body. Default 1 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
@@ -41,9 +47,12 @@ type Config struct {
 	// operation ended. Operation rows themselves are the ledger and stay.
 	// Default 24h.
 	Retention time.Duration `yaml:"retention"`
-	Worker    Worker        `yaml:"worker"`
-	Auth      Auth          `yaml:"auth"`
-	Upstreams []*Upstream   `yaml:"upstreams"`
+	// Worker tunes background work.
+	Worker Worker `yaml:"worker"`
+	// Auth configures downstream authentication.
+	Auth Auth `yaml:"auth"`
+	// Upstreams are the MCP servers behind the gateway.
+	Upstreams []*Upstream `yaml:"upstreams"`
 
 	// File is where the configuration was read from, for messages.
 	File string `yaml:"-"`
@@ -62,7 +71,9 @@ type Worker struct {
 	Reconcile time.Duration `yaml:"reconcile"`
 	// FetchPoll is how often the job queue looks for new work. Default 50ms.
 	FetchPoll time.Duration `yaml:"fetch_poll"`
-	// Workers is how many jobs run at once. Default 16.
+	// Workers is how many jobs run at once per queue: sends and polls get
+	// Workers each, the other jobs (reconcile, cancel, expire)
+	// max(2, Workers/2). Default 16.
 	Workers int `yaml:"workers"`
 }
 
@@ -71,7 +82,7 @@ type Worker struct {
 type Auth struct {
 	// APIKeys accepts taskgate API keys (taskgate keys create). Default true.
 	APIKeys *bool `yaml:"api_keys"`
-	// JWT accepts OAuth 2.1 bearer JWTs from one issuer.
+	// JWT accepts OAuth 2.1 bearer JWTs from one issuer. Unset: none.
 	JWT *JWT `yaml:"jwt"`
 	// StdioTenant is the tenant of `taskgate serve --stdio`. Default "local".
 	StdioTenant string `yaml:"stdio_tenant"`
@@ -79,16 +90,32 @@ type Auth struct {
 
 // JWT names the issuer whose tokens are accepted.
 type JWT struct {
-	Issuer      string        `yaml:"issuer"`
-	Audience    string        `yaml:"audience"`
-	JWKSURL     string        `yaml:"jwks_url"`
-	TenantClaim string        `yaml:"tenant_claim"`
-	Algorithms  []string      `yaml:"algorithms"`
-	Leeway      time.Duration `yaml:"leeway"`
+	// Issuer must equal the token's iss exactly. It is advertised as the
+	// authorization server, so it must be https (http only on a loopback
+	// host). Required.
+	Issuer string `yaml:"issuer"`
+	// Audience must be one of the token's aud values; usually
+	// PUBLIC_URL/mcp. Required.
+	Audience string `yaml:"audience"`
+	// JWKSURL is where the issuer publishes its signing keys (its
+	// jwks_uri): https, or http on a loopback host. Required.
+	JWKSURL string `yaml:"jwks_url"`
+	// TenantClaim names the claim that holds the tenant. Default sub.
+	TenantClaim string `yaml:"tenant_claim"`
+	// Algorithms are the accepted signature algorithms, asymmetric only:
+	// RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512.
+	// Default [RS256, ES256].
+	Algorithms []string `yaml:"algorithms"`
+	// Leeway is the clock skew allowed on exp, nbf and iat, at most 5m.
+	// Default 30s.
+	Leeway time.Duration `yaml:"leeway"`
 }
 
 // Upstream is one MCP server behind the gateway.
 type Upstream struct {
+	// Name identifies the upstream in the ledger, approvals
+	// (UPSTREAM.TOOL) and receipts: lowercase letters, digits, '_' or '-'.
+	// Required.
 	Name string `yaml:"name"`
 	// Prefix namespaces the upstream's tools as PREFIX.tool. Unset means
 	// the name; an empty string lists tools unprefixed, so that taskgate
@@ -96,9 +123,11 @@ type Upstream struct {
 	Prefix *string `yaml:"prefix"`
 	// URL is a Streamable HTTP endpoint; Command starts a stdio server that
 	// taskgate supervises and restarts. Exactly one is set.
-	URL     string            `yaml:"url"`
-	Command []string          `yaml:"command"`
-	Env     map[string]string `yaml:"env"`
+	URL     string   `yaml:"url"`
+	Command []string `yaml:"command"`
+	// Env is added to the gateway's own environment for a Command
+	// upstream.
+	Env map[string]string `yaml:"env"`
 	// Headers are sent on every HTTP request: the gateway's own upstream
 	// credential. A downstream client's token is never passed through.
 	Headers map[string]string `yaml:"headers"`
@@ -125,10 +154,11 @@ func (u *Upstream) ToolPrefix() string {
 // IsRequired reports whether /readyz waits for this upstream.
 func (u *Upstream) IsRequired() bool { return u.Required == nil || *u.Required }
 
-// Tool is the policy of one upstream tool.
+// Tool is the policy of one upstream tool. Every field but Consequential
+// applies only to a consequential tool.
 type Tool struct {
 	// Consequential tools cost money or change the world: they run as
-	// operations with an operation ID, in the ledger.
+	// operations with an operation ID, in the ledger. Default false.
 	Consequential bool `yaml:"consequential"`
 	// Approval: "required" (runs only under an unexpired approval for the
 	// tenant, operation ID and tool) or "none". Default none.
@@ -146,10 +176,13 @@ type Tool struct {
 	SecretArguments []string `yaml:"secret_arguments"`
 	// RequireTask refuses clients that cannot take a task (they get
 	// -32021 on 2026-07-28) instead of making them wait for the result.
+	// Default false.
 	RequireTask bool `yaml:"require_task"`
-	// Wait overrides the gateway's Wait for this tool.
-	Wait     time.Duration `yaml:"wait"`
-	Contract Contract      `yaml:"contract"`
+	// Wait overrides the gateway's Wait for this tool. Unset: the
+	// gateway's.
+	Wait time.Duration `yaml:"wait"`
+	// Contract is the provider contract.
+	Contract Contract `yaml:"contract"`
 }
 
 // Retry policies.
@@ -160,52 +193,64 @@ const (
 
 // Contract is the provider contract of one tool: how the operation ID
 // reaches the provider, how an operation is looked up, how a job's result,
-// charges and cancellation are reached.
+// charges and cancellation are reached. Field names in it are paths into a
+// tool's structured result; a dot descends into an object ("job.id").
 type Contract struct {
+	// Key says how the operation ID reaches the provider. Unset: it does
+	// not.
 	Key KeyPassing `yaml:"key"`
 	// JobIDField is the field of the call's structured result that holds
 	// the provider's job ID.
-	JobIDField string   `yaml:"job_id_field"`
-	Lookup     *Lookup  `yaml:"lookup"`
-	Fetch      *Fetch   `yaml:"fetch"`
-	Charges    *Charges `yaml:"charges"`
-	Cancel     *Cancel  `yaml:"cancel"`
-	Cost       Cost     `yaml:"cost"`
+	JobIDField string `yaml:"job_id_field"`
+	// Lookup finds what the provider knows of an operation ID. Needed by
+	// retry_policy lookup_then_attach.
+	Lookup *Lookup `yaml:"lookup"`
+	// Fetch reads a job's status and result by its ID.
+	Fetch *Fetch `yaml:"fetch"`
+	// Charges lists a job's charges; a tool with charges is priced.
+	Charges *Charges `yaml:"charges"`
+	// Cancel cancels a job.
+	Cancel *Cancel `yaml:"cancel"`
+	// Cost is what a call is expected to cost.
+	Cost Cost `yaml:"cost"`
 }
 
 // KeyPassing says how the operation ID reaches the provider: exactly one of
 // an argument name, a _meta key or an HTTP header. None set means the
 // provider honours no key.
 type KeyPassing struct {
+	// Argument adds the operation ID to the call's arguments under this
+	// name.
 	Argument string `yaml:"argument"`
-	Meta     string `yaml:"meta"`
-	Header   string `yaml:"header"`
+	// Meta sends it in the call's _meta under this key.
+	Meta string `yaml:"meta"`
+	// Header sends it as this HTTP header (Streamable HTTP upstreams).
+	Header string `yaml:"header"`
 }
-
-// Honoured reports whether the provider receives the operation ID.
-func (k KeyPassing) Honoured() bool { return k.Argument != "" || k.Meta != "" || k.Header != "" }
 
 // Call is a provider tool invocation. Argument values that are exactly
 // "{operation_id}" or "{job_id}" are replaced; "{argument:NAME}" copies an
 // argument of the original call; anything else is sent as written.
 type Call struct {
-	Tool      string         `yaml:"tool"`
+	// Tool is the upstream tool's own name (without the prefix). Required.
+	Tool string `yaml:"tool"`
+	// Arguments are the call's arguments, with placeholders replaced.
 	Arguments map[string]any `yaml:"arguments"`
 }
 
 // Lookup finds what the provider knows of an operation ID.
 type Lookup struct {
 	Call `yaml:",inline"`
-	// StatusField, JobIDField and JobsField name fields of the lookup's
-	// structured result: the status, the first job's ID, and the list of
-	// every job for the key (each an object with JobIDField and
-	// StatusField), used to find duplicates.
+	// StatusField (required), JobIDField and JobsField name fields of the
+	// lookup's structured result: the status, the first job's ID, and the
+	// list of every job for the key (each an object with JobIDField,
+	// default job_id, and StatusField), used to find duplicates.
 	StatusField string `yaml:"status_field"`
 	JobIDField  string `yaml:"job_id_field"`
 	JobsField   string `yaml:"jobs_field"`
 	// Statuses maps each answer (not_found, accepted, running, completed,
 	// failed, cancelled) to the provider's status strings. Anything else —
-	// and an error — is indeterminate.
+	// and an error — is indeterminate. Required.
 	Statuses map[string][]string `yaml:"statuses"`
 	// NotFoundSafeAfter: not_found means "safe to re-send" only once this
 	// much time has passed since the send started. Unset: never safe.
@@ -214,32 +259,48 @@ type Lookup struct {
 
 // Fetch reads one job's status and, once completed, its result.
 type Fetch struct {
-	Call        `yaml:",inline"`
-	StatusField string              `yaml:"status_field"`
-	Statuses    map[string][]string `yaml:"statuses"`
+	Call `yaml:",inline"`
+	// StatusField is the field of the answer that holds the job's status.
+	// Required.
+	StatusField string `yaml:"status_field"`
+	// Statuses maps each answer (accepted, running, completed, failed,
+	// cancelled) to the provider's status strings. Required.
+	Statuses map[string][]string `yaml:"statuses"`
 }
 
 // Charges lists a job's charges.
 type Charges struct {
-	Call          `yaml:",inline"`
-	ListField     string              `yaml:"list_field"`
-	IDField       string              `yaml:"id_field"`
-	JobIDField    string              `yaml:"job_id_field"`
-	AmountField   string              `yaml:"amount_field"`
-	CurrencyField string              `yaml:"currency_field"`
-	StatusField   string              `yaml:"status_field"`
-	Statuses      map[string][]string `yaml:"statuses"`
+	Call `yaml:",inline"`
+	// ListField is the field of the answer that holds the list of charges.
+	// Required.
+	ListField string `yaml:"list_field"`
+	// IDField is the provider's charge ID in each charge. Required.
+	IDField string `yaml:"id_field"`
+	// JobIDField is the job a charge belongs to. Unset: every listed charge
+	// is the queried job's.
+	JobIDField string `yaml:"job_id_field"`
+	// AmountField is the amount, a decimal string or number. Required.
+	AmountField string `yaml:"amount_field"`
+	// CurrencyField is the charge's currency. Unset: cost.currency.
+	CurrencyField string `yaml:"currency_field"`
+	// StatusField is the charge's status. Required.
+	StatusField string `yaml:"status_field"`
+	// Statuses maps pending, final and refunded to the provider's status
+	// strings. Unset: the provider's statuses must be those three words.
+	Statuses map[string][]string `yaml:"statuses"`
 }
 
 // Cancel cancels a job.
 type Cancel struct {
-	Call                `yaml:",inline"`
+	Call `yaml:",inline"`
+	// EffectReversedField is a boolean field of the answer that says
+	// whether the job's effect was undone; unset or absent means unknown.
 	EffectReversedField string `yaml:"effect_reversed_field"`
 }
 
 // Cost is what the tool is expected to cost.
 type Cost struct {
-	// Estimate is a fixed price per call.
+	// Estimate is a fixed price per call, a decimal such as "18.00".
 	Estimate *money.Amount `yaml:"estimate"`
 	// EstimateTool prices a call before it runs: its structured result's
 	// Field holds the decimal estimate. Without arguments, the call's own
@@ -251,9 +312,7 @@ type Cost struct {
 
 // EstimateTool is a provider tool that prices a call.
 type EstimateTool struct {
-	Call  `yaml:",inline"`
+	Call `yaml:",inline"`
+	// Field is the answer's field that holds the estimate. Required.
 	Field string `yaml:"field"`
 }
-
-// Priced reports whether the tool's charges can be read.
-func (c Contract) Priced() bool { return c.Charges != nil }

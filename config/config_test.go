@@ -3,46 +3,210 @@ package config
 import (
 	"errors"
 	"os"
+	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/taskgate/taskgate/money"
 )
 
-func TestExampleParses(t *testing.T) {
-	f, err := os.Open("taskgate.example.yaml")
+// env is a lookupEnv over a fixed set of variables.
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := vars[k]
+		return v, ok
+	}
+}
+
+func exampleText(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("taskgate.example.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	c, err := Parse(f, "taskgate.example.yaml", func(k string) string {
-		if k == "HOSTED_TEST_TOKEN" {
-			return "secret-123"
-		}
-		return ""
-	})
+	return string(b)
+}
+
+func TestExampleParses(t *testing.T) {
+	c, err := Parse(strings.NewReader(exampleText(t)), "taskgate.example.yaml", env(map[string]string{"HOSTED_TEST_TOKEN": "secret-123"}))
 	if err != nil {
 		t.Fatalf("Parse(example): %v", err)
 	}
 	u := c.Upstreams[0]
 	if got := u.Headers["Authorization"]; got != "Bearer secret-123" {
-		t.Errorf("expanded header = %q", got)
+		t.Errorf("expanded header = %q, want %q", got, "Bearer secret-123")
 	}
 	tool := u.Tools["run_suite"]
 	if !tool.Consequential || tool.Approval != "required" || tool.RetryPolicy != RetryLookupThenAttach {
 		t.Errorf("run_suite policy = %+v", tool)
 	}
 	if tool.Contract.Cost.Estimate.String() != "18.00" || tool.Contract.Cost.Estimate.Currency != "USD" {
-		t.Errorf("estimate = %v", tool.Contract.Cost.Estimate)
+		t.Errorf("estimate = %v, want 18.00 USD", tool.Contract.Cost.Estimate)
 	}
 	if tool.Contract.Lookup.Statuses["accepted"][0] != "queued" || tool.Contract.Lookup.NotFoundSafeAfter != nil {
 		t.Errorf("lookup = %+v", tool.Contract.Lookup)
 	}
 	if u.ToolPrefix() != "hosted_test" || !u.IsRequired() {
-		t.Errorf("prefix %q required %v", u.ToolPrefix(), u.IsRequired())
+		t.Errorf("prefix %q required %v, want hosted_test and true", u.ToolPrefix(), u.IsRequired())
 	}
 	if u.Tools["get_job"].Consequential {
 		t.Error("get_job should pass through")
 	}
+	if c.Worker.FetchPoll != 50*time.Millisecond || c.Worker.Workers != 16 {
+		t.Errorf("worker = %+v", c.Worker)
+	}
+}
+
+// The example's written values are the defaults: parsing it and parsing a
+// file with the same upstream but nothing else give the same settings.
+func TestExampleShowsDefaults(t *testing.T) {
+	full, err := Parse(strings.NewReader(exampleText(t)), "example.yaml", env(map[string]string{"HOSTED_TEST_TOKEN": "x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare, err := Parse(strings.NewReader("upstreams:\n  - name: hosted_test\n    url: http://127.0.0.1:8940/mcp\n"), "bare.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*Config{full, bare} {
+		u := c.Upstreams[0]
+		if !u.IsRequired() {
+			t.Errorf("%s: upstream not required", c.File)
+		}
+		c.File = ""
+		u.Headers, u.Tools, u.Required = nil, nil, nil
+	}
+	if !reflect.DeepEqual(full, bare) {
+		t.Errorf("the example's values differ from the defaults:\nexample  %+v\ndefaults %+v", full, bare)
+	}
+}
+
+// readmeExample is the first yaml block under "## Configuration" in the
+// README.
+func readmeExample(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Configuration\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Configuration" section`)
+	}
+	if next := strings.Index(section, "\n## "); next >= 0 {
+		section = section[:next]
+	}
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	if !ok {
+		t.Fatal(`README.md's "## Configuration" section has no yaml block`)
+	}
+	block, _, ok = strings.Cut(block, "```\n")
+	if !ok {
+		t.Fatal("README.md's configuration block is not closed")
+	}
+	return block
+}
+
+func TestReadmeExampleIsTheExampleFile(t *testing.T) {
+	readme := readmeExample(t)
+	if _, err := Parse(strings.NewReader(readme), "README.md", env(map[string]string{"HOSTED_TEST_TOKEN": "x"})); err != nil {
+		t.Fatalf("README's configuration does not parse: %v", err)
+	}
+	if file := exampleText(t); readme != file {
+		rl, fl := strings.Split(readme, "\n"), strings.Split(file, "\n")
+		for i := range min(len(rl), len(fl)) {
+			if rl[i] != fl[i] {
+				t.Fatalf("README's configuration differs from config/taskgate.example.yaml at line %d:\nREADME  %q\nexample %q", i+1, rl[i], fl[i])
+			}
+		}
+		t.Fatalf("README's configuration has %d lines, config/taskgate.example.yaml %d", len(rl), len(fl))
+	}
+}
+
+// commentedField is a commented-out field: "  # name: value" stands for
+// "  name: value" one level deeper than the '#'.
+var commentedField = regexp.MustCompile(`(?m)^(\s*)# (\s*[a-z_]+:.*)$`)
+
+// TestExampleNamesEveryField checks that every field of Config appears in
+// the example, set or commented out, so that a new field cannot go
+// undocumented.
+func TestExampleNamesEveryField(t *testing.T) {
+	var root yaml.Node
+	if err := yaml.Unmarshal([]byte(commentedField.ReplaceAllString(exampleText(t), "$1$2")), &root); err != nil {
+		t.Fatalf("the example with its commented fields uncommented is not YAML: %v", err)
+	}
+	shown := map[string]bool{}
+	walkFields(root.Content[0], reflect.TypeFor[Config](), "", func(p string) { shown[p] = true })
+	var missing []string
+	for _, p := range fieldPaths(reflect.TypeFor[Config](), "") {
+		if !shown[p] {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("the example does not show %s", strings.Join(missing, ", "))
+	}
+}
+
+// fieldPaths lists the path of every field under t: [] for a list
+// element, * for a map value.
+func fieldPaths(t reflect.Type, path string) []string {
+	t = derefType(t)
+	var out []string
+	switch t.Kind() {
+	case reflect.Struct:
+		if t == reflect.TypeFor[money.Amount]() {
+			return nil
+		}
+		fs := yamlFields(t)
+		for _, name := range fs.names {
+			p := join(path, name)
+			out = append(out, p)
+			out = append(out, fieldPaths(fs.types[name], p)...)
+		}
+	case reflect.Slice:
+		out = fieldPaths(t.Elem(), path+"[]")
+	case reflect.Map:
+		out = fieldPaths(t.Elem(), path+".*")
+	}
+	return out
+}
+
+// walkFields calls f with the path, spelled as fieldPaths does, of every
+// struct field n sets.
+func walkFields(n *yaml.Node, t reflect.Type, path string, f func(string)) {
+	t = derefType(t)
+	switch {
+	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
+		fs := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			name := n.Content[i].Value
+			if ft, ok := fs.types[name]; ok {
+				f(join(path, name))
+				walkFields(n.Content[i+1], ft, join(path, name), f)
+			}
+		}
+	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
+		for _, c := range n.Content {
+			walkFields(c, t.Elem(), path+"[]", f)
+		}
+	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 {
+			walkFields(n.Content[i], t.Elem(), path+".*", f)
+		}
+	}
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
 }
 
 func TestDefaults(t *testing.T) {
@@ -59,32 +223,67 @@ func TestDefaults(t *testing.T) {
 	if !*c.Auth.APIKeys || c.Auth.StdioTenant != "local" {
 		t.Errorf("auth defaults = %+v", c.Auth)
 	}
+	j, err := Parse(strings.NewReader("auth:\n  jwt:\n    issuer: https://id.example.com/\n    audience: a\n    jwks_url: https://id.example.com/jwks\n"), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := j.Auth.JWT; got.TenantClaim != "sub" || got.Leeway != 30*time.Second || !slices.Equal(got.Algorithms, []string{"RS256", "ES256"}) {
+		t.Errorf("jwt defaults = %+v, want tenant_claim sub, leeway 30s, algorithms RS256 and ES256", got)
+	}
 }
 
 func TestInvalid(t *testing.T) {
 	const base = "upstreams:\n  - name: up\n    url: http://127.0.0.1:1/mcp\n    tools:\n      t:\n"
+	const lookup = "          lookup: {tool: l, status_field: s, statuses: {running: [r]}, arguments: {k: \"{operation_id}\"}}\n"
 	tests := []struct {
 		name, yaml, want string
 	}{
-		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "field listen_addr not found"},
+		// What the package doc quotes.
+		{"doc example", base + "        consequential: true\n        retry_policy: lookup_then_attach\n", "t.yaml:7: upstreams[0].tools.t.retry_policy: lookup_then_attach needs contract.lookup: "},
+
+		// Shapes and types, before any value is looked at.
+		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, wait, task_ttl, poll_interval, retention, worker, auth, upstreams)"},
+		{"unknown nested field", base + "        consequential: true\n        contract:\n          lookup: {tool: l, stauts_field: s}\n", "t.yaml:8: upstreams[0].tools.t.contract.lookup.stauts_field: unknown field (known: tool, arguments, status_field, job_id_field, jobs_field, statuses, not_found_safe_after)"},
+		{"number for a duration", "wait: 30\n", "t.yaml:1: wait: 30 is not a duration; write 30s"},
+		{"word for a duration", "worker:\n  lease: soon\n", `t.yaml:2: worker.lease: "soon" is not a duration; write it like 30s, 5m or 1h`},
+		{"word for a number", "worker:\n  workers: many\n", `t.yaml:2: worker.workers: "many" is not a whole number`},
+		{"word for a boolean", "auth:\n  api_keys: always\n", `t.yaml:2: auth.api_keys: "always" is not true or false`},
+		{"mapping for a list", "upstreams:\n  name: a\n", "t.yaml:1: upstreams: must be a list, got a mapping"},
+		{"scalar for a mapping", "worker: fast\n", `t.yaml:1: worker: must be a mapping of fields (lease, sweep, upstream_poll, reconcile, fetch_poll, workers), got "fast"`},
+		{"list for the file", "- listen\n", "t.yaml:1: the file must be a mapping of fields"},
+		{"key given twice", "listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n", "t.yaml:2: listen: is given twice (first at line 1)"},
+		{"bad money", base + "        consequential: true\n        contract:\n          cost: {estimate: \"1e3\"}\n", `t.yaml:8: upstreams[0].tools.t.contract.cost.estimate: invalid amount: "1e3"`},
+		{"yaml syntax", "listen: [127.0.0.1\n", "t.yaml:1: YAML syntax: did not find expected ',' or ']'"},
+
+		// Values.
 		{"bad listen", "listen: nowhere\n", "t.yaml:1: listen:"},
 		{"bad database", "database: mysql://x\n", "database: must start with sqlite: or postgres://"},
+		{"public_url without tls", "public_url: http://gw.example.com\n", `t.yaml:1: public_url: "http://gw.example.com" must use https (http is allowed only on a loopback host)`},
+		{"default public_url unusable", "listen: 0.0.0.0:8931\n", "t.yaml:1: listen: public_url defaults to http://0.0.0.0:8931, which cannot be used"},
 		{"no credentials", "auth:\n  api_keys: false\n", "auth: accepts no credentials"},
-		{"jwt without issuer", "auth:\n  jwt:\n    audience: a\n    jwks_url: http://x/j\n", "auth.jwt.issuer: is required"},
+		{"jwt without issuer", "auth:\n  jwt:\n    audience: a\n    jwks_url: http://127.0.0.1/j\n", "t.yaml:2: auth.jwt.issuer: is required"},
+		{"jwt issuer over http", "auth:\n  jwt:\n    issuer: http://id.example.com/\n    audience: a\n    jwks_url: https://id.example.com/j\n", `t.yaml:3: auth.jwt.issuer: "http://id.example.com/" must use https`},
+		{"jwks over http", "auth:\n  jwt:\n    issuer: https://id.example.com/\n    audience: a\n    jwks_url: http://id.example.com/j\n", `t.yaml:5: auth.jwt.jwks_url: "http://id.example.com/j" must use https (http is allowed only on a loopback host)`},
+		{"jwt shared secret", "auth:\n  jwt:\n    issuer: https://i.example/\n    audience: a\n    jwks_url: https://i.example/j\n    algorithms: [RS256, HS256]\n", "t.yaml:6: auth.jwt.algorithms[1]: HS256 is a shared-secret algorithm and is not accepted"},
+		{"jwt none", "auth:\n  jwt:\n    issuer: https://i.example/\n    audience: a\n    jwks_url: https://i.example/j\n    algorithms: [none]\n", `auth.jwt.algorithms[0]: "none" is never accepted`},
+		{"jwt unknown algorithm", "auth:\n  jwt:\n    issuer: https://i.example/\n    audience: a\n    jwks_url: https://i.example/j\n    algorithms: [EdDSA]\n", `auth.jwt.algorithms[0]: "EdDSA" is not supported; use one of RS256,`},
+		{"jwt leeway too long", "auth:\n  jwt:\n    issuer: https://i.example/\n    audience: a\n    jwks_url: https://i.example/j\n    leeway: 10m\n", "t.yaml:6: auth.jwt.leeway: must be between 0s and 5m0s (got 10m0s)"},
 		{"no url or command", "upstreams:\n  - name: up\n", "upstreams[0]: needs a url"},
 		{"both url and command", "upstreams:\n  - name: up\n    url: http://x/mcp\n    command: [x]\n", "has both url and command"},
 		{"bad name", "upstreams:\n  - name: Up Stream\n    url: http://x/mcp\n", "upstreams[0].name: \"Up Stream\" must be lowercase"},
 		{"duplicate names", "upstreams:\n  - name: a\n    url: http://x/mcp\n  - name: a\n    url: http://y/mcp\n    prefix: b\n", "upstreams[1].name: \"a\" is also the name of upstreams[0]"},
 		{"colliding prefixes", "upstreams:\n  - name: a\n    url: http://x/mcp\n    prefix: p\n  - name: b\n    url: http://y/mcp\n    prefix: p\n", "upstreams[1].prefix: \"p\" is also the prefix"},
-		{"lookup_then_attach without lookup", base + "        consequential: true\n        retry_policy: lookup_then_attach\n", "upstreams[0].tools.t.retry_policy: lookup_then_attach needs contract.lookup"},
 		{"approval without estimate", base + "        consequential: true\n        approval: required\n", "upstreams[0].tools.t.contract.cost: an approval-gated tool needs an estimate"},
+		{"two estimates", base + "        consequential: true\n        contract:\n          cost: {estimate: \"1\", estimate_tool: {tool: e, field: f}}\n", "upstreams[0].tools.t.contract.cost: set estimate or estimate_tool, not both"},
 		{"two key channels", base + "        consequential: true\n        contract:\n          key: {argument: k, header: K}\n", "contract.key: set one of argument, meta or header"},
-		{"lookup without statuses", base + "        consequential: true\n        contract:\n          lookup: {tool: l, status_field: s}\n", "contract.lookup.statuses: is required"},
-		{"unknown lookup answer", base + "        consequential: true\n        contract:\n          lookup: {tool: l, status_field: s, statuses: {done: [ok]}}\n", "contract.lookup.statuses.done: is not one of"},
-		{"unknown placeholder", base + "        consequential: true\n        contract:\n          lookup: {tool: l, status_field: s, statuses: {running: [r]}, arguments: {k: \"{key}\"}}\n", "unknown placeholder \"{key}\""},
+		{"lookup without statuses", base + "        consequential: true\n        contract:\n          key: {argument: k}\n          lookup: {tool: l, status_field: s}\n", "contract.lookup.statuses: is required"},
+		{"unknown lookup answer", base + "        consequential: true\n        contract:\n          key: {argument: k}\n          lookup: {tool: l, status_field: s, statuses: {done: [ok]}}\n", "contract.lookup.statuses.done: is not one of"},
+		{"unknown placeholder", base + "        consequential: true\n        contract:\n          key: {argument: k}\n          lookup: {tool: l, status_field: s, statuses: {running: [r]}, arguments: {k: \"{key}\"}}\n", "unknown placeholder \"{key}\""},
+		{"lookup by a key never passed", base + "        consequential: true\n        contract:\n" + lookup, "upstreams[0].tools.t.contract.lookup.arguments.k: looks the operation up by {operation_id}, but contract.key does not pass the operation ID to the provider"},
 		{"approval on a pass-through tool", base + "        approval: required\n", "approval: applies only to a consequential tool"},
+		{"contract on a pass-through tool", base + "        contract:\n          cost: {estimate: \"1.00\"}\n", "t.yaml:6: upstreams[0].tools.t.contract: applies only to a consequential tool; set consequential: true, or remove it"},
+		{"retry policy on a pass-through tool", base + "        consequential: false\n        retry_policy: no_automatic_resend\n", "t.yaml:7: upstreams[0].tools.t.retry_policy: applies only to a consequential tool"},
 		{"negative estimate", base + "        consequential: true\n        contract:\n          cost: {estimate: \"-1\"}\n", "contract.cost.estimate: cannot be negative"},
-		{"bad money", base + "        consequential: true\n        contract:\n          cost: {estimate: \"1e3\"}\n", "invalid amount"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,13 +294,68 @@ func TestInvalid(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error = %v\nwant it to contain %q", err, tt.want)
 			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("errors.Is(%v, ErrInvalid) = false", err)
+			}
 		})
 	}
 }
 
-func TestFieldErrorIsInvalid(t *testing.T) {
-	_, err := Parse(strings.NewReader("database: x\n"), "t.yaml", nil)
-	if !errors.Is(err, ErrInvalid) {
-		t.Fatalf("errors.Is(%v, ErrInvalid) = false", err)
+// Every invalid field is reported, one per line, in the same order every
+// time.
+func TestErrorsInFixedOrder(t *testing.T) {
+	const y = "upstreams:\n  - name: up\n    url: http://127.0.0.1:1/mcp\n    tools:\n      t:\n        consequential: true\n        contract:\n          charges: {tool: c}\n"
+	want := strings.Join([]string{
+		"t.yaml:8: upstreams[0].tools.t.contract.charges.list_field: is required",
+		"t.yaml:8: upstreams[0].tools.t.contract.charges.id_field: is required",
+		"t.yaml:8: upstreams[0].tools.t.contract.charges.amount_field: is required",
+		"t.yaml:8: upstreams[0].tools.t.contract.charges.status_field: is required",
+	}, "\n")
+	for range 20 {
+		_, err := Parse(strings.NewReader(y), "t.yaml", nil)
+		if err == nil || err.Error() != want {
+			t.Fatalf("error =\n%v\nwant\n%s", err, want)
+		}
+	}
+}
+
+func TestEnvExpansion(t *testing.T) {
+	const y = "listen: ${HOST}:8931\n\nupstreams:\n  - name: up\n    url: http://127.0.0.1:1/mcp\n    headers: {Authorization: \"Bearer ${TOKEN}\", X-Extra: \"${EMPTY}\"}\n"
+	c, err := Parse(strings.NewReader(y), "t.yaml", env(map[string]string{"HOST": "127.0.0.2", "TOKEN": "s3cret", "EMPTY": ""}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.2:8931" || c.Upstreams[0].Headers["Authorization"] != "Bearer s3cret" || c.Upstreams[0].Headers["X-Extra"] != "" {
+		t.Errorf("expanded: listen %q, headers %v", c.Listen, c.Upstreams[0].Headers)
+	}
+
+	_, err = Parse(strings.NewReader(y), "t.yaml", env(map[string]string{"HOST": "127.0.0.2"}))
+	want := "t.yaml:6: ${TOKEN} is not set in the environment; set it (it may be empty) or remove the reference\n" +
+		"t.yaml:6: ${EMPTY} is not set in the environment; set it (it may be empty) or remove the reference"
+	if err == nil || err.Error() != want || !errors.Is(err, ErrInvalid) {
+		t.Errorf("with TOKEN and EMPTY unset: error =\n%v\nwant\n%s", err, want)
+	}
+
+	raw, err := Parse(strings.NewReader(strings.Replace(y, "${HOST}", "127.0.0.1", 1)), "t.yaml", nil)
+	if err != nil {
+		t.Fatalf("without expansion: %v", err)
+	}
+	if got := raw.Upstreams[0].Headers["Authorization"]; got != "Bearer ${TOKEN}" {
+		t.Errorf("without expansion: header %q, want the reference as written", got)
+	}
+}
+
+func TestLoadExpandsFromTheEnvironment(t *testing.T) {
+	t.Setenv("TASKGATE_CONFIG_TEST_TOKEN", "from-env")
+	path := t.TempDir() + "/taskgate.yaml"
+	if err := os.WriteFile(path, []byte("upstreams:\n  - name: up\n    url: http://127.0.0.1:1/mcp\n    headers: {Authorization: \"Bearer ${TASKGATE_CONFIG_TEST_TOKEN}\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Upstreams[0].Headers["Authorization"]; got != "Bearer from-env" {
+		t.Errorf("header = %q, want %q", got, "Bearer from-env")
 	}
 }

@@ -86,10 +86,7 @@ func (e *env) approveCmd() *cobra.Command {
 			fmt.Fprintf(tw, "tenant\t%s\n", v.Tenant)
 			fmt.Fprintf(tw, "operation_id\t%s\n", v.OperationID)
 			fmt.Fprintf(tw, "tool\t%s\n", v.Tool)
-			fmt.Fprintf(tw, "max_total_cost_usd\t%s\n", v.MaxTotalCostUSD)
-			if v.Currency != "USD" {
-				fmt.Fprintf(tw, "currency\t%s\n", v.Currency)
-			}
+			fmt.Fprintf(tw, "max_total_cost\t%s %s\n", v.MaxTotalCostUSD, v.Currency)
 			fmt.Fprintf(tw, "max_remote_jobs\t%d\n", v.MaxRemoteJobs)
 			fmt.Fprintf(tw, "retry_policy\t%s\n", v.RetryPolicy)
 			fmt.Fprintf(tw, "expires_at\t%s\n", v.ExpiresAt.Format(time.RFC3339))
@@ -116,6 +113,7 @@ func (e *env) approvalsCmd() *cobra.Command {
 		Short: "List and revoke approvals",
 	}
 	approvals.AddCommand(e.approvalsListCmd(), e.approvalsRevokeCmd())
+	group(approvals)
 	return approvals
 }
 
@@ -201,12 +199,18 @@ func (e *env) approvalsRevokeCmd() *cobra.Command {
 }
 
 // requireFlags is a usage error naming every listed flag that was not
-// given; hint is a complete command to copy from.
+// given, or was given an empty value; hint is a complete command to copy
+// from.
 func requireFlags(cmd *cobra.Command, hint string, names ...string) error {
 	var missing []string
 	for _, n := range names {
 		if !cmd.Flags().Changed(n) {
 			missing = append(missing, "--"+n)
+		}
+	}
+	for _, n := range names {
+		if f := cmd.Flags().Lookup(n); cmd.Flags().Changed(n) && strings.TrimSpace(f.Value.String()) == "" {
+			return &usageError{msg: fmt.Sprintf("--%s is empty; give it a value", n), hint: hint}
 		}
 	}
 	switch len(missing) {

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -47,17 +48,22 @@ func TestApproveListRevoke(t *testing.T) {
 	}
 
 	text := l.ok(t, approveArgs("--operation-id", "other-op", "--expires-at", "2099-01-02T03:04:05Z")...)
-	for _, want := range []string{"operation_id        other-op", "max_total_cost_usd  20.00", "expires_at          2099-01-02T03:04:05Z"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("approve printed\n%s\nwant a line %q", text, want)
+	for _, want := range []string{`operation_id +other-op\n`, `max_total_cost +20\.00 USD\n`, `expires_at +2099-01-02T03:04:05Z\n`} {
+		if !regexp.MustCompile(want).MatchString(text) {
+			t.Errorf("approve printed\n%s\nwant a line matching %q", text, want)
 		}
+	}
+	// The ceiling is printed with its own currency.
+	eur := l.ok(t, approveArgs("--operation-id", "euro-op", "--currency", "EUR", "--expires-in", "1h")...)
+	if !regexp.MustCompile(`max_total_cost +20\.00 EUR\n`).MatchString(eur) || strings.Contains(eur, "USD") || strings.Contains(eur, "_usd") {
+		t.Errorf("approve --currency EUR printed\n%s\nwant the ceiling as 20.00 EUR and no USD", eur)
 	}
 
 	list := listApprovals(t, l, "--tenant", "acme", "--operation-id", "settlement-regression-842")
 	if len(list) != 1 || list[0].ID != v.ID || list[0].Status != api.ApprovalActive {
 		t.Fatalf("approvals list = %+v, want approval %d active", list, v.ID)
 	}
-	if table := l.ok(t, "approvals", "list", "--tenant", "acme"); !strings.Contains(table, "settlement-regression-842") || !strings.Contains(table, "other-op") {
+	if table := l.ok(t, "approvals", "list", "--tenant", "acme"); !strings.Contains(table, "settlement-regression-842") || !strings.Contains(table, "other-op") || !strings.Contains(table, "20.00 EUR") {
 		t.Errorf("approvals list table =\n%s\nwant both approvals", table)
 	}
 
@@ -115,6 +121,7 @@ func TestApproveRejectsBadInput(t *testing.T) {
 		{"seven decimal places", []string{"approve", "--tenant", "acme", "--operation-id", "op", "--tool", "hosted_test.run_suite", "--max-cost", "0.1234567", "--max-remote-jobs", "1", "--expires-in", "1h"}, "more than six decimal places"},
 		{"negative amount", []string{"approve", "--tenant", "acme", "--operation-id", "op", "--tool", "hosted_test.run_suite", "--max-cost", "-5", "--max-remote-jobs", "1", "--expires-in", "1h"}, "--max-cost: -5.00 is negative"},
 		{"no tenant", without("--tenant"), "--tenant is required"},
+		{"empty tenant", approveArgs("--tenant", "", "--expires-in", "1h"), "--tenant is empty"},
 		{"no max cost", without("--max-cost"), "--max-cost is required"},
 		{"no max remote jobs", without("--max-remote-jobs"), "--max-remote-jobs is required"},
 		{"several missing", []string{"approve", "--tenant", "acme", "--expires-in", "1h"}, "--operation-id, --tool, --max-cost, --max-remote-jobs are required"},

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -77,32 +78,81 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func (e *env) root() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "taskgate",
-		Short:         "A durable MCP gateway for paid and consequential tool calls",
-		Long:          "taskgate accepts each logical operation once per tenant, passes the operation ID to the provider,\nlooks up before it ever re-sends, enforces approvals and spend ceilings, and reconciles every\nremote job and charge into a receipt.",
+		Use:   "taskgate",
+		Short: "A durable MCP gateway for paid and consequential tool calls",
+		Long: "taskgate accepts each logical operation once per tenant, passes the operation ID to the provider,\n" +
+			"looks up before it ever re-sends, enforces approvals and spend ceilings, and reconciles every\n" +
+			"remote job and charge into a receipt.\n\n" +
+			"To see it work, run taskgate demo. To run it: copy config/taskgate.example.yaml to taskgate.yaml,\n" +
+			"create a key with taskgate keys create --tenant NAME, and start taskgate serve --config taskgate.yaml.",
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if e.logLevel != "" && !slices.Contains(logLevels(), strings.ToLower(e.logLevel)) {
+				return &usageError{
+					msg:  fmt.Sprintf("--log-level %q is not a log level; use %s", e.logLevel, strings.Join(logLevels(), ", ")),
+					hint: "taskgate --log-level debug COMMAND",
+				}
+			}
+			return nil
+		},
 	}
 	def := e.getenv("TASKGATE_DB")
 	if def == "" {
 		def = dburl.Default
 	}
-	root.PersistentFlags().StringVar(&e.db, "db", def, "ledger database: sqlite:PATH or postgres://URL (env TASKGATE_DB)")
-	root.PersistentFlags().StringVar(&e.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
-	root.AddCommand(e.migrateCmd(), e.withResolve(e.opsCmd()), e.approveCmd(), e.approvalsCmd(), e.keysCmd(), e.receiptCmd(),
-		e.serveCmd(), e.providerSimCmd(), e.reconcileCmd())
-	root.AddCommand(e.demoCmd())
-	root.AddCommand(e.fixturesCmd())
+	root.PersistentFlags().StringVar(&e.db, "db", def,
+		"the ledger: sqlite:PATH or postgres://URL (env TASKGATE_DB);\n"+
+			"given, it replaces the configuration's database for serve and reconcile;\n"+
+			"fixtures use only its kind; demo and provider-sim use none")
+	root.PersistentFlags().StringVar(&e.logLevel, "log-level", "",
+		"debug, info, warn or error; unset: info for serve and provider-sim,\n"+
+			"warn for the other commands, nothing for demo and fixtures")
+	root.AddCommand(e.migrateCmd(), e.opsCmd(), e.approveCmd(), e.approvalsCmd(), e.keysCmd(), e.receiptCmd(),
+		e.serveCmd(), e.providerSimCmd(), e.reconcileCmd(), e.demoCmd(), e.fixturesCmd())
+	group(root)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{msg: err.Error(), hint: c.CommandPath() + " --help"}
 	})
 	return root
 }
 
+// logLevels are the values --log-level takes.
+func logLevels() []string { return []string{"debug", "info", "warn", "error"} }
+
+// group makes cmd a command that only holds subcommands: alone it prints its
+// help; followed by anything else it is a usage error naming the unknown
+// command, where cobra would print the help and succeed.
+func group(cmd *cobra.Command) {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return c.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf("; did you mean %q?", s[0])
+		}
+		return &usageError{msg: msg, hint: c.CommandPath() + " --help"}
+	}
+}
+
+// noLedger refuses --db on a command that uses no ledger of the user's, so
+// that the flag is never silently ignored.
+func noLedger(cmd *cobra.Command, why string) error {
+	if cmd.Flags().Changed("db") {
+		return &usageError{msg: fmt.Sprintf("--db does not apply: %s %s", cmd.Name(), why), hint: cmd.CommandPath() + " --help"}
+	}
+	return nil
+}
+
+// logger logs at --log-level, warn when it was not given.
 func (e *env) logger() *slog.Logger {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(e.logLevel)); err != nil {
-		lvl = slog.LevelWarn
+	lvl := slog.LevelWarn
+	if e.logLevel != "" {
+		// PersistentPreRunE has checked the name.
+		_ = lvl.UnmarshalText([]byte(e.logLevel))
 	}
 	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
 }
@@ -110,7 +160,12 @@ func (e *env) logger() *slog.Logger {
 // openStore opens the ledger named by --db and applies pending migrations,
 // as every command that touches the ledger does at start.
 func (e *env) openStore(ctx context.Context) (ledger.Store, error) {
-	return dburl.Open(ctx, e.db, &dburl.Options{Logger: e.logger(), Migrate: true})
+	return e.openLedger(ctx, e.db)
+}
+
+// openLedger opens the ledger at url and applies pending migrations.
+func (e *env) openLedger(ctx context.Context, url string) (ledger.Store, error) {
+	return dburl.Open(ctx, url, &dburl.Options{Logger: e.logger(), Migrate: true})
 }
 
 func (e *env) migrateCmd() *cobra.Command {

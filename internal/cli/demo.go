@@ -24,8 +24,11 @@ func (e *env) demoCmd() *cobra.Command {
 			"providers' own records show one job behind taskgate and two, 35.68 USD, without it.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := noLedger(cmd, "runs on a temporary ledger of its own (see --keep)"); err != nil {
+				return err
+			}
 			log := slog.New(slog.DiscardHandler)
-			if cmd.Flags().Changed("log-level") {
+			if e.logLevel != "" {
 				log = e.logger()
 			}
 			out, err := demo.Run(cmd.Context(), e.stdout, &demo.Options{Dir: keep, Quiet: quiet, Logger: log})

@@ -21,12 +21,13 @@ func (e *env) fixturesCmd() *cobra.Command {
 		parallel int
 	)
 	cmd := &cobra.Command{
-		Use:   "fixtures [--only NAME]... [--format table|json]",
+		Use:   "fixtures [--only NAME]... [--format table|json] [--parallel N]",
 		Short: "Run the named failure scenarios against a real gateway and a simulated paid provider",
 		Long: "fixtures stages each named failure (a lost response, a broken provider index, a killed gateway, …)\n" +
-			"on a fresh ledger of the kind --db names — a new SQLite file per scenario for sqlite:, a new schema\n" +
-			"per scenario for postgres:// — and compares the expected outcome with what the provider's own\n" +
-			"record, the ledger and the receipt show. It exits non-zero if any scenario fails.\n\n" +
+			"on a fresh ledger of the kind --db names — a new SQLite file per scenario in a temporary directory\n" +
+			"for sqlite: (any path after it is not used), a new schema per scenario in the named database for\n" +
+			"postgres:// — and compares the expected outcome with what the provider's own record, the ledger\n" +
+			"and the receipt show. It exits non-zero if any scenario fails.\n\n" +
 			"Scenarios: " + strings.Join(fixtures.Names(), ", ") + ".",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -50,7 +51,7 @@ func (e *env) fixturesCmd() *cobra.Command {
 			}
 			env.Parallel = parallel
 			log := slog.New(slog.DiscardHandler)
-			if cmd.Flags().Changed("log-level") {
+			if e.logLevel != "" {
 				log = e.logger()
 			}
 			env.Logger = log
@@ -119,6 +120,6 @@ func (e *env) fixturesEnv() (*fixtures.Env, string, error) {
 	}
 	return nil, "", &usageError{
 		msg:  fmt.Sprintf("--db %s names no ledger kind fixtures can use", dburl.Describe(e.db)),
-		hint: "taskgate fixtures --db sqlite:./taskgate.db, or --db postgres://user@host:5432/dbname",
+		hint: "taskgate fixtures --db sqlite:, or --db postgres://user@host:5432/dbname",
 	}
 }

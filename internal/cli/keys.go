@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -21,37 +22,50 @@ func (e *env) keysCmd() *cobra.Command {
 			"stored: the key itself is shown once, when it is created.",
 	}
 	keys.AddCommand(e.keysCreateCmd(), e.keysListCmd(), e.keysRevokeCmd())
+	group(keys)
 	return keys
 }
 
 func (e *env) keysCreateCmd() *cobra.Command {
-	var tenant, label string
+	var tenant, label, role string
 	cmd := &cobra.Command{
-		Use:   "create",
+		Use:   "create --tenant T [--label L] [--role agent|approver]",
 		Short: "Create an API key for a tenant and print it, once",
-		Args:  cobra.NoArgs,
+		Long: "create makes an API key for a tenant and prints it once on stdout; only its hash is stored.\n" +
+			"An agent key (the default) calls tools. An approver key may also create and revoke the\n" +
+			"tenant's approvals through POST and DELETE /v1/approvals: give it to the humans who approve\n" +
+			"spend, never to the agents whose calls they approve.",
+		Example: "  taskgate keys create --tenant acme --label ci\n  taskgate keys create --tenant acme --label alice --role approver",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := requireFlags(cmd, "taskgate keys create --tenant acme --label ci", "tenant"); err != nil {
 				return err
+			}
+			if role != ledger.RoleAgent && role != ledger.RoleApprover {
+				return &usageError{
+					msg:  fmt.Sprintf("--role %q is not a role; use %s or %s", role, ledger.RoleAgent, ledger.RoleApprover),
+					hint: "taskgate keys create --tenant acme --role approver",
+				}
 			}
 			s, err := e.openStore(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			plaintext, key, err := authn.NewAPIKey(cmd.Context(), s, tenant, label)
+			plaintext, key, err := authn.NewAPIKeyWithRole(cmd.Context(), s, tenant, label, role)
 			if err != nil {
 				return err
 			}
 			// The key alone goes to stdout so that it can be captured by a
 			// script; the notice goes to stderr, where a person sees it.
 			fmt.Fprintln(e.stdout, plaintext)
-			fmt.Fprintf(e.stderr, "Created API key %d for tenant %q. Store it now: it will not be shown again.\n", key.ID, key.Tenant)
+			fmt.Fprintf(e.stderr, "Created %s API key %d for tenant %q. Store it now: it will not be shown again.\n", role, key.ID, key.Tenant)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant the key authenticates as")
 	cmd.Flags().StringVar(&label, "label", "", "a note on what the key is for, shown by keys list")
+	cmd.Flags().StringVar(&role, "role", ledger.RoleAgent, "agent (calls tools) or approver (may also create and revoke approvals)")
 	return cmd
 }
 
@@ -61,6 +75,7 @@ type keyView struct {
 	ID        int64     `json:"id"`
 	Tenant    string    `json:"tenant"`
 	Label     string    `json:"label,omitempty"`
+	Role      string    `json:"role"`
 	CreatedAt time.Time `json:"created_at"`
 	RevokedAt time.Time `json:"revoked_at,omitzero"`
 }
@@ -86,15 +101,15 @@ func (e *env) keysListCmd() *cobra.Command {
 			}
 			views := make([]keyView, len(keys))
 			for i, k := range keys {
-				views[i] = keyView{ID: k.ID, Tenant: k.Tenant, Label: k.Label, CreatedAt: k.CreatedAt.UTC(), RevokedAt: k.RevokedAt.UTC()}
+				views[i] = keyView{ID: k.ID, Tenant: k.Tenant, Label: k.Label, Role: cmp.Or(k.Role, ledger.RoleAgent), CreatedAt: k.CreatedAt.UTC(), RevokedAt: k.RevokedAt.UTC()}
 			}
 			if asJSON {
 				return writeJSON(e.stdout, views)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTENANT\tLABEL\tCREATED\tREVOKED")
+			fmt.Fprintln(tw, "ID\tTENANT\tROLE\tLABEL\tCREATED\tREVOKED")
 			for _, v := range views {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", v.ID, v.Tenant, dash(v.Label), stamp(v.CreatedAt), stamp(v.RevokedAt))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Tenant, v.Role, dash(v.Label), stamp(v.CreatedAt), stamp(v.RevokedAt))
 			}
 			return tw.Flush()
 		},

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -75,4 +76,64 @@ func TestKeys(t *testing.T) {
 	checkFailure(t, l.run(t, "keys", "create"), "--tenant is required", true)
 	checkFailure(t, l.run(t, "keys", "revoke", "9999"), "there is no API key 9999", true)
 	checkFailure(t, l.run(t, "keys", "revoke", "tgk_abc"), `API key ID "tgk_abc" is not a positive number`, true)
+}
+
+// Only an approver key may create approvals; keys list shows each key's
+// role.
+func TestKeyRoles(t *testing.T) {
+	l := newLedger(t)
+	url := l.apiServer(t) + "/v1/approvals"
+	agent := strings.TrimSpace(l.ok(t, "keys", "create", "--tenant", "acme", "--label", "agent"))
+	r := l.run(t, "keys", "create", "--tenant", "acme", "--label", "alice", "--role", "approver")
+	if r.code != 0 || !strings.Contains(r.stderr, "Created approver API key") {
+		t.Fatalf("keys create --role approver: exit %d, stderr %q", r.code, r.stderr)
+	}
+	approver := strings.TrimSpace(r.stdout)
+
+	body := `{"operation_id":"op-1","tool":"hosted_test.run_suite","max_total_cost_usd":"20.00","max_remote_jobs":1,"expires_in":"1h"}`
+	if status, b := post(t, url, agent, body); status != http.StatusForbidden {
+		t.Errorf("POST /v1/approvals with an agent key: %d %s, want 403", status, b)
+	}
+	if status, b := post(t, url, approver, body); status != http.StatusCreated {
+		t.Errorf("POST /v1/approvals with an approver key: %d %s, want 201", status, b)
+	}
+
+	var listed []struct {
+		Label string `json:"label"`
+		Role  string `json:"role"`
+	}
+	if err := json.Unmarshal([]byte(l.ok(t, "keys", "list", "--json")), &listed); err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]string{}
+	for _, k := range listed {
+		roles[k.Label] = k.Role
+	}
+	if roles["agent"] != "agent" || roles["alice"] != "approver" {
+		t.Errorf("keys list roles = %v, want agent: agent and alice: approver", roles)
+	}
+	if table := l.ok(t, "keys", "list"); !strings.Contains(table, "ROLE") || !strings.Contains(table, "approver") {
+		t.Errorf("keys list =\n%s\nwant a ROLE column", table)
+	}
+}
+
+// post sends an authenticated JSON POST and returns the status and body.
+func post(t *testing.T, url, key, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, string(b)
 }

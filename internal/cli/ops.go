@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,21 +14,40 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/money"
 )
 
 func (e *env) opsCmd() *cobra.Command {
 	ops := &cobra.Command{
 		Use:   "ops",
-		Short: "Inspect operations in the ledger",
+		Short: "Inspect and resolve operations in the ledger",
 	}
-	ops.AddCommand(e.opsListCmd(), e.opsShowCmd())
+	ops.AddCommand(e.opsListCmd(), e.opsShowCmd(), e.opsResolveCmd())
+	group(ops)
 	return ops
+}
+
+// states are every operation state, unfinished ones first.
+func states() []ledger.State {
+	return []ledger.State{
+		ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, ledger.StateReview,
+		ledger.StateCompleted, ledger.StateFailed, ledger.StateCancelled,
+	}
+}
+
+// stateNames joins states for messages.
+func stateNames(ss []ledger.State) string {
+	names := make([]string, len(ss))
+	for i, st := range ss {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
 }
 
 func (e *env) opsListCmd() *cobra.Command {
 	var (
 		tenant string
-		states []string
+		only   []string
 		limit  int
 		asJSON bool
 	)
@@ -35,8 +56,15 @@ func (e *env) opsListCmd() *cobra.Command {
 		Short: "List operations, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			hint := "taskgate ops list --state review --limit 20"
+			if limit < 1 {
+				return &usageError{msg: fmt.Sprintf("--limit %d: list at least one operation", limit), hint: hint}
+			}
 			p := &ledger.OperationListParams{Tenant: tenant, Limit: limit}
-			for _, st := range states {
+			for _, st := range only {
+				if !slices.Contains(states(), ledger.State(st)) {
+					return &usageError{msg: fmt.Sprintf("--state %q is not an operation state; the states are %s", st, stateNames(states())), hint: hint}
+				}
 				p.States = append(p.States, ledger.State(st))
 			}
 			s, err := e.openStore(cmd.Context())
@@ -66,7 +94,7 @@ func (e *env) opsListCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "only this tenant's operations")
-	cmd.Flags().StringSliceVar(&states, "state", nil, "only operations in these states (accepted, sending, running, review, completed, failed, cancelled)")
+	cmd.Flags().StringSliceVar(&only, "state", nil, "only operations in these states (repeatable or comma-separated): "+stateNames(states()))
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many operations")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	return cmd
@@ -80,7 +108,7 @@ func (e *env) opsShowCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show OPERATION_ID|TASK_ID",
 		Short: "Show one operation with its attempts, remote jobs, charges and events",
-		Args:  cobra.ExactArgs(1),
+		Args:  oneArg("the operation ID or task ID", "taskgate ops show settlement-regression-842"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return e.withOperation(cmd.Context(), tenant, args[0], func(s ledger.Store, op *ledger.Operation) error {
 				d, err := loadDetail(cmd.Context(), s, op)
@@ -120,15 +148,22 @@ func (e *env) withOperation(ctx context.Context, tenant, id string, f func(ledge
 }
 
 // findOperation resolves an operation ID or task ID, across tenants unless
-// one is named, and refuses to guess between tenants.
+// one is named, and refuses to guess between tenants. An ID that looks like
+// a task ID is tried as one first, then as an operation ID, since a caller
+// may choose any operation ID.
 func findOperation(ctx context.Context, s ledger.Store, tenant, id string) (*ledger.Operation, error) {
-	p := &ledger.OperationListParams{Tenant: tenant, OperationID: id, Limit: 2}
+	var ops []*ledger.Operation
 	if strings.HasPrefix(id, "task-") {
-		p.OperationID, p.TaskID = "", id
+		var err error
+		if ops, err = s.OperationList(ctx, &ledger.OperationListParams{Tenant: tenant, TaskID: id, Limit: 2}); err != nil {
+			return nil, err
+		}
 	}
-	ops, err := s.OperationList(ctx, p)
-	if err != nil {
-		return nil, err
+	if len(ops) == 0 {
+		var err error
+		if ops, err = s.OperationList(ctx, &ledger.OperationListParams{Tenant: tenant, OperationID: id, Limit: 2}); err != nil {
+			return nil, err
+		}
 	}
 	switch len(ops) {
 	case 0:
@@ -214,12 +249,12 @@ type remoteJobView struct {
 }
 
 type chargeView struct {
-	ChargeID  string              `json:"charge_id"`
-	AmountUSD string              `json:"amount"`
-	Currency  string              `json:"currency"`
-	Status    ledger.ChargeStatus `json:"status"`
-	Source    string              `json:"source,omitempty"`
-	At        time.Time           `json:"at"`
+	ChargeID string              `json:"charge_id"`
+	Amount   string              `json:"amount"`
+	Currency string              `json:"currency"`
+	Status   ledger.ChargeStatus `json:"status"`
+	Source   string              `json:"source,omitempty"`
+	At       time.Time           `json:"at"`
 }
 
 type eventView struct {
@@ -229,6 +264,7 @@ type eventView struct {
 }
 
 type detail struct {
+	estimate   money.Amount
 	Operation  operationView   `json:"operation"`
 	Attempts   []attemptView   `json:"attempts"`
 	RemoteJobs []remoteJobView `json:"remote_jobs"`
@@ -237,7 +273,7 @@ type detail struct {
 }
 
 func loadDetail(ctx context.Context, s ledger.Store, op *ledger.Operation) (*detail, error) {
-	d := &detail{Operation: viewOperation(op), Attempts: []attemptView{}, RemoteJobs: []remoteJobView{}, Charges: []chargeView{}, Events: []eventView{}}
+	d := &detail{estimate: op.Estimate, Operation: viewOperation(op), Attempts: []attemptView{}, RemoteJobs: []remoteJobView{}, Charges: []chargeView{}, Events: []eventView{}}
 	atts, err := s.AttemptList(ctx, op.ID)
 	if err != nil {
 		return nil, err
@@ -264,7 +300,7 @@ func loadDetail(ctx context.Context, s ledger.Store, op *ledger.Operation) (*det
 		return nil, err
 	}
 	for _, c := range charges {
-		d.Charges = append(d.Charges, chargeView{ChargeID: c.ProviderChargeID, AmountUSD: c.Amount.String(), Currency: c.Amount.Currency, Status: c.Status, Source: c.Source, At: c.CreatedAt})
+		d.Charges = append(d.Charges, chargeView{ChargeID: c.ProviderChargeID, Amount: c.Amount.String(), Currency: c.Amount.Currency, Status: c.Status, Source: c.Source, At: c.CreatedAt})
 	}
 	evs, err := s.EventList(ctx, op.ID)
 	if err != nil {
@@ -294,7 +330,7 @@ func (d *detail) writeText(w io.Writer) error {
 	if op.Approval != 0 {
 		fmt.Fprintf(tw, "approval\t%d\n", op.Approval)
 	}
-	fmt.Fprintf(tw, "estimated cost\t%s\n", op.EstimatedCostUSD)
+	fmt.Fprintf(tw, "estimated cost\t%s\n", d.estimate.Display())
 	if op.CostBoundaryBreach {
 		fmt.Fprintf(tw, "flag_cost_boundary_breach\ttrue\n")
 	}
@@ -304,7 +340,7 @@ func (d *detail) writeText(w io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(w, "\nattempts (%d)\n", len(d.Attempts))
+	fmt.Fprintf(w, "\nattempts (%s)\n", attemptCounts(op.OperationID, d.Attempts))
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  REQUEST ID\tOPERATION ID\tDECISION\tREASON\tCLIENT RESULT\tREMOTE ACCEPTED\tAT")
 	for _, a := range d.Attempts {
@@ -331,7 +367,7 @@ func (d *detail) writeText(w io.Writer) error {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  CHARGE\tAMOUNT\tSTATUS")
 		for _, c := range d.Charges {
-			fmt.Fprintf(tw, "  %s\t%s %s\t%s\n", c.ChargeID, c.AmountUSD, c.Currency, c.Status)
+			fmt.Fprintf(tw, "  %s\t%s %s\t%s\n", c.ChargeID, c.Amount, c.Currency, c.Status)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -343,6 +379,39 @@ func (d *detail) writeText(w io.Writer) error {
 		fmt.Fprintf(w, "  %s  %-24s %s\n", stamp(ev.At), ev.Kind, ev.Data)
 	}
 	return nil
+}
+
+// attemptCounts sums up an operation's attempts the way its receipt counts
+// them: attempts under the operation ID apart from denied ones, whether
+// those were denied under this operation ID or under another that repeated
+// its arguments.
+func attemptCounts(operationID string, atts []attemptView) string {
+	var counted, deniedHere, deniedElsewhere int
+	for _, a := range atts {
+		switch {
+		case a.Decision != ledger.DecisionDenied:
+			counted++
+		case a.OperationID == operationID:
+			deniedHere++
+		default:
+			deniedElsewhere++
+		}
+	}
+	parts := []string{fmt.Sprintf("%d under this operation ID", counted)}
+	if deniedHere > 0 {
+		parts = append(parts, fmt.Sprintf("%d denied under this operation ID", deniedHere))
+	}
+	switch deniedElsewhere {
+	case 0:
+	case 1:
+		parts = append(parts, "1 denied under another")
+	default:
+		parts = append(parts, fmt.Sprintf("%d denied under others", deniedElsewhere))
+	}
+	if len(atts) == counted {
+		return strconv.Itoa(counted)
+	}
+	return fmt.Sprintf("%d: %s", len(atts), strings.Join(parts, ", "))
 }
 
 func dash(s string) string {

@@ -13,12 +13,6 @@ import (
 // resolveHint lists the ways to resolve an operation.
 const resolveHint = "taskgate ops resolve OPERATION_ID (--attach JOB | --resend | --fail | --accept-duplicate JOB | --cancel-duplicate JOB) [--note TEXT]"
 
-// withResolve adds the resolve subcommand to the ops command.
-func (e *env) withResolve(ops *cobra.Command) *cobra.Command {
-	ops.AddCommand(e.opsResolveCmd())
-	return ops
-}
-
 func (e *env) opsResolveCmd() *cobra.Command {
 	var (
 		tenant string
