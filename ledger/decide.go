@@ -1,8 +1,8 @@
 package ledger
 
-// Decide applies DESIGN.md's acceptance table to what is stored for one
-// (tenant, operation ID): nothing means created, the same fingerprint means
-// attached, a different one means conflict. Denials are policy's to make
+// Decide applies the acceptance table (README, "Acceptance") to what is
+// stored for one (tenant, operation ID): nothing means created, the same
+// fingerprint means attached, a different one means conflict. Denials are policy's to make
 // before this table is consulted; Decide never returns [DecisionDenied].
 func Decide(stored *Operation, fingerprint string) (Decision, string) {
 	switch {

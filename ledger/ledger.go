@@ -2,7 +2,7 @@
 // attempts that tried to obtain them, the remote jobs and charges they caused,
 // the approvals they ran under, and an append-only event log. It defines the
 // [Store] interface that the SQLite and PostgreSQL stores implement, and the
-// pure acceptance decision of DESIGN.md's table ([Decide]).
+// pure acceptance decision ([Decide]).
 //
 // The ledger is the only source of truth for a task: nothing about an
 // operation may live only in process memory. This package must never perform
@@ -19,7 +19,7 @@ import (
 	"github.com/taskgate/taskgate/money"
 )
 
-// Decision is the outcome of one attempt, per DESIGN.md's acceptance table.
+// Decision is the outcome of one attempt, per the acceptance table.
 type Decision string
 
 const (
@@ -53,6 +53,9 @@ const (
 	ReasonLookupNotFoundUnsafe   = "provider_lookup_not_found_without_safe_resend"
 	ReasonLookupFailed           = "provider_lookup_error"
 	ReasonUpstreamOutcomeUnknown = "upstream_outcome_unknown"
+	// ReasonWorkerFailures: the operation's job kept failing, so it waits
+	// for a human instead of being retried without end.
+	ReasonWorkerFailures = "worker_failed_repeatedly"
 )
 
 // State is where an operation is in its life. Task statuses shown to MCP

@@ -29,7 +29,7 @@ var (
 // concurrent use by many goroutines and, through the database's constraints,
 // by several processes sharing one database.
 type Store interface {
-	// Accept decides one attempt per DESIGN.md's acceptance table and
+	// Accept decides one attempt per the acceptance table and
 	// commits the attempt, and for a created operation the operation row,
 	// its reservation and its jobs, in one transaction before returning.
 	Accept(ctx context.Context, p *AcceptParams) (*AcceptResult, error)

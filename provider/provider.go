@@ -1,7 +1,7 @@
 // Package provider executes provider contracts: how an operation ID reaches
 // the provider that creates the effect, how an operation is looked up by that
 // ID, how a job's status, result, charges and cancellation are read, and how
-// a lookup answer becomes an action (DESIGN.md's "look up, then attach"
+// a lookup answer becomes an action (the "look up, then attach"
 // table, in [Decide]).
 //
 // The package reads providers through a [Caller]; it never writes the ledger

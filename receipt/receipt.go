@@ -165,7 +165,7 @@ func (m Money) MarshalYAML() (any, error) {
 func usd(micros int64) Money { return Money{money.FromMicros(micros, Currency)} }
 
 // Receipt is the reconciled account of one operation. Field order is the
-// order of every rendering; the first twelve fields are DESIGN.md's.
+// order of every rendering; the first twelve fields are the receipt's headline figures (README, "Receipts").
 type Receipt struct {
 	OperationID          string               `json:"operation_id" yaml:"operation_id"`
 	IntendedRemoteJobs   int                  `json:"intended_remote_jobs" yaml:"intended_remote_jobs"`
@@ -282,7 +282,7 @@ type Charge struct {
 	Status      string `json:"status" yaml:"status"`
 }
 
-// Cancellation keeps apart what DESIGN.md says are separate facts: the
+// Cancellation keeps apart what are separate facts: the
 // client stopped watching, cancellation was requested, the effect was
 // reversed.
 type Cancellation struct {

@@ -13,7 +13,6 @@ import (
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/providersim"
-	"github.com/taskgate/taskgate/worker"
 )
 
 // A job that keeps failing (here: the provider's lookup says completed and
@@ -26,8 +25,8 @@ func TestRepeatedJobFailuresGoToReview(t *testing.T) {
 	g := startGateway(t, p.url, fixtures.ConfigOptions{UpstreamTimeout: 300 * time.Millisecond, Lease: time.Second})
 	const opID = "op-repeated-failures"
 	op := g.settle(t, ctx, opID)
-	if op.State != ledger.StateReview || op.ReviewReason != worker.ReasonWorkerFailures {
-		t.Fatalf("operation = %s (review reason %q, %s), want review for %q", op.State, op.ReviewReason, op.StatusMessage, worker.ReasonWorkerFailures)
+	if op.State != ledger.StateReview || op.ReviewReason != ledger.ReasonWorkerFailures {
+		t.Fatalf("operation = %s (review reason %q, %s), want review for %q", op.State, op.ReviewReason, op.StatusMessage, ledger.ReasonWorkerFailures)
 	}
 	if n := len(events(t, ctx, g.Store, op, ledger.EventRecovered)); n != 0 {
 		t.Errorf("recovered events = %d, want 0: a failed job stays queued for its retry", n)

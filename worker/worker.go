@@ -8,7 +8,7 @@
 // is committed before the upstream call and the remote job is bound after
 // it. A worker that finds "send started" without a binding looks the
 // operation up at the provider before anything else, and acts per
-// DESIGN.md's table: attach, fetch, record the failure, or require review.
+// the lookup table: attach, fetch, record the failure, or require review.
 // When a worker dies, its lease lapses and the sweeper re-enqueues the
 // operation's job. The package never answers MCP clients and never
 // decides spend policy; it records what providers say.
@@ -222,10 +222,6 @@ func (r retryPolicy) delay(attempt int) time.Duration {
 // are not retried forever.
 const maxJobFailures = 5
 
-// ReasonWorkerFailures is the review reason of an operation whose job
-// failed maxJobFailures times in a row.
-const ReasonWorkerFailures = "worker_failed_repeatedly"
-
 // Queues of the worker's jobs.
 const (
 	QueueDispatch = "taskgate_dispatch"
@@ -409,7 +405,7 @@ func (w *Worker) withLease(ctx context.Context, opRef int64, job *rivertype.JobR
 		l.release(ctx, ledger.LeaseQueued, w.clock().Add(snooze.Duration+riverSchedulerLag+w.cfg.Worker.Lease))
 	case job.Attempt >= maxJobFailures && ctx.Err() == nil && !errors.Is(err, ErrNotSent):
 		msg := fmt.Sprintf("the worker failed %d times in a row on this operation (last: %v); nothing more is done until a human resolves it", job.Attempt, err)
-		if rerr := w.review(context.WithoutCancel(ctx), l, ReasonWorkerFailures, msg); rerr != nil {
+		if rerr := w.review(context.WithoutCancel(ctx), l, ledger.ReasonWorkerFailures, msg); rerr != nil {
 			w.logger(l.op).Warn("send an operation to review after repeated failures", "err", rerr)
 			l.release(ctx, "", time.Time{})
 			return err

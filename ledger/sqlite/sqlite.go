@@ -82,7 +82,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 			return nil, fmt.Errorf("sqlite ledger directory %s: %w", dir, err)
 		}
 	}
-	// Savepoints (one per grouped acceptance) journal in memory.
+	// Temporary tables and indices SQLite builds for a statement stay in memory.
 	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=temp_store(memory)&_pragma=synchronous(" + sync + ")"
 	w := openCached("file:" + path + "?" + pragmas + "&_txlock=immediate")
 	w.SetMaxOpenConns(1)

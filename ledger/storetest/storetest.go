@@ -117,7 +117,7 @@ func operationCount(t *testing.T, s ledger.Store) int {
 	return len(ops)
 }
 
-// testAcceptance reproduces DESIGN.md's acceptance table case by case.
+// testAcceptance reproduces the acceptance table case by case.
 func testAcceptance(t *testing.T, newStore Factory) {
 	const (
 		args         = `{"suite":"settlement","options":{"shard":2,"retries":0},"tags":["a","b"]}`

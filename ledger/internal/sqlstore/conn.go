@@ -1,5 +1,5 @@
 // Package sqlstore implements ledger.Store once, over SQL that both SQLite
-// and PostgreSQL accept ($N placeholders, RETURNING, ON CONFLICT, savepoints).
+// and PostgreSQL accept ($N placeholders, RETURNING, ON CONFLICT).
 // The two database packages supply a Driver: connections, migrations, the
 // transaction type River enqueues into, and error classification. Nothing
 // dialect-specific belongs here beyond the Driver's capability methods.
