@@ -1,11 +1,9 @@
 package taskwire
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/internal/sse"
 )
 
 // The go-sdk client sends typed params and decodes typed results, and both
@@ -138,7 +138,7 @@ func (t *shimRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) 
 		resp.ContentLength = int64(len(body))
 		resp.Header.Del("Content-Length")
 	case "text/event-stream":
-		resp.Body = &sseRewriter{src: bufio.NewReader(resp.Body), body: resp.Body}
+		resp.Body = sse.NewReader(resp.Body, mcp.DefaultMaxEventSize, clientRewriteMessage)
 	}
 	return resp, nil
 }
@@ -414,106 +414,4 @@ func copyToolExecution(fields map[string]json.RawMessage) (json.RawMessage, bool
 		return nil, false
 	}
 	return out, true
-}
-
-// sseRewriter applies the incoming shim to the data of each server-sent
-// event, passing everything else through byte for byte.
-type sseRewriter struct {
-	src     *bufio.Reader
-	body    io.Closer
-	pending []byte
-	err     error
-}
-
-func (r *sseRewriter) Read(p []byte) (int, error) {
-	for len(r.pending) == 0 {
-		if r.err != nil {
-			return 0, r.err
-		}
-		r.pending, r.err = r.nextEvent()
-	}
-	n := copy(p, r.pending)
-	r.pending = r.pending[n:]
-	return n, nil
-}
-
-func (r *sseRewriter) Close() error { return r.body.Close() }
-
-// nextEvent reads lines up to and including the blank line ending an event
-// and returns them, with the data rewritten if it is a response to rewrite.
-func (r *sseRewriter) nextEvent() ([]byte, error) {
-	var lines [][]byte
-	size := 0
-	for {
-		line, err := readLine(r.src, mcp.DefaultMaxEventSize-size)
-		if errors.Is(err, errLineTooLong) {
-			return nil, fmt.Errorf("taskwire: server-sent event exceeds %d bytes", mcp.DefaultMaxEventSize)
-		}
-		size += len(line)
-		if len(line) > 0 {
-			lines = append(lines, line)
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return rewriteEvent(lines), io.EOF
-			}
-			return rewriteEvent(lines), err
-		}
-		if len(bytes.TrimRight(line, "\r\n")) == 0 {
-			return rewriteEvent(lines), nil
-		}
-	}
-}
-
-// rewriteEvent rewrites the data of one event; events that need no change
-// are returned as they came.
-func rewriteEvent(lines [][]byte) []byte {
-	var data [][]byte
-	for _, l := range lines {
-		if v, ok := bytes.CutPrefix(bytes.TrimRight(l, "\r\n"), []byte("data:")); ok {
-			data = append(data, bytes.TrimPrefix(v, []byte(" ")))
-		}
-	}
-	if len(data) > 0 {
-		joined := bytes.Join(data, []byte("\n"))
-		if rewritten := clientRewriteMessage(joined); !bytes.Equal(rewritten, joined) {
-			var out []byte
-			wroteData := false
-			for _, l := range lines {
-				if bytes.HasPrefix(l, []byte("data:")) {
-					if !wroteData {
-						out = append(out, "data: "...)
-						out = append(out, rewritten...)
-						out = append(out, '\n')
-						wroteData = true
-					}
-					continue
-				}
-				out = append(out, l...)
-			}
-			return out
-		}
-	}
-	return bytes.Join(lines, nil)
-}
-
-// errLineTooLong is readLine's error for a line beyond its limit.
-var errLineTooLong = errors.New("line too long")
-
-// readLine reads up to and including the next newline, failing with
-// errLineTooLong as soon as the line exceeds limit bytes, so that a stream
-// without newlines cannot make it buffer without bound.
-func readLine(r *bufio.Reader, limit int) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if len(line)+len(chunk) > limit {
-			return nil, errLineTooLong
-		}
-		line = append(line, chunk...)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		return line, err
-	}
 }

@@ -1,7 +1,6 @@
 package taskwire
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -9,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/internal/sse"
 )
 
 // paramsOf decodes the params of a JSON-RPC message.
@@ -238,7 +240,7 @@ func TestSSERewriter(t *testing.T) {
 		"data: {\"jsonrpc\":\"2.0\",\"id\":4,\n" +
 		"data: \"result\":{\"resultType\":\"task\",\"taskId\":\"t1\",\"status\":\"working\"}}\n\n"
 	src := notification + comment + response
-	r := &sseRewriter{src: bufio.NewReader(strings.NewReader(src)), body: io.NopCloser(nil)}
+	r := sse.NewReader(io.NopCloser(strings.NewReader(src)), mcp.DefaultMaxEventSize, clientRewriteMessage)
 	out, err := io.ReadAll(r)
 	if err != nil {
 		t.Fatal(err)

@@ -1,19 +1,17 @@
 package upstream
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/internal/sse"
 )
 
 const methodProgress = "notifications/progress"
@@ -156,7 +154,12 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 && mediaType(resp.Header.Get("Content-Type")) == "text/event-stream" {
-		resp.Body = &sseTap{src: bufio.NewReader(resp.Body), body: resp.Body, progress: t.progress}
+		// Progress is delivered event by event, before the bytes of any
+		// later event — the response included — reach the SDK.
+		resp.Body = sse.NewReader(resp.Body, mcp.DefaultMaxEventSize, func(data []byte) []byte {
+			t.progress.deliverMessage(data)
+			return data
+		})
 	}
 	return resp, nil
 }
@@ -164,81 +167,4 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 func mediaType(v string) string {
 	t, _, _ := strings.Cut(v, ";")
 	return strings.ToLower(strings.TrimSpace(t))
-}
-
-// sseTap passes a server-sent event stream through event by event,
-// delivering each progress notification before any byte of the events after
-// it reaches the reader.
-type sseTap struct {
-	src      *bufio.Reader
-	body     io.Closer
-	progress *progressRouter
-	pending  []byte
-	err      error
-}
-
-func (s *sseTap) Read(p []byte) (int, error) {
-	for len(s.pending) == 0 {
-		if s.err != nil {
-			return 0, s.err
-		}
-		s.pending, s.err = s.nextEvent()
-	}
-	n := copy(p, s.pending)
-	s.pending = s.pending[n:]
-	return n, nil
-}
-
-func (s *sseTap) Close() error { return s.body.Close() }
-
-// nextEvent reads the lines of one event, up to and including the blank
-// line that ends it, and delivers its data if it is progress.
-func (s *sseTap) nextEvent() ([]byte, error) {
-	var event, data []byte
-	for {
-		line, err := readLine(s.src, mcp.DefaultMaxEventSize-len(event))
-		if errors.Is(err, errLineTooLong) {
-			return nil, fmt.Errorf("a server-sent event exceeds %d bytes", mcp.DefaultMaxEventSize)
-		}
-		event = append(event, line...)
-		trimmed := bytes.TrimRight(line, "\r\n")
-		if v, ok := bytes.CutPrefix(trimmed, []byte("data:")); ok {
-			if data != nil {
-				data = append(data, '\n')
-			}
-			data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
-		}
-		if err != nil {
-			// An event cut off by the end of the stream is discarded by
-			// its reader too.
-			return event, err
-		}
-		if len(trimmed) == 0 {
-			if data != nil {
-				s.progress.deliverMessage(data)
-			}
-			return event, nil
-		}
-	}
-}
-
-// errLineTooLong is readLine's error for a line beyond its limit.
-var errLineTooLong = errors.New("line too long")
-
-// readLine reads up to and including the next newline, failing with
-// errLineTooLong as soon as the line exceeds limit bytes, so that a stream
-// without newlines cannot make it buffer without bound.
-func readLine(r *bufio.Reader, limit int) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		if len(line)+len(chunk) > limit {
-			return nil, errLineTooLong
-		}
-		line = append(line, chunk...)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		return line, err
-	}
 }

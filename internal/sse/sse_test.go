@@ -1,0 +1,46 @@
+package sse
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestPassesEventsThrough(t *testing.T) {
+	src := "event: message\r\nid: 1\ndata: {\"a\":1}\n\n: comment\n\ndata: line1\ndata: line2\n\ndata: cut"
+	var seen []string
+	r := NewReader(io.NopCloser(strings.NewReader(src)), 1<<10, func(d []byte) []byte {
+		seen = append(seen, string(d))
+		return d
+	})
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != src {
+		t.Fatalf("stream changed:\n%q\nwant\n%q", out, src)
+	}
+	if want := []string{`{"a":1}`, "line1\nline2"}; strings.Join(seen, "|") != strings.Join(want, "|") {
+		t.Fatalf("filter saw %q, want %q (the cut-off event unseen)", seen, want)
+	}
+}
+
+func TestRewritesData(t *testing.T) {
+	src := "id: 7\ndata: a\ndata: b\n\n"
+	r := NewReader(io.NopCloser(strings.NewReader(src)), 1<<10, func(d []byte) []byte {
+		return bytes.ToUpper(d)
+	})
+	out, _ := io.ReadAll(r)
+	if string(out) != "id: 7\ndata: A\ndata: B\n\n" {
+		t.Fatalf("rewritten = %q", out)
+	}
+}
+
+func TestBoundsAnEvent(t *testing.T) {
+	src := "data: " + strings.Repeat("x", 100) // no newline: an unbounded line
+	r := NewReader(io.NopCloser(strings.NewReader(src)), 64, func(d []byte) []byte { return d })
+	if _, err := io.ReadAll(r); err == nil || !strings.Contains(err.Error(), "exceeds 64 bytes") {
+		t.Fatalf("err = %v, want the size limit", err)
+	}
+}
