@@ -212,12 +212,8 @@ func (b *approvalRequest) terms() (*ApprovalTerms, *apiError) {
 }
 
 func (a *API) createApproval(w http.ResponseWriter, r *http.Request) {
-	tenant, aerr := tenant(r)
+	tenant, aerr := approverTenant(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	if aerr := approver(r); aerr != nil {
 		writeError(w, aerr)
 		return
 	}
@@ -288,12 +284,8 @@ func (a *API) listApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) revokeApproval(w http.ResponseWriter, r *http.Request) {
-	tenant, aerr := tenant(r)
+	tenant, aerr := approverTenant(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	if aerr := approver(r); aerr != nil {
 		writeError(w, aerr)
 		return
 	}
@@ -315,4 +307,17 @@ func (a *API) revokeApproval(w http.ResponseWriter, r *http.Request) {
 	}
 	a.log.InfoContext(r.Context(), "approval revoked", "tenant", tenant, "approval", id)
 	writeJSON(w, http.StatusOK, ViewApproval(revoked, now))
+}
+
+// approverTenant is the tenant of a request that writes approvals, which
+// needs an approver credential.
+func approverTenant(r *http.Request) (string, *apiError) {
+	t, aerr := tenant(r)
+	if aerr != nil {
+		return "", aerr
+	}
+	if aerr := approver(r); aerr != nil {
+		return "", aerr
+	}
+	return t, nil
 }
