@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -163,19 +162,7 @@ func testBadRequestInAGroup(t *testing.T, newStore Factory) {
 		ps[i] = params(t, call{"acme", fmt.Sprintf("op-%d", i), `{}`})
 	}
 	ps[n-1].RequestID = ps[0].RequestID
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range ps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			_, errs[i] = s.Accept(ctx, ps[i])
-		}()
-	}
-	close(start)
-	wg.Wait()
+	_, errs := acceptAtOnce(ctx, s, ps)
 	failed := 0
 	for _, err := range errs {
 		if err != nil {
@@ -203,19 +190,7 @@ func testPanicInAcceptance(t *testing.T, newStore Factory) {
 		ps[i] = params(t, call{"acme", fmt.Sprintf("op-%d", i), `{}`})
 	}
 	ps[3].Jobs = func(*ledger.Operation) []river.InsertManyParams { panic("jobs of op-3 cannot be built") }
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range ps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			_, errs[i] = s.Accept(ctx, ps[i])
-		}()
-	}
-	close(start)
-	wg.Wait()
+	_, errs := acceptAtOnce(ctx, s, ps)
 	for i, err := range errs {
 		if (err != nil) != (i == 3) {
 			t.Errorf("acceptance of op-%d: error %v; want an error only for op-3", i, err)

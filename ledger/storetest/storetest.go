@@ -235,38 +235,21 @@ func testAcceptance(t *testing.T, newStore Factory) {
 func testConcurrentSameKey(t *testing.T, newStore Factory) {
 	s := newStore(t)
 	const n = 64
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		tasks   = map[string]int{}
-		created int
-	)
-	start := make(chan struct{})
-	errs := make(chan error, n)
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := params(t, call{"acme", "op-concurrent", `{"suite":"all"}`})
-			<-start
-			res, err := s.Accept(context.Background(), p)
-			if err != nil {
-				errs <- err
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			tasks[res.Operation.TaskID]++
-			if res.Decision == ledger.DecisionCreated {
-				created++
-			}
-		}()
+	ps := make([]*ledger.AcceptParams, n)
+	for i := range ps {
+		ps[i] = params(t, call{"acme", "op-concurrent", `{"suite":"all"}`})
 	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("Accept: %v", err)
+	results, errs := acceptAtOnce(context.Background(), s, ps)
+	tasks := map[string]int{}
+	created := 0
+	for i, res := range results {
+		if errs[i] != nil {
+			t.Fatalf("Accept: %v", errs[i])
+		}
+		tasks[res.Operation.TaskID]++
+		if res.Decision == ledger.DecisionCreated {
+			created++
+		}
 	}
 	if created != 1 || len(tasks) != 1 {
 		t.Fatalf("created = %d, distinct task IDs = %d; want 1 and 1", created, len(tasks))
@@ -593,4 +576,22 @@ func ids(ops []*ledger.Operation) []string {
 		out = append(out, o.Tenant+"/"+o.OperationID)
 	}
 	return out
+}
+
+// acceptAtOnce submits every acceptance from its own goroutine, released
+// together so that they contend, and returns each one's result and error.
+func acceptAtOnce(ctx context.Context, s ledger.Store, ps []*ledger.AcceptParams) ([]*ledger.AcceptResult, []error) {
+	results := make([]*ledger.AcceptResult, len(ps))
+	errs := make([]error, len(ps))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range ps {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = s.Accept(ctx, ps[i])
+		})
+	}
+	close(start)
+	wg.Wait()
+	return results, errs
 }
