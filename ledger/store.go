@@ -141,7 +141,9 @@ type AcceptParams struct {
 	TTL         time.Duration
 	Approval    ApprovalRequirement
 	// Jobs returns the background jobs to enqueue in the same transaction
-	// when the decision is created. It may be nil.
+	// when the decision is created. It may be nil. They are inserted on
+	// River's fast path, which has no unique-job handling: a job with
+	// unique options that conflicts fails the acceptance.
 	Jobs func(op *Operation) []river.InsertManyParams
 	// Priced records that the tool's provider contract reads charges, so
 	// that a completed job without an invoice is noticed.

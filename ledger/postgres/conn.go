@@ -68,5 +68,10 @@ func (t *txConn) InsertJobs(ctx context.Context, jobs []river.InsertManyParams) 
 	return err
 }
 
+func (t *txConn) InsertJobsFast(ctx context.Context, jobs []river.InsertManyParams) error {
+	_, err := t.inserter.InsertManyFastTx(ctx, t.tx, jobs)
+	return err
+}
+
 func (t *txConn) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
 func (t *txConn) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }

@@ -79,6 +79,11 @@ func (t *txConn) InsertJobs(ctx context.Context, jobs []river.InsertManyParams) 
 	return err
 }
 
+func (t *txConn) InsertJobsFast(ctx context.Context, jobs []river.InsertManyParams) error {
+	_, err := t.inserter.InsertManyFastTx(ctx, t.tx, jobs)
+	return err
+}
+
 func (t *txConn) Commit(context.Context) error   { return t.tx.Commit() }
 func (t *txConn) Rollback(context.Context) error { return t.tx.Rollback() }
 

@@ -174,7 +174,7 @@ func (s *Store) commitBatch(batch []*acceptRequest) {
 			jobs = append(jobs, j...)
 		}
 		if len(jobs) > 0 {
-			if err := tx.InsertJobs(ctx, jobs); err != nil {
+			if err := tx.InsertJobsFast(ctx, jobs); err != nil {
 				return fmt.Errorf("enqueue dispatch jobs: %w", err)
 			}
 		}

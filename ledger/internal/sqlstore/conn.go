@@ -38,6 +38,10 @@ type Row interface {
 type Tx interface {
 	Querier
 	InsertJobs(ctx context.Context, jobs []river.InsertManyParams) error
+	// InsertJobsFast enqueues jobs on River's fast path: nothing comes
+	// back and unique conflicts are errors, not skips. Acceptance uses it
+	// for the fresh dispatch jobs of a group.
+	InsertJobsFast(ctx context.Context, jobs []river.InsertManyParams) error
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
 }
