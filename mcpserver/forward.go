@@ -2,10 +2,12 @@ package mcpserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"strings"
@@ -27,52 +29,150 @@ import (
 // methods, unknown protocol versions, stdio upstreams, tools whose
 // arguments travel in headers, anything unusual — takes the ordinary path
 // through next.
-func (g *Gateway) forwardPassThrough(next http.Handler) http.Handler {
+func (g *Gateway) forwardPassThrough(legacy *legacySessions, next http.Handler) http.Handler {
+	next = legacy.watch(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		version := r.Header.Get("Mcp-Protocol-Version")
+		if r.Method == http.MethodPost && version == legacyRelayVersion && r.Header.Get(sessionIDHeader) != "" && !reboundHost(r) {
+			g.relayLegacy(w, r, legacy, next)
+			return
+		}
 		if r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "tools/call" || !statelessVersion(version) || reboundHost(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				http.Error(w, fmt.Sprintf("request body exceeds the limit of %d bytes", tooLarge.Limit), http.StatusRequestEntityTooLarge)
-				return
-			}
-			http.Error(w, "could not read the request body", http.StatusBadRequest)
+		body, ok := readBody(w, r)
+		if !ok {
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		f, ok := g.forwardable(body, r.Header.Get("Mcp-Name"))
+		f, ok := g.forwardable(body, r.Header.Get("Mcp-Name"), nil)
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
-		h := http.Header{}
-		h.Set("Content-Type", "application/json")
-		h.Set("Accept", "application/json, text/event-stream")
-		h.Set("Mcp-Protocol-Version", version)
-		h.Set("Mcp-Method", "tools/call")
-		h.Set("Mcp-Name", f.tool)
-		resp, err := f.up.Forward(r.Context(), f.body, h)
-		switch {
-		case errors.Is(err, upstream.ErrNotForwardable):
+		if !g.forward(w, r.Context(), f, 0) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// legacyRelayVersion is the protocol version of the sessions whose
+// pass-through calls relayLegacy relays.
+const legacyRelayVersion = "2025-11-25"
+
+// relayLegacy relays a tools/call of a pass-through tool in a 2025-11-25
+// session to a 2026-07-28 upstream as bytes, when that is sure to answer as
+// the SDK path would: the session is one the SDK's handler opened for the
+// same user, its client cannot be asked questions (an upstream's questions
+// reach a client only through the SDK path), and the request is one the
+// handler would accept. The call becomes the stateless request it is in
+// 2026-07-28, with the session's client information, and the upstream's
+// answer, whose messages mean the same in both eras, is relayed as it
+// is. The client's notifications/cancelled for a relayed call ends it.
+// Everything else goes to next.
+func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *legacySessions, next http.Handler) {
+	sid, user := r.Header.Get(sessionIDHeader), userOf(r)
+	info, relayable := legacy.relayable(sid, user)
+	relayable = relayable && acceptsJSONAndStream(r)
+	if !relayable && !legacy.relaying(sid) {
+		next.ServeHTTP(w, r)
+		return
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	if relayable {
+		if f, ok := g.forwardable(body, "", info); ok {
+			ctx, cancel := context.WithCancel(r.Context())
+			untrack := legacy.track(sid, f.id, cancel)
+			relayed := g.forward(w, ctx, f, http.StatusOK)
+			untrack()
+			cancel()
+			if relayed {
+				return
+			}
 			next.ServeHTTP(w, r)
 			return
-		case err != nil:
-			g.log.Warn("forwarding a pass-through call failed", "upstream", f.up.Name(), "tool", f.tool, "err", err)
-			writeUnavailable(w, f)
-			return
 		}
-		defer resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			g.relayFailure(w, f, resp)
-			return
+	}
+	if id, ok := cancelledRequest(body); ok {
+		legacy.cancel(sid, user, id)
+	}
+	next.ServeHTTP(w, r)
+}
+
+// readBody reads r's body and puts it back for the next handler. On false
+// the client has been answered.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, fmt.Sprintf("request body exceeds the limit of %d bytes", tooLarge.Limit), http.StatusRequestEntityTooLarge)
+			return nil, false
 		}
-		g.relay(w, resp)
-	})
+		http.Error(w, "could not read the request body", http.StatusBadRequest)
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, true
+}
+
+// acceptsJSONAndStream reports whether r is a POST the SDK's session
+// handler takes: a JSON body, and both response kinds acceptable. Others
+// are left to it to refuse.
+func acceptsJSONAndStream(r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return false
+	}
+	accept := strings.ToLower(strings.Join(r.Header.Values("Accept"), ","))
+	return strings.Contains(accept, "application/json") && strings.Contains(accept, "text/event-stream")
+}
+
+// cancelledRequest returns the request ID a notifications/cancelled names.
+func cancelledRequest(body []byte) (json.RawMessage, bool) {
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "notifications/cancelled" || len(msg.Params.RequestID) == 0 {
+		return nil, false
+	}
+	return msg.Params.RequestID, true
+}
+
+// forward sends f upstream and relays the answer. It returns false, having
+// written nothing, when the upstream cannot take forwarded requests after
+// all; the caller then takes the ordinary path. A JSON-RPC error the
+// upstream answers with an HTTP error status is passed on with errStatus,
+// or with the upstream's status when errStatus is 0.
+func (g *Gateway) forward(w http.ResponseWriter, ctx context.Context, f *forwarded, errStatus int) bool {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	h.Set("Mcp-Protocol-Version", "2026-07-28")
+	h.Set("Mcp-Method", "tools/call")
+	h.Set("Mcp-Name", f.tool)
+	resp, err := f.up.Forward(ctx, f.body, h)
+	switch {
+	case errors.Is(err, upstream.ErrNotForwardable):
+		return false
+	case err != nil:
+		g.log.Warn("forwarding a pass-through call failed", "upstream", f.up.Name(), "tool", f.tool, "err", err)
+		writeUnavailable(w, f)
+		return true
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		g.relayFailure(w, f, resp, errStatus)
+		return true
+	}
+	g.relay(w, resp)
+	return true
 }
 
 // reboundHost reports whether r reached a loopback listener under a Host
@@ -112,10 +212,10 @@ func writeUnavailable(w http.ResponseWriter, f *forwarded) {
 // relayFailure answers a forwarded call that the upstream answered with an
 // HTTP error. A 400 or 404 carrying the JSON-RPC error of this request is
 // the upstream's protocol answer (2026-07-28 maps -32602 and -32601 to
-// them) and is passed on; anything else — above all the upstream's 401 or
+// them) and is passed on, with status unless it is 0; anything else — above all the upstream's 401 or
 // 403, which concern taskgate's credential, not the client's — becomes
 // -32603 upstream_unavailable.
-func (g *Gateway) relayFailure(w http.ResponseWriter, f *forwarded, resp *http.Response) {
+func (g *Gateway) relayFailure(w http.ResponseWriter, f *forwarded, resp *http.Response, status int) {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxRelayedError+1))
 	if (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusNotFound) && len(body) <= maxRelayedError {
 		var msg struct {
@@ -128,8 +228,11 @@ func (g *Gateway) relayFailure(w http.ResponseWriter, f *forwarded, resp *http.R
 			} `json:"error"`
 		}
 		if json.Unmarshal(body, &msg) == nil && msg.JSONRPC == "2.0" && msg.Error != nil && bytes.Equal(msg.ID, f.id) {
+			if status == 0 {
+				status = resp.StatusCode
+			}
 			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(resp.StatusCode)
+			w.WriteHeader(status)
 			_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": f.id, "error": msg.Error})
 			return
 		}
@@ -153,8 +256,12 @@ type forwarded struct {
 // forwardable rewrites a pass-through tools/call for its upstream: the
 // tool's upstream name, and _meta without taskgate's keys or the tasks
 // extension (a pass-through call must not come back as an upstream task the
-// gateway does not hold).
-func (g *Gateway) forwardable(body []byte, mcpName string) (*forwarded, bool) {
+// gateway does not hold). A call of a 2025-11-25 session (legacy is its
+// client) names its tool in the body only, and its _meta gains what a
+// 2026-07-28 request carries: the protocol version, the client, and client
+// capabilities that declare nothing, so that the upstream asks no
+// questions the session's client could not be relayed.
+func (g *Gateway) forwardable(body []byte, mcpName string, legacy *mcp.Implementation) (*forwarded, bool) {
 	// Members are read by their exact names, as the SDK reads them.
 	var env map[string]json.RawMessage
 	if json.Unmarshal(body, &env) != nil {
@@ -168,7 +275,7 @@ func (g *Gateway) forwardable(body []byte, mcpName string) (*forwarded, bool) {
 		return nil, false
 	}
 	var name string
-	if json.Unmarshal(params["name"], &name) != nil || name != mcpName {
+	if json.Unmarshal(params["name"], &name) != nil || (legacy == nil && name != mcpName) {
 		return nil, false // the ordinary path answers a header mismatch
 	}
 	r, ok := g.route(name)
@@ -192,7 +299,14 @@ func (g *Gateway) forwardable(body []byte, mcpName string) (*forwarded, bool) {
 	}
 	params["name"], _ = json.Marshal(r.tool)
 	if raw, ok := params["_meta"]; ok {
-		meta, ok := forwardMeta(raw)
+		meta, ok := forwardMeta(raw, legacy != nil)
+		if !ok {
+			return nil, false
+		}
+		params["_meta"] = meta
+	}
+	if legacy != nil {
+		meta, ok := legacyMeta(params["_meta"], legacy)
 		if !ok {
 			return nil, false
 		}
@@ -208,14 +322,17 @@ func (g *Gateway) forwardable(body []byte, mcpName string) (*forwarded, bool) {
 // forwardMeta drops taskgate's reserved keys and the tasks extension from
 // the per-request client capabilities. Keys are matched in any case: a
 // decoder into structs, like Go's, reads "Extensions" as "extensions".
-func forwardMeta(raw json.RawMessage) (json.RawMessage, bool) {
+// With protocolKeys, the protocol's own keys go too: a 2025-11-25 client
+// has none to send, and the gateway sets them.
+func forwardMeta(raw json.RawMessage, protocolKeys bool) (json.RawMessage, bool) {
 	var meta map[string]json.RawMessage
 	if json.Unmarshal(raw, &meta) != nil {
 		return nil, false
 	}
 	for k, v := range meta {
+		lower := strings.ToLower(k)
 		switch {
-		case strings.HasPrefix(strings.ToLower(k), "dev.taskgate/"):
+		case strings.HasPrefix(lower, "dev.taskgate/"), protocolKeys && strings.HasPrefix(lower, "io.modelcontextprotocol/"):
 			delete(meta, k)
 		case strings.EqualFold(k, mcp.MetaKeyClientCapabilities):
 			caps, ok := withoutTasksExtension(v)
@@ -224,6 +341,26 @@ func forwardMeta(raw json.RawMessage) (json.RawMessage, bool) {
 			}
 			meta[k] = caps
 		}
+	}
+	out, err := json.Marshal(meta)
+	return out, err == nil
+}
+
+// legacyMeta adds to raw (which may be empty) the keys of a 2026-07-28
+// request on behalf of a 2025-11-25 session's client.
+func legacyMeta(raw json.RawMessage, client *mcp.Implementation) (json.RawMessage, bool) {
+	meta := map[string]json.RawMessage{}
+	if len(raw) > 0 && json.Unmarshal(raw, &meta) != nil {
+		return nil, false
+	}
+	meta[mcp.MetaKeyProtocolVersion] = json.RawMessage(`"2026-07-28"`)
+	meta[mcp.MetaKeyClientCapabilities] = json.RawMessage(`{}`)
+	if client != nil {
+		info, err := json.Marshal(client)
+		if err != nil {
+			return nil, false
+		}
+		meta[mcp.MetaKeyClientInfo] = info
 	}
 	out, err := json.Marshal(meta)
 	return out, err == nil

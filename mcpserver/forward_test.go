@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -40,6 +42,8 @@ type recordingUpstream struct {
 	mu     sync.Mutex
 	calls  []seenCall
 	refuse int
+	// cancelled receives one value for each block call that was cancelled.
+	cancelled chan struct{}
 }
 
 func (u *recordingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -67,12 +71,22 @@ func (u *recordingUpstream) seen() []seenCall {
 	return append([]seenCall(nil), u.calls...)
 }
 
-// forwardingGateway starts a 2026-07-28 upstream whose tools are the
-// plumbing server's plus region, which sends its argument as the
-// Mcp-Param-Region header too, and a gateway in front of it.
+// forwardingGateway starts a 2026-07-28 upstream (forwardingUpstream) and
+// a gateway in front of it.
 func forwardingGateway(t *testing.T, refuse int) (rec *recordingUpstream, url, key string, up *httptest.Server) {
 	t.Helper()
-	rec = &recordingUpstream{refuse: refuse}
+	rec, up = forwardingUpstream(t, refuse)
+	url, key = plumbingGateway(t, testCtx(t), up.URL, "  - name: plumbing")
+	return rec, url, key, up
+}
+
+// forwardingUpstream starts a 2026-07-28 upstream whose tools are the
+// plumbing server's plus region, which sends its argument as the
+// Mcp-Param-Region header too, and block, which returns only once its call
+// is cancelled and then reports that on rec.cancelled.
+func forwardingUpstream(t *testing.T, refuse int) (rec *recordingUpstream, up *httptest.Server) {
+	t.Helper()
+	rec = &recordingUpstream{refuse: refuse, cancelled: make(chan struct{}, 8)}
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
 		s := plumbingServer()
 		s.AddTool(&mcp.Tool{Name: "region", Description: "Echoes its region.", InputSchema: map[string]any{
@@ -81,12 +95,21 @@ func forwardingGateway(t *testing.T, refuse int) (rec *recordingUpstream, url, k
 		}}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
 		})
+		s.AddTool(&mcp.Tool{Name: "block", Description: "Returns when cancelled.", InputSchema: map[string]any{"type": "object"}},
+			func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				select {
+				case <-ctx.Done():
+					rec.cancelled <- struct{}{}
+					return nil, ctx.Err()
+				case <-time.After(15 * time.Second): // never hold up the server's Close
+					return nil, errors.New("block was never cancelled")
+				}
+			})
 		return s
-	}, &mcp.StreamableHTTPOptions{Stateless: true})
+	}, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
 	up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rec.ServeHTTP(w, r, sdk) }))
 	t.Cleanup(up.Close)
-	url, key = plumbingGateway(t, testCtx(t), up.URL, "  - name: plumbing")
-	return rec, url, key, up
+	return rec, up
 }
 
 // postRaw sends a 2026-07-28 tools/call of tool with params as bytes and

@@ -66,7 +66,8 @@ func (g *Gateway) Handler(opts *HTTPOptions) (http.Handler, error) {
 		StatelessServer: stateless,
 	})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", g.countRequests(opts.Auth.Middleware(limitBody(g.cfg.MaxBodyBytes, g.forwardPassThrough(trackDelivery(g, mcpHandler))))))
+	legacy := newLegacySessions(sessions, sessionIdle, g.clock)
+	mux.Handle("/mcp", g.countRequests(opts.Auth.Middleware(limitBody(g.cfg.MaxBodyBytes, g.forwardPassThrough(legacy, trackDelivery(g, mcpHandler))))))
 	mux.Handle(opts.Auth.MetadataPath(), opts.Auth.MetadataHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -64,8 +64,16 @@ func plumbingServer(versions ...string) *mcp.Server {
 // MCP endpoint and an API key of tenant acme.
 func plumbingGateway(t *testing.T, ctx context.Context, upstreamURL, entry string) (url, key string) {
 	t.Helper()
+	url, keys := plumbingGatewayKeys(t, ctx, upstreamURL, entry, fixtures.ConfigOptions{}, "acme")
+	return url, keys[0]
+}
+
+// plumbingGatewayKeys is plumbingGateway with the harness options opts and
+// an API key for each tenant.
+func plumbingGatewayKeys(t *testing.T, ctx context.Context, upstreamURL, entry string, opts fixtures.ConfigOptions, tenants ...string) (url string, keys []string) {
+	t.Helper()
 	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
-	y := fixtures.ConfigYAML(upstreamURL, "127.0.0.1:0", db, fixtures.ConfigOptions{})
+	y := fixtures.ConfigYAML(upstreamURL, "127.0.0.1:0", db, opts)
 	y = strings.Replace(y, "  - name: hosted_test", entry, 1)
 	cfg, err := config.Parse(strings.NewReader(y), "plumbing.yaml", nil)
 	if err != nil {
@@ -81,10 +89,14 @@ func plumbingGateway(t *testing.T, ctx context.Context, upstreamURL, entry strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	if key, _, err = authn.NewAPIKey(ctx, store, "acme", "test"); err != nil {
-		t.Fatal(err)
+	for _, tenant := range tenants {
+		key, _, err := authn.NewAPIKey(ctx, store, tenant, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, key)
 	}
-	return d.URL + "/mcp", key
+	return d.URL + "/mcp", keys
 }
 
 // progressLog keeps the progress notifications a client receives.

@@ -1,0 +1,191 @@
+package mcpserver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/fixtures"
+)
+
+// legacySession opens a 2025-11-25 session to the gateway at url as the
+// client name, declaring elicitation when elicit is set.
+func legacySession(t *testing.T, url, key, name string, elicit bool, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	if opts == nil {
+		opts = &mcp.ClientOptions{}
+	}
+	if elicit {
+		opts.ElicitationHandler = func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, opts)
+	cs, err := client.Connect(testCtx(t), &mcp.StreamableClientTransport{
+		Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if _, err := cs.ListTools(testCtx(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// TestLegacyPassThroughIsRelayed: a 2025-11-25 session's pass-through call
+// reaches a 2026-07-28 upstream as the client's own request, with the
+// session's client information, its _meta less taskgate's keys, and its
+// progress; the result is the upstream's.
+func TestLegacyPassThroughIsRelayed(t *testing.T) {
+	rec, up := forwardingUpstream(t, 0)
+	url, keys := plumbingGatewayKeys(t, testCtx(t), up.URL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme")
+	var progress progressLog
+	cs := legacySession(t, url, keys[0], "legacy-client", false, &mcp.ClientOptions{ProgressNotificationHandler: progress.add})
+
+	res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{},
+		Meta: mcp.Meta{"trace": "t-1", "dev.taskgate/operationId": "op-1"}})
+	if err != nil || res.IsError {
+		t.Fatalf("meta = %+v, %v", res, err)
+	}
+	echoed := fixtures.ResultText(res)
+	if !strings.Contains(echoed, `"trace":"t-1"`) || strings.Contains(echoed, "dev.taskgate") {
+		t.Errorf("the upstream saw _meta %s; want trace and no dev.taskgate keys", echoed)
+	}
+	seen := rec.seen()
+	if len(seen) != 1 || seen[0].clientName() != "legacy-client" {
+		t.Fatalf("upstream saw %d calls (client %q); want the one call, relayed as the client's", len(seen), seen[len(seen)-1].clientName())
+	}
+	if v := seen[0].header.Get("Mcp-Protocol-Version"); v != "2026-07-28" {
+		t.Errorf("the relayed call carried Mcp-Protocol-Version %q; want 2026-07-28", v)
+	}
+
+	res, err = cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.count", Arguments: map[string]any{"n": 3},
+		Meta: mcp.Meta{"progressToken": "p-1"}})
+	if err != nil || fixtures.ResultText(res) != "counted" {
+		t.Fatalf("count = %+v, %v", res, err)
+	}
+	if got := progress.await(3); len(got) != 3 || got[2] != 3 {
+		t.Errorf("progress received %v; want 1, 2, 3", got)
+	}
+	if n := len(rec.seen()); n != 2 {
+		t.Errorf("upstream saw %d calls; want 2", n)
+	}
+}
+
+// TestElicitingClientTakesTheSDKPath: a client that can be asked questions
+// is called through the SDK, which carries an upstream's questions to it.
+func TestElicitingClientTakesTheSDKPath(t *testing.T) {
+	rec, up := forwardingUpstream(t, 0)
+	url, keys := plumbingGatewayKeys(t, testCtx(t), up.URL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme")
+	cs := legacySession(t, url, keys[0], "asking-client", true, nil)
+	if res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}}); err != nil || res.IsError {
+		t.Fatalf("meta = %+v, %v", res, err)
+	}
+	seen := rec.seen()
+	if len(seen) != 1 || seen[0].clientName() == "asking-client" {
+		t.Fatalf("upstream saw %d calls (client %q); want one made by the gateway's own client", len(seen), seen[len(seen)-1].clientName())
+	}
+}
+
+// postSession sends one JSON-RPC message in session sid as key and
+// returns the response status and body.
+func postSession(ctx context.Context, t *testing.T, url, key, sid string, msg map[string]any) (int, string) {
+	t.Helper()
+	body, _ := json.Marshal(msg)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		"Authorization": "Bearer " + key, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Protocol-Version": "2025-11-25", "Mcp-Session-Id": sid,
+	} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, ""
+		}
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestLegacyRelayKeepsSessionGuards: a session ID sent by another tenant,
+// or one the gateway never issued, gets the SDK handler's answer (403,
+// 404), and nothing reaches the upstream.
+func TestLegacyRelayKeepsSessionGuards(t *testing.T) {
+	rec, up := forwardingUpstream(t, 0)
+	url, keys := plumbingGatewayKeys(t, testCtx(t), up.URL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme", "globex")
+	cs := legacySession(t, url, keys[0], "legacy-client", false, nil)
+	call := map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{"name": "plumbing.meta", "arguments": map[string]any{}}}
+
+	if status, body := postSession(testCtx(t), t, url, keys[1], cs.ID(), call); status != http.StatusForbidden {
+		t.Errorf("another tenant's call in the session = %d %s; want 403", status, body)
+	}
+	if status, body := postSession(testCtx(t), t, url, keys[0], "no-such-session", call); status != http.StatusNotFound {
+		t.Errorf("a call in an unknown session = %d %s; want 404", status, body)
+	}
+	if n := len(rec.seen()); n != 0 {
+		t.Errorf("upstream saw %d calls; want none", n)
+	}
+	// The control: the owner's own call in the session is relayed.
+	if status, body := postSession(testCtx(t), t, url, keys[0], cs.ID(), call); status != http.StatusOK || !strings.Contains(body, `"result"`) {
+		t.Fatalf("the owner's call = %d %s; want a result", status, body)
+	}
+	if seen := rec.seen(); len(seen) != 1 || seen[0].clientName() != "legacy-client" {
+		t.Errorf("upstream saw %d calls; want the owner's, relayed", len(seen))
+	}
+}
+
+// TestLegacyRelayedCallIsCancelled: the client's notifications/cancelled
+// for a relayed call ends the upstream's work, as it ends a handler on the
+// SDK path.
+func TestLegacyRelayedCallIsCancelled(t *testing.T) {
+	rec, up := forwardingUpstream(t, 0)
+	// The upstream's timeout outlasts the test: only the cancellation can
+	// end the call.
+	url, keys := plumbingGatewayKeys(t, testCtx(t), up.URL, "  - name: plumbing", fixtures.ConfigOptions{UpstreamTimeout: 5 * time.Minute}, "acme")
+	cs := legacySession(t, url, keys[0], "legacy-client", false, nil)
+
+	done := make(chan string, 1)
+	go func() {
+		_, body := postSession(testCtx(t), t, url, keys[0], cs.ID(), map[string]any{"jsonrpc": "2.0", "id": "call-9", "method": "tools/call",
+			"params": map[string]any{"name": "plumbing.block", "arguments": map[string]any{}}})
+		done <- body
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(rec.seen()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the block call never reached the upstream")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if seen := rec.seen(); seen[0].clientName() != "legacy-client" {
+		t.Fatalf("the block call was made by %q; want it relayed", seen[0].clientName())
+	}
+	postSession(testCtx(t), t, url, keys[0], cs.ID(), map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled",
+		"params": map[string]any{"requestId": "call-9", "reason": "changed my mind"}})
+	select {
+	case <-rec.cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream's block call was not cancelled")
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call's request did not end")
+	}
+}

@@ -1,0 +1,202 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// legacySessions follows the gateway's 2025-11-25 sessions, so that a
+// pass-through call in one can be relayed as bytes (see relayLegacy)
+// without the SDK's session handler. It knows what that handler would
+// check of such a request: that the session exists and belongs to the
+// caller. It also keeps the handler's idle timer honest: only requests
+// the handler serves reset it, so a session is relayed for only half the
+// idle period after the handler last saw it, and the next request after
+// that goes to the handler.
+type legacySessions struct {
+	server *mcp.Server
+	idle   time.Duration
+	now    func() time.Time
+
+	mu   sync.Mutex
+	byID map[string]*legacySession
+}
+
+// legacySession is what relaying needs to know of one session.
+type legacySession struct {
+	// userID is the TokenInfo user that opened the session; the SDK's
+	// handler refuses a request from anyone else, and so does relaying.
+	userID string
+	// canElicit: the client declared elicitation. Its calls stay on the
+	// SDK path, which carries an upstream's questions to it.
+	canElicit  bool
+	clientInfo *mcp.Implementation
+	// lastSDK is when the SDK's handler last finished a request of the
+	// session (its idle timer restarts then); sdkActive counts those in
+	// progress (its timer is paused meanwhile).
+	lastSDK   time.Time
+	sdkActive int
+	// relayed holds the cancel functions of relayed calls in progress, by
+	// their JSON-RPC request ID, for the client's notifications/cancelled.
+	relayed map[string]context.CancelFunc
+}
+
+func newLegacySessions(server *mcp.Server, idle time.Duration, now func() time.Time) *legacySessions {
+	return &legacySessions{server: server, idle: idle, now: now, byID: map[string]*legacySession{}}
+}
+
+// watch wraps the SDK's handler: it notes each session the handler opens
+// and when the handler last served each one.
+func (l *legacySessions) watch(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(sessionIDHeader)
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if id == "" {
+			next.ServeHTTP(w, r)
+			// An initialize that opened a session answered with its ID.
+			if opened := w.Header().Get(sessionIDHeader); opened != "" {
+				l.opened(opened, userOf(r))
+			}
+			return
+		}
+		l.sdkStart(id)
+		defer l.sdkEnd(id)
+		next.ServeHTTP(w, r)
+	})
+}
+
+const sessionIDHeader = "Mcp-Session-Id"
+
+func userOf(r *http.Request) string {
+	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+		return ti.UserID
+	}
+	return ""
+}
+
+// opened records a session the SDK's handler has just opened, and forgets
+// it once the session ends. A session the handler closed at once (its
+// initialization failed) is not recorded.
+func (l *legacySessions) opened(id, userID string) {
+	var ss *mcp.ServerSession
+	for s := range l.server.Sessions() {
+		if s.ID() == id {
+			ss = s
+			break
+		}
+	}
+	if ss == nil {
+		return
+	}
+	s := &legacySession{userID: userID, lastSDK: l.now(), relayed: map[string]context.CancelFunc{}}
+	if ip := ss.InitializeParams(); ip != nil {
+		s.canElicit = ip.Capabilities != nil && ip.Capabilities.Elicitation != nil
+		s.clientInfo = ip.ClientInfo
+	} else {
+		return
+	}
+	l.mu.Lock()
+	l.byID[id] = s
+	l.mu.Unlock()
+	go func() {
+		_ = ss.Wait()
+		l.mu.Lock()
+		delete(l.byID, id)
+		l.mu.Unlock()
+	}()
+}
+
+func (l *legacySessions) sdkStart(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.byID[id]; s != nil {
+		s.sdkActive++
+	}
+}
+
+func (l *legacySessions) sdkEnd(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.byID[id]; s != nil {
+		s.sdkActive--
+		s.lastSDK = l.now()
+	}
+}
+
+// relayable returns what relaying needs of session id for a request by
+// userID, or false when the request must go to the SDK's handler: the
+// session is unknown, belongs to someone else, can be asked questions, or
+// has not been seen by the handler for half its idle period.
+func (l *legacySessions) relayable(id, userID string) (*mcp.Implementation, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.byID[id]
+	if !relayableSession(s, userID, l.now(), l.idle) {
+		return nil, false
+	}
+	return s.clientInfo, true
+}
+
+// relayableSession is relayable's decision.
+func relayableSession(s *legacySession, userID string, now time.Time, idle time.Duration) bool {
+	switch {
+	case s == nil, s.canElicit:
+		return false
+	case s.userID != "" && s.userID != userID:
+		return false
+	case s.sdkActive > 0:
+		return true
+	}
+	return now.Sub(s.lastSDK) < idle/2
+}
+
+// track registers a relayed call's cancel function under its request ID
+// and returns the function that removes it.
+func (l *legacySessions) track(id string, requestID json.RawMessage, cancel context.CancelFunc) func() {
+	key := string(bytes.TrimSpace(requestID))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.byID[id]
+	if s == nil {
+		return func() {}
+	}
+	s.relayed[key] = cancel
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		delete(s.relayed, key)
+	}
+}
+
+// relaying reports whether session id has relayed calls in progress.
+func (l *legacySessions) relaying(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.byID[id]
+	return s != nil && len(s.relayed) > 0
+}
+
+// cancel ends the relayed call requestID of session id, if it is one, as
+// the SDK ends a handler on notifications/cancelled; userID must own the
+// session.
+func (l *legacySessions) cancel(id, userID string, requestID json.RawMessage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.byID[id]
+	if s == nil || (s.userID != "" && s.userID != userID) {
+		return
+	}
+	if cancel := s.relayed[string(bytes.TrimSpace(requestID))]; cancel != nil {
+		cancel()
+	}
+}
