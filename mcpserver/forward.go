@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
@@ -45,12 +46,13 @@ func (g *Gateway) forwardPassThrough(legacy *legacySessions, next http.Handler) 
 		if !ok {
 			return
 		}
-		f, ok := g.forwardable(body, r.Header.Get("Mcp-Name"), nil)
-		if !ok {
+		c, ok := g.readPassThrough(body, r.Header.Get("Mcp-Name"), false)
+		if !ok || !c.up.CanForward() {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if !g.forward(w, r.Context(), f, 0) {
+		f, ok := c.stateless(nil, false)
+		if !ok || !g.forward(w, r.Context(), f, 0) {
 			next.ServeHTTP(w, r)
 		}
 	})
@@ -61,15 +63,17 @@ func (g *Gateway) forwardPassThrough(legacy *legacySessions, next http.Handler) 
 const legacyRelayVersion = "2025-11-25"
 
 // relayLegacy relays a tools/call of a pass-through tool in a 2025-11-25
-// session to a 2026-07-28 upstream as bytes, when that is sure to answer as
-// the SDK path would: the session is one the SDK's handler opened for the
-// same user, its client cannot be asked questions (an upstream's questions
-// reach a client only through the SDK path), and the request is one the
-// handler would accept. The call becomes the stateless request it is in
-// 2026-07-28, with the session's client information, and the upstream's
-// answer, whose messages mean the same in both eras, is relayed as it
-// is. The client's notifications/cancelled for a relayed call ends it.
-// Everything else goes to next.
+// session to its HTTP upstream as bytes, when that is sure to answer as the
+// SDK path would: the session is one the SDK's handler opened for the same
+// user, its client cannot be asked questions (an upstream's questions reach
+// a client only through the SDK path), and the request is one the handler
+// would accept. The call goes in the upstream's relay session
+// (upstream.RelayCall) or, where the upstream holds no 2025-11-25
+// sessions, as the stateless 2026-07-28 request it is there, with the
+// session's client information. Either way the upstream's messages mean
+// the same to the client as they would from the SDK path. The client's
+// notifications/cancelled for a relayed call ends it. Everything else goes
+// to next.
 func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *legacySessions, next http.Handler) {
 	sid, user := r.Header.Get(sessionIDHeader), userOf(r)
 	info, relayable := legacy.relayable(sid, user)
@@ -83,16 +87,20 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 		return
 	}
 	if relayable {
-		if f, ok := g.forwardable(body, "", info); ok {
+		if c, ok := g.readPassThrough(body, "", true); ok {
 			ctx, cancel := context.WithCancel(r.Context())
-			untrack := legacy.track(sid, f.id, cancel)
-			relayed := g.forward(w, ctx, f, http.StatusOK)
+			untrack := legacy.track(sid, c.id, cancel)
+			relayed := g.relayInSession(w, ctx, c)
+			if !relayed && c.up.CanForward() {
+				if f, ok := c.stateless(info, true); ok {
+					relayed = g.forward(w, ctx, f, http.StatusOK)
+				}
+			}
 			untrack()
 			cancel()
-			if relayed {
-				return
+			if !relayed {
+				next.ServeHTTP(w, r)
 			}
-			next.ServeHTTP(w, r)
 			return
 		}
 	}
@@ -100,6 +108,26 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 		legacy.cancel(sid, user, id)
 	}
 	next.ServeHTTP(w, r)
+}
+
+// relayInSession relays c in the upstream's own 2025-11-25 session. It
+// returns false, having written nothing, when the upstream offers none.
+func (g *Gateway) relayInSession(w http.ResponseWriter, ctx context.Context, c *passThroughCall) bool {
+	resp, err := c.up.RelayCall(ctx, c.relayed())
+	switch {
+	case errors.Is(err, upstream.ErrNotForwardable):
+		return false
+	case err != nil && ctx.Err() != nil:
+		// The client cancelled the call or went away: it expects no answer.
+		return true
+	case err != nil:
+		g.log.Warn("relaying a pass-through call failed", "upstream", c.up.Name(), "tool", c.tool, "err", err)
+		writeUnavailable(w, &forwarded{up: c.up, tool: c.tool, id: c.id})
+		return true
+	}
+	defer resp.Body.Close()
+	g.relay(w, resp)
+	return true
 }
 
 // readBody reads r's body and puts it back for the next handler. On false
@@ -253,15 +281,24 @@ type forwarded struct {
 	body []byte
 }
 
-// forwardable rewrites a pass-through tools/call for its upstream: the
-// tool's upstream name, and _meta without taskgate's keys or the tasks
-// extension (a pass-through call must not come back as an upstream task the
-// gateway does not hold). A call of a 2025-11-25 session (legacy is its
-// client) names its tool in the body only, and its _meta gains what a
-// 2026-07-28 request carries: the protocol version, the client, and client
-// capabilities that declare nothing, so that the upstream asks no
-// questions the session's client could not be relayed.
-func (g *Gateway) forwardable(body []byte, mcpName string, legacy *mcp.Implementation) (*forwarded, bool) {
+// passThroughCall is a tools/call of a pass-through tool, read to be
+// relayed as bytes: the tool's upstream name, and _meta without taskgate's
+// keys or the tasks extension (a pass-through call must not come back as an
+// upstream task the gateway does not hold).
+type passThroughCall struct {
+	up   *upstream.Upstream
+	tool string
+	id   json.RawMessage
+	// params are the call's, less name and _meta.
+	params map[string]json.RawMessage
+	meta   map[string]json.RawMessage // nil when the call had none
+}
+
+// readPassThrough reads body as a pass-through call that may be relayed.
+// A 2026-07-28 call must name its tool in Mcp-Name (mcpName) too; a call of
+// a 2025-11-25 session (legacy) names it in the body only, and has its
+// protocol's own _meta keys dropped, since the gateway sets them.
+func (g *Gateway) readPassThrough(body []byte, mcpName string, legacy bool) (*passThroughCall, bool) {
 	// Members are read by their exact names, as the SDK reads them.
 	var env map[string]json.RawMessage
 	if json.Unmarshal(body, &env) != nil {
@@ -275,7 +312,7 @@ func (g *Gateway) forwardable(body []byte, mcpName string, legacy *mcp.Implement
 		return nil, false
 	}
 	var name string
-	if json.Unmarshal(params["name"], &name) != nil || (legacy == nil && name != mcpName) {
+	if json.Unmarshal(params["name"], &name) != nil || (!legacy && name != mcpName) {
 		return nil, false // the ordinary path answers a header mismatch
 	}
 	r, ok := g.route(name)
@@ -283,11 +320,12 @@ func (g *Gateway) forwardable(body []byte, mcpName string, legacy *mcp.Implement
 		return nil, false
 	}
 	up, ok := g.pool.Get(r.upstream)
-	if !ok || !up.CanForward() {
+	if !ok {
 		return nil, false
 	}
 	for k := range params {
-		// params.task belongs to another era; the ordinary path ignores it.
+		// params.task belongs to another era, or asks for a task of a tool
+		// that makes none; the ordinary path answers it.
 		if strings.EqualFold(k, "task") {
 			return nil, false
 		}
@@ -297,34 +335,68 @@ func (g *Gateway) forwardable(body []byte, mcpName string, legacy *mcp.Implement
 			delete(params, k)
 		}
 	}
-	params["name"], _ = json.Marshal(r.tool)
+	c := &passThroughCall{up: up, tool: r.tool, id: env["id"], params: params}
 	if raw, ok := params["_meta"]; ok {
-		meta, ok := forwardMeta(raw, legacy != nil)
-		if !ok {
+		if c.meta, ok = forwardMeta(raw, legacy); !ok {
 			return nil, false
 		}
-		params["_meta"] = meta
 	}
-	if legacy != nil {
-		meta, ok := legacyMeta(params["_meta"], legacy)
-		if !ok {
+	delete(params, "name")
+	delete(params, "_meta")
+	return c, true
+}
+
+// stateless returns c as the 2026-07-28 request to forward. For a call of a
+// 2025-11-25 session (client is its client), _meta gains what a 2026-07-28
+// request carries: the protocol version, the client, and client
+// capabilities that declare nothing, so that the upstream asks no
+// questions that could not reach the session's client.
+func (c *passThroughCall) stateless(client *mcp.Implementation, legacy bool) (*forwarded, bool) {
+	params := maps.Clone(c.params)
+	params["name"], _ = json.Marshal(c.tool)
+	meta := c.meta
+	if legacy {
+		meta = maps.Clone(c.meta)
+		if meta == nil {
+			meta = map[string]json.RawMessage{}
+		}
+		meta[mcp.MetaKeyProtocolVersion] = json.RawMessage(`"2026-07-28"`)
+		meta[mcp.MetaKeyClientCapabilities] = json.RawMessage(`{}`)
+		if client != nil {
+			info, err := json.Marshal(client)
+			if err != nil {
+				return nil, false
+			}
+			meta[mcp.MetaKeyClientInfo] = info
+		}
+	}
+	if meta != nil {
+		raw, err := json.Marshal(meta)
+		if err != nil {
 			return nil, false
 		}
-		params["_meta"] = meta
+		params["_meta"] = raw
 	}
-	out, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": env["id"], "method": "tools/call", "params": params})
+	out, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": c.id, "method": "tools/call", "params": params})
 	if err != nil {
 		return nil, false
 	}
-	return &forwarded{up: up, tool: r.tool, id: env["id"], body: out}, true
+	return &forwarded{up: c.up, tool: c.tool, id: c.id, body: out}, true
+}
+
+// relayed returns c as the call to relay in the upstream's relay session.
+func (c *passThroughCall) relayed() *upstream.RelayedCall {
+	meta := maps.Clone(c.meta)
+	token := meta["progressToken"]
+	delete(meta, "progressToken")
+	return &upstream.RelayedCall{ID: c.id, Tool: c.tool, Params: c.params, Meta: meta, ProgressToken: token}
 }
 
 // forwardMeta drops taskgate's reserved keys and the tasks extension from
 // the per-request client capabilities. Keys are matched in any case: a
 // decoder into structs, like Go's, reads "Extensions" as "extensions".
-// With protocolKeys, the protocol's own keys go too: a 2025-11-25 client
-// has none to send, and the gateway sets them.
-func forwardMeta(raw json.RawMessage, protocolKeys bool) (json.RawMessage, bool) {
+// With protocolKeys, the protocol's own keys go too.
+func forwardMeta(raw json.RawMessage, protocolKeys bool) (map[string]json.RawMessage, bool) {
 	var meta map[string]json.RawMessage
 	if json.Unmarshal(raw, &meta) != nil {
 		return nil, false
@@ -342,28 +414,7 @@ func forwardMeta(raw json.RawMessage, protocolKeys bool) (json.RawMessage, bool)
 			meta[k] = caps
 		}
 	}
-	out, err := json.Marshal(meta)
-	return out, err == nil
-}
-
-// legacyMeta adds to raw (which may be empty) the keys of a 2026-07-28
-// request on behalf of a 2025-11-25 session's client.
-func legacyMeta(raw json.RawMessage, client *mcp.Implementation) (json.RawMessage, bool) {
-	meta := map[string]json.RawMessage{}
-	if len(raw) > 0 && json.Unmarshal(raw, &meta) != nil {
-		return nil, false
-	}
-	meta[mcp.MetaKeyProtocolVersion] = json.RawMessage(`"2026-07-28"`)
-	meta[mcp.MetaKeyClientCapabilities] = json.RawMessage(`{}`)
-	if client != nil {
-		info, err := json.Marshal(client)
-		if err != nil {
-			return nil, false
-		}
-		meta[mcp.MetaKeyClientInfo] = info
-	}
-	out, err := json.Marshal(meta)
-	return out, err == nil
+	return meta, true
 }
 
 // withoutTasksExtension returns client capabilities without the tasks

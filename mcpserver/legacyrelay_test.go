@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,6 +184,165 @@ func TestLegacyRelayedCallIsCancelled(t *testing.T) {
 		"params": map[string]any{"requestId": "call-9", "reason": "changed my mind"}})
 	select {
 	case <-rec.cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream's block call was not cancelled")
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call's request did not end")
+	}
+}
+
+// sessionUpstream serves the plumbing server and block over go-sdk's
+// session handler (2025-11-25 sessions only), recording the tools/call
+// bodies it receives. expireNext, once set, answers the next request in a
+// session with 404, as an upstream that forgot the session does.
+type sessionUpstream struct {
+	mu         sync.Mutex
+	calls      []map[string]any
+	expireNext bool
+	cancelled  chan struct{}
+}
+
+func (u *sessionUpstream) seen() []map[string]any {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.calls)
+}
+
+func startSessionUpstream(t *testing.T) (*sessionUpstream, string) {
+	t.Helper()
+	u := &sessionUpstream{cancelled: make(chan struct{}, 8)}
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+		s := plumbingServer()
+		s.AddTool(&mcp.Tool{Name: "block", Description: "Returns when cancelled.", InputSchema: map[string]any{"type": "object"}},
+			func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				select {
+				case <-ctx.Done():
+					u.cancelled <- struct{}{}
+					return nil, ctx.Err()
+				case <-time.After(15 * time.Second): // never hold up the server's Close
+					return nil, errors.New("block was never cancelled")
+				}
+			})
+		return s
+	}, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			var msg map[string]any
+			_ = json.Unmarshal(b, &msg)
+			u.mu.Lock()
+			expire := u.expireNext && r.Header.Get("Mcp-Session-Id") != ""
+			if expire {
+				u.expireNext = false
+			}
+			if msg["method"] == "tools/call" && !expire {
+				u.calls = append(u.calls, msg)
+			}
+			u.mu.Unlock()
+			if expire {
+				http.Error(w, "session not found", http.StatusNotFound)
+				return
+			}
+		}
+		sdk.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return u, srv.URL
+}
+
+// relayedID reports whether an upstream tools/call came in the gateway's
+// relay session, under its own request ID.
+func relayedID(call map[string]any) bool {
+	id, _ := call["id"].(string)
+	return strings.HasPrefix(id, "taskgate-relay-")
+}
+
+// TestLegacyCallsShareTheRelaySession: pass-through calls of 2025-11-25
+// sessions reach a session-holding upstream in the gateway's relay
+// session, under the gateway's request IDs and progress tokens, so that
+// two clients using the same ID and token at once each get their own
+// answer and progress back under their own.
+func TestLegacyCallsShareTheRelaySession(t *testing.T) {
+	up, upURL := startSessionUpstream(t)
+	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme", "globex")
+	var progress [2]progressLog
+	sessions := []*mcp.ClientSession{
+		legacySession(t, url, keys[0], "client-a", false, &mcp.ClientOptions{ProgressNotificationHandler: progress[0].add}),
+		legacySession(t, url, keys[1], "client-b", false, &mcp.ClientOptions{ProgressNotificationHandler: progress[1].add}),
+	}
+	var wg sync.WaitGroup
+	for i, cs := range sessions {
+		wg.Go(func() {
+			res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.count", Arguments: map[string]any{"n": 2 + i},
+				Meta: mcp.Meta{"progressToken": "same-token"}})
+			if err != nil || fixtures.ResultText(res) != "counted" {
+				t.Errorf("client %d: count = %+v, %v", i, res, err)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range sessions {
+		if got := progress[i].await(2 + i); len(got) != 2+i {
+			t.Errorf("client %d received progress %v; want %d notifications, its own", i, got, 2+i)
+		}
+	}
+	calls := up.seen()
+	if len(calls) != 2 || !relayedID(calls[0]) || !relayedID(calls[1]) || calls[0]["id"] == calls[1]["id"] {
+		t.Fatalf("upstream saw %v; want two calls under distinct relay IDs", calls)
+	}
+	for _, c := range calls {
+		params, _ := c["params"].(map[string]any)
+		meta, _ := params["_meta"].(map[string]any)
+		if meta["progressToken"] == "same-token" {
+			t.Errorf("upstream saw the client's progress token %v; want the gateway's own", meta["progressToken"])
+		}
+	}
+
+	// An upstream that forgot the relay session gets a new one; the call
+	// is not lost.
+	up.mu.Lock()
+	up.expireNext = true
+	up.mu.Unlock()
+	res, err := sessions[0].CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("meta after the upstream forgot the relay session = %+v, %v", res, err)
+	}
+	if calls := up.seen(); len(calls) != 3 || !relayedID(calls[2]) {
+		t.Errorf("upstream saw %d calls; want the third relayed in a new session", len(calls))
+	}
+}
+
+// TestLegacyCallInRelaySessionIsCancelled: the client's
+// notifications/cancelled reaches the upstream under the relay session's
+// request ID and ends the call there.
+func TestLegacyCallInRelaySessionIsCancelled(t *testing.T) {
+	up, upURL := startSessionUpstream(t)
+	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: plumbing", fixtures.ConfigOptions{UpstreamTimeout: 5 * time.Minute}, "acme")
+	cs := legacySession(t, url, keys[0], "legacy-client", false, nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		postSession(testCtx(t), t, url, keys[0], cs.ID(), map[string]any{"jsonrpc": "2.0", "id": 41, "method": "tools/call",
+			"params": map[string]any{"name": "plumbing.block", "arguments": map[string]any{}}})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(up.seen()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the block call never reached the upstream")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !relayedID(up.seen()[0]) {
+		t.Fatalf("the block call reached the upstream as %v; want it relayed", up.seen()[0])
+	}
+	postSession(testCtx(t), t, url, keys[0], cs.ID(), map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled",
+		"params": map[string]any{"requestId": 41}})
+	select {
+	case <-up.cancelled:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the upstream's block call was not cancelled")
 	}

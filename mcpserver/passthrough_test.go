@@ -276,8 +276,10 @@ func TestPassThroughWithoutElicitationSharesTheSession(t *testing.T) {
 		}
 		cs.Close()
 	}
-	if n := count() - before; n != 0 {
-		t.Errorf("six pass-through calls from clients without elicitation opened %d upstream sessions; want none", n)
+	// The one session allowed is the gateway's relay session, opened by
+	// the first relayed 2025-11-25 call and shared by every one after it.
+	if n := count() - before; n > 1 {
+		t.Errorf("six pass-through calls from clients without elicitation opened %d upstream sessions; want at most the one relay session", n)
 	}
 }
 

@@ -51,6 +51,10 @@ type Upstream struct {
 	httpClient    *http.Client
 	progress      progressRouter
 	tokens        atomic.Uint64
+	// impl is the gateway's client information; relay is the session
+	// RelayCall relays in (HTTP upstreams).
+	impl  *mcp.Implementation
+	relay relaySession
 	// suspect asks the supervisor to check the session with a ping.
 	suspect chan struct{}
 	// toolsBusy serialises tools/list refreshes.
@@ -101,7 +105,8 @@ func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 	if u.timeout <= 0 {
 		u.timeout = DefaultTimeout
 	}
-	u.client = mcp.NewClient(&mcp.Implementation{Name: o.ClientName, Version: o.ClientVersion}, &mcp.ClientOptions{
+	u.impl = &mcp.Implementation{Name: o.ClientName, Version: o.ClientVersion}
+	u.client = mcp.NewClient(u.impl, &mcp.ClientOptions{
 		Logger:                 u.logger,
 		ElicitationHandler:     u.elicit,
 		ToolListChangedHandler: u.toolsChanged,

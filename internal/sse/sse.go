@@ -14,7 +14,8 @@ import (
 
 // Filter sees the data of each complete event (its data lines joined by
 // newlines) and returns the data to send in its place; returning data
-// unchanged leaves the event byte for byte as it came.
+// unchanged leaves the event byte for byte as it came, and returning nil
+// drops the event.
 type Filter func(data []byte) []byte
 
 // NewReader passes body's events through f. An event longer than maxEvent
@@ -87,6 +88,9 @@ func (r *reader) next() ([]byte, error) {
 // apply runs the filter and rebuilds the event when it changed the data.
 func (r *reader) apply(lines [][]byte, data []byte) []byte {
 	out := r.filter(data)
+	if out == nil {
+		return nil
+	}
 	if bytes.Equal(out, data) {
 		return bytes.Join(lines, nil)
 	}

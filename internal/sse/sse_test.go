@@ -44,3 +44,17 @@ func TestBoundsAnEvent(t *testing.T) {
 		t.Fatalf("err = %v, want the size limit", err)
 	}
 }
+
+func TestDropsEvents(t *testing.T) {
+	src := "data: keep1\n\nevent: message\ndata: drop\n\ndata: keep2\n\n"
+	r := NewReader(io.NopCloser(strings.NewReader(src)), 1<<10, func(d []byte) []byte {
+		if string(d) == "drop" {
+			return nil
+		}
+		return d
+	})
+	out, _ := io.ReadAll(r)
+	if string(out) != "data: keep1\n\ndata: keep2\n\n" {
+		t.Fatalf("with one event dropped = %q", out)
+	}
+}
