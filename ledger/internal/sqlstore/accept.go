@@ -338,7 +338,7 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := s.event(ctx, tx, op.ID, att.ID, ledger.EventAccepted, acceptedEvent(p, approvalRef), now); err != nil {
+	if err := s.event(ctx, tx, op.ID, att.ID, ledger.EventAccepted, newAcceptedEvent(p, approvalRef), now); err != nil {
 		return nil, nil, err
 	}
 	var jobs []river.InsertManyParams
@@ -435,11 +435,16 @@ func attemptRemoteDefault(d ledger.Decision) ledger.Knowledge {
 }
 
 // acceptedEvent is the data of an operation's accepted event: what later
-// readers (receipts, ops show) need to know of the tool's policy.
-func acceptedEvent(p *ledger.AcceptParams, approvalRef int64) map[string]any {
-	d := map[string]any{"request_id": p.RequestID, "approval": approvalRef, "priced": p.Priced}
-	if len(p.SecretArguments) > 0 {
-		d["secret_arguments"] = p.SecretArguments
-	}
-	return d
+// readers (receipts, ops show) need to know of the tool's policy. A struct,
+// not a map: every acceptance encodes one, and a map's keys are sorted
+// each time (the fields are in the same order).
+type acceptedEvent struct {
+	Approval        int64    `json:"approval"`
+	Priced          bool     `json:"priced"`
+	RequestID       string   `json:"request_id"`
+	SecretArguments []string `json:"secret_arguments,omitempty"`
+}
+
+func newAcceptedEvent(p *ledger.AcceptParams, approvalRef int64) *acceptedEvent {
+	return &acceptedEvent{Approval: approvalRef, Priced: p.Priced, RequestID: p.RequestID, SecretArguments: p.SecretArguments}
 }
