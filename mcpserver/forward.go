@@ -76,9 +76,7 @@ const legacyRelayVersion = "2025-11-25"
 // to next.
 func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *legacySessions, next http.Handler) {
 	sid, user := r.Header.Get(sessionIDHeader), userOf(r)
-	info, relayable := legacy.relayable(sid, user)
-	relayable = relayable && acceptsJSONAndStream(r)
-	if !relayable && !legacy.relaying(sid) {
+	if !legacy.known(sid) || !acceptsJSONAndStream(r) {
 		next.ServeHTTP(w, r)
 		return
 	}
@@ -86,23 +84,30 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 	if !ok {
 		return
 	}
-	if relayable {
-		if c, ok := g.readPassThrough(body, "", true); ok {
-			ctx, cancel := context.WithCancel(r.Context())
-			untrack := legacy.track(sid, c.id, cancel)
-			relayed := g.relayInSession(w, ctx, c)
-			if !relayed && c.up.CanForward() {
-				if f, ok := c.stateless(info, true); ok {
-					relayed = g.forward(w, ctx, f, http.StatusOK)
-				}
-			}
-			untrack()
-			cancel()
-			if !relayed {
-				next.ServeHTTP(w, r)
-			}
+	if c, ok := g.readPassThrough(body, "", true); ok {
+		info, ok := legacy.relayable(sid, user, c.up.Timeout())
+		if !ok {
+			next.ServeHTTP(w, r)
 			return
 		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		untrack, ok := legacy.track(sid, c.id, cancel)
+		if !ok { // a request ID already in flight: the SDK's handler answers
+			next.ServeHTTP(w, r)
+			return
+		}
+		defer untrack()
+		relayed := g.relayInSession(w, ctx, c)
+		if !relayed && c.up.CanForward() {
+			if f, ok := c.stateless(info, true); ok {
+				relayed = g.forward(w, ctx, f, http.StatusOK)
+			}
+		}
+		if !relayed {
+			next.ServeHTTP(w, r)
+		}
+		return
 	}
 	if id, ok := cancelledRequest(body); ok {
 		legacy.cancel(sid, user, id)
@@ -113,7 +118,9 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 // relayInSession relays c in the upstream's own 2025-11-25 session. It
 // returns false, having written nothing, when the upstream offers none.
 func (g *Gateway) relayInSession(w http.ResponseWriter, ctx context.Context, c *passThroughCall) bool {
-	resp, err := c.up.RelayCall(ctx, c.relayed())
+	call := c.relayed()
+	call.Unanswered = unavailable(&forwarded{up: c.up, tool: c.tool, id: c.id})
+	resp, err := c.up.RelayCall(ctx, call)
 	switch {
 	case errors.Is(err, upstream.ErrNotForwardable):
 		return false
@@ -231,10 +238,17 @@ func loopbackHost(hostport string) bool {
 // credentials.
 func writeUnavailable(w http.ResponseWriter, f *forwarded) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": f.id, "error": map[string]any{
+	_, _ = w.Write(append(unavailable(f), '\n'))
+}
+
+// unavailable is the answer to a forwarded call whose upstream did not
+// answer.
+func unavailable(f *forwarded) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": f.id, "error": map[string]any{
 		"code": -32603, "message": fmt.Sprintf("upstream %s did not answer; try again shortly", f.up.Name()),
 		"data": map[string]any{"reason": "upstream_unavailable"},
 	}})
+	return b
 }
 
 // relayFailure answers a forwarded call that the upstream answered with an
@@ -308,7 +322,7 @@ func (g *Gateway) readPassThrough(body []byte, mcpName string, legacy bool) (*pa
 	var params map[string]json.RawMessage
 	if json.Unmarshal(env["jsonrpc"], &jsonrpcVersion) != nil || jsonrpcVersion != "2.0" ||
 		json.Unmarshal(env["method"], &method) != nil || method != "tools/call" ||
-		len(env["id"]) == 0 || json.Unmarshal(env["params"], &params) != nil || params == nil {
+		!validID(env["id"]) || json.Unmarshal(env["params"], &params) != nil || params == nil {
 		return nil, false
 	}
 	var name string
@@ -470,6 +484,24 @@ func (g *Gateway) relay(w http.ResponseWriter, resp *http.Response) {
 			return
 		}
 	}
+}
+
+// validID reports whether id is a JSON-RPC request ID the SDK accepts: a
+// string or a number.
+func validID(id json.RawMessage) bool {
+	id = bytes.TrimSpace(id)
+	if len(id) == 0 {
+		return false
+	}
+	switch c := id[0]; {
+	case c == '"':
+		var s string
+		return json.Unmarshal(id, &s) == nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		var n json.Number
+		return json.Unmarshal(id, &n) == nil
+	}
+	return false
 }
 
 func isASCII(s string) bool {

@@ -42,8 +42,9 @@ type recordingUpstream struct {
 	mu     sync.Mutex
 	calls  []seenCall
 	refuse int
-	// cancelled receives one value for each block call that was cancelled.
-	cancelled chan struct{}
+	// started and cancelled receive one value for each block call that
+	// started, and that was cancelled.
+	started, cancelled chan struct{}
 }
 
 func (u *recordingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -86,7 +87,7 @@ func forwardingGateway(t *testing.T, refuse int) (rec *recordingUpstream, url, k
 // is cancelled and then reports that on rec.cancelled.
 func forwardingUpstream(t *testing.T, refuse int) (rec *recordingUpstream, up *httptest.Server) {
 	t.Helper()
-	rec = &recordingUpstream{refuse: refuse, cancelled: make(chan struct{}, 8)}
+	rec = &recordingUpstream{refuse: refuse, started: make(chan struct{}, 8), cancelled: make(chan struct{}, 8)}
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
 		s := plumbingServer()
 		s.AddTool(&mcp.Tool{Name: "region", Description: "Echoes its region.", InputSchema: map[string]any{
@@ -97,6 +98,7 @@ func forwardingUpstream(t *testing.T, refuse int) (rec *recordingUpstream, up *h
 		})
 		s.AddTool(&mcp.Tool{Name: "block", Description: "Returns when cancelled.", InputSchema: map[string]any{"type": "object"}},
 			func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				rec.started <- struct{}{}
 				select {
 				case <-ctx.Done():
 					rec.cancelled <- struct{}{}

@@ -129,7 +129,7 @@ func postSession(ctx context.Context, t *testing.T, url, key, sid string, msg ma
 
 // TestLegacyRelayKeepsSessionGuards: a session ID sent by another tenant,
 // or one the gateway never issued, gets the SDK handler's answer (403,
-// 404), and nothing reaches the upstream.
+// 404), as does a request with a null ID, and nothing reaches the upstream.
 func TestLegacyRelayKeepsSessionGuards(t *testing.T) {
 	rec, up := forwardingUpstream(t, 0)
 	url, keys := plumbingGatewayKeys(t, testCtx(t), up.URL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme", "globex")
@@ -142,6 +142,9 @@ func TestLegacyRelayKeepsSessionGuards(t *testing.T) {
 	if status, body := postSession(testCtx(t), t, url, keys[0], "no-such-session", call); status != http.StatusNotFound {
 		t.Errorf("a call in an unknown session = %d %s; want 404", status, body)
 	}
+	// A request ID the SDK would refuse is left to it.
+	nullID := map[string]any{"jsonrpc": "2.0", "id": nil, "method": "tools/call", "params": map[string]any{"name": "plumbing.meta", "arguments": map[string]any{}}}
+	postSession(testCtx(t), t, url, keys[0], cs.ID(), nullID)
 	if n := len(rec.seen()); n != 0 {
 		t.Errorf("upstream saw %d calls; want none", n)
 	}
@@ -170,12 +173,10 @@ func TestLegacyRelayedCallIsCancelled(t *testing.T) {
 			"params": map[string]any{"name": "plumbing.block", "arguments": map[string]any{}}})
 		done <- body
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(rec.seen()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the block call never reached the upstream")
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-rec.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the block call never started upstream")
 	}
 	if seen := rec.seen(); seen[0].clientName() != "legacy-client" {
 		t.Fatalf("the block call was made by %q; want it relayed", seen[0].clientName())
@@ -194,15 +195,19 @@ func TestLegacyRelayedCallIsCancelled(t *testing.T) {
 	}
 }
 
-// sessionUpstream serves the plumbing server and block over go-sdk's
-// session handler (2025-11-25 sessions only), recording the tools/call
-// bodies it receives. expireNext, once set, answers the next request in a
-// session with 404, as an upstream that forgot the session does.
+// sessionUpstream serves the plumbing server, block, hop and stray over
+// go-sdk's session handler (2025-11-25 sessions only), recording the
+// tools/call bodies it receives and the relay sessions opened. expireNext,
+// once set, answers the next request in a session with 404, as an upstream
+// that forgot the session does.
 type sessionUpstream struct {
 	mu         sync.Mutex
 	calls      []map[string]any
+	relayInits int
 	expireNext bool
-	cancelled  chan struct{}
+	// started and cancelled receive one value for each block call that
+	// started, and that was cancelled.
+	started, cancelled chan struct{}
 }
 
 func (u *sessionUpstream) seen() []map[string]any {
@@ -211,13 +216,38 @@ func (u *sessionUpstream) seen() []map[string]any {
 	return slices.Clone(u.calls)
 }
 
-func startSessionUpstream(t *testing.T) (*sessionUpstream, string) {
+func (u *sessionUpstream) relaySessions() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.relayInits
+}
+
+// sessionUpstreamOptions shape the upstream's session handler.
+type sessionUpstreamOptions struct {
+	keepAlive    time.Duration // pings each session's client this often
+	eventStore   bool          // streams can be resumed (hop needs it)
+	jsonResponse bool          // requests are answered with one JSON body
+}
+
+func startSessionUpstream(t *testing.T, o sessionUpstreamOptions) (*sessionUpstream, string) {
 	t.Helper()
-	u := &sessionUpstream{cancelled: make(chan struct{}, 8)}
-	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+	u := &sessionUpstream{started: make(chan struct{}, 8), cancelled: make(chan struct{}, 8)}
+	opts := &mcp.StreamableHTTPOptions{JSONResponse: o.jsonResponse}
+	if o.eventStore {
+		opts.EventStore = mcp.NewMemoryEventStore(nil)
+	}
+	server := func() *mcp.Server {
 		s := plumbingServer()
+		if o.keepAlive > 0 {
+			s = mcp.NewServer(&mcp.Implementation{Name: "plumbing"}, &mcp.ServerOptions{KeepAlive: o.keepAlive})
+			mcp.AddTool(s, &mcp.Tool{Name: "meta", Description: "Echoes _meta."}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+				b, _ := json.Marshal(req.Params.Meta)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
+			})
+		}
 		s.AddTool(&mcp.Tool{Name: "block", Description: "Returns when cancelled.", InputSchema: map[string]any{"type": "object"}},
 			func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				u.started <- struct{}{}
 				select {
 				case <-ctx.Done():
 					u.cancelled <- struct{}{}
@@ -226,8 +256,25 @@ func startSessionUpstream(t *testing.T) (*sessionUpstream, string) {
 					return nil, errors.New("block was never cancelled")
 				}
 			})
+		s.AddTool(&mcp.Tool{Name: "hop", Description: "Closes its stream between two progress notifications.", InputSchema: map[string]any{"type": "object"}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				tok := req.Params.GetProgressToken()
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Total: 2})
+				if req.Extra != nil && req.Extra.CloseSSEStream != nil {
+					req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{})
+				}
+				time.Sleep(100 * time.Millisecond)
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 2, Total: 2})
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hopped"}}}, nil
+			})
+		s.AddTool(&mcp.Tool{Name: "stray", Description: "Sends progress for another token.", InputSchema: map[string]any{"type": "object"}},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: "someone-else", Progress: 99})
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "strayed"}}}, nil
+			})
 		return s
-	}, nil)
+	}
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server() }, opts)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			b, _ := io.ReadAll(r.Body)
@@ -241,6 +288,9 @@ func startSessionUpstream(t *testing.T) (*sessionUpstream, string) {
 			}
 			if msg["method"] == "tools/call" && !expire {
 				u.calls = append(u.calls, msg)
+			}
+			if msg["method"] == "initialize" && msg["id"] == "taskgate-relay-init" {
+				u.relayInits++
 			}
 			u.mu.Unlock()
 			if expire {
@@ -267,7 +317,7 @@ func relayedID(call map[string]any) bool {
 // two clients using the same ID and token at once each get their own
 // answer and progress back under their own.
 func TestLegacyCallsShareTheRelaySession(t *testing.T) {
-	up, upURL := startSessionUpstream(t)
+	up, upURL := startSessionUpstream(t, sessionUpstreamOptions{})
 	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme", "globex")
 	var progress [2]progressLog
 	sessions := []*mcp.ClientSession{
@@ -320,7 +370,7 @@ func TestLegacyCallsShareTheRelaySession(t *testing.T) {
 // notifications/cancelled reaches the upstream under the relay session's
 // request ID and ends the call there.
 func TestLegacyCallInRelaySessionIsCancelled(t *testing.T) {
-	up, upURL := startSessionUpstream(t)
+	up, upURL := startSessionUpstream(t, sessionUpstreamOptions{})
 	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: plumbing", fixtures.ConfigOptions{UpstreamTimeout: 5 * time.Minute}, "acme")
 	cs := legacySession(t, url, keys[0], "legacy-client", false, nil)
 	done := make(chan struct{})
@@ -329,12 +379,10 @@ func TestLegacyCallInRelaySessionIsCancelled(t *testing.T) {
 		postSession(testCtx(t), t, url, keys[0], cs.ID(), map[string]any{"jsonrpc": "2.0", "id": 41, "method": "tools/call",
 			"params": map[string]any{"name": "plumbing.block", "arguments": map[string]any{}}})
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(up.seen()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the block call never reached the upstream")
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-up.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the block call never started upstream")
 	}
 	if !relayedID(up.seen()[0]) {
 		t.Fatalf("the block call reached the upstream as %v; want it relayed", up.seen()[0])
@@ -350,5 +398,92 @@ func TestLegacyCallInRelaySessionIsCancelled(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the cancelled call's request did not end")
+	}
+}
+
+// TestRelaySessionAnswersPings: the relay session holds its standalone
+// stream open and answers the upstream's pings there, so an upstream that
+// closes sessions whose client stops answering keeps it.
+func TestRelaySessionAnswersPings(t *testing.T) {
+	up, upURL := startSessionUpstream(t, sessionUpstreamOptions{keepAlive: 50 * time.Millisecond})
+	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme")
+	cs := legacySession(t, url, keys[0], "legacy-client", false, nil)
+	for i := range 2 {
+		if res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}}); err != nil || res.IsError {
+			t.Fatalf("call %d: meta = %+v, %v", i, res, err)
+		}
+		time.Sleep(500 * time.Millisecond) // ten pings
+	}
+	if calls := up.seen(); len(calls) != 2 || !relayedID(calls[0]) || !relayedID(calls[1]) {
+		t.Fatalf("upstream saw %v; want two relayed calls", calls)
+	}
+	if n := up.relaySessions(); n != 1 {
+		t.Errorf("the gateway opened %d relay sessions; want one that lived through the pings", n)
+	}
+}
+
+// TestRelayResumesAClosedStream: when the upstream closes a relayed call's
+// stream before the answer (SEP-1699), the gateway resumes it from its last
+// event, and the client gets all its progress and the answer.
+func TestRelayResumesAClosedStream(t *testing.T) {
+	up, upURL := startSessionUpstream(t, sessionUpstreamOptions{eventStore: true})
+	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme")
+	var progress progressLog
+	cs := legacySession(t, url, keys[0], "legacy-client", false, &mcp.ClientOptions{ProgressNotificationHandler: progress.add})
+	res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.hop", Arguments: map[string]any{}, Meta: mcp.Meta{"progressToken": "p"}})
+	if err != nil || fixtures.ResultText(res) != "hopped" {
+		t.Fatalf("hop = %+v, %v", res, err)
+	}
+	if got := progress.await(2); len(got) != 2 {
+		t.Errorf("progress received %v; want 1 and 2", got)
+	}
+	if calls := up.seen(); len(calls) != 1 || !relayedID(calls[0]) {
+		t.Errorf("upstream saw %v; want the one call, relayed", calls)
+	}
+}
+
+// TestRelayPassesOnlyTheCallsOwnMessages: the relay session is shared, so
+// a message on a call's stream that is not its answer or its own progress
+// never reaches its client.
+func TestRelayPassesOnlyTheCallsOwnMessages(t *testing.T) {
+	up, upURL := startSessionUpstream(t, sessionUpstreamOptions{})
+	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme")
+	var progress progressLog
+	cs := legacySession(t, url, keys[0], "legacy-client", false, &mcp.ClientOptions{ProgressNotificationHandler: progress.add})
+	res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.stray", Arguments: map[string]any{}, Meta: mcp.Meta{"progressToken": "mine"}})
+	if err != nil || fixtures.ResultText(res) != "strayed" {
+		t.Fatalf("stray = %+v, %v", res, err)
+	}
+	if calls := up.seen(); len(calls) != 1 || !relayedID(calls[0]) {
+		t.Fatalf("upstream saw %v; want the one call, relayed", calls)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := progress.await(0); len(got) != 0 {
+		t.Errorf("the client received progress %v meant for another token", got)
+	}
+}
+
+// TestJSONAnsweringUpstreamKeepsProgress: an upstream that answers with
+// one JSON body sends progress on its session's own stream, where a relayed
+// call's client cannot be reached; a call that asks for progress takes the
+// SDK path and gets it, one that does not is relayed.
+func TestJSONAnsweringUpstreamKeepsProgress(t *testing.T) {
+	up, upURL := startSessionUpstream(t, sessionUpstreamOptions{jsonResponse: true})
+	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme")
+	var progress progressLog
+	cs := legacySession(t, url, keys[0], "legacy-client", false, &mcp.ClientOptions{ProgressNotificationHandler: progress.add})
+	if res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}}); err != nil || res.IsError {
+		t.Fatalf("meta = %+v, %v", res, err)
+	}
+	res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.count", Arguments: map[string]any{"n": 2}, Meta: mcp.Meta{"progressToken": "p"}})
+	if err != nil || fixtures.ResultText(res) != "counted" {
+		t.Fatalf("count = %+v, %v", res, err)
+	}
+	if got := progress.await(2); len(got) != 2 {
+		t.Errorf("progress received %v; want 1 and 2", got)
+	}
+	calls := up.seen()
+	if len(calls) != 2 || !relayedID(calls[0]) || relayedID(calls[1]) {
+		t.Errorf("upstream saw %v; want meta relayed and count through the SDK", calls)
 	}
 }

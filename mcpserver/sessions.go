@@ -17,9 +17,9 @@ import (
 // without the SDK's session handler. It knows what that handler would
 // check of such a request: that the session exists and belongs to the
 // caller. It also keeps the handler's idle timer honest: only requests
-// the handler serves reset it, so a session is relayed for only half the
-// idle period after the handler last saw it, and the next request after
-// that goes to the handler.
+// the handler serves restart it, so a call is relayed only when it would
+// end within half the idle period after the handler last served the
+// session; a request after that goes to the handler.
 type legacySessions struct {
 	server *mcp.Server
 	idle   time.Duration
@@ -53,7 +53,8 @@ func newLegacySessions(server *mcp.Server, idle time.Duration, now func() time.T
 }
 
 // watch wraps the SDK's handler: it notes each session the handler opens
-// and when the handler last served each one.
+// and when the handler last served each one, counting only the requests
+// that reach the session (and so its idle timer) there.
 func (l *legacySessions) watch(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(sessionIDHeader)
@@ -69,7 +70,10 @@ func (l *legacySessions) watch(next http.Handler) http.Handler {
 			}
 			return
 		}
-		l.sdkStart(id)
+		if !acceptsJSONAndStream(r) || !l.sdkStart(id, userOf(r)) {
+			next.ServeHTTP(w, r)
+			return
+		}
 		defer l.sdkEnd(id)
 		next.ServeHTTP(w, r)
 	})
@@ -116,12 +120,17 @@ func (l *legacySessions) opened(id, userID string) {
 	}()
 }
 
-func (l *legacySessions) sdkStart(id string) {
+// sdkStart counts a request the SDK's handler takes in session id, if it
+// will: the session exists and userID owns it.
+func (l *legacySessions) sdkStart(id, userID string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if s := l.byID[id]; s != nil {
-		s.sdkActive++
+	s := l.byID[id]
+	if s == nil || (s.userID != "" && s.userID != userID) {
+		return false
 	}
+	s.sdkActive++
+	return true
 }
 
 func (l *legacySessions) sdkEnd(id string) {
@@ -133,57 +142,60 @@ func (l *legacySessions) sdkEnd(id string) {
 	}
 }
 
-// relayable returns what relaying needs of session id for a request by
-// userID, or false when the request must go to the SDK's handler: the
-// session is unknown, belongs to someone else, can be asked questions, or
-// has not been seen by the handler for half its idle period.
-func (l *legacySessions) relayable(id, userID string) (*mcp.Implementation, bool) {
+// known reports whether the SDK's handler opened session id.
+func (l *legacySessions) known(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byID[id] != nil
+}
+
+// relayable returns what relaying needs of session id for a call by userID
+// that may last maxCall, or false when the call must go to the SDK's
+// handler: the session is unknown, belongs to someone else, can be asked
+// questions, or the handler's idle timer, which relayed calls do not
+// pause, could run out before the call ends.
+func (l *legacySessions) relayable(id, userID string, maxCall time.Duration) (*mcp.Implementation, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.byID[id]
-	if !relayableSession(s, userID, l.now(), l.idle) {
+	if !relayableSession(s, userID, l.now(), l.idle, maxCall) {
 		return nil, false
 	}
 	return s.clientInfo, true
 }
 
-// relayableSession is relayable's decision.
-func relayableSession(s *legacySession, userID string, now time.Time, idle time.Duration) bool {
+// relayableSession is relayable's decision. The session's idle timer
+// restarts when the handler last finished a request and is paused while it
+// serves one; half the idle period is kept in reserve.
+func relayableSession(s *legacySession, userID string, now time.Time, idle, maxCall time.Duration) bool {
 	switch {
 	case s == nil, s.canElicit:
 		return false
 	case s.userID != "" && s.userID != userID:
 		return false
 	case s.sdkActive > 0:
-		return true
+		return maxCall < idle/2
 	}
-	return now.Sub(s.lastSDK) < idle/2
+	return now.Sub(s.lastSDK)+maxCall < idle/2
 }
 
 // track registers a relayed call's cancel function under its request ID
-// and returns the function that removes it.
-func (l *legacySessions) track(id string, requestID json.RawMessage, cancel context.CancelFunc) func() {
+// and returns the function that removes it; false when the session is gone
+// or the ID is already in flight.
+func (l *legacySessions) track(id string, requestID json.RawMessage, cancel context.CancelFunc) (func(), bool) {
 	key := string(bytes.TrimSpace(requestID))
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.byID[id]
-	if s == nil {
-		return func() {}
+	if s == nil || s.relayed[key] != nil {
+		return nil, false
 	}
 	s.relayed[key] = cancel
 	return func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		delete(s.relayed, key)
-	}
-}
-
-// relaying reports whether session id has relayed calls in progress.
-func (l *legacySessions) relaying(id string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.byID[id]
-	return s != nil && len(s.relayed) > 0
+	}, true
 }
 
 // cancel ends the relayed call requestID of session id, if it is one, as

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,19 +19,30 @@ import (
 // relayProtocol is the protocol of the session RelayCall relays in.
 const relayProtocol = "2025-11-25"
 
-// relayRetry is how long an upstream that refused a relay session is left
-// alone before it is asked again.
-const relayRetry = time.Minute
+// How long an upstream that could not open a relay session is left alone
+// before it is asked again: after a refusal, and after a failure that may
+// pass.
+const (
+	relayRetryRefused   = time.Minute
+	relayRetryTransient = 5 * time.Second
+)
+
+// relayResumes bounds how often a relayed call's event stream is resumed
+// after the upstream closed it before the answer.
+const relayResumes = 3
 
 // maxRelayedJSON bounds a relayed call's answer when it comes as one JSON
 // body rather than an event stream.
 const maxRelayedJSON = 32 << 20
 
+// errRelayRefused: the upstream cannot hold a 2025-11-25 relay session.
+var errRelayRefused = errors.New("upstream offers no 2025-11-25 session")
+
 // RelayedCall is a pass-through tools/call of a 2025-11-25 client, to be
 // relayed as bytes in the gateway's own 2025-11-25 session with the
 // upstream. The session is shared by every client, so the call goes out
-// under a request ID and a progress token of the gateway's, and the answer
-// comes back under the client's own.
+// under a request ID and a progress token of the gateway's, and only its
+// own answer and progress come back, under the client's ID and token.
 type RelayedCall struct {
 	// ID is the client's request ID.
 	ID json.RawMessage
@@ -45,59 +55,90 @@ type RelayedCall struct {
 	Meta map[string]json.RawMessage
 	// ProgressToken is the client's, or nil.
 	ProgressToken json.RawMessage
+	// Unanswered is the message that ends the client's event stream when
+	// the upstream's ends without the answer and cannot be resumed.
+	Unanswered []byte
 }
 
 // relaySession is the gateway's own 2025-11-25 session with an HTTP
 // upstream, opened on first use. It declares no client capabilities, so
-// the upstream sends it no requests of its own.
+// the upstream asks it nothing but pings, which its standalone stream
+// answers.
 type relaySession struct {
-	// mu is held while the session is opened, so that one caller opens it
-	// and the others wait for the result.
-	mu        sync.Mutex
-	id        string // Mcp-Session-Id; empty until opened
-	refusedAt time.Time
-	seq       uint64
+	// lock is held (a value in it) to read or open the session.
+	lock chan struct{}
+	id   string // Mcp-Session-Id; empty until opened
+	// jsonAnswers: the upstream answers requests with one JSON body, so
+	// progress travels on the standalone stream, where a relayed call's
+	// client cannot be reached; calls with a progress token are not relayed.
+	jsonAnswers bool
+	seq         uint64
+	// stop ends the standalone stream's listener.
+	stop context.CancelFunc
+	// failedAt and retryAfter hold back reopening after a failure.
+	failedAt   time.Time
+	retryAfter time.Duration
+}
+
+// relaySent is how a relayed call went out.
+type relaySent struct {
+	sid   string
+	id    json.RawMessage
+	token json.RawMessage
 }
 
 // RelayCall sends c in the relay session and returns the upstream's
-// response, its messages carrying c's request ID and progress token; the
-// caller relays it and closes its body. It fails with ErrNotForwardable,
-// having sent nothing, when the upstream is a stdio server, is not
-// connected, or does not offer 2025-11-25 sessions; the caller then takes
-// another path. A session the upstream has forgotten (HTTP 404) is opened
-// again and the call sent once more: a 404 means the call did not run. If
-// the response ends before the call's answer (the client went away or
-// cancelled), the upstream is sent notifications/cancelled for it.
+// response, holding only c's answer and progress, under c's request ID and
+// progress token; the caller relays it and closes its body. It fails with
+// an error wrapping ErrNotForwardable, having sent nothing, when the
+// upstream is a stdio server, is not connected, holds no relay session or
+// could not open one now, or would send c's progress where it cannot be
+// relayed; the caller then takes another path. A session the upstream has
+// forgotten (HTTP 404) is opened again and the call sent once more: a 404
+// means the call did not run. A stream the upstream ends before the answer
+// is resumed from its last event, as a client of the session would; one
+// that cannot be is ended with c.Unanswered. A call whose answer is given
+// up on (the caller's context ended, or the upstream's timeout) is
+// cancelled upstream.
 func (u *Upstream) RelayCall(ctx context.Context, c *RelayedCall) (*http.Response, error) {
 	if u.httpClient == nil || !u.connected() {
 		return nil, ErrNotForwardable
 	}
 	ctx, cancel := u.bound(ctx)
 	start := time.Now()
-	resp, upID, token, err := u.sendRelayed(ctx, c)
-	if err != nil && !errors.Is(err, ErrNotForwardable) && u.observe != nil {
-		u.observe(u.cfg.Name, "tools/call", time.Since(start), err)
-	}
+	resp, sent, err := u.sendRelayed(ctx, c)
 	if err != nil {
 		cancel()
+		if !errors.Is(err, ErrNotForwardable) && u.observe != nil {
+			u.observe(u.cfg.Name, "tools/call", time.Since(start), err)
+		}
 		return nil, err
 	}
-	rb := &relayedBody{u: u, sid: resp.Request.Header.Get(sessionIDHeader), upID: upID, cancel: cancel, start: start}
-	restore := func(data []byte) []byte { return rb.restore(data, c, token) }
+	b := &relayedBody{u: u, call: c, sent: sent, ctx: ctx, cancel: cancel, start: start}
 	if mediaType(resp.Header.Get("Content-Type")) == "text/event-stream" {
-		rb.ReadCloser = sse.NewReader(resp.Body, mcp.DefaultMaxEventSize, restore)
-	} else {
-		data, err := io.ReadAll(io.LimitReader(resp.Body, maxRelayedJSON))
-		resp.Body.Close()
-		if err != nil {
-			cancel()
-			return nil, fmt.Errorf("upstream %s: read a relayed answer: %w", u.cfg.Name, err)
-		}
-		rb.ReadCloser = io.NopCloser(bytes.NewReader(restore(data)))
-		resp.ContentLength = -1
-		resp.Header.Del("Content-Length")
+		b.src = sse.NewEventReader(resp.Body, mcp.DefaultMaxEventSize, b.restore)
+		resp.Body = b
+		return resp, nil
 	}
-	resp.Body = rb
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxRelayedJSON+1))
+	resp.Body.Close()
+	if err == nil && len(data) > maxRelayedJSON {
+		err = fmt.Errorf("the answer exceeds %d bytes", maxRelayedJSON)
+	}
+	var out []byte
+	if err == nil {
+		if out = b.restore("", data); out == nil {
+			err = errors.New("the answer is not the call's")
+		}
+	}
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("upstream %s: read a relayed answer: %w", u.cfg.Name, err)
+	}
+	b.src = io.NopCloser(bytes.NewReader(out))
+	resp.Body = b
+	resp.ContentLength = -1
+	resp.Header.Del("Content-Length")
 	return resp, nil
 }
 
@@ -109,25 +150,29 @@ func (u *Upstream) connected() bool {
 	return u.conn != nil
 }
 
+// Timeout bounds one call to the upstream.
+func (u *Upstream) Timeout() time.Duration { return u.timeout }
+
 // sendRelayed posts c in the relay session, opening it first if need be,
-// and returns a 2xx response with the request ID and progress token it was
-// sent under.
-func (u *Upstream) sendRelayed(ctx context.Context, c *RelayedCall) (*http.Response, json.RawMessage, json.RawMessage, error) {
+// and returns a 2xx response and how the call went out.
+func (u *Upstream) sendRelayed(ctx context.Context, c *RelayedCall) (*http.Response, relaySent, error) {
 	for attempt := 0; ; attempt++ {
-		sid, n, err := u.relaySession(ctx)
+		sid, n, jsonAnswers, err := u.relaySession(ctx)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, relaySent{}, err
 		}
-		upID := json.RawMessage(strconv.Quote("taskgate-relay-" + strconv.FormatUint(n, 10)))
-		var token json.RawMessage
+		if jsonAnswers && c.ProgressToken != nil {
+			return nil, relaySent{}, fmt.Errorf("%w: its progress would travel on the relay session's own stream", ErrNotForwardable)
+		}
+		sent := relaySent{sid: sid, id: json.RawMessage(strconv.Quote("taskgate-relay-" + strconv.FormatUint(n, 10)))}
 		meta := c.Meta
 		if c.ProgressToken != nil {
-			token = upID
+			sent.token = sent.id
 			meta = make(map[string]json.RawMessage, len(c.Meta)+1)
 			for k, v := range c.Meta {
 				meta[k] = v
 			}
-			meta["progressToken"] = token
+			meta["progressToken"] = sent.token
 		}
 		params := make(map[string]any, len(c.Params)+2)
 		for k, v := range c.Params {
@@ -137,18 +182,18 @@ func (u *Upstream) sendRelayed(ctx context.Context, c *RelayedCall) (*http.Respo
 		if len(meta) > 0 {
 			params["_meta"] = meta
 		}
-		body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": upID, "method": "tools/call", "params": params})
+		body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": sent.id, "method": "tools/call", "params": params})
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("upstream %s: encode a relayed call: %w", u.cfg.Name, err)
+			return nil, relaySent{}, fmt.Errorf("upstream %s: encode a relayed call: %w", u.cfg.Name, err)
 		}
 		resp, err := u.postRelay(ctx, sid, body)
 		if err != nil {
 			if ctx.Err() != nil {
 				// The call may have reached the upstream before its
 				// answer was given up on.
-				go u.cancelRelayed(sid, upID)
+				go u.cancelRelayed(sent)
 			}
-			return nil, nil, nil, err
+			return nil, relaySent{}, err
 		}
 		if resp.StatusCode == http.StatusNotFound && attempt == 0 {
 			resp.Body.Close()
@@ -157,86 +202,184 @@ func (u *Upstream) sendRelayed(ctx context.Context, c *RelayedCall) (*http.Respo
 		}
 		if resp.StatusCode/100 != 2 {
 			resp.Body.Close()
-			return nil, nil, nil, fmt.Errorf("upstream %s answered a relayed call with HTTP %d", u.cfg.Name, resp.StatusCode)
+			return nil, relaySent{}, fmt.Errorf("upstream %s answered a relayed call with HTTP %d", u.cfg.Name, resp.StatusCode)
 		}
-		return resp, upID, token, nil
+		return resp, sent, nil
 	}
 }
 
 // relaySession returns the relay session's ID, opening the session if
 // need be, and the sequence number of a new request in it.
-func (u *Upstream) relaySession(ctx context.Context) (string, uint64, error) {
+func (u *Upstream) relaySession(ctx context.Context) (string, uint64, bool, error) {
 	r := &u.relay
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	select {
+	case r.lock <- struct{}{}:
+	case <-ctx.Done():
+		return "", 0, false, ctx.Err()
+	}
+	defer func() { <-r.lock }()
 	if r.id == "" {
-		if !r.refusedAt.IsZero() && time.Since(r.refusedAt) < relayRetry {
-			return "", 0, ErrNotForwardable
+		if !r.failedAt.IsZero() && time.Since(r.failedAt) < r.retryAfter {
+			return "", 0, false, ErrNotForwardable
 		}
-		id, err := u.openRelaySession(ctx)
+		// Opened for every caller, so not bound to this one's context.
+		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.timeout)
+		id, jsonAnswers, err := u.openRelaySession(octx)
+		cancel()
 		if err != nil {
-			if errors.Is(err, ErrNotForwardable) {
-				r.refusedAt = time.Now()
-				u.logger.Info("upstream offers no 2025-11-25 session to relay calls in", "upstream", u.cfg.Name, "err", err)
+			r.failedAt, r.retryAfter = time.Now(), relayRetryTransient
+			if errors.Is(err, errRelayRefused) {
+				r.retryAfter = relayRetryRefused
 			}
-			return "", 0, err
+			u.logger.Info("no relay session with the upstream for now; pass-through calls take the SDK path", "err", err, "retry_after", r.retryAfter)
+			return "", 0, false, fmt.Errorf("%w: %w", ErrNotForwardable, err)
 		}
-		r.id, r.refusedAt = id, time.Time{}
+		lctx, stop := context.WithCancel(context.Background())
+		r.id, r.jsonAnswers, r.stop, r.failedAt = id, jsonAnswers, stop, time.Time{}
+		go u.listenRelay(lctx, id)
 	}
 	r.seq++
-	return r.id, r.seq, nil
+	return r.id, r.seq, r.jsonAnswers, nil
 }
 
-// forgetRelaySession drops the relay session sid, unless another caller
-// has already replaced it.
+// forgetRelaySession drops the relay session sid, unless it has already
+// been replaced.
 func (u *Upstream) forgetRelaySession(sid string) {
-	u.relay.mu.Lock()
-	defer u.relay.mu.Unlock()
-	if u.relay.id == sid {
-		u.relay.id = ""
+	r := &u.relay
+	r.lock <- struct{}{}
+	defer func() { <-r.lock }()
+	if r.id == sid {
+		r.id = ""
+		r.stop()
+	}
+}
+
+// closeRelaySession ends the relay session, if one is open, as the
+// upstream shuts down.
+func (u *Upstream) closeRelaySession() {
+	r := &u.relay
+	r.lock <- struct{}{}
+	sid := r.id
+	if sid != "" {
+		r.id = ""
+		r.stop()
+	}
+	<-r.lock
+	if sid != "" {
+		u.deleteRelaySession(sid, time.Second)
 	}
 }
 
 // openRelaySession initializes a 2025-11-25 session that declares no
-// client capabilities. An upstream that answers with another protocol
-// version or without a session ID cannot hold one: ErrNotForwardable.
-func (u *Upstream) openRelaySession(ctx context.Context) (string, error) {
-	init, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-relay-init", "method": "initialize", "params": map[string]any{
+// client capabilities, and reports whether the upstream answers requests
+// with JSON bodies. An upstream that answers with another protocol version
+// or without a session ID cannot hold one: errRelayRefused.
+func (u *Upstream) openRelaySession(ctx context.Context) (string, bool, error) {
+	init, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-relay-init", "method": "initialize", "params": map[string]any{
 		"protocolVersion": relayProtocol, "capabilities": map[string]any{}, "clientInfo": u.impl,
 	}})
+	if err != nil {
+		return "", false, err
+	}
 	resp, err := u.postRelay(ctx, "", init)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	defer resp.Body.Close()
 	sid := resp.Header.Get(sessionIDHeader)
 	if resp.StatusCode/100 != 2 {
-		return "", fmt.Errorf("%w: initialize answered HTTP %d", ErrNotForwardable, resp.StatusCode)
+		return "", false, fmt.Errorf("%w: initialize answered HTTP %d", errRelayRefused, resp.StatusCode)
 	}
+	jsonAnswers := mediaType(resp.Header.Get("Content-Type")) != "text/event-stream"
 	msg, err := firstMessage(resp)
-	if err != nil {
-		return "", fmt.Errorf("upstream %s: read the relay session's initialize answer: %w", u.cfg.Name, err)
-	}
 	var res struct {
 		Result *struct {
 			ProtocolVersion string `json:"protocolVersion"`
 		} `json:"result"`
 	}
-	if err := json.Unmarshal(msg, &res); err != nil || res.Result == nil {
-		return "", fmt.Errorf("%w: initialize answered %s", ErrNotForwardable, msg)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("read the answer to initialize: %w", err)
+	case json.Unmarshal(msg, &res) != nil || res.Result == nil:
+		err = fmt.Errorf("%w: initialize answered %.200s", errRelayRefused, msg)
+	case res.Result.ProtocolVersion != relayProtocol || sid == "":
+		err = fmt.Errorf("%w: initialize offered protocol %q and session %q", errRelayRefused, res.Result.ProtocolVersion, sid)
 	}
-	if res.Result.ProtocolVersion != relayProtocol || sid == "" {
-		return "", fmt.Errorf("%w: initialize offered protocol %q, session %q", ErrNotForwardable, res.Result.ProtocolVersion, sid)
+	if err == nil {
+		var ack *http.Response
+		if ack, err = u.postRelay(ctx, sid, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)); err == nil {
+			ack.Body.Close()
+			if ack.StatusCode/100 != 2 {
+				err = fmt.Errorf("notifications/initialized answered HTTP %d", ack.StatusCode)
+			}
+		}
 	}
-	resp, err = u.postRelay(ctx, sid, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	if err != nil {
-		return "", err
+		if sid != "" {
+			go u.deleteRelaySession(sid, u.timeout)
+		}
+		return "", false, err
 	}
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return "", fmt.Errorf("upstream %s answered notifications/initialized with HTTP %d", u.cfg.Name, resp.StatusCode)
+	return sid, jsonAnswers, nil
+}
+
+// listenRelay holds the relay session's standalone stream open, as a
+// client of the session does, so that the upstream's pings reach the
+// gateway and are answered, until ctx ends or the upstream has forgotten
+// the session.
+func (u *Upstream) listenRelay(ctx context.Context, sid string) {
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.cfg.URL, nil)
+		if err != nil {
+			return
+		}
+		u.relayHeaders(req, sid)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := u.httpTransport.RoundTrip(req)
+		if err == nil {
+			switch {
+			case resp.StatusCode == http.StatusNotFound:
+				resp.Body.Close()
+				u.forgetRelaySession(sid)
+				return
+			case resp.StatusCode/100 != 2:
+				// No standalone stream offered: nothing will come on it.
+				resp.Body.Close()
+				return
+			}
+			events := sse.NewEventReader(resp.Body, mcp.DefaultMaxEventSize, func(_ string, data []byte) []byte {
+				u.answerRelayRequest(sid, data)
+				return nil
+			})
+			_, _ = io.Copy(io.Discard, events)
+			events.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
 	}
-	return sid, nil
+}
+
+// answerRelayRequest answers a request the upstream sent in the relay
+// session: a ping with an empty result, anything else (the session
+// declared no capabilities) with -32601.
+func (u *Upstream) answerRelayRequest(sid string, data []byte) {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(data, &msg) != nil || msg.Method == "" || len(msg.ID) == 0 || string(msg.ID) == "null" {
+		return
+	}
+	answer := map[string]any{"jsonrpc": "2.0", "id": msg.ID, "result": map[string]any{}}
+	if msg.Method != "ping" {
+		delete(answer, "result")
+		answer["error"] = map[string]any{"code": -32601, "message": fmt.Sprintf("%s is not supported by this client", msg.Method)}
+	}
+	body, _ := json.Marshal(answer)
+	go u.postBestEffort(sid, body)
 }
 
 // firstMessage reads the first JSON-RPC message of a JSON or event-stream
@@ -246,30 +389,25 @@ func firstMessage(resp *http.Response) ([]byte, error) {
 		return io.ReadAll(io.LimitReader(resp.Body, maxRelayedJSON))
 	}
 	var first []byte
-	r := sse.NewReader(resp.Body, mcp.DefaultMaxEventSize, func(data []byte) []byte {
-		if first == nil {
+	r := sse.NewEventReader(resp.Body, mcp.DefaultMaxEventSize, func(_ string, data []byte) []byte {
+		if first == nil && len(data) > 0 {
 			first = bytes.Clone(data)
 		}
-		return data
+		return nil
 	})
-	buf := make([]byte, 4096)
+	buf := make([]byte, 512)
 	for first == nil {
-		if _, err := r.Read(buf); err != nil {
+		// Read passes on nothing: the filter drops every event.
+		if _, err := r.Read(buf); err != nil && first == nil {
 			return nil, err
 		}
 	}
 	return first, nil
 }
 
-// postRelay posts one message in session sid (none for initialize), with
-// the configured headers.
-func (u *Upstream) postRelay(ctx context.Context, sid string, body []byte) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.cfg.URL, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+// relayHeaders sets the headers of a message in session sid (none for
+// initialize), with the configured ones.
+func (u *Upstream) relayHeaders(req *http.Request, sid string) {
 	req.Header.Set("Mcp-Protocol-Version", relayProtocol)
 	if sid != "" {
 		req.Header.Set(sessionIDHeader, sid)
@@ -277,6 +415,17 @@ func (u *Upstream) postRelay(ctx context.Context, sid string, body []byte) (*htt
 	for k, v := range u.cfg.Headers {
 		req.Header.Set(k, v)
 	}
+}
+
+// postRelay posts one message in session sid.
+func (u *Upstream) postRelay(ctx context.Context, sid string, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	u.relayHeaders(req, sid)
 	resp, err := u.httpTransport.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -287,26 +436,92 @@ func (u *Upstream) postRelay(ctx context.Context, sid string, body []byte) (*htt
 	return resp, nil
 }
 
-// relayedBody is a relayed call's response body. It restores the client's
-// request ID and progress token in each message and, closed before the
-// call's answer passed, cancels the call upstream.
+// relayedBody is a relayed call's response body: the call's own answer and
+// progress under the client's ID and token, nothing else of the shared
+// session.
 type relayedBody struct {
-	io.ReadCloser
-	u        *Upstream
-	sid      string
-	upID     json.RawMessage
-	cancel   context.CancelFunc
-	start    time.Time
-	mu       sync.Mutex
+	u      *Upstream
+	call   *RelayedCall
+	sent   relaySent
+	ctx    context.Context
+	cancel context.CancelFunc
+	start  time.Time
+	src    io.ReadCloser
+	// lastEventID and resumes serve resuming the stream.
+	lastEventID string
+	resumes     int
+	// tail is the message that ends a stream cut off without the answer.
+	tail     []byte
+	ended    bool
 	answered bool
 	closed   bool
 }
 
-// restore rewrites one message from the upstream for the client: the
-// call's answer and progress get the client's ID and token back; a request
-// the upstream sends (it was told the session's client can do nothing) is
-// refused and not passed on; everything else passes as it is.
-func (b *relayedBody) restore(data []byte, c *RelayedCall, token json.RawMessage) []byte {
+func (b *relayedBody) Read(p []byte) (int, error) {
+	for {
+		if len(b.tail) > 0 {
+			n := copy(p, b.tail)
+			b.tail = b.tail[n:]
+			return n, nil
+		}
+		if b.ended {
+			return 0, io.EOF
+		}
+		n, err := b.src.Read(p)
+		if n > 0 || err == nil {
+			return n, nil
+		}
+		if b.answered {
+			return 0, err
+		}
+		// The stream ended before the answer.
+		if b.ctx.Err() == nil && b.lastEventID != "" && b.resumes < relayResumes && b.resume() {
+			continue
+		}
+		b.ended = true
+		if errors.Is(b.ctx.Err(), context.Canceled) || b.call.Unanswered == nil {
+			return 0, err // the caller gave up: nobody is waiting
+		}
+		b.u.logger.Warn("a relayed call's stream ended without its answer", "tool", b.call.Tool, "err", err)
+		b.tail = append(append([]byte("event: message\ndata: "), b.call.Unanswered...), "\n\n"...)
+	}
+}
+
+// resume reopens the call's stream after its last event, as a client of
+// the session resumes one (GET with Last-Event-ID).
+func (b *relayedBody) resume() bool {
+	b.resumes++
+	req, err := http.NewRequestWithContext(b.ctx, http.MethodGet, b.u.cfg.URL, nil)
+	if err != nil {
+		return false
+	}
+	b.u.relayHeaders(req, b.sent.sid)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", b.lastEventID)
+	resp, err := b.u.httpTransport.RoundTrip(req)
+	if err != nil {
+		return false
+	}
+	if resp.StatusCode/100 != 2 || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
+		resp.Body.Close()
+		return false
+	}
+	b.src.Close()
+	b.src = sse.NewEventReader(resp.Body, mcp.DefaultMaxEventSize, b.restore)
+	return true
+}
+
+// restore passes one message of the call's stream to the client: the
+// answer and progress under the client's ID and token. A request from the
+// upstream is answered here; everything else is dropped, since the session
+// is shared and nothing else on it is this client's.
+func (b *relayedBody) restore(id string, data []byte) []byte {
+	if id != "" {
+		b.lastEventID = id
+	}
+	if len(data) == 0 {
+		return nil
+	}
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -315,66 +530,59 @@ func (b *relayedBody) restore(data []byte, c *RelayedCall, token json.RawMessage
 		} `json:"params"`
 	}
 	if json.Unmarshal(data, &msg) != nil {
-		return data
+		return nil
 	}
 	switch {
-	case msg.Method == "" && bytes.Equal(msg.ID, b.upID):
-		b.mu.Lock()
+	case msg.Method == "" && bytes.Equal(msg.ID, b.sent.id):
+		out, ok := withMember(data, "id", b.call.ID)
+		if !ok {
+			return nil
+		}
 		b.answered = true
-		b.mu.Unlock()
 		if b.u.observe != nil {
 			b.u.observe(b.u.cfg.Name, "tools/call", time.Since(b.start), nil)
 		}
-		if out, ok := withMember(data, "id", c.ID); ok {
-			return out
-		}
-	case msg.Method != "" && len(msg.ID) > 0 && string(msg.ID) != "null":
-		go b.u.refuseRelayRequest(b.sid, msg.ID, msg.Method)
-		return nil
-	case msg.Method == "notifications/progress" && token != nil && bytes.Equal(msg.Params.ProgressToken, token):
+		return out
+	case msg.Method != "" && len(msg.ID) > 0:
+		b.u.answerRelayRequest(b.sent.sid, data)
+	case msg.Method == "notifications/progress" && b.sent.token != nil && bytes.Equal(msg.Params.ProgressToken, b.sent.token):
 		var params map[string]json.RawMessage
-		if json.Unmarshal(mustMember(data, "params"), &params) != nil {
-			return data
+		if json.Unmarshal(member(data, "params"), &params) != nil {
+			return nil
 		}
-		params["progressToken"] = c.ProgressToken
+		params["progressToken"] = b.call.ProgressToken
 		p, err := json.Marshal(params)
 		if err != nil {
-			return data
+			return nil
 		}
-		if out, ok := withMember(data, "params", p); ok {
-			return out
-		}
+		out, _ := withMember(data, "params", p)
+		return out
 	}
-	return data
+	return nil
 }
 
+// Close ends the call; one not answered by then is cancelled upstream.
 func (b *relayedBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.mu.Lock()
-	answered, closed := b.answered, b.closed
+	if b.closed {
+		return nil
+	}
 	b.closed = true
-	b.mu.Unlock()
+	var err error
+	if b.src != nil {
+		err = b.src.Close()
+	}
 	b.cancel()
-	if !answered && !closed {
-		go b.u.cancelRelayed(b.sid, b.upID)
+	if !b.answered {
+		go b.u.cancelRelayed(b.sent)
 	}
 	return err
 }
 
-// cancelRelayed tells the upstream that the relayed call upID is no longer
+// cancelRelayed tells the upstream that a relayed call is no longer
 // wanted.
-func (u *Upstream) cancelRelayed(sid string, upID json.RawMessage) {
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": upID}})
-	u.postBestEffort(sid, body)
-}
-
-// refuseRelayRequest answers a request the upstream sent in the relay
-// session, whose client declared no capabilities, with -32601.
-func (u *Upstream) refuseRelayRequest(sid string, id json.RawMessage, method string) {
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{
-		"code": -32601, "message": fmt.Sprintf("%s is not supported by this client", method),
-	}})
-	u.postBestEffort(sid, body)
+func (u *Upstream) cancelRelayed(sent relaySent) {
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": sent.id}})
+	u.postBestEffort(sent.sid, body)
 }
 
 func (u *Upstream) postBestEffort(sid string, body []byte) {
@@ -382,11 +590,25 @@ func (u *Upstream) postBestEffort(sid string, body []byte) {
 	defer cancel()
 	resp, err := u.postRelay(ctx, sid, body)
 	if err != nil {
-		u.logger.Debug("relay session message not delivered", "upstream", u.cfg.Name, "err", err)
+		u.logger.Debug("relay session message not delivered", "err", err)
 		return
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
+}
+
+// deleteRelaySession ends session sid at the upstream.
+func (u *Upstream) deleteRelaySession(sid string, within time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u.cfg.URL, nil)
+	if err != nil {
+		return
+	}
+	u.relayHeaders(req, sid)
+	if resp, err := u.httpTransport.RoundTrip(req); err == nil {
+		resp.Body.Close()
+	}
 }
 
 // withMember returns the JSON object msg with member key set to v.
@@ -400,8 +622,8 @@ func withMember(msg []byte, key string, v json.RawMessage) ([]byte, bool) {
 	return out, err == nil
 }
 
-// mustMember returns member key of the JSON object msg, or nil.
-func mustMember(msg []byte, key string) json.RawMessage {
+// member returns member key of the JSON object msg, or nil.
+func member(msg []byte, key string) json.RawMessage {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(msg, &m) != nil {
 		return nil

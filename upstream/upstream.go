@@ -101,6 +101,7 @@ func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 		changed:    make(chan struct{}),
 		routes:     make(map[*mcp.ClientSession]*elicitRoute),
 		progress:   progressRouter{sinks: make(map[string]*progressSink)},
+		relay:      relaySession{lock: make(chan struct{}, 1)},
 	}
 	if u.timeout <= 0 {
 		u.timeout = DefaultTimeout
@@ -488,6 +489,7 @@ func (u *Upstream) close() error {
 		cs.Close()
 	}
 	if u.httpTransport != nil {
+		u.closeRelaySession()
 		u.httpTransport.CloseIdleConnections()
 	}
 	if closeErr != nil {

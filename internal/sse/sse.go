@@ -13,10 +13,14 @@ import (
 )
 
 // Filter sees the data of each complete event (its data lines joined by
-// newlines) and returns the data to send in its place; returning data
-// unchanged leaves the event byte for byte as it came, and returning nil
-// drops the event.
+// newlines; never nil) and returns the data to send in its place; returning
+// data unchanged leaves the event byte for byte as it came.
 type Filter func(data []byte) []byte
+
+// EventFilter sees each complete event's ID (its id field, empty if none)
+// and data (nil for an event without data lines) and returns the data to
+// send in its place, or nil to drop the event.
+type EventFilter func(id string, data []byte) []byte
 
 // NewReader passes body's events through f. An event longer than maxEvent
 // bytes ends the stream with an error instead of being buffered. An event
@@ -26,11 +30,19 @@ func NewReader(body io.ReadCloser, maxEvent int, f Filter) io.ReadCloser {
 	return &reader{src: bufio.NewReader(body), body: body, max: maxEvent, filter: f}
 }
 
+// NewEventReader is NewReader for a reader of event IDs: the events it
+// passes have no id field (their reader cannot resume the stream they came
+// from), and an event cut off by the end of the stream is dropped.
+func NewEventReader(body io.ReadCloser, maxEvent int, f EventFilter) io.ReadCloser {
+	return &reader{src: bufio.NewReader(body), body: body, max: maxEvent, events: f}
+}
+
 type reader struct {
 	src     *bufio.Reader
 	body    io.Closer
 	max     int
 	filter  Filter
+	events  EventFilter
 	pending []byte
 	err     error
 }
@@ -54,6 +66,7 @@ func (r *reader) next() ([]byte, error) {
 	var (
 		lines [][]byte
 		data  []byte
+		id    string
 		size  int
 		seen  bool
 	)
@@ -71,12 +84,24 @@ func (r *reader) next() ([]byte, error) {
 			if seen {
 				data = append(data, '\n')
 			}
+			if data == nil {
+				data = make([]byte, 0, len(v))
+			}
 			data, seen = append(data, bytes.TrimPrefix(v, []byte(" "))...), true
 		}
+		if v, ok := bytes.CutPrefix(trimmed, []byte("id:")); ok {
+			id = string(bytes.TrimPrefix(v, []byte(" ")))
+		}
 		if err != nil {
+			if r.events != nil {
+				return nil, err
+			}
 			return bytes.Join(lines, nil), err
 		}
 		if len(trimmed) == 0 {
+			if r.events != nil {
+				return r.applyEvent(lines, id, data), nil
+			}
 			if !seen {
 				return bytes.Join(lines, nil), nil
 			}
@@ -113,6 +138,28 @@ func (r *reader) apply(lines [][]byte, data []byte) []byte {
 		event = append(event, l...)
 	}
 	return event
+}
+
+// applyEvent runs the event filter and rebuilds the event without its id
+// field, and with the filter's data.
+func (r *reader) applyEvent(lines [][]byte, id string, data []byte) []byte {
+	out := r.events(id, data)
+	if out == nil {
+		return nil
+	}
+	var event []byte
+	for _, l := range lines {
+		if bytes.HasPrefix(l, []byte("data:")) || bytes.HasPrefix(l, []byte("id:")) || len(bytes.TrimRight(l, "\r\n")) == 0 {
+			continue
+		}
+		event = append(event, l...)
+	}
+	for _, d := range bytes.Split(out, []byte("\n")) {
+		event = append(event, "data: "...)
+		event = append(event, d...)
+		event = append(event, '\n')
+	}
+	return append(event, '\n')
 }
 
 // errLineTooLong is readLine's error for a line beyond its limit.

@@ -58,3 +58,32 @@ func TestDropsEvents(t *testing.T) {
 		t.Fatalf("with one event dropped = %q", out)
 	}
 }
+
+func TestKeepsEmptyData(t *testing.T) {
+	// go-sdk sends an event with empty data to carry the first event ID.
+	src := "id: 0_0\ndata: \n\ndata: {}\n\n"
+	r := NewReader(io.NopCloser(strings.NewReader(src)), 1<<10, func(d []byte) []byte { return d })
+	out, _ := io.ReadAll(r)
+	if string(out) != src {
+		t.Fatalf("stream changed:\n%q\nwant\n%q", out, src)
+	}
+}
+
+func TestEventReader(t *testing.T) {
+	src := "event: message\nid: 1\ndata: keep\n\nid: 2\ndata: \n\nretry: 100\n\nid: 3\ndata: drop\n\ndata: no-id\n\nid: 4\ndata: cut"
+	var ids []string
+	r := NewEventReader(io.NopCloser(strings.NewReader(src)), 1<<10, func(id string, d []byte) []byte {
+		ids = append(ids, id)
+		if len(d) == 0 || string(d) == "drop" {
+			return nil
+		}
+		return bytes.ToUpper(d)
+	})
+	out, _ := io.ReadAll(r)
+	if want := "event: message\ndata: KEEP\n\ndata: NO-ID\n\n"; string(out) != want {
+		t.Fatalf("events = %q, want %q", out, want)
+	}
+	if want := []string{"1", "2", "", "3", ""}; strings.Join(ids, ",") != strings.Join(want, ",") {
+		t.Fatalf("filter saw IDs %q, want %q", ids, want)
+	}
+}
