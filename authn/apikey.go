@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
@@ -27,9 +29,51 @@ func apiKeyEncoding() *base32.Encoding {
 }
 
 // apiKeyLifetimeYears sets the Expiration of an API key's TokenInfo. A key is
-// valid until revoked, and every request looks it up again, so the value only
-// has to satisfy go-sdk's requirement that a TokenInfo expires.
+// valid until revoked, and is looked up again at least every apiKeyRecheck,
+// so the value only has to satisfy go-sdk's requirement that a TokenInfo
+// expires.
 const apiKeyLifetimeYears = 100
+
+// apiKeyRecheck is how long a key found in the ledger is trusted before it
+// is looked up again: a revoked key stops working within this time. Every
+// request looking its key up was a large share of a pass-through call's
+// cost. Keys not found are looked up every time.
+const apiKeyRecheck = time.Second
+
+// maxCheckedKeys bounds the keys held between lookups; beyond it they are
+// all forgotten and looked up afresh.
+const maxCheckedKeys = 4096
+
+// checkedKeys holds the keys found in the ledger, by hash, until they must
+// be looked up again.
+type checkedKeys struct {
+	mu   sync.Mutex
+	keys map[string]checkedKey
+}
+
+type checkedKey struct {
+	key   *ledger.APIKey
+	until time.Time
+}
+
+func (c *checkedKeys) get(hash string, now time.Time) *ledger.APIKey {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, ok := c.keys[hash]
+	if !ok || !now.Before(k.until) {
+		return nil
+	}
+	return k.key
+}
+
+func (c *checkedKeys) put(hash string, key *ledger.APIKey, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys == nil || len(c.keys) >= maxCheckedKeys {
+		c.keys = make(map[string]checkedKey)
+	}
+	c.keys[hash] = checkedKey{key: key, until: now.Add(apiKeyRecheck)}
+}
 
 // NewAPIKey creates an agent API key for tenant and records only its hash
 // in s. The plaintext is returned once, to be shown to the user; it cannot be
@@ -85,12 +129,18 @@ func (a *Authenticator) verifyAPIKey(ctx context.Context, token string) (*auth.T
 		return nil, fmt.Errorf("%w: the API key is malformed (want %s followed by %d base32 characters)",
 			auth.ErrInvalidToken, APIKeyPrefix, apiKeyEncoding().EncodedLen(apiKeyBytes))
 	}
-	key, err := a.store.KeyByHash(ctx, HashAPIKey(token))
-	if errors.Is(err, ledger.ErrNotFound) {
-		return nil, fmt.Errorf("%w: the API key is unknown or revoked", auth.ErrInvalidToken)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("look up API key: %w", err)
+	hash, now := HashAPIKey(token), a.clock()
+	key := a.checked.get(hash, now)
+	if key == nil {
+		var err error
+		key, err = a.store.KeyByHash(ctx, hash)
+		if errors.Is(err, ledger.ErrNotFound) {
+			return nil, fmt.Errorf("%w: the API key is unknown or revoked", auth.ErrInvalidToken)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("look up API key: %w", err)
+		}
+		a.checked.put(hash, key, now)
 	}
 	if err := checkTenant(key.Tenant); err != nil {
 		return nil, fmt.Errorf("%w: API key %d: %w", auth.ErrInvalidToken, key.ID, err)
@@ -101,7 +151,7 @@ func (a *Authenticator) verifyAPIKey(ctx context.Context, token string) (*auth.T
 	}
 	return &auth.TokenInfo{
 		UserID:     key.Tenant,
-		Expiration: a.clock().AddDate(apiKeyLifetimeYears, 0, 0),
+		Expiration: now.AddDate(apiKeyLifetimeYears, 0, 0),
 		Scopes:     scopes,
 		Extra: map[string]any{
 			ExtraTenant: key.Tenant,

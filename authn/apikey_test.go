@@ -102,12 +102,22 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	})
 
 	t.Run("revoked key", func(t *testing.T) {
+		if _, err := a.Verify(ctx, plaintext, nil); err != nil {
+			t.Fatalf("Verify before revoking: %v", err)
+		}
 		if err := store.KeyRevoke(ctx, key.ID, clock.Now()); err != nil {
 			t.Fatalf("KeyRevoke: %v", err)
 		}
+		// A key found in the ledger is trusted for apiKeyRecheck, and no
+		// longer: the revocation takes effect once it is looked up again.
+		clock.Advance(apiKeyRecheck / 2)
+		if _, err := a.Verify(ctx, plaintext, nil); err != nil {
+			t.Fatalf("Verify(revoked) within %s of its last lookup error = %v; want it still trusted", apiKeyRecheck, err)
+		}
+		clock.Advance(apiKeyRecheck / 2)
 		_, err := a.Verify(ctx, plaintext, nil)
 		if !errorsIsInvalid(err) {
-			t.Fatalf("Verify(revoked) error = %v; want one that unwraps to auth.ErrInvalidToken", err)
+			t.Fatalf("Verify(revoked) %s after its last lookup error = %v; want one that unwraps to auth.ErrInvalidToken", apiKeyRecheck, err)
 		}
 		if _, err := a.Verify(ctx, other, nil); err != nil {
 			t.Errorf("Verify(other tenant's key) after revoking acme's: %v", err)

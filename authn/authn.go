@@ -147,6 +147,9 @@ type Authenticator struct {
 	authServers []string
 	log         *slog.Logger
 	clock       func() time.Time
+	// checked holds API keys found in the ledger until they are due to be
+	// looked up again.
+	checked checkedKeys
 }
 
 // New checks opts and returns an Authenticator. Errors name the offending
