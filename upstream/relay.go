@@ -522,6 +522,9 @@ func (b *relayedBody) restore(id string, data []byte) []byte {
 	if len(data) == 0 {
 		return nil
 	}
+	if out, ok := b.answer(data); ok {
+		return out
+	}
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -538,10 +541,7 @@ func (b *relayedBody) restore(id string, data []byte) []byte {
 		if !ok {
 			return nil
 		}
-		b.answered = true
-		if b.u.observe != nil {
-			b.u.observe(b.u.cfg.Name, "tools/call", time.Since(b.start), nil)
-		}
+		b.gotAnswer()
 		return out
 	case msg.Method != "" && len(msg.ID) > 0:
 		b.u.answerRelayRequest(b.sent.sid, data)
@@ -559,6 +559,32 @@ func (b *relayedBody) restore(id string, data []byte) []byte {
 		return out
 	}
 	return nil
+}
+
+// answer recognises the call's answer as go-sdk and most servers spell it,
+// {"jsonrpc":"2.0","id":ID,"result"|"error":…}, and puts the client's ID in
+// by splicing, without decoding a result that may be large. Anything else
+// takes the general path.
+func (b *relayedBody) answer(data []byte) ([]byte, bool) {
+	head := `{"jsonrpc":"2.0","id":` + string(b.sent.id) + `,`
+	rest, ok := bytes.CutPrefix(data, []byte(head))
+	if !ok || !(bytes.HasPrefix(rest, []byte(`"result":`)) || bytes.HasPrefix(rest, []byte(`"error":`))) {
+		return nil, false
+	}
+	out := make([]byte, 0, len(data)-len(b.sent.id)+len(b.call.ID))
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, b.call.ID...)
+	out = append(out, ',')
+	out = append(out, rest...)
+	b.gotAnswer()
+	return out, true
+}
+
+func (b *relayedBody) gotAnswer() {
+	b.answered = true
+	if b.u.observe != nil {
+		b.u.observe(b.u.cfg.Name, "tools/call", time.Since(b.start), nil)
+	}
 }
 
 // Close ends the call; one not answered by then is cancelled upstream.
