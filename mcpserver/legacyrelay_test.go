@@ -239,7 +239,7 @@ func startSessionUpstream(t *testing.T, o sessionUpstreamOptions) (*sessionUpstr
 	server := func() *mcp.Server {
 		s := plumbingServer()
 		if o.keepAlive > 0 {
-			s = mcp.NewServer(&mcp.Implementation{Name: "plumbing"}, &mcp.ServerOptions{KeepAlive: o.keepAlive})
+			s = mcp.NewServer(&mcp.Implementation{Name: "plumbing"}, &mcp.ServerOptions{KeepAlive: o.keepAlive, KeepAliveFailureThreshold: 2})
 			mcp.AddTool(s, &mcp.Tool{Name: "meta", Description: "Echoes _meta."}, func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 				b, _ := json.Marshal(req.Params.Meta)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
@@ -405,14 +405,16 @@ func TestLegacyCallInRelaySessionIsCancelled(t *testing.T) {
 // stream open and answers the upstream's pings there, so an upstream that
 // closes sessions whose client stops answering keeps it.
 func TestRelaySessionAnswersPings(t *testing.T) {
-	up, upURL := startSessionUpstream(t, sessionUpstreamOptions{keepAlive: 50 * time.Millisecond})
+	// Two pings unanswered in a row close a session; each wait below
+	// spans four.
+	up, upURL := startSessionUpstream(t, sessionUpstreamOptions{keepAlive: 250 * time.Millisecond})
 	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme")
 	cs := legacySession(t, url, keys[0], "legacy-client", false, nil)
 	for i := range 2 {
 		if res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}}); err != nil || res.IsError {
 			t.Fatalf("call %d: meta = %+v, %v", i, res, err)
 		}
-		time.Sleep(500 * time.Millisecond) // ten pings
+		time.Sleep(time.Second)
 	}
 	if calls := up.seen(); len(calls) != 2 || !relayedID(calls[0]) || !relayedID(calls[1]) {
 		t.Fatalf("upstream saw %v; want two relayed calls", calls)
