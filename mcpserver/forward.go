@@ -20,7 +20,8 @@ import (
 )
 
 // forwardPassThrough relays a 2026-07-28 tools/call of a pass-through tool
-// to its Streamable HTTP upstream as bytes. Such a request is stateless on
+// to its Streamable HTTP upstream as bytes, and hands a 2025-11-25
+// session's requests to relayLegacy. A 2026-07-28 request is stateless on
 // both sides, so nothing is gained by decoding it into a server session and
 // encoding it again as a client call, and that round trip was most of a
 // pass-through call's cost. It must do what that path does to the request:
