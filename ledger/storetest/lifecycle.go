@@ -177,6 +177,82 @@ func testBadRequestInAGroup(t *testing.T, newStore Factory) {
 	}
 }
 
+// testMixedGroup: acceptances that arrive together, and so are committed
+// in groups, are decided exactly as one by one: fresh keys create, a
+// repeated key creates once and attaches the rest, a key reused with other
+// arguments conflicts, a stored operation attaches, and another tenant's
+// equal key is its own operation.
+func testMixedGroup(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx := context.Background()
+	old := accept(t, s, params(t, call{"acme", "op-old", `{"suite":"a"}`}))
+	type want struct {
+		key      string
+		decision ledger.Decision
+	}
+	var ps []*ledger.AcceptParams
+	var wants []want
+	add := func(c call, d ledger.Decision) {
+		ps = append(ps, params(t, c))
+		wants = append(wants, want{c.key, d})
+	}
+	for i := range 20 {
+		add(call{"acme", fmt.Sprintf("op-%d", i), `{}`}, ledger.DecisionCreated)
+	}
+	add(call{"globex", "op-0", `{}`}, ledger.DecisionCreated)
+	add(call{"acme", "op-old", `{"suite":"a"}`}, ledger.DecisionAttached)
+	add(call{"acme", "op-old", `{"suite":"b"}`}, ledger.DecisionConflict)
+	for range 3 {
+		add(call{"acme", "op-dup", `{"suite":"d"}`}, "") // one created, the others attached
+	}
+	add(call{"acme", "op-clash", `{"suite":"x"}`}, "") // one created, the other a conflict
+	add(call{"acme", "op-clash", `{"suite":"y"}`}, "")
+
+	results, errs := acceptAtOnce(ctx, s, ps)
+	decided := map[string][]ledger.Decision{}
+	opOf := map[string]int64{}
+	for i, res := range results {
+		if errs[i] != nil {
+			t.Fatalf("acceptance %d (%s): %v", i, wants[i].key, errs[i])
+		}
+		if wants[i].decision != "" && res.Decision != wants[i].decision {
+			t.Errorf("acceptance %d (%s, tenant %s) decided %s (%s), want %s", i, wants[i].key, ps[i].Tenant, res.Decision, res.Reason, wants[i].decision)
+		}
+		decided[wants[i].key] = append(decided[wants[i].key], res.Decision)
+		if res.Operation != nil && ps[i].Tenant == "acme" && res.Decision != ledger.DecisionConflict {
+			if id, seen := opOf[wants[i].key]; seen && id != res.Operation.ID {
+				t.Errorf("%s answered with operations %d and %d, want one", wants[i].key, id, res.Operation.ID)
+			}
+			opOf[wants[i].key] = res.Operation.ID
+		}
+	}
+	if opOf["op-old"] != old.Operation.ID {
+		t.Errorf("op-old attached to operation %d, want the stored %d", opOf["op-old"], old.Operation.ID)
+	}
+	count := func(ds []ledger.Decision, d ledger.Decision) int {
+		n := 0
+		for _, x := range ds {
+			if x == d {
+				n++
+			}
+		}
+		return n
+	}
+	if ds := decided["op-dup"]; count(ds, ledger.DecisionCreated) != 1 || count(ds, ledger.DecisionAttached) != 2 {
+		t.Errorf("op-dup decided %v, want one created and two attached", ds)
+	}
+	if ds := decided["op-clash"]; count(ds, ledger.DecisionCreated) != 1 || count(ds, ledger.DecisionConflict) != 1 {
+		t.Errorf("op-clash decided %v, want one created and one conflict", ds)
+	}
+	// op-old, 20 fresh, globex's op-0, op-dup, op-clash.
+	if got := operationCount(t, s); got != 24 {
+		t.Errorf("operations = %d, want 24", got)
+	}
+	if got := probeJobs(t, s); got != 24 {
+		t.Errorf("dispatch jobs = %d, want 24 (one per created operation)", got)
+	}
+}
+
 // testPanicInAcceptance: a panic while deciding one acceptance (here: in
 // the caller's Jobs function) fails that acceptance alone, rolls back what
 // it wrote, and leaves the store accepting: no caller waits forever.

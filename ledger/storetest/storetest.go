@@ -49,6 +49,7 @@ func Exercise(t *testing.T, newStore Factory) {
 	t.Run("KeyExpiry", func(t *testing.T) { t.Parallel(); testKeyExpiry(t, newStore) })
 	t.Run("SpendProperty", func(t *testing.T) { t.Parallel(); testSpendProperty(t, newStore) })
 	t.Run("BadRequestInAGroup", func(t *testing.T) { t.Parallel(); testBadRequestInAGroup(t, newStore) })
+	t.Run("MixedGroup", func(t *testing.T) { t.Parallel(); testMixedGroup(t, newStore) })
 	t.Run("PanicInAcceptance", func(t *testing.T) { t.Parallel(); testPanicInAcceptance(t, newStore) })
 }
 
