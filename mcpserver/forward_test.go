@@ -42,9 +42,43 @@ type recordingUpstream struct {
 	mu     sync.Mutex
 	calls  []seenCall
 	refuse int
-	// started and cancelled receive one value for each block call that
-	// started, and that was cancelled.
+	*blocker
+}
+
+// blocker serves the block tool, which returns only once its call is
+// cancelled, and reports on started and cancelled each call that started,
+// and each that was cancelled.
+type blocker struct {
 	started, cancelled chan struct{}
+}
+
+func newBlocker() *blocker {
+	return &blocker{started: make(chan struct{}, 8), cancelled: make(chan struct{}, 8)}
+}
+
+func (b *blocker) addTo(s *mcp.Server) {
+	s.AddTool(&mcp.Tool{Name: "block", Description: "Returns when cancelled.", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			b.started <- struct{}{}
+			select {
+			case <-ctx.Done():
+				b.cancelled <- struct{}{}
+				return nil, ctx.Err()
+			case <-time.After(15 * time.Second): // never hold up the server's Close
+				return nil, errors.New("block was never cancelled")
+			}
+		})
+}
+
+// awaitSignal fails the test with what unless ch receives within ten
+// seconds.
+func awaitSignal[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal(what)
+	}
 }
 
 func (u *recordingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -87,7 +121,7 @@ func forwardingGateway(t *testing.T, refuse int) (rec *recordingUpstream, url, k
 // is cancelled and then reports that on rec.cancelled.
 func forwardingUpstream(t *testing.T, refuse int) (rec *recordingUpstream, up *httptest.Server) {
 	t.Helper()
-	rec = &recordingUpstream{refuse: refuse, started: make(chan struct{}, 8), cancelled: make(chan struct{}, 8)}
+	rec = &recordingUpstream{refuse: refuse, blocker: newBlocker()}
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
 		s := plumbingServer()
 		s.AddTool(&mcp.Tool{Name: "region", Description: "Echoes its region.", InputSchema: map[string]any{
@@ -96,17 +130,7 @@ func forwardingUpstream(t *testing.T, refuse int) (rec *recordingUpstream, up *h
 		}}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
 		})
-		s.AddTool(&mcp.Tool{Name: "block", Description: "Returns when cancelled.", InputSchema: map[string]any{"type": "object"}},
-			func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				rec.started <- struct{}{}
-				select {
-				case <-ctx.Done():
-					rec.cancelled <- struct{}{}
-					return nil, ctx.Err()
-				case <-time.After(15 * time.Second): // never hold up the server's Close
-					return nil, errors.New("block was never cancelled")
-				}
-			})
+		rec.addTo(s)
 		return s
 	}, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
 	up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rec.ServeHTTP(w, r, sdk) }))

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -173,26 +172,14 @@ func TestLegacyRelayedCallIsCancelled(t *testing.T) {
 			"params": map[string]any{"name": "plumbing.block", "arguments": map[string]any{}}})
 		done <- body
 	}()
-	select {
-	case <-rec.started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the block call never started upstream")
-	}
+	awaitSignal(t, rec.started, "the block call never started upstream")
 	if seen := rec.seen(); seen[0].clientName() != "legacy-client" {
 		t.Fatalf("the block call was made by %q; want it relayed", seen[0].clientName())
 	}
 	postSession(testCtx(t), t, url, keys[0], cs.ID(), map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled",
 		"params": map[string]any{"requestId": "call-9", "reason": "changed my mind"}})
-	select {
-	case <-rec.cancelled:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the upstream's block call was not cancelled")
-	}
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the cancelled call's request did not end")
-	}
+	awaitSignal(t, rec.cancelled, "the upstream's block call was not cancelled")
+	awaitSignal(t, done, "the cancelled call's request did not end")
 }
 
 // sessionUpstream serves the plumbing server, block, hop and stray over
@@ -205,9 +192,7 @@ type sessionUpstream struct {
 	calls      []map[string]any
 	relayInits int
 	expireNext bool
-	// started and cancelled receive one value for each block call that
-	// started, and that was cancelled.
-	started, cancelled chan struct{}
+	*blocker
 }
 
 func (u *sessionUpstream) seen() []map[string]any {
@@ -231,7 +216,7 @@ type sessionUpstreamOptions struct {
 
 func startSessionUpstream(t *testing.T, o sessionUpstreamOptions) (*sessionUpstream, string) {
 	t.Helper()
-	u := &sessionUpstream{started: make(chan struct{}, 8), cancelled: make(chan struct{}, 8)}
+	u := &sessionUpstream{blocker: newBlocker()}
 	opts := &mcp.StreamableHTTPOptions{JSONResponse: o.jsonResponse}
 	if o.eventStore {
 		opts.EventStore = mcp.NewMemoryEventStore(nil)
@@ -245,17 +230,7 @@ func startSessionUpstream(t *testing.T, o sessionUpstreamOptions) (*sessionUpstr
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
 			})
 		}
-		s.AddTool(&mcp.Tool{Name: "block", Description: "Returns when cancelled.", InputSchema: map[string]any{"type": "object"}},
-			func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				u.started <- struct{}{}
-				select {
-				case <-ctx.Done():
-					u.cancelled <- struct{}{}
-					return nil, ctx.Err()
-				case <-time.After(15 * time.Second): // never hold up the server's Close
-					return nil, errors.New("block was never cancelled")
-				}
-			})
+		u.addTo(s)
 		s.AddTool(&mcp.Tool{Name: "hop", Description: "Closes its stream between two progress notifications.", InputSchema: map[string]any{"type": "object"}},
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				tok := req.Params.GetProgressToken()
@@ -379,26 +354,14 @@ func TestLegacyCallInRelaySessionIsCancelled(t *testing.T) {
 		postSession(testCtx(t), t, url, keys[0], cs.ID(), map[string]any{"jsonrpc": "2.0", "id": 41, "method": "tools/call",
 			"params": map[string]any{"name": "plumbing.block", "arguments": map[string]any{}}})
 	}()
-	select {
-	case <-up.started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the block call never started upstream")
-	}
+	awaitSignal(t, up.started, "the block call never started upstream")
 	if !relayedID(up.seen()[0]) {
 		t.Fatalf("the block call reached the upstream as %v; want it relayed", up.seen()[0])
 	}
 	postSession(testCtx(t), t, url, keys[0], cs.ID(), map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled",
 		"params": map[string]any{"requestId": 41}})
-	select {
-	case <-up.cancelled:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the upstream's block call was not cancelled")
-	}
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the cancelled call's request did not end")
-	}
+	awaitSignal(t, up.cancelled, "the upstream's block call was not cancelled")
+	awaitSignal(t, done, "the cancelled call's request did not end")
 }
 
 // TestRelaySessionAnswersPings: the relay session holds its standalone
