@@ -10,7 +10,9 @@
 // # What this package must never do
 //
 // upstream never touches the ledger, never decides policy and never re-sends
-// a call on its own: it reports what the upstream said. An error wrapping
+// a call on its own: it reports what the upstream said. (The one exception is
+// below: a relayed pass-through call refused unread with 404, because its
+// session was gone, is sent again in a new one.) An error wrapping
 // [ErrNotConnected] means the request was never handed to a connection; any
 // other error after a call was sent leaves its outcome unknown here, and
 // deciding what that means (look up, attach, review) is the caller's job.
@@ -64,6 +66,20 @@
 // CallOptions.Progress has received every notification sent before the
 // response when the call returns, in wire order. Progress must therefore not
 // block for long: it holds up the connection's reader.
+//
+// # Relaying as bytes
+//
+// A gateway's pass-through calls need not be decoded into SDK structures and
+// encoded again. [Upstream.Forward] sends a 2026-07-28 request to an HTTP
+// upstream of that protocol as it is. [Upstream.RelayCall] sends a
+// 2025-11-25 client's call in one 2025-11-25 session the gateway holds with
+// the upstream for that purpose, opened on first use with no client
+// capabilities. Calls of every client share it, so each goes out under a
+// request ID and progress token of the gateway's, and only its own answer
+// and progress come back, under the client's. The session keeps a
+// standalone stream open to answer pings, resumes a call's stream the
+// upstream closes early (Last-Event-ID), cancels a call whose answer is
+// given up on, and is opened again when the upstream has forgotten it.
 //
 // # Elicitation
 //
