@@ -102,12 +102,13 @@ func (l *legacySessions) opened(id, userID string) {
 	if ss == nil {
 		return
 	}
-	s := &legacySession{userID: userID, lastSDK: l.now(), relayed: map[string]context.CancelFunc{}}
-	if ip := ss.InitializeParams(); ip != nil {
-		s.canElicit = ip.Capabilities != nil && ip.Capabilities.Elicitation != nil
-		s.clientInfo = ip.ClientInfo
-	} else {
+	ip := ss.InitializeParams()
+	if ip == nil {
 		return
+	}
+	s := &legacySession{
+		userID: userID, lastSDK: l.now(), relayed: map[string]context.CancelFunc{},
+		canElicit: ip.Capabilities != nil && ip.Capabilities.Elicitation != nil, clientInfo: ip.ClientInfo,
 	}
 	l.mu.Lock()
 	l.byID[id] = s
