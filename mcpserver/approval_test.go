@@ -168,15 +168,7 @@ func rawCall(t *testing.T, h *fixtures.Harness, opID string, elicits bool, answe
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		var last []byte
-		for line := range bytes.Lines(data) {
-			if v, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
-				last = bytes.TrimSpace(v)
-			}
-		}
-		data = last
-	}
+	data = lastMessage(resp, data)
 	var msg map[string]any
 	if err := json.Unmarshal(data, &msg); err != nil {
 		t.Fatalf("HTTP %d body %q is not JSON-RPC: %v", resp.StatusCode, data, err)

@@ -173,18 +173,24 @@ func postRaw(t *testing.T, url, key, host, version, tool string, params map[stri
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		var last []byte
-		for line := range bytes.Lines(data) {
-			if v, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
-				last = bytes.TrimSpace(v)
-			}
-		}
-		data = last
-	}
 	var msg map[string]any
-	_ = json.Unmarshal(data, &msg)
+	_ = json.Unmarshal(lastMessage(resp, data), &msg)
 	return resp, msg
+}
+
+// lastMessage returns the JSON-RPC message of a response body: the body
+// itself, or the data of the last event of an event stream.
+func lastMessage(resp *http.Response, body []byte) []byte {
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return body
+	}
+	var last []byte
+	for line := range bytes.Lines(body) {
+		if v, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
+			last = bytes.TrimSpace(v)
+		}
+	}
+	return last
 }
 
 // TestForwardedCallCarriesNoGatewayKeys: the forwarded bytes lose what the
