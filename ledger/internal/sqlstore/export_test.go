@@ -1,0 +1,4 @@
+package sqlstore
+
+// RecoverQuery is the recovery sweep's query, for plan tests.
+const RecoverQuery = recoverQuery
