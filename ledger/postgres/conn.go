@@ -63,6 +63,12 @@ type txConn struct {
 	inserter *river.Client[pgx.Tx]
 }
 
+func (t *txConn) InsertID(ctx context.Context, query string, args ...any) (int64, error) {
+	var id int64
+	err := t.QueryRow(ctx, query+" RETURNING id", args...).Scan(&id)
+	return id, err
+}
+
 func (t *txConn) InsertJobs(ctx context.Context, jobs []river.InsertManyParams) error {
 	_, err := t.inserter.InsertManyTx(ctx, t.tx, jobs)
 	return err

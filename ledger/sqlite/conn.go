@@ -74,6 +74,17 @@ type txConn struct {
 	inserter *river.Client[*sql.Tx]
 }
 
+func (t *txConn) InsertID(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := t.tx.ExecContext(ctx, query, encode(args)...)
+	if err != nil {
+		return 0, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, cmpOr(err, sql.ErrNoRows)
+	}
+	return res.LastInsertId()
+}
+
 func (t *txConn) InsertJobs(ctx context.Context, jobs []river.InsertManyParams) error {
 	_, err := t.inserter.InsertManyTx(ctx, t.tx, jobs)
 	return err

@@ -312,21 +312,21 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 		CreatedAt: now, UpdatedAt: now,
 	}
 	// Only the row ID comes back: the rest is what was just written.
-	err := tx.QueryRow(ctx, `INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
+	id, err := tx.InsertID(ctx, `INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
 			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at,
 			intended_remote_jobs)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $14, $14, $17)
-		ON CONFLICT (tenant, operation_id) WHERE NOT key_expired DO NOTHING
-		RETURNING id`,
+		ON CONFLICT (tenant, operation_id) WHERE NOT key_expired DO NOTHING`,
 		op.Tenant, op.OperationID, op.TaskID, op.Upstream, op.Tool, op.Fingerprint, string(op.Arguments),
 		op.State, idOrNull(approvalRef), op.RetryPolicy, op.Estimate.Micros, op.Estimate.Currency, op.TTL.Milliseconds(), now,
-		leaseOwner, leaseUntil, op.IntendedRemoteJobs).Scan(&op.ID)
+		leaseOwner, leaseUntil, op.IntendedRemoteJobs)
 	if err != nil {
 		if errors.Is(s.drv.Interpret(err), ledger.ErrNotFound) {
 			return nil, nil, nil
 		}
 		return nil, nil, fmt.Errorf("insert operation: %w", err)
 	}
+	op.ID = id
 	if approval != nil {
 		if _, err := tx.Exec(ctx, `INSERT INTO reservations (approval_ref, operation_ref, amount_micros, currency, jobs, status, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, 1, $5, $6, $6)`,
@@ -405,7 +405,7 @@ func argumentsOrEmpty(b []byte) []byte {
 	return b
 }
 
-func (s *Store) insertAttempt(ctx context.Context, tx Querier, p *ledger.AcceptParams, opRef, relatedRef int64, d ledger.Decision, reason string, now time.Time) (*ledger.Attempt, error) {
+func (s *Store) insertAttempt(ctx context.Context, tx Tx, p *ledger.AcceptParams, opRef, relatedRef int64, d ledger.Decision, reason string, now time.Time) (*ledger.Attempt, error) {
 	remote := attemptRemoteDefault(d)
 	a := &ledger.Attempt{
 		RequestID: p.RequestID, Tenant: p.Tenant, OperationID: p.OperationID, OperationRef: opRef, RelatedRef: relatedRef,
@@ -413,12 +413,12 @@ func (s *Store) insertAttempt(ctx context.Context, tx Querier, p *ledger.AcceptP
 		RemoteAccepted: remote, RemoteEffect: remote, ChargeStatus: remote, CreatedAt: now, UpdatedAt: now,
 	}
 	// Only the row ID comes back: the rest is what was just written.
-	err := tx.QueryRow(ctx, `INSERT INTO attempts (request_id, tenant, operation_id, operation_ref, related_ref,
+	var err error
+	a.ID, err = tx.InsertID(ctx, `INSERT INTO attempts (request_id, tenant, operation_id, operation_ref, related_ref,
 			decision, reason, fingerprint, source, client_result, remote_accepted, remote_effect, charge_status, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $11, $12, $12)
-		RETURNING id`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $11, $12, $12)`,
 		p.RequestID, p.Tenant, p.OperationID, idOrNull(opRef), idOrNull(relatedRef), d, reason, p.Fingerprint, p.Source,
-		ledger.ClientUnknown, remote, now).Scan(&a.ID)
+		ledger.ClientUnknown, remote, now)
 	if err != nil {
 		return nil, fmt.Errorf("record attempt %s: %w", p.RequestID, err)
 	}

@@ -37,6 +37,13 @@ type Row interface {
 // and the records that justify it commit together.
 type Tx interface {
 	Querier
+	// InsertID runs query, an INSERT of one row into a table keyed by an
+	// integer id, and returns the new row's id; a row that ON CONFLICT
+	// DO NOTHING skipped is an error the Driver interprets as
+	// ledger.ErrNotFound. The query has no RETURNING clause: SQLite
+	// reads the id from the connection, where RETURNING would cost a
+	// temporary table on every insert.
+	InsertID(ctx context.Context, query string, args ...any) (int64, error)
 	InsertJobs(ctx context.Context, jobs []river.InsertManyParams) error
 	// InsertJobsFast enqueues jobs on River's fast path: nothing comes
 	// back and unique conflicts are errors, not skips. Acceptance uses it
