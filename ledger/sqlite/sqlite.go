@@ -84,14 +84,14 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	}
 	// Temporary tables and indices SQLite builds for a statement stay in memory.
 	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=temp_store(memory)&_pragma=synchronous(" + sync + ")"
-	w := openCached("file:" + path + "?" + pragmas + "&_txlock=immediate")
+	w := openCached("file:"+path+"?"+pragmas, "BEGIN IMMEDIATE")
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	if err := checkDatabase(ctx, w, path); err != nil {
 		w.Close()
 		return nil, err
 	}
-	r := openCached("file:" + path + "?_pragma=busy_timeout(10000)&_pragma=query_only(1)")
+	r := openCached("file:"+path+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)", "BEGIN")
 	r.SetMaxOpenConns(cmpOr(o.ReadConns, 4))
 	inserter, err := river.NewClient(riversqlite.New(w), &river.Config{Logger: o.Logger})
 	if err != nil {

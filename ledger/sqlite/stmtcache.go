@@ -16,14 +16,16 @@ const maxCachedStatements = 256
 // distinct statement once and reuse it. modernc's driver parses every
 // query anew, and parsing was the largest CPU cost of an acceptance (its
 // own statements and River's); the ledger issues the same few statements
-// over and over.
-func openCached(dsn string) *sql.DB {
-	return sql.OpenDB(connector{dsn: dsn, drv: &sqlite3.Driver{}})
+// over and over. Transactions that are not read-only begin with begin
+// ("BEGIN IMMEDIATE" for a writer, so that it takes the write lock first
+// and never fails to upgrade).
+func openCached(dsn, begin string) *sql.DB {
+	return sql.OpenDB(connector{dsn: dsn, begin: begin, drv: &sqlite3.Driver{}})
 }
 
 type connector struct {
-	dsn string
-	drv *sqlite3.Driver
+	dsn, begin string
+	drv        *sqlite3.Driver
 }
 
 func (c connector) Connect(context.Context) (sqldriver.Conn, error) {
@@ -31,7 +33,7 @@ func (c connector) Connect(context.Context) (sqldriver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cachingConn{Conn: conn, stmts: map[string]*cachedStmt{}}, nil
+	return &cachingConn{Conn: conn, begin: c.begin, stmts: map[string]*cachedStmt{}}, nil
 }
 
 func (c connector) Driver() sqldriver.Driver { return c.drv }
@@ -40,6 +42,7 @@ func (c connector) Driver() sqldriver.Driver { return c.drv }
 // uses a connection from one goroutine at a time, so the cache needs no lock.
 type cachingConn struct {
 	sqldriver.Conn
+	begin string
 	stmts map[string]*cachedStmt
 }
 
@@ -105,8 +108,43 @@ func (c *cachingConn) PrepareContext(ctx context.Context, query string) (sqldriv
 	return c.Conn.(sqldriver.ConnPrepareContext).PrepareContext(ctx, query)
 }
 
+// BeginTx runs BEGIN, COMMIT and ROLLBACK as cached statements too: every
+// acceptance runs them, and modernc's own transactions prepare each anew.
 func (c *cachingConn) BeginTx(ctx context.Context, opts sqldriver.TxOptions) (sqldriver.Tx, error) {
-	return c.Conn.(sqldriver.ConnBeginTx).BeginTx(ctx, opts)
+	begin := c.begin
+	if opts.ReadOnly {
+		begin = "BEGIN"
+	}
+	if _, err := c.ExecContext(ctx, begin, nil); err != nil {
+		// ctx may have ended after BEGIN took effect, which the driver
+		// reports as ctx's error: the connection must not stay in a
+		// transaction database/sql does not know of. Without one,
+		// ROLLBACK fails harmlessly.
+		_, _ = c.ExecContext(context.Background(), "ROLLBACK", nil)
+		return nil, err
+	}
+	return cachedTx{c}, nil
+}
+
+// cachedTx is a transaction on a cachingConn. Its COMMIT does not watch a
+// context: it cannot wait for a lock (the transaction holds the write
+// lock, or wrote nothing), and a context that ended as it ran would turn
+// a commit that happened into a reported failure.
+type cachedTx struct{ c *cachingConn }
+
+func (t cachedTx) Commit() error {
+	_, err := t.c.ExecContext(context.Background(), "COMMIT", nil)
+	if err != nil {
+		// A commit that failed can leave the transaction open, and
+		// database/sql hands the connection on as if it were not.
+		_, _ = t.c.ExecContext(context.Background(), "ROLLBACK", nil)
+	}
+	return err
+}
+
+func (t cachedTx) Rollback() error {
+	_, err := t.c.ExecContext(context.Background(), "ROLLBACK", nil)
+	return err
 }
 
 func (c *cachingConn) ResetSession(ctx context.Context) error {
