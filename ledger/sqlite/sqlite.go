@@ -93,7 +93,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	}
 	r := openCached("file:"+path+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)", "BEGIN")
 	r.SetMaxOpenConns(cmpOr(o.ReadConns, 4))
-	inserter, err := river.NewClient(riversqlite.New(w), &river.Config{Logger: o.Logger})
+	inserter, err := river.NewClient(insertDriver{riversqlite.New(w)}, &river.Config{Logger: o.Logger})
 	if err != nil {
 		w.Close()
 		r.Close()
