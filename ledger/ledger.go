@@ -131,12 +131,16 @@ type Operation struct {
 	SendCount          int
 	CostBreach         bool
 	TTL                time.Duration // 0 means unlimited
-	CancelRequestedAt  time.Time
-	LeaseOwner         string
-	LeaseUntil         time.Time
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
-	EndedAt            time.Time
+	// Priced and SecretArguments are what the tool's policy said when the
+	// operation was accepted; see AcceptParams.
+	Priced            bool
+	SecretArguments   []string
+	CancelRequestedAt time.Time
+	LeaseOwner        string
+	LeaseUntil        time.Time
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	EndedAt           time.Time
 }
 
 // ProviderKey is the idempotency key the provider receives for this
@@ -291,9 +295,10 @@ type Event struct {
 }
 
 // Event kinds. "The client stopped watching", "cancellation was requested"
-// and "the effect was reversed" are deliberately separate kinds.
+// and "the effect was reversed" are deliberately separate kinds. An
+// acceptance writes no event: the operation and its created attempt
+// record it. (Ledgers from before migration 00005 hold "accepted" events.)
 const (
-	EventAccepted              = "accepted"
 	EventConflict              = "conflict"
 	EventDenied                = "denied"
 	EventClientResult          = "client_result"

@@ -78,7 +78,6 @@ func clean() *receipt.Input {
 			Status: ledger.ReservationSettled, CreatedAt: t0, UpdatedAt: at(7 * time.Minute),
 		}},
 		Events: []*ledger.Event{
-			event(1, ledger.EventAccepted, 0, `{"request_id":"req-first","approval":7}`),
 			event(2, ledger.EventSendStarted, 5*time.Second, `{}`),
 			event(3, ledger.EventRemoteJobBound, 10*time.Second, `{"remote_job_id":"hosted-suite-9912"}`),
 			event(4, ledger.EventClientStoppedWatching, 30*time.Second, `{"request_id":"req-first","client_result":"disconnected"}`),
@@ -107,7 +106,7 @@ func duplicate() *receipt.Input {
 		Status: ledger.ChargeFinal, Source: "provider", CreatedAt: at(7*time.Minute + 30*time.Second),
 	})
 	in.Reservations[0].Settled = usd("35.68")
-	in.Events = append(in.Events[:8],
+	in.Events = append(in.Events[:6],
 		event(10, ledger.EventDuplicateJob, 7*time.Minute+10*time.Second, `{"remote_job_id":"hosted-suite-9913"}`),
 		event(11, ledger.EventCostBoundaryBreach, 7*time.Minute+30*time.Second, `{"charge_id":"ch-9913-1"}`),
 		event(12, ledger.EventReconciled, 8*time.Minute, `{"lookup":"answered","detail":"2 remote jobs, 2 charges"}`),
@@ -121,7 +120,7 @@ func missingInvoice() *receipt.Input {
 	in.Charges = nil
 	in.Reservations[0].Status = ledger.ReservationHeld
 	in.Reservations[0].Settled = money.Amount{}
-	in.Events = append(in.Events[:7],
+	in.Events = append(in.Events[:5],
 		event(9, ledger.EventReconciled, 8*time.Minute, `{"lookup":"answered","detail":"1 remote job, no charge yet"}`))
 	in.Owner = "billing-oncall"
 	return in
@@ -141,7 +140,6 @@ func indeterminate() *receipt.Input {
 	in.Reservations[0].Status = ledger.ReservationHeld
 	in.Reservations[0].Settled = money.Amount{}
 	in.Events = []*ledger.Event{
-		event(1, ledger.EventAccepted, 0, `{"request_id":"req-first","approval":7}`),
 		event(2, ledger.EventSendStarted, 5*time.Second, `{}`),
 		event(4, ledger.EventClientStoppedWatching, 30*time.Second, `{"request_id":"req-first","client_result":"timed_out"}`),
 		event(6, ledger.EventLookup, 3*time.Minute, `{"answer":"indeterminate"}`),
@@ -157,7 +155,7 @@ func costBreach() *receipt.Input {
 	in.Operation.CostBreach = true
 	in.Charges[0].Amount = usd("23.10")
 	in.Reservations[0].Settled = usd("23.10")
-	in.Events = append(in.Events[:8],
+	in.Events = append(in.Events[:6],
 		event(10, ledger.EventCostBoundaryBreach, 7*time.Minute, `{"charge_id":"ch-9912-1","final_cost_usd":"23.10","ceiling_usd":"20.00"}`),
 		event(11, ledger.EventReconciled, 8*time.Minute, `{"lookup":"answered","detail":"1 remote job, 1 charge"}`),
 	)
@@ -176,7 +174,6 @@ func cancelAfterEffect() *receipt.Input {
 	in.RemoteJobs[0].EffectReversed = ledger.No
 	in.Charges[0].CreatedAt = at(6*time.Minute + 30*time.Second)
 	in.Events = []*ledger.Event{
-		event(1, ledger.EventAccepted, 0, `{"request_id":"req-first","approval":7}`),
 		event(2, ledger.EventSendStarted, 5*time.Second, `{}`),
 		event(3, ledger.EventRemoteJobBound, 10*time.Second, `{"remote_job_id":"hosted-suite-9912"}`),
 		event(4, ledger.EventClientStoppedWatching, 30*time.Second, `{"request_id":"req-first","client_result":"timed_out"}`),

@@ -2,7 +2,6 @@ package receipt
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -13,8 +12,8 @@ import (
 // zero value describes an unpriced tool, the tenant as owner, the default
 // invoice grace and the current time.
 type LoadOptions struct {
-	// Priced says the tool's provider contract prices it. The ledger's
-	// accepted event records this too; either is enough.
+	// Priced says the tool's provider contract prices it. The operation
+	// records whether it did at acceptance; either is enough.
 	Priced bool
 	// Owner follows up next actions; empty means the operation's tenant.
 	Owner string
@@ -51,7 +50,7 @@ func Load(ctx context.Context, s ledger.Store, op *ledger.Operation, opts *LoadO
 	if in.Events, err = s.EventList(ctx, op.ID); err != nil {
 		return nil, fmt.Errorf("load events of operation %q for its receipt: %w", op.OperationID, err)
 	}
-	in.Priced = in.Priced || pricedAtAcceptance(in.Events)
+	in.Priced = in.Priced || op.Priced
 	if op.ApprovalID == 0 {
 		return in, nil
 	}
@@ -77,20 +76,4 @@ func approvalByID(ctx context.Context, s ledger.Store, op *ledger.Operation) (*l
 		return nil, fmt.Errorf("load approval %d for the receipt of operation %q: %w", op.ApprovalID, op.OperationID, err)
 	}
 	return a, nil
-}
-
-// pricedAtAcceptance reads the "priced" flag the accepted event records.
-func pricedAtAcceptance(evs []*ledger.Event) bool {
-	for _, e := range evs {
-		if e.Kind != ledger.EventAccepted {
-			continue
-		}
-		var d struct {
-			Priced bool `json:"priced"`
-		}
-		if json.Unmarshal(e.Data, &d) == nil && d.Priced {
-			return true
-		}
-	}
-	return false
 }

@@ -132,7 +132,7 @@ func TestLineageAfterLostResponse(t *testing.T) {
 					client   ledger.ClientResult
 					event    string
 				}{
-					{ledger.DecisionCreated, ledger.ClientDisconnected, ledger.EventAccepted},
+					{ledger.DecisionCreated, ledger.ClientDisconnected, ledger.EventClientStoppedWatching},
 					// An attached attempt writes only its attempt row; the
 					// event that names it records what its client got.
 					{ledger.DecisionAttached, ledger.ClientDelivered, ledger.EventClientResult},

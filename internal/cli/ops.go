@@ -306,7 +306,7 @@ func loadDetail(ctx context.Context, s ledger.Store, op *ledger.Operation) (*det
 	if err != nil {
 		return nil, err
 	}
-	d.Operation.Arguments = redact(op.Arguments, secretArguments(evs))
+	d.Operation.Arguments = redact(op.Arguments, op.SecretArguments)
 	for _, ev := range evs {
 		d.Events = append(d.Events, eventView{Kind: ev.Kind, Data: ev.Data, At: ev.CreatedAt})
 	}
@@ -432,23 +432,6 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// secretArguments reads the arguments the tool's policy named secret when
-// the operation was accepted.
-func secretArguments(evs []*ledger.Event) []string {
-	for _, ev := range evs {
-		if ev.Kind != ledger.EventAccepted {
-			continue
-		}
-		var d struct {
-			Secret []string `json:"secret_arguments"`
-		}
-		if json.Unmarshal(ev.Data, &d) == nil {
-			return d.Secret
-		}
-	}
-	return nil
 }
 
 // redact replaces the named top-level arguments' values.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -286,6 +287,7 @@ func testTenantScopedLookup(t *testing.T, newStore Factory) {
 	p := params(t, call{"acme", "op-1", `{"suite":"x"}`})
 	p.QueueLease = 1500 * time.Millisecond
 	p.TTL = 90 * time.Second
+	p.Priced, p.SecretArguments = true, []string{"token"}
 	res := accept(t, s, p)
 	ctx := context.Background()
 	got, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "acme", TaskID: res.Operation.TaskID})
@@ -306,7 +308,8 @@ func testTenantScopedLookup(t *testing.T, newStore Factory) {
 	if _, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "acme", TaskID: "task-unknown"}); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("unknown task: err = %v, want ErrNotFound", err)
 	}
-	if got.Tenant != "acme" || got.OperationID != "op-1" || got.State != ledger.StateAccepted || string(got.Arguments) != `{"suite":"x"}` {
+	if got.Tenant != "acme" || got.OperationID != "op-1" || got.State != ledger.StateAccepted || string(got.Arguments) != `{"suite":"x"}` ||
+		!got.Priced || !slices.Equal(got.SecretArguments, []string{"token"}) {
 		t.Fatalf("stored operation = %+v", got)
 	}
 }
@@ -343,8 +346,9 @@ func testClientResult(t *testing.T, newStore Factory) {
 	for _, e := range evs {
 		kinds[e.Kind]++
 	}
-	// An attached attempt writes its attempt row and nothing else.
-	if kinds[ledger.EventAccepted] != 1 || len(evs) != 3 || kinds[ledger.EventClientStoppedWatching] != 1 || kinds[ledger.EventClientResult] != 1 {
+	// The created and attached attempts write their attempt rows and
+	// nothing else: the events are what their clients got.
+	if len(evs) != 2 || kinds[ledger.EventClientStoppedWatching] != 1 || kinds[ledger.EventClientResult] != 1 {
 		t.Fatalf("event kinds = %v", kinds)
 	}
 }

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -308,18 +309,22 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 		Tenant: p.Tenant, OperationID: p.OperationID, TaskID: p.TaskID, Upstream: p.Upstream, Tool: p.Tool,
 		Fingerprint: p.Fingerprint, Arguments: argumentsOrEmpty(p.Arguments), State: ledger.StateAccepted,
 		ApprovalID: approvalRef, RetryPolicy: p.RetryPolicy, Estimate: money.FromMicros(p.Approval.Estimate.Micros, currencyOf(p)),
-		IntendedRemoteJobs: 1, TTL: p.TTL.Truncate(time.Millisecond), LeaseOwner: leaseOwner, LeaseUntil: leaseUntil,
-		CreatedAt: now, UpdatedAt: now,
+		IntendedRemoteJobs: 1, TTL: p.TTL.Truncate(time.Millisecond), Priced: p.Priced, SecretArguments: p.SecretArguments,
+		LeaseOwner: leaseOwner, LeaseUntil: leaseUntil, CreatedAt: now, UpdatedAt: now,
+	}
+	secret, err := secretOrNull(p.SecretArguments)
+	if err != nil {
+		return nil, nil, err
 	}
 	// Only the row ID comes back: the rest is what was just written.
 	id, err := tx.InsertID(ctx, `INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
 			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at,
-			intended_remote_jobs)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $14, $14, $17)
+			intended_remote_jobs, priced, secret_arguments)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $14, $14, $17, $18, $19)
 		ON CONFLICT (tenant, operation_id) WHERE NOT key_expired DO NOTHING`,
 		op.Tenant, op.OperationID, op.TaskID, op.Upstream, op.Tool, op.Fingerprint, string(op.Arguments),
 		op.State, idOrNull(approvalRef), op.RetryPolicy, op.Estimate.Micros, op.Estimate.Currency, op.TTL.Milliseconds(), now,
-		leaseOwner, leaseUntil, op.IntendedRemoteJobs)
+		leaseOwner, leaseUntil, op.IntendedRemoteJobs, op.Priced, secret)
 	if err != nil {
 		if errors.Is(s.drv.Interpret(err), ledger.ErrNotFound) {
 			return nil, nil, nil
@@ -334,11 +339,10 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 			return nil, nil, fmt.Errorf("reserve against approval %d: %w", approval.ID, err)
 		}
 	}
+	// The operation and its created attempt are the record of the
+	// acceptance: no event repeats them.
 	att, err := s.insertAttempt(ctx, tx, p, op.ID, 0, ledger.DecisionCreated, "", now)
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := s.event(ctx, tx, op.ID, att.ID, ledger.EventAccepted, newAcceptedEvent(p, approvalRef), now); err != nil {
 		return nil, nil, err
 	}
 	var jobs []river.InsertManyParams
@@ -434,17 +438,14 @@ func attemptRemoteDefault(d ledger.Decision) ledger.Knowledge {
 	return ledger.No
 }
 
-// acceptedEvent is the data of an operation's accepted event: what later
-// readers (receipts, ops show) need to know of the tool's policy. A struct,
-// not a map: every acceptance encodes one, and a map's keys are sorted
-// each time (the fields are in the same order).
-type acceptedEvent struct {
-	Approval        int64    `json:"approval"`
-	Priced          bool     `json:"priced"`
-	RequestID       string   `json:"request_id"`
-	SecretArguments []string `json:"secret_arguments,omitempty"`
-}
-
-func newAcceptedEvent(p *ledger.AcceptParams, approvalRef int64) *acceptedEvent {
-	return &acceptedEvent{Approval: approvalRef, Priced: p.Priced, RequestID: p.RequestID, SecretArguments: p.SecretArguments}
+// secretOrNull encodes the names of secret arguments, or NULL for none.
+func secretOrNull(names []string) (any, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(names)
+	if err != nil {
+		return nil, fmt.Errorf("encode secret argument names: %w", err)
+	}
+	return string(b), nil
 }

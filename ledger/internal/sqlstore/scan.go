@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -79,7 +80,7 @@ func jsonOrNull(b json.RawMessage) any {
 const operationColumns = `id, tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
 	state, status_message, review_reason, result, error, approval_ref, retry_policy,
 	estimate_micros, currency, intended_remote_jobs, send_count, cost_breach, ttl_ms,
-	cancel_requested_at, lease_owner, lease_until, created_at, updated_at, ended_at`
+	cancel_requested_at, lease_owner, lease_until, created_at, updated_at, ended_at, priced, secret_arguments`
 
 func scanOperation(r Row) (*ledger.Operation, error) {
 	var (
@@ -90,13 +91,19 @@ func scanOperation(r Row) (*ledger.Operation, error) {
 		ttlMS    int64
 		intended int64
 		sends    int64
+		secret   sql.NullString
 	)
 	err := r.Scan(&o.ID, &o.Tenant, &o.OperationID, &o.TaskID, &o.Upstream, &o.Tool, &o.Fingerprint, &args,
 		&o.State, &o.StatusMessage, &o.ReviewReason, nullJSON{&o.Result}, nullJSON{&o.Error}, nullInt{&o.ApprovalID}, &o.RetryPolicy,
 		&estimate, &currency, &intended, &sends, &o.CostBreach, &ttlMS,
-		ts{&o.CancelRequestedAt}, &o.LeaseOwner, ts{&o.LeaseUntil}, ts{&o.CreatedAt}, ts{&o.UpdatedAt}, ts{&o.EndedAt})
+		ts{&o.CancelRequestedAt}, &o.LeaseOwner, ts{&o.LeaseUntil}, ts{&o.CreatedAt}, ts{&o.UpdatedAt}, ts{&o.EndedAt}, &o.Priced, &secret)
 	if err != nil {
 		return nil, err
+	}
+	if secret.Valid {
+		if err := json.Unmarshal([]byte(secret.String), &o.SecretArguments); err != nil {
+			return nil, fmt.Errorf("operation %d: secret arguments %q: %w", o.ID, secret.String, err)
+		}
 	}
 	o.Arguments = json.RawMessage(args)
 	o.Estimate = money.FromMicros(estimate, currency)
