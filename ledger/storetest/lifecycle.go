@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,5 +282,52 @@ func testPanicInAcceptance(t *testing.T, newStore Factory) {
 	}
 	if got := probeJobs(t, s); got != n {
 		t.Errorf("dispatch jobs = %d, want %d (one per created operation)", got, n)
+	}
+}
+
+// testCloseDuringAcceptance: acceptances in flight when the store closes
+// are each answered, committed or with ErrClosed, and later ones are
+// refused with ErrClosed. None waits forever.
+func testCloseDuringAcceptance(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	const workers = 32
+	var (
+		wg       sync.WaitGroup
+		accepted atomic.Int64
+		errs     = make(chan error, workers)
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				_, err := s.Accept(context.Background(), params(t, call{"acme", fmt.Sprintf("op-%d-%d", w, i), `{}`}))
+				if err != nil {
+					errs <- err
+					return
+				}
+				accepted.Add(1)
+			}
+		})
+	}
+	for accepted.Load() < workers {
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("acceptances still unanswered 30s after Close")
+	}
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, ledger.ErrClosed) {
+			t.Errorf("acceptance during Close: %v, want ErrClosed", err)
+		}
+	}
+	if _, err := s.Accept(context.Background(), params(t, call{"acme", "op-after", `{}`})); !errors.Is(err, ledger.ErrClosed) {
+		t.Errorf("acceptance after Close: %v, want ErrClosed", err)
 	}
 }

@@ -52,6 +52,7 @@ func Exercise(t *testing.T, newStore Factory) {
 	t.Run("BadRequestInAGroup", func(t *testing.T) { t.Parallel(); testBadRequestInAGroup(t, newStore) })
 	t.Run("MixedGroup", func(t *testing.T) { t.Parallel(); testMixedGroup(t, newStore) })
 	t.Run("PanicInAcceptance", func(t *testing.T) { t.Parallel(); testPanicInAcceptance(t, newStore) })
+	t.Run("CloseDuringAcceptance", func(t *testing.T) { t.Parallel(); testCloseDuringAcceptance(t, newStore) })
 }
 
 // call is one tools/call as a client would send it.

@@ -54,19 +54,56 @@ func (s *Store) AttemptSetClientResult(ctx context.Context, requestID string, r 
 	return err
 }
 
-// group hands req to the committers and waits for its group's commit.
+// group commits req in a group and waits for the group's commit. The
+// caller's own goroutine leads the group when fewer than maxLeaders are
+// committing: an acceptance alone then costs no handoff to another
+// goroutine and back. Otherwise req waits in pending for the next leader.
 func (s *Store) group(ctx context.Context, req *acceptRequest) (*ledger.AcceptResult, error) {
-	select {
-	case s.accept <- req:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-s.closed:
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
 		return nil, ledger.ErrClosed
 	}
-	// Once handed over, wait for the commit even if ctx ends: the decision
-	// may already be durable, and the caller must learn which it was.
+	s.pending = append(s.pending, req)
+	lead := s.leaders < s.maxLeaders
+	if lead {
+		s.leaders++
+		s.wg.Add(1)
+	}
+	s.mu.Unlock()
+	if lead {
+		s.lead()
+	}
+	// Once queued, wait for the commit even if ctx ends: the decision may
+	// already be durable, and the caller must learn which it was.
 	r := <-req.done
 	return r.res, r.err
+}
+
+// lead commits the oldest waiting requests as one group. Leadership then
+// passes to a new goroutine while requests wait, so that the leading
+// caller gets its answer without committing everyone else's.
+func (s *Store) lead() {
+	defer s.wg.Done()
+	s.mu.Lock()
+	n := min(len(s.pending), s.batch)
+	batch := slices.Clone(s.pending[:n])
+	s.pending = slices.Delete(s.pending, 0, n)
+	s.mu.Unlock()
+
+	s.commitBatch(batch)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) > 0 {
+		s.wg.Add(1)
+		go s.lead()
+		return
+	}
+	s.leaders--
 }
 
 func validateAccept(p *ledger.AcceptParams) error {
@@ -89,42 +126,20 @@ func validateAccept(p *ledger.AcceptParams) error {
 	return nil
 }
 
-func (s *Store) acceptLoop() {
-	defer s.wg.Done()
-	for {
-		select {
-		case <-s.closed:
-			return
-		case req := <-s.accept:
-			batch := []*acceptRequest{req}
-		fill:
-			for len(batch) < s.batch {
-				select {
-				case r := <-s.accept:
-					batch = append(batch, r)
-				default:
-					break fill
-				}
-			}
-			s.commitBatch(batch)
-		}
-	}
-}
-
 // errCommitterPanic wraps a panic while deciding a group: its members are
-// answered with it, and the committer goes on with the next group.
+// answered with it, and leadership passes on to the next group.
 var errCommitterPanic = errors.New("acceptance failed unexpectedly")
 
 // recoverAnswer is deferred by commitBatch: a panic anywhere in a group
 // answers every member not yet answered, so that no caller waits forever
-// and the committer loop survives.
+// and the leader goes on to hand over.
 func (s *Store) recoverAnswer(batch []*acceptRequest) {
 	r := recover()
 	if r == nil {
 		return
 	}
 	err := fmt.Errorf("%w: %v", errCommitterPanic, r)
-	s.log.Error("acceptance committer recovered from a panic", "err", err)
+	s.log.Error("group commit recovered from a panic", "err", err)
 	for _, req := range batch {
 		select {
 		case req.done <- acceptResponse{err: err}:

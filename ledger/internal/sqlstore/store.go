@@ -25,18 +25,26 @@ type Options struct {
 // Store implements ledger.Store over a Driver, all but NewJobClient, which
 // needs the database's own transaction type and lives in the store packages.
 type Store struct {
-	drv    Driver
-	log    *slog.Logger
-	clock  func() time.Time
-	accept chan *acceptRequest
-	batch  int
+	drv   Driver
+	log   *slog.Logger
+	clock func() time.Time
+	batch int
+
+	// Group commit: acceptances wait in pending until a leader takes them
+	// into one transaction. A caller that finds fewer than maxLeaders
+	// leaders leads itself; see group.
+	mu         sync.Mutex
+	pending    []*acceptRequest
+	leaders    int
+	maxLeaders int
+	closing    bool
 
 	closeOnce sync.Once
 	closed    chan struct{}
-	wg        sync.WaitGroup
+	wg        sync.WaitGroup // leaders
 }
 
-// New returns a Store over drv and starts its acceptance committers.
+// New returns a Store over drv.
 func New(drv Driver, opts *Options) *Store {
 	var o Options
 	if opts != nil {
@@ -51,19 +59,14 @@ func New(drv Driver, opts *Options) *Store {
 	if o.MaxAcceptBatch <= 0 {
 		o.MaxAcceptBatch = 256
 	}
-	s := &Store{
-		drv:    drv,
-		log:    o.Logger,
-		clock:  o.Clock,
-		accept: make(chan *acceptRequest),
-		batch:  o.MaxAcceptBatch,
-		closed: make(chan struct{}),
+	return &Store{
+		drv:        drv,
+		log:        o.Logger,
+		clock:      o.Clock,
+		batch:      o.MaxAcceptBatch,
+		maxLeaders: max(1, drv.AcceptWorkers()),
+		closed:     make(chan struct{}),
 	}
-	for range max(1, drv.AcceptWorkers()) {
-		s.wg.Add(1)
-		go s.acceptLoop()
-	}
-	return s
 }
 
 // Driver returns the database underneath, for packages that enqueue work
@@ -76,10 +79,14 @@ func (s *Store) Dialect() string { return s.drv.Name() }
 // Migrate applies pending migrations.
 func (s *Store) Migrate(ctx context.Context) error { return s.drv.Migrate(ctx) }
 
-// Close stops the committers and closes the database.
+// Close refuses new acceptances, waits for the groups being committed and
+// closes the database.
 func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
 		close(s.closed)
 		s.wg.Wait()
 		err = s.drv.Close()
