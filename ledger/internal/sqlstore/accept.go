@@ -77,8 +77,21 @@ func (s *Store) group(ctx context.Context, req *acceptRequest) (*ledger.AcceptRe
 	if lead {
 		s.lead()
 	}
-	// Once queued, wait for the commit even if ctx ends: the decision may
-	// already be durable, and the caller must learn which it was.
+	select {
+	case r := <-req.done:
+		return r.res, r.err
+	case <-ctx.Done():
+	}
+	// A request still waiting has not been decided: withdraw it. Once a
+	// leader has taken it, wait for the commit even though ctx ended: the
+	// decision may already be durable, and the caller must learn which.
+	s.mu.Lock()
+	if i := slices.Index(s.pending, req); i >= 0 {
+		s.pending = slices.Delete(s.pending, i, i+1)
+		s.mu.Unlock()
+		return nil, ctx.Err()
+	}
+	s.mu.Unlock()
 	r := <-req.done
 	return r.res, r.err
 }
