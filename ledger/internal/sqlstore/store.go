@@ -124,9 +124,12 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(tx Tx) error) (err error) 
 	if err != nil {
 		return err
 	}
+	committed := false
 	defer func() {
-		if err != nil {
-			// A cancelled ctx must not leave the transaction open.
+		// Whatever ended the transaction short of a commit (an error, a
+		// cancelled ctx, a panic) must not leave it open: on SQLite it
+		// would hold the only write connection.
+		if !committed {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
 			_ = tx.Rollback(rctx)
@@ -135,7 +138,11 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(tx Tx) error) (err error) 
 	if err = fn(tx); err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
+	if err = tx.Commit(ctx); err != nil {
+		return err
+	}
+	committed = true
+	return nil
 }
 
 // event appends one event inside tx.
