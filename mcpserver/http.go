@@ -118,12 +118,20 @@ func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
 
 // countRequests counts the /mcp requests in progress for Drain, all but a
 // session's standalone stream (GET), which lasts as long as its session.
+// A standalone stream ends instead when the gateway shuts down: it carries
+// nothing a client waits for, and it would hold the listener open until
+// its grace period ran out.
 func (g *Gateway) countRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet {
-			g.handling.start()
-			defer g.handling.done()
+		if r.Method == http.MethodGet {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer context.AfterFunc(g.stopping, cancel)()
+			defer cancel()
+			next.ServeHTTP(w, r.WithContext(ctx))
+			return
 		}
+		g.handling.start()
+		defer g.handling.done()
 		next.ServeHTTP(w, r)
 	})
 }

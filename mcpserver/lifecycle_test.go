@@ -99,8 +99,8 @@ func (g *gateway) connect(t *testing.T, era fixtures.Era) *mcp.ClientSession {
 }
 
 // connectWithoutStream opens a 2025-11-25 session (with tasks when tasks
-// is set) that opens no standalone stream: a stream lasts as long as its
-// session and would hold a stopping server to its deadline.
+// is set) that opens no standalone stream: a client that only makes
+// requests, and gives up rather than retrying.
 func (g *gateway) connectWithoutStream(t *testing.T, tasks bool) *mcp.ClientSession {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "no-stream"}, nil)
@@ -370,6 +370,31 @@ func TestShutdownEndsWaits(t *testing.T) {
 	res := <-plainRes
 	if res == nil || !strings.Contains(fixtures.ResultText(res), "still running") {
 		t.Errorf("plain call during shutdown = %+v; want the answer that the operation still runs", res)
+	}
+}
+
+// TestShutdownEndsStandaloneStreams: a 2025-11-25 session's standalone
+// stream, open for as long as its session, ends when the gateway stops
+// instead of holding the listener to its 10 s grace period.
+func TestShutdownEndsStandaloneStreams(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	ctx := testCtx(t)
+	cs := g.connect(t, fixtures.EraLegacy)
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The client opens its stream after initializing; give it time to.
+	time.Sleep(300 * time.Millisecond)
+	g.stopped = true
+	stopped := make(chan error, 1)
+	go func() { stopped <- g.d.Stop(ctx) }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Stop = %v; want a clean stop", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop still waiting 5s later: the session's standalone stream holds the listener")
 	}
 }
 

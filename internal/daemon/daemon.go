@@ -202,9 +202,9 @@ const (
 )
 
 // Stop shuts down in reverse order: waits for operations' ends first
-// (their clients are answered with what is known), then the listener
-// (in-flight acceptances finish; connections still open at the deadline,
-// such as sessions' standalone streams, are closed), the handlers still
+// (their clients are answered with what is known, and sessions' standalone
+// streams end), then the listener (in-flight acceptances finish;
+// connections still open at the deadline are closed), the handlers still
 // running, tool sync, the worker, upstreams and the ledger.
 func (d *Daemon) Stop(ctx context.Context) error {
 	var errs []error
