@@ -3,14 +3,13 @@ package postgres
 import (
 	"context"
 	"io/fs"
-	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
 	"github.com/taskgate/taskgate/internal/pgtest"
-	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/storetest"
 )
 
 // Operations accepted before migration 00005 had their policy facts in an
@@ -35,14 +34,7 @@ func TestMigrationCopiesAcceptancePolicy(t *testing.T) {
 	if _, err := p.UpTo(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{
-		`INSERT INTO operations (id, tenant, operation_id, task_id, upstream, tool, fingerprint, arguments, state, created_at, updated_at)
-			VALUES (1, 'acme', 'op-priced', 'task-1', 'hosted_test', 'run_suite', 'fp', '{}', 'completed', now(), now()),
-			       (2, 'acme', 'op-plain', 'task-2', 'hosted_test', 'run_suite', 'fp', '{}', 'completed', now(), now())`,
-		`INSERT INTO events (operation_ref, kind, data, created_at) VALUES
-			(1, 'accepted', '{"approval":0,"priced":true,"request_id":"req-1","secret_arguments":["token","key"]}', now()),
-			(2, 'accepted', '{"approval":0,"priced":false,"request_id":"req-2"}', now())`,
-	} {
+	for _, q := range storetest.AcceptedBefore00005("now()") {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {
 			t.Fatal(err)
 		}
@@ -50,17 +42,5 @@ func TestMigrationCopiesAcceptancePolicy(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []struct {
-		id     int64
-		priced bool
-		secret []string
-	}{{1, true, []string{"token", "key"}}, {2, false, nil}} {
-		op, err := s.OperationGet(ctx, &ledger.OperationGetParams{ID: want.id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if op.Priced != want.priced || !slices.Equal(op.SecretArguments, want.secret) {
-			t.Errorf("operation %d: priced %v, secret %q; want %v, %q", want.id, op.Priced, op.SecretArguments, want.priced, want.secret)
-		}
-	}
+	storetest.CheckAcceptancePolicyCopied(t, s)
 }
