@@ -337,7 +337,7 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 		Tenant: p.Tenant, OperationID: p.OperationID, TaskID: p.TaskID, Upstream: p.Upstream, Tool: p.Tool,
 		Fingerprint: p.Fingerprint, Arguments: argumentsOrEmpty(p.Arguments), State: ledger.StateAccepted,
 		ApprovalID: approvalRef, RetryPolicy: p.RetryPolicy, Estimate: money.FromMicros(p.Approval.Estimate.Micros, currencyOf(p)),
-		IntendedRemoteJobs: 1, TTL: p.TTL.Truncate(time.Millisecond), Priced: p.Priced, SecretArguments: p.SecretArguments,
+		IntendedRemoteJobs: 1, TTL: p.TTL.Truncate(time.Millisecond), Priced: p.Priced, SecretArguments: secretNames(p.SecretArguments),
 		LeaseOwner: leaseOwner, LeaseUntil: leaseUntil, CreatedAt: now, UpdatedAt: now,
 	}
 	secret, err := secretOrNull(p.SecretArguments)
@@ -464,6 +464,15 @@ func attemptRemoteDefault(d ledger.Decision) ledger.Knowledge {
 		return ledger.Unknown
 	}
 	return ledger.No
+}
+
+// secretNames is the operation's own copy of the names, nil for none: as
+// the ledger reads them back.
+func secretNames(names []string) []string {
+	if len(names) == 0 {
+		return nil
+	}
+	return slices.Clone(names)
 }
 
 // secretOrNull encodes the names of secret arguments, or NULL for none.
