@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -498,13 +497,19 @@ func (h *host) ListTasks(ctx context.Context, c *taskwire.Caller, cursor string)
 	if tenant == "" {
 		return nil, "", nil
 	}
+	// The cursor is the last task ID of the previous page: it says
+	// nothing a page did not, where a row ID would count every tenant's
+	// operations, and another tenant's task is no cursor.
 	var before int64
 	if cursor != "" {
-		v, err := strconv.ParseInt(cursor, 10, 64)
-		if err != nil || v <= 0 {
+		op, err := h.g.store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: tenant, TaskID: cursor})
+		if errors.Is(err, ledger.ErrNotFound) {
 			return nil, "", taskwire.ErrInvalidCursor
 		}
-		before = v
+		if err != nil {
+			return nil, "", err
+		}
+		before = op.ID
 	}
 	const page = 50
 	ops, err := h.g.store.OperationList(ctx, &ledger.OperationListParams{Tenant: tenant, Limit: page, BeforeID: before})
@@ -517,7 +522,7 @@ func (h *host) ListTasks(ctx context.Context, c *taskwire.Caller, cursor string)
 	}
 	next := ""
 	if len(ops) == page {
-		next = strconv.FormatInt(ops[len(ops)-1].ID, 10)
+		next = ops[len(ops)-1].TaskID
 	}
 	return tasks, next, nil
 }

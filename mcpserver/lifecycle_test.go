@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/authn"
+	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/fixtures"
 	"github.com/taskgate/taskgate/internal/daemon"
@@ -432,5 +434,66 @@ func TestAwaitBacksOff(t *testing.T) {
 	// a few quick reads; polling every 100ms would read ten times as often.
 	if reads, most := cs.reads.Load(), int32(elapsed/(400*time.Millisecond))+6; reads > most {
 		t.Errorf("a wait of %v read the operation %d times; want at most %d", elapsed.Round(time.Millisecond), reads, most)
+	}
+}
+
+// TestTasksListPagesByTaskID: tasks/list pages through the caller's own
+// tasks with the last task ID of a page as the cursor; another tenant's
+// task ID is no cursor.
+func TestTasksListPagesByTaskID(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	ctx := testCtx(t)
+	accept := func(tenant, opID string) *ledger.Operation {
+		t.Helper()
+		fp, err := canon.Compute("hosted_test", "run_suite", json.RawMessage(`{"suite":"x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := g.store.Accept(ctx, &ledger.AcceptParams{
+			Tenant: tenant, OperationID: opID, Upstream: "hosted_test", Tool: "run_suite", Fingerprint: string(fp),
+			Arguments: json.RawMessage(`{"suite":"x"}`), RequestID: ledger.NewRequestID(), TaskID: ledger.NewTaskID(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Operation
+	}
+	const n = 51 // a page holds 50
+	want := map[string]bool{}
+	for i := range n {
+		want[accept("acme", fmt.Sprintf("op-%d", i)).TaskID] = true
+	}
+	other := accept("globex", "op-other")
+
+	cs := g.connect(t, fixtures.EraLegacy)
+	seen := map[string]bool{}
+	cursor, pages := "", 0
+	for {
+		tasks, next, err := taskwire.ListTasks(ctx, cs, cursor)
+		if err != nil {
+			t.Fatalf("tasks/list page %d: %v", pages+1, err)
+		}
+		pages++
+		for _, task := range tasks {
+			if seen[task.ID] || !want[task.ID] {
+				t.Fatalf("tasks/list returned %s twice or not acme's", task.ID)
+			}
+			seen[task.ID] = true
+		}
+		if next == "" {
+			break
+		}
+		if next != tasks[len(tasks)-1].ID {
+			t.Fatalf("cursor %q, want the page's last task ID %q", next, tasks[len(tasks)-1].ID)
+		}
+		cursor = next
+	}
+	if len(seen) != n || pages != 2 {
+		t.Fatalf("tasks/list gave %d tasks in %d pages, want %d in 2", len(seen), pages, n)
+	}
+	for _, bad := range []string{other.TaskID, "task-unknown", "12"} {
+		if _, _, err := taskwire.ListTasks(ctx, cs, bad); err == nil {
+			t.Errorf("tasks/list with cursor %q succeeded; want invalid params", bad)
+		}
 	}
 }
