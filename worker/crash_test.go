@@ -88,10 +88,7 @@ func assertOneJob(t *testing.T, h *fixtures.Harness, op *ledger.Operation) {
 // answers: the client's call is lost, and its retry attaches.
 func TestCrashAfterAcceptCommit(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
-	// The worker of the gateway that dies must not begin the dispatch
-	// before the kill, which follows the crash point within milliseconds:
-	// the crash is meant to come between the commit and everything after.
-	h := crashHarness(t, crashpoint.AfterAcceptCommit, fixtures.ConfigOptions{FetchPoll: 2 * time.Second}, providersim.Options{})
+	h := crashHarness(t, crashpoint.AfterAcceptCommit, fixtures.ConfigOptions{}, providersim.Options{})
 	cs := connect(t, ctx, h, fixtures.EraPlain)
 	logHistory(t, h.Store, "op-accept-commit")
 
