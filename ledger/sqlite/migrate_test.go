@@ -11,11 +11,8 @@ import (
 	"github.com/taskgate/taskgate/ledger/storetest"
 )
 
-// Operations accepted before migration 00005 had their policy facts in an
-// accepted event; the migration copies them onto the operation.
 func TestMigrationCopiesAcceptancePolicy(t *testing.T) {
-	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), nil)
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,20 +21,5 @@ func TestMigrationCopiesAcceptancePolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, s.DB(), fsys, goose.WithTableName("taskgate_schema_version"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range storetest.AcceptedBefore00005("0") {
-		if _, err := s.DB().ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	storetest.CheckAcceptancePolicyCopied(t, s)
+	storetest.MigrationCopiesAcceptancePolicy(t, storetest.Ledger{Store: s, DB: s.DB(), Dialect: goose.DialectSQLite3, Migrations: fsys, Now: "0"})
 }
