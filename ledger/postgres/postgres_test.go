@@ -34,6 +34,19 @@ func TestStore(t *testing.T) {
 	storetest.Exercise(t, newStore)
 }
 
+// TestReplicas runs the contract's replica part: each store has a pool of
+// its own on one schema, as separate gateway processes do.
+func TestReplicas(t *testing.T) {
+	storetest.ExerciseReplicas(t, func(t *testing.T, n int) []ledger.Store {
+		url := pgtest.Schema(t)
+		stores := make([]ledger.Store, n)
+		for i := range stores {
+			stores[i] = open(t, url, i == 0)
+		}
+		return stores
+	})
+}
+
 func TestOpenUnreachable(t *testing.T) {
 	_, err := postgres.Open(context.Background(), "postgres://nobody@127.0.0.1:1/none?connect_timeout=2", nil)
 	if err == nil {

@@ -37,6 +37,13 @@ func TestMain(m *testing.M) {
 
 func newStore(t *testing.T) ledger.Store {
 	t.Helper()
+	return openCopy(t, 1)[0]
+}
+
+// openCopy opens n stores on one new copy of the template, each with a
+// connection pool of its own.
+func openCopy(t *testing.T, n int) []ledger.Store {
+	t.Helper()
 	b, err := os.ReadFile(template)
 	if err != nil {
 		t.Fatal(err)
@@ -45,16 +52,26 @@ func newStore(t *testing.T) ledger.Store {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := sqlite.Open(context.Background(), path, nil)
-	if err != nil {
-		t.Fatal(err)
+	stores := make([]ledger.Store, n)
+	for i := range stores {
+		s, err := sqlite.Open(context.Background(), path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		stores[i] = s
 	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return stores
 }
 
 func TestStore(t *testing.T) {
 	storetest.Exercise(t, newStore)
+}
+
+// TestReplicas runs the contract's replica part on one file that two
+// processes' worth of stores open.
+func TestReplicas(t *testing.T) {
+	storetest.ExerciseReplicas(t, openCopy)
 }
 
 func TestOpenRejectsCorruptFile(t *testing.T) {

@@ -587,6 +587,13 @@ func ids(ops []*ledger.Operation) []string {
 // acceptAtOnce submits every acceptance from its own goroutine, released
 // together so that they contend, and returns each one's result and error.
 func acceptAtOnce(ctx context.Context, s ledger.Store, ps []*ledger.AcceptParams) ([]*ledger.AcceptResult, []error) {
+	return acceptAcross(ctx, []ledger.Store{s}, ps)
+}
+
+// acceptAcross sends every attempt of ps at the same instant, the i-th
+// through stores[i%len(stores)], as a load balancer spreads them over
+// replicas.
+func acceptAcross(ctx context.Context, stores []ledger.Store, ps []*ledger.AcceptParams) ([]*ledger.AcceptResult, []error) {
 	results := make([]*ledger.AcceptResult, len(ps))
 	errs := make([]error, len(ps))
 	var wg sync.WaitGroup
@@ -594,7 +601,7 @@ func acceptAtOnce(ctx context.Context, s ledger.Store, ps []*ledger.AcceptParams
 	for i := range ps {
 		wg.Go(func() {
 			<-start
-			results[i], errs[i] = s.Accept(ctx, ps[i])
+			results[i], errs[i] = stores[i%len(stores)].Accept(ctx, ps[i])
 		})
 	}
 	close(start)

@@ -297,8 +297,9 @@ func (s *Store) acceptOne(ctx context.Context, tx Tx, p *ledger.AcceptParams) (*
 	return res, nil, nil
 }
 
-// create inserts a new operation, or returns (nil, nil, nil) when another
-// transaction inserted the same (tenant, operation ID) first.
+// create inserts a new operation, or returns (nil, nil, nil) when the
+// operation exists: another transaction inserted the same (tenant,
+// operation ID) first.
 func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now time.Time) (*ledger.AcceptResult, []river.InsertManyParams, error) {
 	var approval *ledger.Approval
 	if p.Approval.Required {
@@ -312,6 +313,14 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 			return nil, nil, err
 		}
 		if !verdict.Allowed {
+			// Locking the approval may have waited for a concurrent attempt
+			// that created this very operation. Under read committed its
+			// reservation is visible now, and so is the operation: the
+			// attempt is decided against it (attached or conflict), never
+			// denied for the job that its own operation holds.
+			if existing, err := s.operationByKey(ctx, tx, p.Tenant, p.OperationID); err != nil || existing != nil {
+				return nil, nil, err
+			}
 			att, err := s.insertAttempt(ctx, tx, p, 0, related, ledger.DecisionDenied, verdict.Reason, now)
 			if err != nil {
 				return nil, nil, err
