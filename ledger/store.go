@@ -22,6 +22,9 @@ var (
 	// ErrStateChanged means an operation was no longer in the state a
 	// transition expected; the caller should reload and decide again.
 	ErrStateChanged = errors.New("operation state changed concurrently")
+	// ErrSchemaNewer means a newer binary has migrated the ledger past the
+	// schema this binary knows; it must not write to it.
+	ErrSchemaNewer = errors.New("the ledger's schema is newer than this taskgate")
 )
 
 // Store is the durable ledger. Every method is one transaction: it either

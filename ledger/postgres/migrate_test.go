@@ -12,17 +12,19 @@ import (
 	"github.com/taskgate/taskgate/ledger/storetest"
 )
 
-func TestMigrationCopiesAcceptancePolicy(t *testing.T) {
-	s, err := Open(context.Background(), pgtest.Schema(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := stdlib.OpenDBFromPool(s.Pool())
-	defer db.Close()
-	storetest.MigrationCopiesAcceptancePolicy(t, storetest.Ledger{Store: s, DB: db, Dialect: goose.DialectPostgres, Migrations: fsys, Now: "now()"})
+func TestMigrations(t *testing.T) {
+	storetest.ExerciseMigrations(t, func(t *testing.T) storetest.Ledger {
+		s, err := Open(context.Background(), pgtest.Schema(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		fsys, err := fs.Sub(migrations, "migrations")
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := stdlib.OpenDBFromPool(s.Pool())
+		t.Cleanup(func() { db.Close() })
+		return storetest.Ledger{Store: s, DB: db, Dialect: goose.DialectPostgres, Migrations: fsys, Now: "now()"}
+	})
 }

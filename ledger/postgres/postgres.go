@@ -78,7 +78,18 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("create job inserter: %w", err)
 	}
-	d := &driver{pool: pool, inserter: inserter, log: o.Logger}
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	version, err := sqlstore.LatestVersion(fsys)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	d := &driver{pool: pool, inserter: inserter, log: o.Logger, migrations: fsys, version: version,
+		where: fmt.Sprintf("at %s:%d (database %q)", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
 	return &Store{
 		Store: sqlstore.New(d, &sqlstore.Options{Logger: o.Logger, Clock: o.Clock, MaxAcceptBatch: o.MaxAcceptBatch}),
 		drv:   d,
@@ -94,14 +105,18 @@ func (s *Store) NewJobClient(config *river.Config) (ledger.JobClient, error) {
 }
 
 type driver struct {
-	pool     *pgxpool.Pool
-	inserter *river.Client[pgx.Tx]
-	log      *slog.Logger
+	pool       *pgxpool.Pool
+	inserter   *river.Client[pgx.Tx]
+	log        *slog.Logger
+	migrations fs.FS
+	version    int64
+	where      string // the database, for messages
 }
 
-func (d *driver) Name() string       { return "postgres" }
-func (d *driver) ForUpdate() string  { return " FOR UPDATE" }
-func (d *driver) AcceptWorkers() int { return 4 }
+func (d *driver) Name() string         { return "postgres" }
+func (d *driver) SchemaVersion() int64 { return d.version }
+func (d *driver) ForUpdate() string    { return " FOR UPDATE" }
+func (d *driver) AcceptWorkers() int   { return 4 }
 
 func (d *driver) Begin(ctx context.Context) (sqlstore.Tx, error) {
 	tx, err := d.pool.Begin(ctx)
@@ -126,18 +141,14 @@ func (d *driver) Migrate(ctx context.Context) error {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(migrationLock))
 	}()
 
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		return err
-	}
 	db := stdlib.OpenDBFromPool(d.pool)
 	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithTableName("taskgate_schema_version"))
+	p, err := goose.NewProvider(goose.DialectPostgres, db, d.migrations, goose.WithTableName("taskgate_schema_version"))
 	if err != nil {
 		return fmt.Errorf("prepare ledger migrations: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("migrate ledger: %w", err)
+	if err := sqlstore.MigrateLedger(ctx, p, d.version, d.where); err != nil {
+		return err
 	}
 	m, err := rivermigrate.New(riverpgxv5.New(d.pool), &rivermigrate.Config{Logger: d.log})
 	if err != nil {

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"io/fs"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -97,5 +96,3 @@ func (t *txConn) InsertJobsFast(ctx context.Context, jobs []river.InsertManyPara
 
 func (t *txConn) Commit(context.Context) error   { return t.tx.Commit() }
 func (t *txConn) Rollback(context.Context) error { return t.tx.Rollback() }
-
-func fsSub(f fs.FS, dir string) (fs.FS, error) { return fs.Sub(f, dir) }

@@ -11,15 +11,17 @@ import (
 	"github.com/taskgate/taskgate/ledger/storetest"
 )
 
-func TestMigrationCopiesAcceptancePolicy(t *testing.T) {
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	fsys, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	storetest.MigrationCopiesAcceptancePolicy(t, storetest.Ledger{Store: s, DB: s.DB(), Dialect: goose.DialectSQLite3, Migrations: fsys, Now: "0"})
+func TestMigrations(t *testing.T) {
+	storetest.ExerciseMigrations(t, func(t *testing.T) storetest.Ledger {
+		s, err := Open(context.Background(), filepath.Join(t.TempDir(), "ledger.db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		fsys, err := fs.Sub(migrations, "migrations")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return storetest.Ledger{Store: s, DB: s.DB(), Dialect: goose.DialectSQLite3, Migrations: fsys, Now: "0"}
+	})
 }

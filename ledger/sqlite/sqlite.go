@@ -15,6 +15,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -100,6 +101,16 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("create job inserter: %w", err)
 	}
 	d := &driver{write: w, read: r, path: path, inserter: inserter, log: o.Logger}
+	fsys, err := fs.Sub(migrations, "migrations")
+	if err == nil {
+		d.version, err = sqlstore.LatestVersion(fsys)
+	}
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, err
+	}
+	d.migrations = fsys
 	return &Store{
 		Store: sqlstore.New(d, &sqlstore.Options{Logger: o.Logger, Clock: o.Clock, MaxAcceptBatch: o.MaxAcceptBatch}),
 		drv:   d,
@@ -144,11 +155,14 @@ type driver struct {
 	path        string
 	inserter    *river.Client[*sql.Tx]
 	log         *slog.Logger
+	migrations  fs.FS
+	version     int64
 }
 
-func (d *driver) Name() string       { return "sqlite" }
-func (d *driver) ForUpdate() string  { return "" }
-func (d *driver) AcceptWorkers() int { return 1 }
+func (d *driver) Name() string         { return "sqlite" }
+func (d *driver) SchemaVersion() int64 { return d.version }
+func (d *driver) ForUpdate() string    { return "" }
+func (d *driver) AcceptWorkers() int   { return 1 }
 
 func (d *driver) Begin(ctx context.Context) (sqlstore.Tx, error) {
 	tx, err := d.write.BeginTx(ctx, nil)
@@ -161,16 +175,12 @@ func (d *driver) Begin(ctx context.Context) (sqlstore.Tx, error) {
 func (d *driver) Reader() sqlstore.Querier { return querier{d.read} }
 
 func (d *driver) Migrate(ctx context.Context) error {
-	fsys, err := fsSub(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, d.write, fsys, goose.WithTableName("taskgate_schema_version"))
+	p, err := goose.NewProvider(goose.DialectSQLite3, d.write, d.migrations, goose.WithTableName("taskgate_schema_version"))
 	if err != nil {
 		return fmt.Errorf("prepare ledger migrations: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("migrate ledger %s: %w", d.path, err)
+	if err := sqlstore.MigrateLedger(ctx, p, d.version, d.path); err != nil {
+		return err
 	}
 	m, err := rivermigrate.New(riversqlite.New(d.write), &rivermigrate.Config{Logger: d.log})
 	if err != nil {

@@ -3,8 +3,11 @@ package storetest
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"io/fs"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/pressly/goose/v3"
@@ -24,11 +27,19 @@ type Ledger struct {
 	Now string
 }
 
-// MigrationCopiesAcceptancePolicy checks migration 00005 on l's fresh,
-// unmigrated ledger: operations accepted before it kept whether their tool
-// is priced and which arguments are secret in accepted events; the
-// migration copies both onto the operations.
-func MigrationCopiesAcceptancePolicy(t *testing.T, l Ledger) {
+// ExerciseMigrations runs the migration tests, each on a fresh, unmigrated
+// ledger from newLedger.
+func ExerciseMigrations(t *testing.T, newLedger func(t *testing.T) Ledger) {
+	t.Run("CopiesAcceptancePolicy", func(t *testing.T) { t.Parallel(); migrationCopiesAcceptancePolicy(t, newLedger(t)) })
+	t.Run("RefusesOlderBinaries", func(t *testing.T) { t.Parallel(); migrationRefusesOlderBinaries(t, newLedger(t)) })
+	t.Run("RefusesNewerSchema", func(t *testing.T) { t.Parallel(); migrateRefusesNewerSchema(t, newLedger(t)) })
+}
+
+// migrationCopiesAcceptancePolicy checks migration 00005: operations
+// accepted before it kept whether their tool is priced and which arguments
+// are secret in accepted events; the migration copies both onto the
+// operations.
+func migrationCopiesAcceptancePolicy(t *testing.T, l Ledger) {
 	t.Helper()
 	ctx := context.Background()
 	p, err := goose.NewProvider(l.Dialect, l.DB, l.Migrations, goose.WithTableName("taskgate_schema_version"))
@@ -66,4 +77,80 @@ func MigrationCopiesAcceptancePolicy(t *testing.T, l Ledger) {
 			t.Errorf("operation %d: priced %v, secret %q; want %v, %q", want.id, op.Priced, op.SecretArguments, want.priced, want.secret)
 		}
 	}
+}
+
+// migrationRefusesOlderBinaries checks migration 00006: once it has run, a
+// binary from before it cannot accept an operation (its INSERT leaves the
+// newer columns unset), nor can one that writes an older schema version,
+// while operations accepted before the migration still change state.
+func migrationRefusesOlderBinaries(t *testing.T, l Ledger) {
+	ctx := context.Background()
+	p, err := goose.NewProvider(l.Dialect, l.DB, l.Migrations, goose.WithTableName("taskgate_schema_version"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	// What the binaries of schemas 4 and 5 insert for an acceptance.
+	insert4 := func(id int) string {
+		return fmt.Sprintf(`INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
+			state, retry_policy, estimate_micros, currency, ttl_ms, created_at, updated_at, intended_remote_jobs)
+			VALUES ('acme', 'op-%d', 'task-%d', 'hosted_test', 'run_suite', 'fp', '{}', 'accepted', 'lookup_then_attach', 0, 'USD', 0, %s, %s, 1)`,
+			id, id, l.Now, l.Now)
+	}
+	insert5 := func(id int) string {
+		return fmt.Sprintf(`INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
+			state, retry_policy, estimate_micros, currency, ttl_ms, created_at, updated_at, intended_remote_jobs, priced, secret_arguments)
+			VALUES ('acme', 'op-%d', 'task-%d', 'hosted_test', 'run_suite', 'fp', '{}', 'accepted', 'lookup_then_attach', 0, 'USD', 0, %s, %s, 1, true, '["token"]')`,
+			id, id, l.Now, l.Now)
+	}
+	if _, err := l.DB.ExecContext(ctx, insert4(1)); err != nil {
+		t.Fatalf("accept before the migration: %v", err)
+	}
+	if err := l.Store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, q := range map[string]string{"schema 4": insert4(2), "schema 5": insert5(3)} {
+		_, err := l.DB.ExecContext(ctx, q)
+		if err == nil || !strings.Contains(err.Error(), "older than the ledger schema") {
+			t.Errorf("a binary of %s accepting after the migration: %v; want it refused as older than the ledger schema", name, err)
+		}
+	}
+	if _, err := l.DB.ExecContext(ctx, `UPDATE operations SET state = 'failed' WHERE operation_id = 'op-1'`); err != nil {
+		t.Errorf("an operation accepted before the migration cannot change state: %v", err)
+	}
+	res := accept(t, l.Store, params(t, call{"acme", "op-new", `{}`}))
+	var version int64
+	if err := l.DB.QueryRowContext(ctx, fmt.Sprintf(`SELECT schema_version FROM operations WHERE id = %d`, res.Operation.ID)).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if latest := lastMigration(t, p); version != latest {
+		t.Errorf("schema_version of a new operation = %d, want %d", version, latest)
+	}
+}
+
+// migrateRefusesNewerSchema: a binary whose migrations end before the
+// ledger's version refuses to run against it, and says so.
+func migrateRefusesNewerSchema(t *testing.T, l Ledger) {
+	ctx := context.Background()
+	if err := l.Store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.DB.ExecContext(ctx, `INSERT INTO taskgate_schema_version (version_id, is_applied) VALUES (999, true)`); err != nil {
+		t.Fatal(err)
+	}
+	err := l.Store.Migrate(ctx)
+	if !errors.Is(err, ledger.ErrSchemaNewer) || !strings.Contains(err.Error(), "schema version 999") {
+		t.Fatalf("Migrate against a newer schema = %v; want ErrSchemaNewer naming version 999", err)
+	}
+}
+
+func lastMigration(t *testing.T, p *goose.Provider) int64 {
+	t.Helper()
+	sources := p.ListSources()
+	if len(sources) == 0 {
+		t.Fatal("no migrations")
+	}
+	return sources[len(sources)-1].Version
 }

@@ -63,6 +63,9 @@ type Driver interface {
 	Reader() Querier
 	// Migrate applies taskgate's and River's migrations.
 	Migrate(ctx context.Context) error
+	// SchemaVersion is the highest ledger migration the driver embeds,
+	// written on every accepted operation (see migration 00006).
+	SchemaVersion() int64
 	// ForUpdate is the row-locking suffix for a SELECT inside a write
 	// transaction ("" where the database serialises writers itself).
 	ForUpdate() string
