@@ -152,7 +152,7 @@ func measureRaw(ctx context.Context, w *world, round int) (measurement, error) {
 	if after-before != total {
 		return measurement{}, fmt.Errorf("%s gained %d rows, but %d inserts reported success", rawTable, after-before, total)
 	}
-	m.Name = "raw insert"
+	m.Name, m.Commits, m.CallsPerCommit = "raw insert", total, 1
 	return m, nil
 }
 
@@ -210,6 +210,10 @@ func measureAccept(ctx context.Context, w *world, n, round int, progress io.Writ
 	if err := after.check(before, total, w.sim); err != nil {
 		return measurement{}, err
 	}
+	if m.Commits, err = countCommits(ctx, w, prefix); err != nil {
+		return measurement{}, err
+	}
+	m.CallsPerCommit = float64(total) / float64(max(m.Commits, 1))
 	m.Name, m.Replicas = "accept", n
 	if w.o.verbose {
 		// A backend reports its table statistics when it ends at the
@@ -266,6 +270,25 @@ func printStats(w io.Writer, before, after map[string]tableCounts, calls int64) 
 		f := func(n int64) float64 { return float64(n) / float64(calls) }
 		fmt.Fprintf(w, "    %-24s ins %.2f  upd %.2f  del %.2f  seq scans %.2f  index scans %.2f\n", name, f(d.ins), f(d.upd), f(d.del), f(d.seqScan), f(d.idxScan))
 	}
+}
+
+// countCommits counts the transactions that wrote the rows of the
+// operations whose IDs start with prefix: acceptances (operation, attempt
+// and dispatch job commit together) and the records of what each client
+// got (the attempt's update and its event). Every row version carries the
+// ID of the transaction that wrote it (xmin), so the count needs nothing
+// of the database's server-wide statistics, which other work shares.
+func countCommits(ctx context.Context, w *world, prefix string) (int64, error) {
+	var n int64
+	err := w.store.Pool().QueryRow(ctx, `SELECT count(DISTINCT x) FROM (
+			SELECT xmin::text AS x FROM operations WHERE operation_id LIKE $1
+			UNION ALL SELECT xmin::text FROM attempts WHERE operation_id LIKE $1
+			UNION ALL SELECT e.xmin::text FROM events e JOIN operations o ON o.id = e.operation_ref WHERE o.operation_id LIKE $1
+		) AS written`, prefix+"%").Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count the transactions: %w", err)
+	}
+	return n, nil
 }
 
 // ledgerCounts are the rows an acceptance writes, and the dispatch jobs

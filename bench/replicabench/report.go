@@ -59,6 +59,11 @@ type measurement struct {
 	PerSecond float64 `json:"per_second"`
 	P50Ms     float64 `json:"p50_ms"`
 	P99Ms     float64 `json:"p99_ms"`
+	// Commits is how many transactions the measurement's calls, warm-up
+	// included, committed, and CallsPerCommit the calls per commit: the
+	// raw loop's are one each, the gateways' group commits share them.
+	Commits        int64   `json:"commits"`
+	CallsPerCommit float64 `json:"calls_per_commit"`
 	// CPU is where the machine's cores went in the window; zero when the
 	// platform does not tell.
 	CPU cpuShare `json:"cpu"`
@@ -161,14 +166,15 @@ func printTable(w io.Writer, rep *results) {
 		seconds(m.WarmupSec), seconds(m.DurationSec), m.Rounds)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "measurement\tclients\tcalls\tcalls/s\tp50 ms\tp99 ms\tcores: gateways\tpostgres\tbench\tother\tmachine\tcpu ms/call: gateways\tpostgres\tbench\trounds calls/s\t")
+	fmt.Fprintln(tw, "measurement\tclients\tcalls\tcalls/s\tp50 ms\tp99 ms\tcalls/commit\tcores: gateways\tpostgres\tbench\tother\tmachine\tcpu ms/call: gateways\tpostgres\tbench\trounds calls/s\t")
 	for _, r := range rep.Measurements {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%s\t\n",
-			r.label(), r.Clients, r.Calls, r.PerSecond, r.P50Ms, r.P99Ms,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%s\t\n",
+			r.label(), r.Clients, r.Calls, r.PerSecond, r.P50Ms, r.P99Ms, r.CallsPerCommit,
 			r.CPU.Gateways, r.CPU.Postgres, r.CPU.Bench, r.CPU.Other(), r.CPU.Machine,
 			r.GatewayMsPerCall, r.PostgresMsPerCall, r.BenchMsPerCall, report.Rounds(r.Rounds))
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "calls/commit: calls (warm-up included) per transaction their rows were written in; an accepted call writes in two, its acceptance and what its client got")
 	fmt.Fprintln(w, "cores: CPU seconds per second in the window; postgres: the backends serving this run; bench: this process (clients, provider, raw loop);")
 	fmt.Fprintln(w, "other: the rest of the machine's busy time (PostgreSQL's WAL writer and other background processes, other work on the host)")
 	fmt.Fprintln(w)
