@@ -4,7 +4,7 @@
 # builds with CGO_ENABLED=0.
 GO ?= go
 
-.PHONY: test vet build bench-accept bench-proxy fuzz
+.PHONY: test vet build bench-accept bench-proxy bench-replicas fuzz
 
 test: vet
 	CGO_ENABLED=1 $(GO) test -race -timeout 20m ./...
@@ -21,6 +21,11 @@ bench-accept:
 
 bench-proxy:
 	./bench/proxy
+
+# Needs a PostgreSQL server: -postgres URL (default
+# postgres://postgres@127.0.0.1:5432/test); pass flags with ARGS="...".
+bench-replicas:
+	./bench/replicas $(ARGS)
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzCanonicalize -fuzztime=60s ./canon/

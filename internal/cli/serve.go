@@ -48,18 +48,19 @@ func (e *env) verbose() {
 
 func (e *env) serveCmd() *cobra.Command {
 	var (
-		cfgPath string
-		listen  string
-		stdio   bool
+		cfgPath  string
+		listen   string
+		stdio    bool
+		noWorker bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --config taskgate.yaml",
 		Short: "Run the gateway: MCP over Streamable HTTP at /mcp, or over stdio with --stdio",
 		Long: "serve applies pending ledger migrations, connects every upstream (starting and supervising stdio\n" +
-			"upstreams), starts the background worker and serves MCP over Streamable HTTP at /mcp, with\n" +
-			"/healthz, /readyz, /metrics, the approvals API at /v1/approvals and receipts at\n" +
-			"/v1/operations/{id}/receipt on the same listener. With --stdio it serves one local client on\n" +
-			"stdin/stdout instead, as the configuration's auth.stdio_tenant.\n\n" +
+			"upstreams), starts the background worker (unless --no-worker) and serves MCP over\n" +
+			"Streamable HTTP at /mcp, with /healthz, /readyz, /metrics, the approvals API at /v1/approvals and\n" +
+			"receipts at /v1/operations/{id}/receipt on the same listener. With --stdio it serves one local\n" +
+			"client on stdin/stdout instead, as the configuration's auth.stdio_tenant.\n\n" +
 			"The ledger is the configuration's database unless --db or TASKGATE_DB names another. The first\n" +
 			"SIGINT or SIGTERM stops taking requests and lets in-flight ones finish. serve sets GOGC=400 unless\n" +
 			"GOGC is set. See config/taskgate.example.yaml for every configuration field.",
@@ -81,7 +82,7 @@ func (e *env) serveCmd() *cobra.Command {
 			gc := daemon.TuneGC(e.getenv)
 			ctx := cmd.Context()
 			log.Info("starting", "gogc", gc)
-			d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log, NoHTTP: stdio})
+			d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log, NoHTTP: stdio, NoWorker: noWorker})
 			if err != nil {
 				return err
 			}
@@ -104,6 +105,7 @@ func (e *env) serveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&cfgPath, "config", "", "the configuration file (YAML)")
 	cmd.Flags().StringVar(&listen, "listen", "", "override the configuration's listen address")
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve one local client on stdin/stdout, as the configured stdio tenant")
+	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "run no background worker: accept and enqueue only, for a replica beside others that run it (PostgreSQL only)")
 	return cmd
 }
 

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,7 @@ import (
 	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/internal/dburl"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/postgres"
 	"github.com/taskgate/taskgate/mcpserver"
 	"github.com/taskgate/taskgate/taskwire"
 	"github.com/taskgate/taskgate/upstream"
@@ -39,15 +41,23 @@ type Options struct {
 	Listener net.Listener
 	// NoHTTP starts no HTTP listener (a stdio front).
 	NoHTTP bool
+	// NoWorker starts no background worker: the gateway accepts
+	// consequential calls and enqueues their dispatch jobs, but runs no
+	// job. Another replica on the same PostgreSQL ledger must run the
+	// worker (an operation whose job no worker takes waits; its queue
+	// lease lapses and it is recovered once one runs). Start refuses it
+	// on SQLite, whose ledger no other replica shares.
+	NoWorker bool
 	// ToolSync is how often upstream tool lists are re-read; default 10s.
 	ToolSync time.Duration
 }
 
 // Daemon is a running gateway.
 type Daemon struct {
-	Config   *config.Config
-	Store    ledger.Store
-	Pool     *upstream.Pool
+	Config *config.Config
+	Store  ledger.Store
+	Pool   *upstream.Pool
+	// Worker is nil when Options.NoWorker is set.
 	Worker   *worker.Worker
 	Gateway  *mcpserver.Gateway
 	Registry *prometheus.Registry
@@ -75,6 +85,9 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 			d.Stop(context.WithoutCancel(ctx))
 		}
 	}()
+	if opts.NoWorker && !sharedLedger(opts) {
+		return nil, errors.New("a gateway without its worker needs a PostgreSQL ledger shared with a replica that runs one; on SQLite nothing would ever dispatch an accepted operation")
+	}
 	if d.Store == nil {
 		d.Store, err = dburl.Open(ctx, cfg.Database, &dburl.Options{Logger: log, Migrate: true})
 		if err != nil {
@@ -92,12 +105,16 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d.Worker, err = worker.New(&worker.Options{Store: d.Store, Upstreams: worker.FromPool(d.Pool), Catalog: d.Gateway.Catalog(), Config: cfg, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	if err := d.Worker.Start(ctx); err != nil {
-		return nil, err
+	if !opts.NoWorker {
+		d.Worker, err = worker.New(&worker.Options{Store: d.Store, Upstreams: worker.FromPool(d.Pool), Catalog: d.Gateway.Catalog(), Config: cfg, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		if err := d.Worker.Start(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		log.Warn("running without the background worker: operations accepted here are dispatched only by a replica that runs it")
 	}
 
 	every := opts.ToolSync
@@ -142,6 +159,16 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	go func() { d.httpDone <- d.http.Serve(ln) }()
 	log.Info("taskgate is serving", "mcp", d.URL+"/mcp", "ledger", dburl.Describe(cfg.Database), "upstreams", len(cfg.Upstreams))
 	return d, nil
+}
+
+// sharedLedger reports whether the ledger Start would use is PostgreSQL,
+// the one store several replicas share.
+func sharedLedger(opts *Options) bool {
+	if opts.Store != nil {
+		_, ok := opts.Store.(*postgres.Store)
+		return ok
+	}
+	return !strings.HasPrefix(opts.Config.Database, "sqlite:")
 }
 
 // waitForTools gives upstreams a moment to connect so that the first

@@ -1,0 +1,405 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/taskgate/taskgate/bench/internal/load"
+	"github.com/taskgate/taskgate/bench/internal/report"
+	"github.com/taskgate/taskgate/fixtures"
+	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/providersim"
+	"github.com/taskgate/taskgate/taskwire"
+)
+
+// versionExtension is the protocol version the clients negotiate.
+const versionExtension = "2026-07-28"
+
+// rawTable is the raw loop's table: one row per committed transaction.
+const rawTable = "raw_insert"
+
+func measureAll(ctx context.Context, o *options, progress io.Writer) (_ *results, err error) {
+	rep := &results{Machine: machineFacts(o)}
+	var w *world
+	role(ctx, "client", func(ctx context.Context) { w, err = newWorld(ctx, o, progress) })
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	rep.Machine.Schema = w.schema
+	if err := readServer(ctx, w, &rep.Machine); err != nil {
+		return nil, err
+	}
+	if _, err := w.store.Pool().Exec(ctx, `CREATE TABLE `+rawTable+` (
+		id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		worker integer NOT NULL,
+		seq integer NOT NULL,
+		created_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return nil, fmt.Errorf("create %s: %w", rawTable, err)
+	}
+
+	// Rounds run every step in turn, so that a burst of load from
+	// elsewhere on the machine spreads over all steps instead of one.
+	steps := append([]int{0}, o.replicas...) // 0: the raw loop
+	got := make([][]measurement, len(steps))
+	for round := 1; round <= o.rounds; round++ {
+		for i, n := range steps {
+			var m measurement
+			role(ctx, "client", func(ctx context.Context) {
+				if n == 0 {
+					fmt.Fprintf(progress, "round %d/%d: raw insert, %d connections ...\n", round, o.rounds, o.clients)
+					m, err = measureRaw(ctx, w, round)
+				} else {
+					fmt.Fprintf(progress, "round %d/%d: accept, %d replica(s), %d clients ...\n", round, o.rounds, n, o.clients)
+					m, err = measureAccept(ctx, w, n, round, progress)
+				}
+			})
+			if err != nil {
+				if n == 0 {
+					return nil, fmt.Errorf("raw insert: %w", err)
+				}
+				return nil, fmt.Errorf("accept, %d replica(s): %w", n, err)
+			}
+			got[i] = append(got[i], m)
+		}
+	}
+	for _, ms := range got {
+		rep.Measurements = append(rep.Measurements, median(ms))
+	}
+	rep.Ratios = ratios(rep.Measurements[0], rep.Measurements[1:])
+	return rep, nil
+}
+
+// readServer fills in the server's version and commit settings.
+func readServer(ctx context.Context, w *world, m *machine) error {
+	pool := w.store.Pool()
+	for _, s := range []struct {
+		sql string
+		to  *string
+	}{
+		{"SELECT version()", &m.Postgres},
+		{"SHOW synchronous_commit", &m.SynchronousCommit},
+		{"SHOW fsync", &m.Fsync},
+		{"SHOW wal_sync_method", &m.WALSyncMethod},
+	} {
+		if err := pool.QueryRow(ctx, s.sql).Scan(s.to); err != nil {
+			return fmt.Errorf("%s: %w", s.sql, err)
+		}
+	}
+	// Encryption costs both ends CPU per message; sslmode=prefer (pgx's
+	// default) uses it whenever the server offers it, loopback included.
+	var ssl bool
+	if err := pool.QueryRow(ctx, "SELECT coalesce((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)").Scan(&ssl); err != nil {
+		return fmt.Errorf("read pg_stat_ssl: %w", err)
+	}
+	m.TLS = ssl
+	// "PostgreSQL 15.2 (Debian ...) on x86_64-pc-linux-gnu, compiled by
+	// ...": the first two words say enough.
+	if f := splitWords(m.Postgres, 2); f != "" {
+		m.Postgres = f
+	}
+	return nil
+}
+
+func splitWords(s string, n int) string {
+	words := 0
+	for i, r := range s {
+		if r == ' ' {
+			if words++; words == n {
+				return s[:i]
+			}
+		}
+	}
+	return s
+}
+
+// measureRaw commits one single-row INSERT per transaction (autocommit)
+// from as many pool connections as there are clients: the database's
+// commit rate under the same concurrency.
+func measureRaw(ctx context.Context, w *world, round int) (measurement, error) {
+	cfg, err := pgxpool.ParseConfig(w.url)
+	if err != nil {
+		return measurement{}, err
+	}
+	cfg.MaxConns, cfg.MinConns = int32(w.o.clients), int32(w.o.clients)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return measurement{}, fmt.Errorf("connect to %s: %w", dburl.Describe(w.base), err)
+	}
+	defer pool.Close()
+	var before int64
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+rawTable).Scan(&before); err != nil {
+		return measurement{}, err
+	}
+	m, total, err := drive(ctx, w, w.o.clients, nil, func(ctx context.Context, worker, seq int) error {
+		_, err := pool.Exec(ctx, "INSERT INTO "+rawTable+" (worker, seq) VALUES ($1, $2)", round*1_000_000+worker, seq)
+		return err
+	})
+	if err != nil {
+		return measurement{}, err
+	}
+	var after int64
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+rawTable).Scan(&after); err != nil {
+		return measurement{}, err
+	}
+	if after-before != total {
+		return measurement{}, fmt.Errorf("%s gained %d rows, but %d inserts reported success", rawTable, after-before, total)
+	}
+	m.Name, m.Commits, m.CallsPerCommit = "raw insert", total, 1
+	return m, nil
+}
+
+// measureAccept starts n replicas, spreads the clients over them and drives
+// consequential calls that each create an operation, then checks that the
+// ledger holds exactly the operations and dispatch jobs the calls were
+// answered for, that no job was taken and that nothing reached the
+// provider.
+func measureAccept(ctx context.Context, w *world, n, round int, progress io.Writer) (_ measurement, err error) {
+	stats0, err := tableStats(ctx, w)
+	if err != nil {
+		return measurement{}, err
+	}
+	rs, err := w.startReplicas(ctx, n)
+	if err != nil {
+		return measurement{}, err
+	}
+	stopped := false
+	defer func() {
+		if stopped {
+			return
+		}
+		if serr := stopReplicas(rs); err == nil && serr != nil {
+			err = fmt.Errorf("stop the replicas: %w", serr)
+		}
+	}()
+	sessions, err := dialSpread(ctx, w.o.clients, rs, w.key)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer closeAll(sessions)
+	before, err := countLedger(ctx, w)
+	if err != nil {
+		return measurement{}, err
+	}
+	prefix := fmt.Sprintf("r%d-n%d-", round, n)
+	m, total, err := drive(ctx, w, w.o.clients, rs, func(ctx context.Context, worker, seq int) error {
+		opID := fmt.Sprintf("%s%d-%d", prefix, worker, seq)
+		task, res, err := taskwire.CallToolAsTask(ctx, sessions[worker].cs, fixtures.RunSuiteCall(opID, nil), nil)
+		if err != nil {
+			return fmt.Errorf("call %s for %s: %w", fixtures.RunSuiteTool, opID, err)
+		}
+		if task == nil {
+			return fmt.Errorf("%s for %s answered without a task: %s", fixtures.RunSuiteTool, opID, fixtures.ResultText(res))
+		}
+		return nil
+	})
+	if err != nil {
+		return measurement{}, err
+	}
+	after, err := countLedger(ctx, w)
+	if err != nil {
+		return measurement{}, err
+	}
+	if err := after.check(before, total, w.sim); err != nil {
+		return measurement{}, err
+	}
+	if m.Commits, err = countCommits(ctx, w, prefix); err != nil {
+		return measurement{}, err
+	}
+	m.CallsPerCommit = float64(total) / float64(max(m.Commits, 1))
+	m.Name, m.Replicas = "accept", n
+	if w.o.verbose {
+		// A backend reports its table statistics when it ends at the
+		// latest: stop the replicas first.
+		stopped = true
+		closeAll(sessions)
+		if err := stopReplicas(rs); err != nil {
+			return measurement{}, fmt.Errorf("stop the replicas: %w", err)
+		}
+		stats1, err := tableStats(ctx, w)
+		if err != nil {
+			return measurement{}, err
+		}
+		printStats(progress, stats0, stats1, total)
+	}
+	return m, nil
+}
+
+// tableCounts are PostgreSQL's cumulative statistics of one table.
+type tableCounts struct{ ins, upd, del, seqScan, idxScan int64 }
+
+// tableStats reads the statistics of every table in the run's schema.
+func tableStats(ctx context.Context, w *world) (map[string]tableCounts, error) {
+	rows, err := w.store.Pool().Query(ctx, `SELECT relname, n_tup_ins, n_tup_upd, n_tup_del, coalesce(seq_scan, 0), coalesce(idx_scan, 0)
+		FROM pg_stat_user_tables WHERE schemaname = $1`, w.schema)
+	if err != nil {
+		return nil, fmt.Errorf("read table statistics: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]tableCounts{}
+	for rows.Next() {
+		var (
+			name string
+			c    tableCounts
+		)
+		if err := rows.Scan(&name, &c.ins, &c.upd, &c.del, &c.seqScan, &c.idxScan); err != nil {
+			return nil, err
+		}
+		out[name] = c
+	}
+	return out, rows.Err()
+}
+
+// printStats shows, per call, what the calls did to each table that
+// changed: rows inserted, updated and deleted, and scans.
+func printStats(w io.Writer, before, after map[string]tableCounts, calls int64) {
+	fmt.Fprintf(w, "  per call, over %d calls (warm-up included):\n", calls)
+	for _, name := range slices.Sorted(maps.Keys(after)) {
+		a, b := after[name], before[name]
+		d := tableCounts{a.ins - b.ins, a.upd - b.upd, a.del - b.del, a.seqScan - b.seqScan, a.idxScan - b.idxScan}
+		f := func(n int64) float64 { return float64(n) / float64(calls) }
+		// Tables the calls did not touch (migrations, the key) are left out.
+		if max(f(d.ins), f(d.upd), f(d.del), f(d.seqScan), f(d.idxScan)) < 0.005 {
+			continue
+		}
+		fmt.Fprintf(w, "    %-24s ins %.2f  upd %.2f  del %.2f  seq scans %.2f  index scans %.2f\n", name, f(d.ins), f(d.upd), f(d.del), f(d.seqScan), f(d.idxScan))
+	}
+}
+
+// countCommits counts the transactions that wrote the rows of the
+// operations whose IDs start with prefix: acceptances (operation, attempt
+// and dispatch job commit together) and the records of what each client
+// got (the attempt's update and its event). Every row version carries the
+// ID of the transaction that wrote it (xmin), so the count needs nothing
+// of the database's server-wide statistics, which other work shares.
+func countCommits(ctx context.Context, w *world, prefix string) (int64, error) {
+	var n int64
+	err := w.store.Pool().QueryRow(ctx, `SELECT count(DISTINCT x) FROM (
+			SELECT xmin::text AS x FROM operations WHERE operation_id LIKE $1
+			UNION ALL SELECT xmin::text FROM attempts WHERE operation_id LIKE $1
+			UNION ALL SELECT e.xmin::text FROM events e JOIN operations o ON o.id = e.operation_ref WHERE o.operation_id LIKE $1
+		) AS written`, prefix+"%").Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count the transactions: %w", err)
+	}
+	return n, nil
+}
+
+// ledgerCounts are the rows an acceptance writes, and the dispatch jobs
+// that have left the queue.
+type ledgerCounts struct {
+	operations, attempts, jobs, taken int64
+}
+
+func countLedger(ctx context.Context, w *world) (ledgerCounts, error) {
+	var c ledgerCounts
+	err := w.store.Pool().QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM operations),
+		(SELECT count(*) FROM attempts),
+		(SELECT count(*) FROM river_job WHERE kind = 'taskgate_dispatch'),
+		(SELECT count(*) FROM river_job WHERE kind = 'taskgate_dispatch' AND (state <> 'available' OR attempt > 0))`).
+		Scan(&c.operations, &c.attempts, &c.jobs, &c.taken)
+	if err != nil {
+		return c, fmt.Errorf("count the ledger's rows: %w", err)
+	}
+	return c, nil
+}
+
+// check compares the rows a measurement added with the calls answered.
+func (c ledgerCounts) check(before ledgerCounts, answered int64, sim *providersim.Sim) error {
+	var errs []error
+	for _, d := range []struct {
+		what string
+		got  int64
+	}{
+		{"operations", c.operations - before.operations},
+		{"attempts", c.attempts - before.attempts},
+		{"dispatch jobs", c.jobs - before.jobs},
+	} {
+		if d.got != answered {
+			errs = append(errs, fmt.Errorf("the ledger gained %d %s, but %d calls were answered with a new task", d.got, d.what, answered))
+		}
+	}
+	if c.taken > 0 {
+		errs = append(errs, fmt.Errorf("%d dispatch jobs were taken although no replica runs a worker", c.taken))
+	}
+	if jobs := len(sim.Jobs()); jobs > 0 {
+		errs = append(errs, fmt.Errorf("the provider holds %d jobs, but no job should have been dispatched", jobs))
+	}
+	return errors.Join(errs...)
+}
+
+// drive calls op from conc goroutines through the warm-up and the measured
+// window, and returns the window's measurement, with the cores the
+// replicas, this process and the machine used in it, and the calls made in
+// all. A call still hanging well after the window ends is an error.
+func drive(ctx context.Context, w *world, conc int, rs []*replica, op load.Op) (measurement, int64, error) {
+	o := w.o
+	var cpu cpuShare
+	win, err := load.Run(ctx, load.Options{
+		Workers:  conc,
+		Warmup:   o.warmup,
+		Duration: o.duration,
+		Grace:    30 * time.Second,
+		Meter: func() func() {
+			// The backends are read first and last, so that the
+			// queries reading them fall outside the window of the rest.
+			pg0 := w.backendsCPU(ctx)
+			t0, self0, host0, gates0 := time.Now(), processCPU(), machineBusy(), replicasCPU(rs)
+			return func() {
+				s := time.Since(t0).Seconds()
+				cpu = cpuShare{
+					Gateways: (replicasCPU(rs) - gates0).Seconds() / s,
+					Bench:    (processCPU() - self0).Seconds() / s,
+					Machine:  (machineBusy() - host0).Seconds() / s,
+				}
+				cpu.Postgres = max(w.backendsCPU(ctx)-pg0, 0).Seconds() / s
+			}
+		},
+	}, op)
+	if err != nil {
+		return measurement{}, 0, err
+	}
+	m := measurement{
+		Clients: conc, Calls: win.Calls, Seconds: win.Seconds, PerSecond: win.PerSecond(),
+		P50Ms: win.PercentileMs(50), P99Ms: win.PercentileMs(99), CPU: cpu,
+	}
+	if r := m.PerSecond; r > 0 {
+		m.GatewayMsPerCall = cpu.Gateways / r * 1000
+		m.PostgresMsPerCall = cpu.Postgres / r * 1000
+		m.BenchMsPerCall = cpu.Bench / r * 1000
+	}
+	return m, win.Total, nil
+}
+
+func replicasCPU(rs []*replica) time.Duration {
+	var t time.Duration
+	for _, r := range rs {
+		t += r.cpu()
+	}
+	return t
+}
+
+func machineFacts(o *options) machine {
+	m := machine{
+		Machine:     report.ThisMachine(),
+		Database:    dburl.Describe(o.postgres),
+		Gateways:    "child processes (taskgate serve --no-worker)",
+		GOGC:        o.gogc,
+		DurationSec: o.duration.Seconds(),
+		WarmupSec:   o.warmup.Seconds(),
+		Clients:     o.clients,
+		Rounds:      o.rounds,
+	}
+	if o.inProcess {
+		m.Gateways = "daemons in this process (NoWorker)"
+	}
+	return m
+}

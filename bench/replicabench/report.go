@@ -1,0 +1,188 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/taskgate/taskgate/bench/internal/load"
+	"github.com/taskgate/taskgate/bench/internal/report"
+)
+
+// targetAcceptRaw is the minimum of accepts/s as a fraction of the raw
+// commit rate, at every replica count.
+const targetAcceptRaw = 0.5
+
+// results are everything one run measured; -json prints them as they are.
+type results struct {
+	Machine      machine       `json:"machine"`
+	Measurements []measurement `json:"measurements"`
+	Ratios       []ratio       `json:"ratios"`
+}
+
+type machine struct {
+	report.Machine
+	// Postgres is the server's version and the settings that decide
+	// what a commit costs.
+	Postgres          string `json:"postgres"`
+	SynchronousCommit string `json:"synchronous_commit"`
+	Fsync             string `json:"fsync"`
+	WALSyncMethod     string `json:"wal_sync_method"`
+	// TLS says whether the run's connections are encrypted (the URL's
+	// sslmode decides).
+	TLS bool `json:"tls"`
+	// Database is the server and database, password hidden; Schema is
+	// the run's own schema in it.
+	Database string `json:"database"`
+	Schema   string `json:"schema"`
+	// Gateways says how the replicas ran: "child processes" or
+	// "in this process"; GOGC is theirs.
+	Gateways    string  `json:"gateways"`
+	GOGC        string  `json:"gogc"`
+	DurationSec float64 `json:"duration_seconds"`
+	WarmupSec   float64 `json:"warmup_seconds"`
+	Clients     int     `json:"clients"`
+	Rounds      int     `json:"rounds"`
+}
+
+// measurement is one row of the table.
+type measurement struct {
+	// Name is "raw insert" or "accept".
+	Name string `json:"name"`
+	// Replicas is how many gateways served the clients (0 for raw).
+	Replicas int `json:"replicas"`
+	// Clients is how many clients (or raw connections) made calls.
+	Clients   int     `json:"clients"`
+	Calls     int64   `json:"calls"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"per_second"`
+	P50Ms     float64 `json:"p50_ms"`
+	P99Ms     float64 `json:"p99_ms"`
+	// Commits is how many transactions the measurement's calls, warm-up
+	// included, committed, and CallsPerCommit the calls per commit: the
+	// raw loop's are one each, the gateways' group commits share them.
+	Commits        int64   `json:"commits"`
+	CallsPerCommit float64 `json:"calls_per_commit"`
+	// CPU is where the machine's cores went in the window; zero when the
+	// platform does not tell.
+	CPU cpuShare `json:"cpu"`
+	// The CPU time per call of the gateways, of the database's backends
+	// serving the run and of this process.
+	GatewayMsPerCall  float64 `json:"gateway_cpu_ms_per_call"`
+	PostgresMsPerCall float64 `json:"postgres_cpu_ms_per_call"`
+	BenchMsPerCall    float64 `json:"bench_cpu_ms_per_call"`
+	// Rounds holds the rate of every round when there were several; the
+	// other fields are those of the median round.
+	Rounds []float64 `json:"rounds_per_second,omitempty"`
+}
+
+// cpuShare is cores kept busy over a window (CPU seconds per second).
+type cpuShare struct {
+	// Gateways are the replica processes together (zero in process:
+	// they are part of Bench then).
+	Gateways float64 `json:"gateways"`
+	// Postgres is the database's backends serving this run's
+	// connections (not its background processes: WAL writer,
+	// checkpointer; those count in Other). Zero when the server's
+	// processes cannot be read, e.g. on another host.
+	Postgres float64 `json:"postgres"`
+	// Bench is this process: clients, the provider and the raw loop.
+	Bench float64 `json:"bench"`
+	// Machine is every core's busy time, PostgreSQL and whatever else
+	// runs on the host included.
+	Machine float64 `json:"machine"`
+}
+
+// Other is the machine's busy cores that are neither the gateways, nor the
+// backends serving the run, nor this process: PostgreSQL's background
+// processes, the kernel's work for them all, and any other work on the host.
+func (c cpuShare) Other() float64 { return max(c.Machine-c.Gateways-c.Postgres-c.Bench, 0) }
+
+func (m *measurement) label() string {
+	if m.Replicas > 0 {
+		return fmt.Sprintf("%s, %d replica(s)", m.Name, m.Replicas)
+	}
+	return m.Name
+}
+
+type ratio struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	// Target is the minimum wanted; zero means informational only.
+	Target float64 `json:"target,omitempty"`
+	Met    *bool   `json:"met,omitempty"`
+}
+
+func newRatio(name string, num, den measurement, target float64) ratio {
+	r := ratio{Name: name, Target: target}
+	if den.PerSecond > 0 {
+		r.Value = num.PerSecond / den.PerSecond
+	}
+	if target > 0 {
+		met := r.Value >= target
+		r.Met = &met
+	}
+	return r
+}
+
+// ratios derives, from the raw measurement and the accept measurements
+// (the first at one replica), accept/raw for each replica count and the
+// scaling of each count against one replica.
+func ratios(raw measurement, accepts []measurement) []ratio {
+	var out []ratio
+	for _, a := range accepts {
+		out = append(out, newRatio(fmt.Sprintf("accept %d replica(s) / raw, %d clients", a.Replicas, a.Clients), a, raw, targetAcceptRaw))
+	}
+	for _, a := range accepts[1:] {
+		out = append(out, newRatio(fmt.Sprintf("scaling: accept %d replicas / 1 replica", a.Replicas), a, accepts[0], 0))
+	}
+	return out
+}
+
+// median returns the measurement with the median rate, carrying the rate of
+// every round.
+func median(ms []measurement) measurement {
+	m, rounds := load.Median(ms, func(m measurement) float64 { return m.PerSecond })
+	m.Rounds = rounds
+	return m
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func printTable(w io.Writer, rep *results) {
+	m := rep.Machine
+	fmt.Fprintf(w, "taskgate replica benchmark: durable accepts on PostgreSQL with 1..N gateway replicas vs. the raw commit rate\n")
+	fmt.Fprintf(w, "%s; gateways: %s, GOGC %s\n", m.Machine, m.Gateways, m.GOGC)
+	tls := "without TLS"
+	if m.TLS {
+		tls = "over TLS"
+	}
+	fmt.Fprintf(w, "%s (synchronous_commit %s, fsync %s, wal_sync_method %s); %s %s, schema %s, dropped afterwards\n",
+		m.Postgres, m.SynchronousCommit, m.Fsync, m.WALSyncMethod, m.Database, tls, m.Schema)
+	fmt.Fprintf(w, "accept: 2026-07-28 tools/call with the Tasks extension, a new operation_id per call (each one created), worker off (--no-worker);\n")
+	fmt.Fprintf(w, "        %d clients spread evenly over the replicas, fresh replicas per measurement; raw insert: %d pgx connections, one INSERT per transaction\n", m.Clients, m.Clients)
+	fmt.Fprintf(w, "each measurement: %s warm-up, %s measured; %d round(s), median shown\n\n",
+		seconds(m.WarmupSec), seconds(m.DurationSec), m.Rounds)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "measurement\tclients\tcalls\tcalls/s\tp50 ms\tp99 ms\tcalls/commit\tcores: gateways\tpostgres\tbench\tother\tmachine\tcpu ms/call: gateways\tpostgres\tbench\trounds calls/s\t")
+	for _, r := range rep.Measurements {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%s\t\n",
+			r.label(), r.Clients, r.Calls, r.PerSecond, r.P50Ms, r.P99Ms, r.CallsPerCommit,
+			r.CPU.Gateways, r.CPU.Postgres, r.CPU.Bench, r.CPU.Other(), r.CPU.Machine,
+			r.GatewayMsPerCall, r.PostgresMsPerCall, r.BenchMsPerCall, report.Rounds(r.Rounds))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "calls/commit: calls (warm-up included) per transaction their rows were written in; an accepted call writes in two, its acceptance and what its client got")
+	fmt.Fprintln(w, "cores: CPU seconds per second in the window; postgres: the backends serving this run; bench: this process (clients, provider, raw loop);")
+	fmt.Fprintln(w, "other: the rest of the machine's busy time (PostgreSQL's WAL writer and other background processes, other work on the host)")
+	fmt.Fprintln(w)
+
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ratio\tvalue\ttarget\t")
+	for _, r := range rep.Ratios {
+		fmt.Fprintf(tw, "%s\t%.2fx\t%s\t\n", r.Name, r.Value, report.Target(fmt.Sprintf(">= %.2fx", r.Target), r.Met))
+	}
+	tw.Flush()
+}
