@@ -38,14 +38,16 @@ import (
 )
 
 func main() {
+	// This process runs with the GC setting taskgate serve runs with, as
+	// the replicas do (they inherit GOGC when it is set): with -inprocess
+	// the gateways run here. So does the echo server, this binary again,
+	// so that the ceiling is measured under the same setting.
+	gogc := daemon.TuneGC(os.Getenv)
 	if os.Getenv(echoEnv) != "" {
 		os.Exit(serveEcho())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// This process runs with the GC setting taskgate serve runs with, as
-	// the replicas do (they inherit GOGC when it is set): with -inprocess
-	// the gateways run here.
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, daemon.TuneGC(os.Getenv))
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, gogc)
 	stop()
 	os.Exit(code)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/taskgate/taskgate/internal/daemon"
 	"github.com/taskgate/taskgate/internal/pgtest"
 )
 
@@ -19,6 +20,7 @@ import (
 // itself as one, as the benchmark's binary does (TestRunChildProcesses).
 func TestMain(m *testing.M) {
 	if os.Getenv(echoEnv) != "" {
+		daemon.TuneGC(os.Getenv)
 		os.Exit(serveEcho())
 	}
 	os.Exit(m.Run())

@@ -37,7 +37,8 @@ type machine struct {
 	Database string `json:"database"`
 	Schema   string `json:"schema"`
 	// Gateways says how the replicas ran: "child processes" or
-	// "in this process"; GOGC is theirs.
+	// "in this process"; GOGC is theirs, the echo server's and this
+	// process's.
 	Gateways    string  `json:"gateways"`
 	GOGC        string  `json:"gogc"`
 	DurationSec float64 `json:"duration_seconds"`
@@ -187,7 +188,7 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 func printTable(w io.Writer, rep *results) {
 	m := rep.Machine
 	fmt.Fprintf(w, "taskgate replica benchmark: durable accepts on PostgreSQL with 1..N gateway replicas vs. the raw commit rate and the MCP call ceiling\n")
-	fmt.Fprintf(w, "%s; gateways: %s, GOGC %s\n", m.Machine, m.Gateways, m.GOGC)
+	fmt.Fprintf(w, "%s; gateways: %s; GOGC %s in the gateways, the echo server and the clients\n", m.Machine, m.Gateways, m.GOGC)
 	tls := "without TLS"
 	if m.TLS {
 		tls = "over TLS"
