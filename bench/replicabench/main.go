@@ -8,7 +8,8 @@
 // per transaction from as many connections as there are clients.
 //
 // Everything runs on loopback: the simulated provider on an httptest server
-// in this process, the gateways as child processes, the clients here. Each
+// in this process, the gateways and the echo server as child processes,
+// the clients here. Each
 // run creates its own schema in the database and drops it afterwards; it
 // never touches another schema and never stops the server. Every call's
 // answer is checked, and every row a measurement claims is checked in the
@@ -37,11 +38,16 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// This process runs with the GC setting taskgate serve runs with, as
 	// the replicas do (they inherit GOGC when it is set): with -inprocess
-	// the gateways run here.
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, daemon.TuneGC(os.Getenv))
+	// the gateways run here. So does the echo server, this binary again,
+	// so that the ceiling is measured under the same setting.
+	gogc := daemon.TuneGC(os.Getenv)
+	if os.Getenv(echoEnv) != "" {
+		os.Exit(serveEcho())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, gogc)
 	stop()
 	os.Exit(code)
 }
@@ -51,19 +57,21 @@ const defaultPostgres = "postgres://postgres@127.0.0.1:5432/test"
 
 // options are the command's flags.
 type options struct {
-	gogc       string // the garbage collector setting in effect
-	postgres   string
-	taskgate   string
-	duration   time.Duration
-	warmup     time.Duration
-	clients    int
-	replicas   []int
-	rounds     int
-	inProcess  bool
-	json       bool
-	cpuProfile string
-	trace      string
-	verbose    bool
+	gogc      string // the garbage collector setting in effect
+	postgres  string
+	taskgate  string
+	duration  time.Duration
+	warmup    time.Duration
+	clients   int
+	replicas  []int
+	rounds    int
+	inProcess bool
+	// passThrough adds the echo tool called through one replica.
+	passThrough bool
+	json        bool
+	cpuProfile  string
+	trace       string
+	verbose     bool
 }
 
 func (o *options) validate() error {
@@ -130,6 +138,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc stri
 	fs.IntVar(&o.clients, "clients", 64, "concurrent clients (MCP sessions, spread evenly over the replicas) and raw insert connections")
 	fs.StringVar(&replicas, "replicas", "1,2,4", "gateway replica counts to measure, comma-separated, starting with 1")
 	fs.IntVar(&o.rounds, "rounds", 1, "run every measurement this many times, interleaved, and report the median")
+	fs.BoolVar(&o.passThrough, "passthrough", true, "also measure the MCP ceiling's echo tool called through one replica, as a non-consequential (pass-through) tool")
 	fs.BoolVar(&o.inProcess, "inprocess", false, "run the replicas as daemons in this process instead of child processes, so that -cpuprofile covers them (samples carry role=client|gateway|upstream)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process's whole run to this file (with -inprocess it includes the gateways)")

@@ -12,8 +12,19 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/taskgate/taskgate/internal/daemon"
 	"github.com/taskgate/taskgate/internal/pgtest"
 )
+
+// TestMain lets this test binary serve as the echo server when it runs
+// itself as one, as the benchmark's binary does (TestRunChildProcesses).
+func TestMain(m *testing.M) {
+	if os.Getenv(echoEnv) != "" {
+		daemon.TuneGC(os.Getenv)
+		os.Exit(serveEcho())
+	}
+	os.Exit(m.Run())
+}
 
 func TestParseReplicas(t *testing.T) {
 	tests := []struct {
@@ -40,13 +51,15 @@ func TestParseReplicas(t *testing.T) {
 }
 
 func TestRatios(t *testing.T) {
-	raw := measurement{Name: "raw insert", Clients: 64, PerSecond: 1000}
-	accepts := []measurement{
-		{Name: "accept", Replicas: 1, Clients: 64, PerSecond: 500},
-		{Name: "accept", Replicas: 2, Clients: 64, PerSecond: 400},
-		{Name: "accept", Replicas: 4, Clients: 64, PerSecond: 750},
+	ms := []measurement{
+		{Name: stepRaw, Clients: 64, PerSecond: 1000},
+		{Name: stepCeiling, Clients: 64, PerSecond: 2000},
+		{Name: stepPass, Replicas: 1, Clients: 64, PerSecond: 1000},
+		{Name: stepAccept, Replicas: 1, Clients: 64, PerSecond: 500},
+		{Name: stepAccept, Replicas: 2, Clients: 64, PerSecond: 400},
+		{Name: stepAccept, Replicas: 4, Clients: 64, PerSecond: 750},
 	}
-	got := ratios(raw, accepts)
+	got := ratios(ms)
 	type row struct {
 		name  string
 		value float64
@@ -54,8 +67,12 @@ func TestRatios(t *testing.T) {
 	}
 	want := []row{
 		{"accept 1 replica(s) / raw, 64 clients", 0.5, true},
+		{"accept 1 replica(s) / MCP ceiling, 64 clients", 0.25, nil},
 		{"accept 2 replica(s) / raw, 64 clients", 0.4, false},
+		{"accept 2 replica(s) / MCP ceiling, 64 clients", 0.2, nil},
 		{"accept 4 replica(s) / raw, 64 clients", 0.75, true},
+		{"accept 4 replica(s) / MCP ceiling, 64 clients", 0.375, nil},
+		{"pass-through 1 replica(s) / MCP ceiling, 64 clients", 0.5, nil},
 		{"scaling: accept 2 replicas / 1 replica", 0.8, nil},
 		{"scaling: accept 4 replicas / 1 replica", 1.5, nil},
 	}
@@ -72,10 +89,16 @@ func TestRatios(t *testing.T) {
 			t.Errorf("ratio %d = %q %v (met %v), want %q %v (met %v)", i, g.Name, g.Value, met, w.name, w.value, w.met)
 		}
 	}
+	// Without the pass-through there is no ratio of it.
+	for _, r := range ratios(slices.Delete(slices.Clone(ms), 2, 3)) {
+		if strings.HasPrefix(r.Name, "pass-through") {
+			t.Errorf("ratio %q without a pass-through measurement", r.Name)
+		}
+	}
 }
 
 func TestCPUShareOtherIsTheRest(t *testing.T) {
-	c := cpuShare{Gateways: 0.5, Postgres: 0.25, Bench: 0.5, Machine: 1.5}
+	c := cpuShare{Gateways: 0.5, Upstream: 0.25, Postgres: 0.25, Bench: 0.5, Machine: 1.75}
 	if got := c.Other(); got != 0.25 {
 		t.Errorf("Other = %v, want 0.25", got)
 	}
@@ -146,7 +169,7 @@ func TestRunMeasuresEverything(t *testing.T) {
 				m.label(), m.Clients, m.Calls, m.PerSecond, m.P50Ms, m.P99Ms)
 		}
 	}
-	if want := []key{{"raw insert", 0}, {"accept", 1}, {"accept", 2}}; !slices.Equal(got, want) {
+	if want := []key{{"raw insert", 0}, {"MCP ceiling", 0}, {"pass-through", 1}, {"accept", 1}, {"accept", 2}}; !slices.Equal(got, want) {
 		t.Errorf("measurements = %v, want %v", got, want)
 	}
 	targets := 0
@@ -155,8 +178,8 @@ func TestRunMeasuresEverything(t *testing.T) {
 			targets++
 		}
 	}
-	if len(rep.Ratios) != 3 || targets != 2 {
-		t.Errorf("%d ratios, %d with a target; want 3, two of them (accept/raw) with one", len(rep.Ratios), targets)
+	if len(rep.Ratios) != 6 || targets != 2 {
+		t.Errorf("%d ratios, %d with a target; want 6 (accept/raw, accept/ceiling, pass-through/ceiling, scaling), two of them (accept/raw) with one", len(rep.Ratios), targets)
 	}
 	if rep.Machine.Schema == "" || !strings.HasPrefix(rep.Machine.Postgres, "PostgreSQL") {
 		t.Errorf("machine = %+v, want the schema and the server's version", rep.Machine)
@@ -192,7 +215,7 @@ func TestRunChildProcesses(t *testing.T) {
 	if code := run(ctx, args, &stdout, &stderr, "400"); code != 0 {
 		t.Fatalf("run = %d, want 0; stderr:\n%s", code, stderr.String())
 	}
-	if out := stdout.String(); !strings.Contains(out, "accept, 2 replica(s)") || !strings.Contains(out, "child processes") {
-		t.Errorf("the table does not show two child-process replicas:\n%s", out)
+	if out := stdout.String(); !strings.Contains(out, "accept, 2 replica(s)") || !strings.Contains(out, "child processes") || !strings.Contains(out, "MCP ceiling") {
+		t.Errorf("the table does not show two child-process replicas and the MCP ceiling:\n%s", out)
 	}
 }

@@ -47,25 +47,32 @@ func measureAll(ctx context.Context, o *options, progress io.Writer) (_ *results
 
 	// Rounds run every step in turn, so that a burst of load from
 	// elsewhere on the machine spreads over all steps instead of one.
-	steps := append([]int{0}, o.replicas...) // 0: the raw loop
+	steps := []step{{kind: stepRaw}, {kind: stepCeiling}}
+	if o.passThrough {
+		steps = append(steps, step{kind: stepPass, replicas: 1})
+	}
+	for _, n := range o.replicas {
+		steps = append(steps, step{kind: stepAccept, replicas: n})
+	}
 	got := make([][]measurement, len(steps))
 	for round := 1; round <= o.rounds; round++ {
-		for i, n := range steps {
+		for i, st := range steps {
 			var m measurement
 			role(ctx, "client", func(ctx context.Context) {
-				if n == 0 {
-					fmt.Fprintf(progress, "round %d/%d: raw insert, %d connections ...\n", round, o.rounds, o.clients)
+				fmt.Fprintf(progress, "round %d/%d: %s ...\n", round, o.rounds, st.describe(o.clients))
+				switch st.kind {
+				case stepRaw:
 					m, err = measureRaw(ctx, w, round)
-				} else {
-					fmt.Fprintf(progress, "round %d/%d: accept, %d replica(s), %d clients ...\n", round, o.rounds, n, o.clients)
-					m, err = measureAccept(ctx, w, n, round, progress)
+				case stepCeiling:
+					m, err = measureCeiling(ctx, w, round)
+				case stepPass:
+					m, err = measurePass(ctx, w, round)
+				default:
+					m, err = measureAccept(ctx, w, st.replicas, round, progress)
 				}
 			})
 			if err != nil {
-				if n == 0 {
-					return nil, fmt.Errorf("raw insert: %w", err)
-				}
-				return nil, fmt.Errorf("accept, %d replica(s): %w", n, err)
+				return nil, fmt.Errorf("%s: %w", st.describe(o.clients), err)
 			}
 			got[i] = append(got[i], m)
 		}
@@ -73,8 +80,33 @@ func measureAll(ctx context.Context, o *options, progress io.Writer) (_ *results
 	for _, ms := range got {
 		rep.Measurements = append(rep.Measurements, median(ms))
 	}
-	rep.Ratios = ratios(rep.Measurements[0], rep.Measurements[1:])
+	rep.Ratios = ratios(rep.Measurements)
 	return rep, nil
+}
+
+// step is one measurement of a round.
+type step struct {
+	kind     string
+	replicas int
+}
+
+const (
+	stepRaw     = "raw insert"
+	stepCeiling = "MCP ceiling"
+	stepPass    = "pass-through"
+	stepAccept  = "accept"
+)
+
+func (s step) describe(clients int) string {
+	switch s.kind {
+	case stepRaw:
+		return fmt.Sprintf("raw insert, %d connections", clients)
+	case stepCeiling:
+		return fmt.Sprintf("MCP ceiling (echo tool on a go-sdk server, no gateway, no database), %d clients", clients)
+	case stepPass:
+		return fmt.Sprintf("pass-through of the echo tool, %d replica(s), %d clients", s.replicas, clients)
+	}
+	return fmt.Sprintf("accept, %d replica(s), %d clients", s.replicas, clients)
 }
 
 // readServer fills in the server's version and commit settings.
@@ -152,7 +184,68 @@ func measureRaw(ctx context.Context, w *world, round int) (measurement, error) {
 	if after-before != total {
 		return measurement{}, fmt.Errorf("%s gained %d rows, but %d inserts reported success", rawTable, after-before, total)
 	}
-	m.Name, m.Commits, m.CallsPerCommit = "raw insert", total, 1
+	m.Name, m.Commits, m.CallsPerCommit = stepRaw, total, 1
+	return m, nil
+}
+
+// measureCeiling drives the clients' calls of the echo tool on the echo
+// server directly: what an MCP call costs with no gateway and no database,
+// the most any MCP call can reach here.
+func measureCeiling(ctx context.Context, w *world, round int) (measurement, error) {
+	sessions, err := dialSpread(ctx, w.o.clients, []string{w.echoURL}, w.key)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer closeAll(sessions)
+	prefix := fmt.Sprintf("r%d-ceiling-", round)
+	m, _, err := drive(ctx, w, w.o.clients, nil, func(ctx context.Context, worker, seq int) error {
+		return echo(ctx, sessions[worker].cs, echoTool, fmt.Sprintf("%s%d-%d", prefix, worker, seq))
+	})
+	if err != nil {
+		return measurement{}, err
+	}
+	m.Name = stepCeiling
+	return m, nil
+}
+
+// measurePass starts one replica and drives the clients' calls of the echo
+// tool through it, a non-consequential tool the gateway passes on to the
+// echo server, and checks that no call left an operation in the ledger.
+func measurePass(ctx context.Context, w *world, round int) (_ measurement, err error) {
+	rs, err := w.startReplicas(ctx, 1)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer func() {
+		if serr := stopReplicas(rs); err == nil && serr != nil {
+			err = fmt.Errorf("stop the replicas: %w", serr)
+		}
+	}()
+	sessions, err := dialSpread(ctx, w.o.clients, replicaURLs(rs), w.key)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer closeAll(sessions)
+	before, err := countLedger(ctx, w)
+	if err != nil {
+		return measurement{}, err
+	}
+	tool := echoUpstream + "." + echoTool
+	prefix := fmt.Sprintf("r%d-pass-", round)
+	m, _, err := drive(ctx, w, w.o.clients, rs, func(ctx context.Context, worker, seq int) error {
+		return echo(ctx, sessions[worker].cs, tool, fmt.Sprintf("%s%d-%d", prefix, worker, seq))
+	})
+	if err != nil {
+		return measurement{}, err
+	}
+	after, err := countLedger(ctx, w)
+	if err != nil {
+		return measurement{}, err
+	}
+	if d := after.operations - before.operations; d != 0 {
+		return measurement{}, fmt.Errorf("the ledger gained %d operations from pass-through calls", d)
+	}
+	m.Name, m.Replicas = stepPass, 1
 	return m, nil
 }
 
@@ -179,7 +272,7 @@ func measureAccept(ctx context.Context, w *world, n, round int, progress io.Writ
 			err = fmt.Errorf("stop the replicas: %w", serr)
 		}
 	}()
-	sessions, err := dialSpread(ctx, w.o.clients, rs, w.key)
+	sessions, err := dialSpread(ctx, w.o.clients, replicaURLs(rs), w.key)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -214,7 +307,7 @@ func measureAccept(ctx context.Context, w *world, n, round int, progress io.Writ
 		return measurement{}, err
 	}
 	m.CallsPerCommit = float64(total) / float64(max(m.Commits, 1))
-	m.Name, m.Replicas = "accept", n
+	m.Name, m.Replicas = stepAccept, n
 	if w.o.verbose {
 		// A backend reports its table statistics when it ends at the
 		// latest: stop the replicas first.
@@ -352,11 +445,12 @@ func drive(ctx context.Context, w *world, conc int, rs []*replica, op load.Op) (
 			// The backends are read first and last, so that the
 			// queries reading them fall outside the window of the rest.
 			pg0 := w.backendsCPU(ctx)
-			t0, self0, host0, gates0 := time.Now(), processCPU(), machineBusy(), replicasCPU(rs)
+			t0, self0, host0, gates0, up0 := time.Now(), processCPU(), machineBusy(), replicasCPU(rs), w.echoCPU()
 			return func() {
 				s := time.Since(t0).Seconds()
 				cpu = cpuShare{
 					Gateways: (replicasCPU(rs) - gates0).Seconds() / s,
+					Upstream: (w.echoCPU() - up0).Seconds() / s,
 					Bench:    (processCPU() - self0).Seconds() / s,
 					Machine:  (machineBusy() - host0).Seconds() / s,
 				}
@@ -374,9 +468,19 @@ func drive(ctx context.Context, w *world, conc int, rs []*replica, op load.Op) (
 	if r := m.PerSecond; r > 0 {
 		m.GatewayMsPerCall = cpu.Gateways / r * 1000
 		m.PostgresMsPerCall = cpu.Postgres / r * 1000
+		m.UpstreamMsPerCall = cpu.Upstream / r * 1000
 		m.BenchMsPerCall = cpu.Bench / r * 1000
 	}
 	return m, win.Total, nil
+}
+
+// echoCPU is the CPU time the echo server's process has used; zero in
+// process.
+func (w *world) echoCPU() time.Duration {
+	if w.echoProc == nil {
+		return 0
+	}
+	return w.echoProc.cpu()
 }
 
 func replicasCPU(rs []*replica) time.Duration {

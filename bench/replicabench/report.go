@@ -37,7 +37,8 @@ type machine struct {
 	Database string `json:"database"`
 	Schema   string `json:"schema"`
 	// Gateways says how the replicas ran: "child processes" or
-	// "in this process"; GOGC is theirs.
+	// "in this process"; GOGC is theirs, the echo server's and this
+	// process's.
 	Gateways    string  `json:"gateways"`
 	GOGC        string  `json:"gogc"`
 	DurationSec float64 `json:"duration_seconds"`
@@ -48,9 +49,10 @@ type machine struct {
 
 // measurement is one row of the table.
 type measurement struct {
-	// Name is "raw insert" or "accept".
+	// Name is "raw insert", "MCP ceiling", "pass-through" or "accept".
 	Name string `json:"name"`
-	// Replicas is how many gateways served the clients (0 for raw).
+	// Replicas is how many gateways served the clients (0 for raw and
+	// the ceiling).
 	Replicas int `json:"replicas"`
 	// Clients is how many clients (or raw connections) made calls.
 	Clients   int     `json:"clients"`
@@ -62,6 +64,7 @@ type measurement struct {
 	// Commits is how many transactions the measurement's calls, warm-up
 	// included, committed, and CallsPerCommit the calls per commit: the
 	// raw loop's are one each, the gateways' group commits share them.
+	// Zero for the calls that commit nothing (ceiling, pass-through).
 	Commits        int64   `json:"commits"`
 	CallsPerCommit float64 `json:"calls_per_commit"`
 	// CPU is where the machine's cores went in the window; zero when the
@@ -70,6 +73,7 @@ type measurement struct {
 	// The CPU time per call of the gateways, of the database's backends
 	// serving the run and of this process.
 	GatewayMsPerCall  float64 `json:"gateway_cpu_ms_per_call"`
+	UpstreamMsPerCall float64 `json:"upstream_cpu_ms_per_call"`
 	PostgresMsPerCall float64 `json:"postgres_cpu_ms_per_call"`
 	BenchMsPerCall    float64 `json:"bench_cpu_ms_per_call"`
 	// Rounds holds the rate of every round when there were several; the
@@ -82,6 +86,9 @@ type cpuShare struct {
 	// Gateways are the replica processes together (zero in process:
 	// they are part of Bench then).
 	Gateways float64 `json:"gateways"`
+	// Upstream is the echo server's process (zero in process: it is
+	// part of Bench then), busy in the ceiling and pass-through.
+	Upstream float64 `json:"upstream"`
 	// Postgres is the database's backends serving this run's
 	// connections (not its background processes: WAL writer,
 	// checkpointer; those count in Other). Zero when the server's
@@ -97,7 +104,9 @@ type cpuShare struct {
 // Other is the machine's busy cores that are neither the gateways, nor the
 // backends serving the run, nor this process: PostgreSQL's background
 // processes, the kernel's work for them all, and any other work on the host.
-func (c cpuShare) Other() float64 { return max(c.Machine-c.Gateways-c.Postgres-c.Bench, 0) }
+func (c cpuShare) Other() float64 {
+	return max(c.Machine-c.Gateways-c.Upstream-c.Postgres-c.Bench, 0)
+}
 
 func (m *measurement) label() string {
 	if m.Replicas > 0 {
@@ -126,16 +135,42 @@ func newRatio(name string, num, den measurement, target float64) ratio {
 	return r
 }
 
-// ratios derives, from the raw measurement and the accept measurements
-// (the first at one replica), accept/raw for each replica count and the
-// scaling of each count against one replica.
-func ratios(raw measurement, accepts []measurement) []ratio {
+// ratios derives, from the measurements (raw insert first, then the MCP
+// ceiling, the pass-through when measured and the accepts, the first at
+// one replica): per replica count accept/raw, against its target, and
+// accept/ceiling; pass-through/ceiling; and the scaling of each count
+// against one replica.
+func ratios(ms []measurement) []ratio {
+	var (
+		raw, ceiling measurement
+		pass         *measurement
+		accepts      []measurement
+	)
+	for _, m := range ms {
+		switch m.Name {
+		case stepRaw:
+			raw = m
+		case stepCeiling:
+			ceiling = m
+		case stepPass:
+			pass = &m
+		case stepAccept:
+			accepts = append(accepts, m)
+		}
+	}
 	var out []ratio
 	for _, a := range accepts {
-		out = append(out, newRatio(fmt.Sprintf("accept %d replica(s) / raw, %d clients", a.Replicas, a.Clients), a, raw, targetAcceptRaw))
+		out = append(out,
+			newRatio(fmt.Sprintf("accept %d replica(s) / raw, %d clients", a.Replicas, a.Clients), a, raw, targetAcceptRaw),
+			newRatio(fmt.Sprintf("accept %d replica(s) / MCP ceiling, %d clients", a.Replicas, a.Clients), a, ceiling, 0))
 	}
-	for _, a := range accepts[1:] {
-		out = append(out, newRatio(fmt.Sprintf("scaling: accept %d replicas / 1 replica", a.Replicas), a, accepts[0], 0))
+	if pass != nil {
+		out = append(out, newRatio(fmt.Sprintf("pass-through %d replica(s) / MCP ceiling, %d clients", pass.Replicas, pass.Clients), *pass, ceiling, 0))
+	}
+	if len(accepts) > 0 {
+		for _, a := range accepts[1:] {
+			out = append(out, newRatio(fmt.Sprintf("scaling: accept %d replicas / 1 replica", a.Replicas), a, accepts[0], 0))
+		}
 	}
 	return out
 }
@@ -152,8 +187,8 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 
 func printTable(w io.Writer, rep *results) {
 	m := rep.Machine
-	fmt.Fprintf(w, "taskgate replica benchmark: durable accepts on PostgreSQL with 1..N gateway replicas vs. the raw commit rate\n")
-	fmt.Fprintf(w, "%s; gateways: %s, GOGC %s\n", m.Machine, m.Gateways, m.GOGC)
+	fmt.Fprintf(w, "taskgate replica benchmark: durable accepts on PostgreSQL with 1..N gateway replicas vs. the raw commit rate and the MCP call ceiling\n")
+	fmt.Fprintf(w, "%s; gateways: %s; GOGC %s in the gateways, the echo server and the clients\n", m.Machine, m.Gateways, m.GOGC)
 	tls := "without TLS"
 	if m.TLS {
 		tls = "over TLS"
@@ -162,21 +197,31 @@ func printTable(w io.Writer, rep *results) {
 		m.Postgres, m.SynchronousCommit, m.Fsync, m.WALSyncMethod, m.Database, tls, m.Schema)
 	fmt.Fprintf(w, "accept: 2026-07-28 tools/call with the Tasks extension, a new operation_id per call (each one created), worker off (--no-worker);\n")
 	fmt.Fprintf(w, "        %d clients spread evenly over the replicas, fresh replicas per measurement; raw insert: %d pgx connections, one INSERT per transaction\n", m.Clients, m.Clients)
+	fmt.Fprintf(w, "MCP ceiling: the same %d clients calling a tool that returns its argument at once on a go-sdk MCP server (Streamable HTTP, defaults but stateless, as 2026-07-28 needs), no gateway, no database;\n", m.Clients)
+	fmt.Fprintf(w, "        pass-through: that tool through one replica as a non-consequential tool\n")
 	fmt.Fprintf(w, "each measurement: %s warm-up, %s measured; %d round(s), median shown\n\n",
 		seconds(m.WarmupSec), seconds(m.DurationSec), m.Rounds)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "measurement\tclients\tcalls\tcalls/s\tp50 ms\tp99 ms\tcalls/commit\tcores: gateways\tpostgres\tbench\tother\tmachine\tcpu ms/call: gateways\tpostgres\tbench\trounds calls/s\t")
+	fmt.Fprintln(tw, "measurement\tclients\tcalls\tcalls/s\tp50 ms\tp99 ms\tcalls/commit\tcores: gateways\tupstream\tpostgres\tbench\tother\tmachine\tcpu ms/call: gateways\tupstream\tpostgres\tbench\trounds calls/s\t")
 	for _, r := range rep.Measurements {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%s\t\n",
-			r.label(), r.Clients, r.Calls, r.PerSecond, r.P50Ms, r.P99Ms, r.CallsPerCommit,
-			r.CPU.Gateways, r.CPU.Postgres, r.CPU.Bench, r.CPU.Other(), r.CPU.Machine,
-			r.GatewayMsPerCall, r.PostgresMsPerCall, r.BenchMsPerCall, report.Rounds(r.Rounds))
+		perCommit := "-"
+		if r.CallsPerCommit > 0 {
+			perCommit = fmt.Sprintf("%.2f", r.CallsPerCommit)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t\n",
+			r.label(), r.Clients, r.Calls, r.PerSecond, r.P50Ms, r.P99Ms, perCommit,
+			r.CPU.Gateways, r.CPU.Upstream, r.CPU.Postgres, r.CPU.Bench, r.CPU.Other(), r.CPU.Machine,
+			r.GatewayMsPerCall, r.UpstreamMsPerCall, r.PostgresMsPerCall, r.BenchMsPerCall, report.Rounds(r.Rounds))
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "calls/commit: calls (warm-up included) per transaction their rows were written in; an accepted call writes in two, its acceptance and what its client got")
-	fmt.Fprintln(w, "cores: CPU seconds per second in the window; postgres: the backends serving this run; bench: this process (clients, provider, raw loop);")
+	fmt.Fprintln(w, "cores: CPU seconds per second in the window; upstream: the echo server's process; postgres: the backends serving this run; bench: this process (clients, provider, raw loop);")
 	fmt.Fprintln(w, "other: the rest of the machine's busy time (PostgreSQL's WAL writer and other background processes, other work on the host)")
+	fmt.Fprintln(w)
+
+	fmt.Fprintln(w, "baselines: raw insert is what the database alone commits, one row per transaction, with no MCP call at all;")
+	fmt.Fprintln(w, "           MCP ceiling is what the same clients' MCP calls reach with nothing behind the server; an accept is such a call with a gateway and commits behind it")
 	fmt.Fprintln(w)
 
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

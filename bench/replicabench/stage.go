@@ -55,6 +55,11 @@ type world struct {
 	sim     *providersim.Sim
 	simSrv  *httptest.Server
 	simURL  string
+	// echoURL is the MCP call ceiling's server: a child process
+	// (echoProc), or with -inprocess an httptest server here (echoSrv).
+	echoURL  string
+	echoProc *echoProcess
+	echoSrv  *httptest.Server
 }
 
 // role labels the CPU profile samples of everything started under it.
@@ -115,6 +120,15 @@ func newWorld(ctx context.Context, o *options, progress io.Writer) (_ *world, er
 		w.simSrv = httptest.NewServer(w.sim.HTTPHandler())
 	})
 	w.simURL = w.simSrv.URL + "/mcp"
+	if o.inProcess {
+		role(ctx, "upstream", func(context.Context) { w.echoSrv = httptest.NewServer(echoHandler()) })
+		w.echoURL = w.echoSrv.URL + "/mcp"
+	} else {
+		if w.echoProc, err = startEchoProcess(ctx); err != nil {
+			return nil, err
+		}
+		w.echoURL = "http://" + w.echoProc.addr + "/mcp"
+	}
 	if !o.inProcess {
 		if w.bin = o.taskgate; w.bin == "" {
 			if w.bin, err = build(ctx, w.dir); err != nil {
@@ -141,6 +155,13 @@ func (w *world) exec(ctx context.Context, sql string) error {
 
 // close stops the provider, closes the ledger and drops the run's schema.
 func (w *world) close() {
+	if w.echoSrv != nil {
+		w.echoSrv.CloseClientConnections()
+		w.echoSrv.Close()
+	}
+	if w.echoProc != nil {
+		w.echoProc.stop()
+	}
 	if w.simSrv != nil {
 		w.simSrv.CloseClientConnections()
 		w.simSrv.Close()
@@ -234,7 +255,9 @@ func (w *world) startReplica(ctx context.Context, i int) (*replica, error) {
 		return nil, fmt.Errorf("listen on loopback for replica %d: %w", i, err)
 	}
 	r := &replica{addr: ln.Addr().String()}
-	y := fixtures.ConfigYAML(w.simURL, r.addr, w.url, fixtures.ConfigOptions{})
+	// The echo server is a second upstream, its tool a pass-through one.
+	y := fixtures.ConfigYAML(w.simURL, r.addr, w.url, fixtures.ConfigOptions{}) +
+		fmt.Sprintf("  - name: %s\n    url: %s\n    tools:\n      %s: {}\n", echoUpstream, w.echoURL, echoTool)
 	path := filepath.Join(w.dir, fmt.Sprintf("replica-%d.yaml", i))
 	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
 		ln.Close()
@@ -402,12 +425,12 @@ func (s *session) close() {
 	s.transport.CloseIdleConnections()
 }
 
-// dialSpread opens n sessions, the i-th to replica i mod len(rs), so that
-// the replicas share the clients evenly.
-func dialSpread(ctx context.Context, n int, rs []*replica, key string) ([]*session, error) {
+// dialSpread opens n sessions, the i-th to urls[i mod len(urls)], so that
+// the servers share the clients evenly.
+func dialSpread(ctx context.Context, n int, urls []string, key string) ([]*session, error) {
 	var out []*session
 	for i := range n {
-		s, err := dial(ctx, rs[i%len(rs)].mcpURL(), key)
+		s, err := dial(ctx, urls[i%len(urls)], key)
 		if err != nil {
 			closeAll(out)
 			return nil, err
@@ -415,6 +438,14 @@ func dialSpread(ctx context.Context, n int, rs []*replica, key string) ([]*sessi
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+func replicaURLs(rs []*replica) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.mcpURL())
+	}
+	return out
 }
 
 func closeAll(ss []*session) {
