@@ -1,14 +1,15 @@
 // Package tcpproxy is a TCP proxy for tests: it forwards every connection
 // made to its loopback address to one target address, and the test can cut
-// the link (as if the target went away) and restore it, without touching
-// the target itself. It exists so that a test can take a database away from
-// a gateway and give it back; production code never imports it.
+// the link (as if the target went away: connections are reset), stall it
+// (as if the network dropped everything: connections stay open and nothing
+// arrives) and restore it, without touching the target itself. It exists
+// so that a test can take a database away from a gateway and give it back;
+// production code never imports it.
 package tcpproxy
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -22,11 +23,12 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu     sync.Mutex
-	cut    bool
-	closed bool
-	conns  map[net.Conn]struct{} // both ends of every live link
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	cut     bool
+	stalled chan struct{} // non-nil while stalled; closed by Restore
+	closed  bool
+	conns   map[net.Conn]struct{} // both ends of every live link
+	wg      sync.WaitGroup
 }
 
 // Start listens on a free loopback port and forwards what arrives there to
@@ -57,11 +59,42 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Restore forwards new connections again after Cut.
+// Stall stops forwarding without closing anything: bytes sent either way
+// on a live connection are held, and new connections are accepted but not
+// linked, until Restore. A client then waits as on a network that drops
+// every packet.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalled == nil {
+		p.stalled = make(chan struct{})
+	}
+}
+
+// Restore forwards again after Cut or Stall: held bytes are delivered and
+// held connections linked, as when a network heals.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = false
+	if p.stalled != nil {
+		close(p.stalled)
+		p.stalled = nil
+	}
+}
+
+// flowing waits while the proxy is stalled; it reports false when the proxy
+// was cut or closed meanwhile.
+func (p *Proxy) flowing() bool {
+	p.mu.Lock()
+	wait := p.stalled
+	p.mu.Unlock()
+	if wait != nil {
+		<-wait
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.cut && !p.closed
 }
 
 // Close stops listening, closes every connection and waits until every
@@ -69,6 +102,10 @@ func (p *Proxy) Restore() {
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
+	if p.stalled != nil {
+		close(p.stalled)
+		p.stalled = nil
+	}
 	for c := range p.conns {
 		c.Close()
 		delete(p.conns, c)
@@ -101,7 +138,7 @@ func (p *Proxy) acceptLoop() {
 // ends or the proxy is cut.
 func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
-	if p.refusing() {
+	if p.refusing() || !p.flowing() {
 		reset(client)
 		return
 	}
@@ -127,15 +164,35 @@ func (p *Proxy) serve(client net.Conn) {
 	copiers.Add(2)
 	go func() {
 		defer copiers.Done()
-		_, _ = io.Copy(server, client)
+		p.copy(server, client)
 		end()
 	}()
 	go func() {
 		defer copiers.Done()
-		_, _ = io.Copy(client, server)
+		p.copy(client, server)
 		end()
 	}()
 	copiers.Wait()
+}
+
+// copy forwards from src to dst until either fails, holding what it read
+// while the proxy is stalled.
+func (p *Proxy) copy(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !p.flowing() {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (p *Proxy) refusing() bool {

@@ -119,3 +119,54 @@ func TestCloseEndsLinks(t *testing.T) {
 		t.Errorf("a connection open across Close answered %v; want it closed", err)
 	}
 }
+
+// readLine reads one line from r within d.
+func readLine(c net.Conn, r *bufio.Reader, d time.Duration) (string, error) {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	return r.ReadString('\n')
+}
+
+func TestStallAndRestore(t *testing.T) {
+	p, err := tcpproxy.Start(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	live, err := roundTrip(p.Addr())
+	if err != nil {
+		t.Fatalf("through the proxy before a stall: %v", err)
+	}
+	defer live.Close()
+
+	p.Stall()
+	// Nothing arrives on a live connection, nor on one made while stalled;
+	// neither is closed.
+	liveR := bufio.NewReader(live)
+	if _, err := io.WriteString(live, "held\n"); err != nil {
+		t.Fatalf("write while stalled: %v", err)
+	}
+	if line, err := readLine(live, liveR, 200*time.Millisecond); !isTimeout(err) {
+		t.Errorf("a live connection while stalled read %q, %v; want nothing", line, err)
+	}
+	fresh, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+	if err != nil {
+		t.Fatalf("dial while stalled: %v", err)
+	}
+	defer fresh.Close()
+	freshR := bufio.NewReader(fresh)
+	if _, err := io.WriteString(fresh, "fresh\n"); err != nil {
+		t.Fatalf("write while stalled: %v", err)
+	}
+	if line, err := readLine(fresh, freshR, 200*time.Millisecond); !isTimeout(err) {
+		t.Errorf("a new connection while stalled read %q, %v; want nothing", line, err)
+	}
+
+	// Restoring delivers what was held.
+	p.Restore()
+	if line, err := readLine(live, liveR, 2*time.Second); err != nil || line != "held\n" {
+		t.Errorf("the live connection after Restore read %q, %v; want the held line", line, err)
+	}
+	if line, err := readLine(fresh, freshR, 2*time.Second); err != nil || line != "fresh\n" {
+		t.Errorf("the connection made while stalled read %q, %v after Restore; want its line", line, err)
+	}
+}
