@@ -48,6 +48,12 @@ const apiKeyRecheck = time.Second
 // most this long.
 const apiKeyOutageGrace = 10 * time.Minute
 
+// apiKeyLookupWait bounds the lookup of a key that is known from an
+// earlier lookup: a ledger that does not answer within it counts as
+// unreachable, and the request goes on with what is known rather than wait
+// on it.
+const apiKeyLookupWait = time.Second
+
 // maxCheckedKeys bounds the keys held between lookups; beyond it they are
 // all forgotten and looked up afresh.
 const maxCheckedKeys = 4096
@@ -61,16 +67,29 @@ type checkedKeys struct {
 
 type checkedKey struct {
 	key *ledger.APIKey
-	at  time.Time
+	// at is when the ledger last had the key; next is when it is to be
+	// looked up again.
+	at, next time.Time
 }
 
-// get returns the key with this hash if it was found in the ledger less
-// than maxAge before now.
-func (c *checkedKeys) get(hash string, now time.Time, maxAge time.Duration) *ledger.APIKey {
+// fresh returns the key with this hash unless it is due to be looked up.
+func (c *checkedKeys) fresh(hash string, now time.Time) *ledger.APIKey {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k, ok := c.keys[hash]
-	if !ok || !now.Before(k.at.Add(maxAge)) {
+	if !ok || !now.Before(k.next) {
+		return nil
+	}
+	return k.key
+}
+
+// known returns the key with this hash if the ledger had it less than
+// apiKeyOutageGrace ago.
+func (c *checkedKeys) known(hash string, now time.Time) *ledger.APIKey {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, ok := c.keys[hash]
+	if !ok || !now.Before(k.at.Add(apiKeyOutageGrace)) {
 		return nil
 	}
 	return k.key
@@ -82,7 +101,19 @@ func (c *checkedKeys) put(hash string, key *ledger.APIKey, now time.Time) {
 	if c.keys == nil || len(c.keys) >= maxCheckedKeys {
 		c.keys = make(map[string]checkedKey)
 	}
-	c.keys[hash] = checkedKey{key: key, at: now}
+	c.keys[hash] = checkedKey{key: key, at: now, next: now.Add(apiKeyRecheck)}
+}
+
+// postpone puts the next lookup of a key off by apiKeyRecheck after one
+// failed, so that while the ledger is unreachable one request a key each
+// recheck waits on it, not every request.
+func (c *checkedKeys) postpone(hash string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k, ok := c.keys[hash]; ok {
+		k.next = now.Add(apiKeyRecheck)
+		c.keys[hash] = k
+	}
 }
 
 // forget drops a key the ledger no longer has (revoked), so that a later
@@ -148,20 +179,28 @@ func (a *Authenticator) verifyAPIKey(ctx context.Context, token string) (*auth.T
 			auth.ErrInvalidToken, APIKeyPrefix, apiKeyEncoding().EncodedLen(apiKeyBytes))
 	}
 	hash, now := HashAPIKey(token), a.clock()
-	key := a.checked.get(hash, now, apiKeyRecheck)
+	key := a.checked.fresh(hash, now)
 	if key == nil {
-		found, err := a.store.KeyByHash(ctx, hash)
+		lookupCtx := ctx
+		known := a.checked.known(hash, now)
+		if known != nil {
+			var cancel context.CancelFunc
+			lookupCtx, cancel = context.WithTimeout(ctx, apiKeyLookupWait)
+			defer cancel()
+		}
+		found, err := a.store.KeyByHash(lookupCtx, hash)
 		switch {
 		case errors.Is(err, ledger.ErrNotFound):
 			a.checked.forget(hash)
 			return nil, fmt.Errorf("%w: the API key is unknown or revoked", auth.ErrInvalidToken)
-		case err != nil:
+		case err != nil && known != nil && ctx.Err() == nil:
 			// The ledger could not answer: a key it had a moment ago is
 			// still trusted, for a while.
-			if key = a.checked.get(hash, now, apiKeyOutageGrace); key == nil {
-				return nil, fmt.Errorf("look up API key: %w", err)
-			}
-			a.log.WarnContext(ctx, "the ledger could not be asked about an API key; trusting its last lookup", "key_id", key.ID, "tenant", key.Tenant, "err", err)
+			a.checked.postpone(hash, now)
+			a.log.WarnContext(ctx, "the ledger could not be asked about an API key; trusting its last lookup", "key_id", known.ID, "tenant", known.Tenant, "err", err)
+			key = known
+		case err != nil:
+			return nil, fmt.Errorf("look up API key: %w", err)
 		default:
 			key = found
 			a.checked.put(hash, key, now)

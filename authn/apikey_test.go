@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
@@ -212,17 +213,61 @@ func TestVerifyAPIKeyStoreFailureIsNotInvalidToken(t *testing.T) {
 }
 
 // unreachableLedger is a ledger whose key lookups fail while down is set,
-// as when the database cannot be reached.
+// as when the database cannot be reached, or hang until their context
+// ends while hung is set, as when the network stopped delivering.
 type unreachableLedger struct {
 	ledger.Store
-	down atomic.Bool
+	down, hung atomic.Bool
+	lookups    atomic.Int64
 }
 
 func (u *unreachableLedger) KeyByHash(ctx context.Context, hash string) (*ledger.APIKey, error) {
-	if u.down.Load() {
+	u.lookups.Add(1)
+	switch {
+	case u.hung.Load():
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case u.down.Load():
 		return nil, errors.New("connection refused")
 	}
 	return u.Store.KeyByHash(ctx, hash)
+}
+
+// A ledger that hangs does not hold up a request whose key is known: the
+// lookup gives up after apiKeyLookupWait, and the next one is put off.
+func TestVerifyAPIKeyLedgerHangs(t *testing.T) {
+	inner, _ := newLedger(t)
+	store := &unreachableLedger{Store: inner}
+	clock := newTestClock()
+	a, err := New(&Options{Store: store, ResourceURL: testAudience, Clock: clock.Now})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	key, _, err := NewAPIKey(ctx, inner, "acme", "")
+	if err != nil {
+		t.Fatalf("NewAPIKey: %v", err)
+	}
+	if _, err := a.Verify(ctx, key, nil); err != nil {
+		t.Fatalf("Verify before the ledger hangs: %v", err)
+	}
+	store.hung.Store(true)
+	clock.Advance(apiKeyRecheck)
+	before := store.lookups.Load()
+	start := time.Now()
+	if _, err := a.Verify(ctx, key, nil); err != nil {
+		t.Fatalf("Verify(known key) with the ledger hanging: %v", err)
+	}
+	if took := time.Since(start); took > 3*apiKeyLookupWait {
+		t.Errorf("Verify(known key) with the ledger hanging took %s; want about %s", took, apiKeyLookupWait)
+	}
+	if _, err := a.Verify(ctx, key, nil); err != nil {
+		t.Fatalf("Verify(known key) again: %v", err)
+	}
+	if n := store.lookups.Load() - before; n != 1 {
+		t.Errorf("two Verify calls within %s of a failed lookup looked the key up %d times; want once", apiKeyRecheck, n)
+	}
 }
 
 // While the ledger cannot be reached, a key it had is trusted for a while
