@@ -40,27 +40,56 @@ const apiKeyLifetimeYears = 100
 // cost. Keys not found are looked up every time.
 const apiKeyRecheck = time.Second
 
+// apiKeyOutageGrace is how long after its last successful lookup a key
+// stays trusted while the ledger cannot be reached. Pass-through calls do
+// not need the ledger and must keep working through an outage; the price
+// is that a key revoked meanwhile (through a replica that still reaches
+// the ledger) keeps working here until the ledger answers again, for at
+// most this long.
+const apiKeyOutageGrace = 10 * time.Minute
+
+// apiKeyLookupWait bounds the lookup of a key that is known from an
+// earlier lookup: a ledger that does not answer within it counts as
+// unreachable, and the request goes on with what is known rather than wait
+// on it.
+const apiKeyLookupWait = time.Second
+
 // maxCheckedKeys bounds the keys held between lookups; beyond it they are
 // all forgotten and looked up afresh.
 const maxCheckedKeys = 4096
 
-// checkedKeys holds the keys found in the ledger, by hash, until they must
-// be looked up again.
+// checkedKeys holds the keys found in the ledger, by hash, with when they
+// were last found there.
 type checkedKeys struct {
 	mu   sync.Mutex
 	keys map[string]checkedKey
 }
 
 type checkedKey struct {
-	key   *ledger.APIKey
-	until time.Time
+	key *ledger.APIKey
+	// at is when the ledger last had the key; next is when it is to be
+	// looked up again.
+	at, next time.Time
 }
 
-func (c *checkedKeys) get(hash string, now time.Time) *ledger.APIKey {
+// fresh returns the key with this hash unless it is due to be looked up.
+func (c *checkedKeys) fresh(hash string, now time.Time) *ledger.APIKey {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k, ok := c.keys[hash]
-	if !ok || !now.Before(k.until) {
+	if !ok || !now.Before(k.next) {
+		return nil
+	}
+	return k.key
+}
+
+// known returns the key with this hash if the ledger had it less than
+// apiKeyOutageGrace ago.
+func (c *checkedKeys) known(hash string, now time.Time) *ledger.APIKey {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, ok := c.keys[hash]
+	if !ok || !now.Before(k.at.Add(apiKeyOutageGrace)) {
 		return nil
 	}
 	return k.key
@@ -72,7 +101,27 @@ func (c *checkedKeys) put(hash string, key *ledger.APIKey, now time.Time) {
 	if c.keys == nil || len(c.keys) >= maxCheckedKeys {
 		c.keys = make(map[string]checkedKey)
 	}
-	c.keys[hash] = checkedKey{key: key, until: now.Add(apiKeyRecheck)}
+	c.keys[hash] = checkedKey{key: key, at: now, next: now.Add(apiKeyRecheck)}
+}
+
+// postpone puts the next lookup of a key off by apiKeyRecheck after one
+// failed, so that while the ledger is unreachable one request a key each
+// recheck waits on it, not every request.
+func (c *checkedKeys) postpone(hash string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k, ok := c.keys[hash]; ok {
+		k.next = now.Add(apiKeyRecheck)
+		c.keys[hash] = k
+	}
+}
+
+// forget drops a key the ledger no longer has (revoked), so that a later
+// outage cannot bring it back.
+func (c *checkedKeys) forget(hash string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.keys, hash)
 }
 
 // NewAPIKey creates an agent API key for tenant and records only its hash
@@ -130,17 +179,32 @@ func (a *Authenticator) verifyAPIKey(ctx context.Context, token string) (*auth.T
 			auth.ErrInvalidToken, APIKeyPrefix, apiKeyEncoding().EncodedLen(apiKeyBytes))
 	}
 	hash, now := HashAPIKey(token), a.clock()
-	key := a.checked.get(hash, now)
+	key := a.checked.fresh(hash, now)
 	if key == nil {
-		var err error
-		key, err = a.store.KeyByHash(ctx, hash)
-		if errors.Is(err, ledger.ErrNotFound) {
+		lookupCtx := ctx
+		known := a.checked.known(hash, now)
+		if known != nil {
+			var cancel context.CancelFunc
+			lookupCtx, cancel = context.WithTimeout(ctx, apiKeyLookupWait)
+			defer cancel()
+		}
+		found, err := a.store.KeyByHash(lookupCtx, hash)
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			a.checked.forget(hash)
 			return nil, fmt.Errorf("%w: the API key is unknown or revoked", auth.ErrInvalidToken)
-		}
-		if err != nil {
+		case err != nil && known != nil && ctx.Err() == nil:
+			// The ledger could not answer: a key it had a moment ago is
+			// still trusted, for a while.
+			a.checked.postpone(hash, now)
+			a.log.WarnContext(ctx, "the ledger could not be asked about an API key; trusting its last lookup", "key_id", known.ID, "tenant", known.Tenant, "err", err)
+			key = known
+		case err != nil:
 			return nil, fmt.Errorf("look up API key: %w", err)
+		default:
+			key = found
+			a.checked.put(hash, key, now)
 		}
-		a.checked.put(hash, key, now)
 	}
 	if err := checkTenant(key.Tenant); err != nil {
 		return nil, fmt.Errorf("%w: API key %d: %w", auth.ErrInvalidToken, key.ID, err)

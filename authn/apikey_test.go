@@ -2,11 +2,14 @@ package authn
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
@@ -206,6 +209,123 @@ func TestVerifyAPIKeyStoreFailureIsNotInvalidToken(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), plaintext) {
 		t.Errorf("Verify error %q echoes the key", err)
+	}
+}
+
+// unreachableLedger is a ledger whose key lookups fail while down is set,
+// as when the database cannot be reached, or hang until their context
+// ends while hung is set, as when the network stopped delivering.
+type unreachableLedger struct {
+	ledger.Store
+	down, hung atomic.Bool
+	lookups    atomic.Int64
+}
+
+func (u *unreachableLedger) KeyByHash(ctx context.Context, hash string) (*ledger.APIKey, error) {
+	u.lookups.Add(1)
+	switch {
+	case u.hung.Load():
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case u.down.Load():
+		return nil, errors.New("connection refused")
+	}
+	return u.Store.KeyByHash(ctx, hash)
+}
+
+// A ledger that hangs does not hold up a request whose key is known: the
+// lookup gives up after apiKeyLookupWait, and the next one is put off.
+func TestVerifyAPIKeyLedgerHangs(t *testing.T) {
+	inner, _ := newLedger(t)
+	store := &unreachableLedger{Store: inner}
+	clock := newTestClock()
+	a, err := New(&Options{Store: store, ResourceURL: testAudience, Clock: clock.Now})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	key, _, err := NewAPIKey(ctx, inner, "acme", "")
+	if err != nil {
+		t.Fatalf("NewAPIKey: %v", err)
+	}
+	if _, err := a.Verify(ctx, key, nil); err != nil {
+		t.Fatalf("Verify before the ledger hangs: %v", err)
+	}
+	store.hung.Store(true)
+	clock.Advance(apiKeyRecheck)
+	before := store.lookups.Load()
+	start := time.Now()
+	if _, err := a.Verify(ctx, key, nil); err != nil {
+		t.Fatalf("Verify(known key) with the ledger hanging: %v", err)
+	}
+	if took := time.Since(start); took > 3*apiKeyLookupWait {
+		t.Errorf("Verify(known key) with the ledger hanging took %s; want about %s", took, apiKeyLookupWait)
+	}
+	if _, err := a.Verify(ctx, key, nil); err != nil {
+		t.Fatalf("Verify(known key) again: %v", err)
+	}
+	if n := store.lookups.Load() - before; n != 1 {
+		t.Errorf("two Verify calls within %s of a failed lookup looked the key up %d times; want once", apiKeyRecheck, n)
+	}
+}
+
+// While the ledger cannot be reached, a key it had is trusted for a while
+// (pass-through calls must keep working), one it no longer had is not, and
+// one never seen cannot be judged.
+func TestVerifyAPIKeyLedgerOutage(t *testing.T) {
+	inner, _ := newLedger(t)
+	store := &unreachableLedger{Store: inner}
+	clock := newTestClock()
+	a, err := New(&Options{Store: store, ResourceURL: testAudience, Clock: clock.Now})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx := t.Context()
+	known, _, err := NewAPIKey(ctx, inner, "acme", "")
+	if err != nil {
+		t.Fatalf("NewAPIKey: %v", err)
+	}
+	revoked, rkey, err := NewAPIKey(ctx, inner, "acme", "")
+	if err != nil {
+		t.Fatalf("NewAPIKey: %v", err)
+	}
+	unseen, _, err := NewAPIKey(ctx, inner, "acme", "")
+	if err != nil {
+		t.Fatalf("NewAPIKey: %v", err)
+	}
+	for _, k := range []string{known, revoked} {
+		if _, err := a.Verify(ctx, k, nil); err != nil {
+			t.Fatalf("Verify before the outage: %v", err)
+		}
+	}
+	if err := inner.KeyRevoke(ctx, rkey.ID, clock.Now()); err != nil {
+		t.Fatalf("KeyRevoke: %v", err)
+	}
+	clock.Advance(apiKeyRecheck)
+	if _, err := a.Verify(ctx, revoked, nil); !errorsIsInvalid(err) {
+		t.Fatalf("Verify(revoked) = %v; want auth.ErrInvalidToken", err)
+	}
+
+	store.down.Store(true)
+	clock.Advance(apiKeyOutageGrace / 2)
+	if ti, err := a.Verify(ctx, known, nil); err != nil || TenantOf(ti) != "acme" {
+		t.Errorf("Verify(known key) %s into an outage = %v, %v; want it trusted as tenant acme", apiKeyOutageGrace/2, ti, err)
+	}
+	if _, err := a.Verify(ctx, revoked, nil); err == nil {
+		t.Errorf("Verify(revoked key) during an outage succeeded; a key the ledger no longer had must stay refused")
+	}
+	if _, err := a.Verify(ctx, unseen, nil); err == nil || errorsIsInvalid(err) {
+		t.Errorf("Verify(never looked-up key) during an outage = %v; want an error that is not auth.ErrInvalidToken", err)
+	}
+	clock.Advance(apiKeyOutageGrace / 2)
+	if _, err := a.Verify(ctx, known, nil); err == nil || errorsIsInvalid(err) {
+		t.Errorf("Verify(known key) %s after its last lookup, the ledger still down = %v; want an error that is not auth.ErrInvalidToken", apiKeyOutageGrace, err)
+	}
+
+	store.down.Store(false)
+	if _, err := a.Verify(ctx, known, nil); err != nil {
+		t.Errorf("Verify(known key) once the ledger is back: %v", err)
 	}
 }
 

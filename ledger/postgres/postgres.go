@@ -35,7 +35,23 @@ type Options struct {
 	Clock  func() time.Time
 	// MaxAcceptBatch caps group commits; see sqlstore.Options.
 	MaxAcceptBatch int
+	// StatementTimeout bounds each ledger statement, and the wait for a
+	// connection to run it on, whose context sets no deadline of its own;
+	// zero means DefaultStatementTimeout, negative means no bound.
+	StatementTimeout time.Duration
 }
+
+// DefaultStatementTimeout is how long a ledger statement may go unanswered
+// before the database counts as unreachable. Ledger statements take
+// milliseconds; one that waits seconds is waiting on a database that went
+// away or a network that stopped delivering, and its caller (a client
+// waiting to hear whether its call was accepted) must hear so instead of
+// waiting for TCP to give up, which takes minutes.
+const DefaultStatementTimeout = 3 * time.Second
+
+// defaultConnectTimeout bounds opening a connection when the URL names no
+// connect_timeout.
+const defaultConnectTimeout = 5 * time.Second
 
 // Store is the PostgreSQL ledger.
 type Store struct {
@@ -59,9 +75,18 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	switch {
+	case o.StatementTimeout == 0:
+		o.StatementTimeout = DefaultStatementTimeout
+	case o.StatementTimeout < 0:
+		o.StatementTimeout = 0
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres URL is not valid: %w", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -88,7 +113,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	d := &driver{pool: pool, inserter: inserter, log: o.Logger, migrations: fsys, version: version,
+	d := &driver{pool: pool, inserter: inserter, log: o.Logger, timeout: o.StatementTimeout, migrations: fsys, version: version,
 		where: fmt.Sprintf("at %s:%d (database %q)", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
 	return &Store{
 		Store: sqlstore.New(d, &sqlstore.Options{Logger: o.Logger, Clock: o.Clock, MaxAcceptBatch: o.MaxAcceptBatch}),
@@ -108,6 +133,7 @@ type driver struct {
 	pool       *pgxpool.Pool
 	inserter   *river.Client[pgx.Tx]
 	log        *slog.Logger
+	timeout    time.Duration // see Options.StatementTimeout
 	migrations fs.FS
 	version    int64
 	where      string // the database, for messages
@@ -119,14 +145,16 @@ func (d *driver) ForUpdate() string    { return " FOR UPDATE" }
 func (d *driver) AcceptWorkers() int   { return 4 }
 
 func (d *driver) Begin(ctx context.Context) (sqlstore.Tx, error) {
-	tx, err := d.pool.Begin(ctx)
+	bctx, cancel := boundContext(ctx, d.timeout)
+	defer cancel()
+	tx, err := d.pool.Begin(bctx)
 	if err != nil {
-		return nil, err
+		return nil, unanswered(bctx, err)
 	}
-	return &txConn{querier: querier{tx}, tx: tx, inserter: d.inserter}, nil
+	return &txConn{querier: querier{r: tx, timeout: d.timeout}, tx: tx, inserter: d.inserter}, nil
 }
 
-func (d *driver) Reader() sqlstore.Querier { return querier{d.pool} }
+func (d *driver) Reader() sqlstore.Querier { return querier{r: d.pool, timeout: d.timeout} }
 
 func (d *driver) Migrate(ctx context.Context) error {
 	conn, err := d.pool.Acquire(ctx)

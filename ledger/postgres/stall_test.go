@@ -1,0 +1,86 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskgate/taskgate/internal/pgtest"
+	"github.com/taskgate/taskgate/internal/tcpproxy"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/postgres"
+)
+
+// A database whose connections hang fails reads and writes that set no
+// deadline after the statement timeout, instead of holding them until TCP
+// gives up; once the network heals the store works again.
+func TestStatementTimeoutWhenTheNetworkStalls(t *testing.T) {
+	direct := pgtest.Schema(t)
+	u, err := url.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := tcpproxy.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	u.Host = proxy.Addr()
+
+	const timeout = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := postgres.Open(ctx, u.String(), &postgres.Options{StatementTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	key := &ledger.APIKey{Tenant: "acme", Hash: strings.Repeat("ab", 32)}
+	if _, err := s.KeyCreate(ctx, key); err != nil {
+		t.Fatalf("create a key before the stall: %v", err)
+	}
+
+	proxy.Stall()
+	for name, call := range map[string]func() error{
+		"a read": func() error {
+			_, err := s.KeyByHash(context.Background(), key.Hash)
+			return err
+		},
+		"a write": func() error {
+			_, err := s.KeyCreate(context.Background(), &ledger.APIKey{Tenant: "acme", Hash: strings.Repeat("cd", 32)})
+			return err
+		},
+	} {
+		start := time.Now()
+		err := call()
+		took := time.Since(start)
+		if err == nil || errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("%s while the network stalls = %v; want an error", name, err)
+		} else if !strings.Contains(err.Error(), "did not answer in time") {
+			t.Errorf("%s while the network stalls = %q; want it to say the database did not answer in time", name, err)
+		}
+		// A write may wait for a connection and then for its statement.
+		if took > 10*timeout {
+			t.Errorf("%s while the network stalls failed after %s; want about %s", name, took, timeout)
+		}
+	}
+
+	proxy.Restore()
+	for {
+		_, err := s.KeyByHash(ctx, key.Hash)
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the store did not recover after the network healed: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
