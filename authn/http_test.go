@@ -1,7 +1,6 @@
 package authn
 
 import (
-	"bytes"
 	"context"
 	"crypto/elliptic"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/taskgate/taskgate/internal/syncbuf"
 )
 
 func TestMetadataPath(t *testing.T) {
@@ -147,7 +147,7 @@ func TestMiddleware(t *testing.T) {
 		seenCh <- seen{auth.TokenInfoFromContext(r.Context()), r.Header.Get("Authorization")}
 		io.WriteString(w, "ok")
 	})
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	g := newGateway(t, Options{
 		Store:  store,
 		JWT:    &JWTOptions{Issuer: testIssuer, Audience: testAudience, JWKSURL: is.jwksURL(), TenantClaim: "org"},
@@ -237,24 +237,6 @@ func TestMiddleware(t *testing.T) {
 			t.Errorf("log contains a credential:\n%s", logged)
 		}
 	}
-}
-
-// lockedBuffer is a log sink shared by concurrent HTTP handlers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestMiddlewareHidesInternalFailures(t *testing.T) {

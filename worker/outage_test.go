@@ -1,16 +1,13 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +17,7 @@ import (
 	"github.com/taskgate/taskgate/fixtures"
 	"github.com/taskgate/taskgate/internal/dburl"
 	"github.com/taskgate/taskgate/internal/pgtest"
+	"github.com/taskgate/taskgate/internal/syncbuf"
 	"github.com/taskgate/taskgate/internal/tcpproxy"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/providersim"
@@ -49,27 +47,17 @@ func TestDatabaseOutage(t *testing.T) {
 }
 
 func testDatabaseOutage(t *testing.T, takeAway func(*tcpproxy.Proxy)) {
-	direct := pgtest.Schema(t)
+	direct, ledgerURL, proxy := pgtest.SchemaBehindProxy(t)
 	ctx := testCtx(t, 150*time.Second)
-	u, err := url.Parse(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := tcpproxy.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	u.Host = proxy.Addr()
 
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("gateway log:\n%s", logs.String())
 		}
 	})
 	h := newHarness(t, &fixtures.Options{
-		DB: u.String(),
+		DB: ledgerURL,
 		// A statement that timed out in a stall may still commit when the
 		// network heals (its bytes were on their way): a worker can then
 		// find "send started" for a send it never made. The provider's
@@ -210,22 +198,4 @@ func readyz(t *testing.T, ctx context.Context, base string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
-}
-
-// syncBuffer is a buffer the gateway's goroutines may log to concurrently.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -32,6 +31,8 @@ import (
 	"github.com/taskgate/taskgate/internal/dburl"
 	"github.com/taskgate/taskgate/ledger/postgres"
 	"github.com/taskgate/taskgate/providersim"
+
+	"github.com/taskgate/taskgate/internal/syncbuf"
 )
 
 // benchTenant is the tenant of every gateway call.
@@ -218,7 +219,7 @@ type replica struct {
 	addr string
 	proc *exec.Cmd
 	done chan error
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 	gate *daemon.Daemon
 }
 
@@ -285,7 +286,7 @@ func (w *world) startReplica(ctx context.Context, i int) (*replica, error) {
 	if w.o.verbose {
 		level = "warn"
 	}
-	r.out = &syncBuffer{}
+	r.out = &syncbuf.Buffer{}
 	r.proc = exec.Command(w.bin, "serve", "--config", path, "--no-worker", "--log-level", level)
 	r.proc.Stdout = io.Discard
 	r.proc.Stderr = r.out
@@ -359,24 +360,6 @@ func stopReplicas(rs []*replica) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// syncBuffer collects a child's stderr for error messages.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // prefixed writes each write to w after a prefix naming its replica.

@@ -1,5 +1,6 @@
 // Package pgtest gives tests a fresh PostgreSQL schema of their own on the
-// server named by TASKGATE_TEST_POSTGRES_URL, and drops it afterwards.
+// server named by TASKGATE_TEST_POSTGRES_URL, reached directly or through a
+// TCP proxy the test controls, and drops it afterwards.
 // Without that variable, tests that need PostgreSQL are skipped with a
 // visible notice. It must never be imported by production code.
 package pgtest
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/taskgate/taskgate/internal/tcpproxy"
 )
 
 // EnvURL is the environment variable naming the test server.
@@ -67,4 +70,23 @@ func Schema(t testing.TB) string {
 	q.Set("search_path", name)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// SchemaBehindProxy creates a schema as Schema does and returns two URLs
+// of it: direct, and proxied through a TCP proxy the test controls, to cut
+// or stall the database without touching the server. The proxy closes
+// when the test ends.
+func SchemaBehindProxy(t testing.TB) (direct, proxied string, proxy *tcpproxy.Proxy) {
+	t.Helper()
+	direct = Schema(t)
+	u, err := url.Parse(direct)
+	if err != nil {
+		t.Fatalf("parse the schema's URL: %v", err)
+	}
+	if proxy, err = tcpproxy.Start(u.Host); err != nil {
+		t.Fatalf("start a proxy to %s: %v", u.Host, err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	u.Host = proxy.Addr()
+	return direct, u.String(), proxy
 }

@@ -3,13 +3,11 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/taskgate/taskgate/internal/pgtest"
-	"github.com/taskgate/taskgate/internal/tcpproxy"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/postgres"
 )
@@ -18,22 +16,12 @@ import (
 // deadline after the statement timeout, instead of holding them until TCP
 // gives up; once the network heals the store works again.
 func TestStatementTimeoutWhenTheNetworkStalls(t *testing.T) {
-	direct := pgtest.Schema(t)
-	u, err := url.Parse(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := tcpproxy.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	u.Host = proxy.Addr()
+	_, ledgerURL, proxy := pgtest.SchemaBehindProxy(t)
 
 	const timeout = 300 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := postgres.Open(ctx, u.String(), &postgres.Options{StatementTimeout: timeout})
+	s, err := postgres.Open(ctx, ledgerURL, &postgres.Options{StatementTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
