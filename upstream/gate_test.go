@@ -16,6 +16,16 @@ func acquired(ctx context.Context, acquire func(context.Context) error) <-chan e
 	return ch
 }
 
+// sharedGate returns a new gate that one call shares.
+func sharedGate(t *testing.T) *gate {
+	t.Helper()
+	g := newGate()
+	if err := g.share(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // stillWaiting fails t if any of chs has received: synctest.Wait returns
 // once every goroutine of the bubble is blocked, so a call that has not
 // returned by then waits for the gate, not for the scheduler.
@@ -35,10 +45,7 @@ func TestGateHoldWaitsForSharersAndGoesFirst(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		g := newGate()
-		if err := g.share(ctx); err != nil {
-			t.Fatal(err)
-		}
+		g := sharedGate(t)
 		hold := acquired(ctx, g.hold)
 		stillWaiting(t, "hold of a shared session", hold)
 		// A sharer arriving after a waiting holder queues behind it.
@@ -61,10 +68,7 @@ func TestGateGivesUpWhenTheContextEnds(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := t.Context()
-		g := newGate()
-		if err := g.share(ctx); err != nil {
-			t.Fatal(err)
-		}
+		g := sharedGate(t)
 		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		defer cancel()
 		if err := g.hold(short); !errors.Is(err, context.DeadlineExceeded) {
