@@ -13,12 +13,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/fixtures"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/taskwire"
 )
@@ -271,10 +271,9 @@ func TestApprovalAnswerCountsOnce(t *testing.T) {
 	if len(got) != 1 || got[0].MaxTotalCost.String() != "20.00" || got[0].MaxRemoteJobs != 1 {
 		t.Fatalf("approvals of op-a = %+v; want exactly the one answered, 20.00 and 1 job", got)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(h.Sim.Jobs()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, testCtx(t), "the approved operation to start a provider job", func() (bool, error) {
+		return len(h.Sim.Jobs()) > 0, nil
+	})
 	if n := len(h.Sim.Jobs()); n != 1 {
 		t.Fatalf("provider jobs = %d, want 1", n)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/fixtures"
+	"github.com/taskgate/taskgate/internal/testwait"
 )
 
 // legacySession opens a 2025-11-25 session to the gateway at url as the
@@ -76,7 +78,7 @@ func TestLegacyPassThroughIsRelayed(t *testing.T) {
 	if err != nil || fixtures.ResultText(res) != "counted" {
 		t.Fatalf("count = %+v, %v", res, err)
 	}
-	if got := progress.await(3); len(got) != 3 || got[2] != 3 {
+	if got := progress.await(t, 3); len(got) != 3 || got[2] != 3 {
 		t.Errorf("progress received %v; want 1, 2, 3", got)
 	}
 	if n := len(rec.seen()); n != 2 {
@@ -192,7 +194,32 @@ type sessionUpstream struct {
 	calls      []map[string]any
 	relayInits int
 	expireNext bool
+	// relaySession is the session ID of the relayed calls; pings counts
+	// the keepalive pings each session's client answered.
+	relaySession string
+	pings        map[string]int
 	*blocker
+}
+
+// relayPings is how many keepalive pings the relay session answered.
+func (u *sessionUpstream) relayPings() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.pings[u.relaySession]
+}
+
+// countPings is sending middleware that counts each session's answered
+// keepalive pings.
+func (u *sessionUpstream) countPings(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil && method == "ping" && err == nil {
+			u.mu.Lock()
+			u.pings[ss.ID()]++
+			u.mu.Unlock()
+		}
+		return res, err
+	}
 }
 
 func (u *sessionUpstream) seen() []map[string]any {
@@ -216,7 +243,7 @@ type sessionUpstreamOptions struct {
 
 func startSessionUpstream(t *testing.T, o sessionUpstreamOptions) (*sessionUpstream, string) {
 	t.Helper()
-	u := &sessionUpstream{blocker: newBlocker()}
+	u := &sessionUpstream{blocker: newBlocker(), pings: map[string]int{}}
 	opts := &mcp.StreamableHTTPOptions{JSONResponse: o.jsonResponse}
 	if o.eventStore {
 		opts.EventStore = mcp.NewMemoryEventStore(nil)
@@ -229,6 +256,7 @@ func startSessionUpstream(t *testing.T, o sessionUpstreamOptions) (*sessionUpstr
 				b, _ := json.Marshal(req.Params.Meta)
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
 			})
+			s.AddSendingMiddleware(u.countPings)
 		}
 		u.addTo(s)
 		s.AddTool(&mcp.Tool{Name: "hop", Description: "Closes its stream between two progress notifications.", InputSchema: map[string]any{"type": "object"}},
@@ -238,6 +266,8 @@ func startSessionUpstream(t *testing.T, o sessionUpstreamOptions) (*sessionUpstr
 				if req.Extra != nil && req.Extra.CloseSSEStream != nil {
 					req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{})
 				}
+				// A provider still at work after it closed the stream:
+				// the rest reaches the client only if the gateway resumes.
 				time.Sleep(100 * time.Millisecond)
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 2, Total: 2})
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hopped"}}}, nil
@@ -263,6 +293,9 @@ func startSessionUpstream(t *testing.T, o sessionUpstreamOptions) (*sessionUpstr
 			}
 			if msg["method"] == "tools/call" && !expire {
 				u.calls = append(u.calls, msg)
+				if relayedID(msg) {
+					u.relaySession = r.Header.Get("Mcp-Session-Id")
+				}
 			}
 			if msg["method"] == "initialize" && msg["id"] == "taskgate-relay-init" {
 				u.relayInits++
@@ -311,7 +344,7 @@ func TestLegacyCallsShareTheRelaySession(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range sessions {
-		if got := progress[i].await(2 + i); len(got) != 2+i {
+		if got := progress[i].await(t, 2+i); len(got) != 2+i {
 			t.Errorf("client %d received progress %v; want %d notifications, its own", i, got, 2+i)
 		}
 	}
@@ -368,8 +401,8 @@ func TestLegacyCallInRelaySessionIsCancelled(t *testing.T) {
 // stream open and answers the upstream's pings there, so an upstream that
 // closes sessions whose client stops answering keeps it.
 func TestRelaySessionAnswersPings(t *testing.T) {
-	// Two pings unanswered in a row close a session; each wait below
-	// spans four.
+	// Two pings unanswered in a row close a session; after each call the
+	// relay session answers four.
 	up, upURL := startSessionUpstream(t, sessionUpstreamOptions{keepAlive: 250 * time.Millisecond})
 	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme")
 	cs := legacySession(t, url, keys[0], "legacy-client", false, nil)
@@ -377,7 +410,10 @@ func TestRelaySessionAnswersPings(t *testing.T) {
 		if res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}}); err != nil || res.IsError {
 			t.Fatalf("call %d: meta = %+v, %v", i, res, err)
 		}
-		time.Sleep(time.Second)
+		answered := up.relayPings()
+		testwait.Until(t, testCtx(t), fmt.Sprintf("the relay session to answer four pings after call %d", i), func() (bool, error) {
+			return up.relayPings() >= answered+4, nil
+		})
 	}
 	if calls := up.seen(); len(calls) != 2 || !relayedID(calls[0]) || !relayedID(calls[1]) {
 		t.Fatalf("upstream saw %v; want two relayed calls", calls)
@@ -399,7 +435,7 @@ func TestRelayResumesAClosedStream(t *testing.T) {
 	if err != nil || fixtures.ResultText(res) != "hopped" {
 		t.Fatalf("hop = %+v, %v", res, err)
 	}
-	if got := progress.await(2); len(got) != 2 {
+	if got := progress.await(t, 2); len(got) != 2 {
 		t.Errorf("progress received %v; want 1 and 2", got)
 	}
 	if calls := up.seen(); len(calls) != 1 || !relayedID(calls[0]) {
@@ -422,8 +458,11 @@ func TestRelayPassesOnlyTheCallsOwnMessages(t *testing.T) {
 	if calls := up.seen(); len(calls) != 1 || !relayedID(calls[0]) {
 		t.Fatalf("upstream saw %v; want the one call, relayed", calls)
 	}
+	// Proving that nothing arrives takes a bound: had the stray
+	// notification been passed on, 100ms is ample for it to reach the
+	// client after the answer it preceded.
 	time.Sleep(100 * time.Millisecond)
-	if got := progress.await(0); len(got) != 0 {
+	if got := progress.await(t, 0); len(got) != 0 {
 		t.Errorf("the client received progress %v meant for another token", got)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/taskgate/taskgate/fixtures"
 	"github.com/taskgate/taskgate/internal/daemon"
 	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/providersim"
 	"github.com/taskgate/taskgate/taskwire"
@@ -124,18 +125,6 @@ func (g *gateway) connectWithoutStream(t *testing.T, tasks bool) *mcp.ClientSess
 	return cs
 }
 
-// eventually polls cond every 20ms until it holds or 10 seconds pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("still not so after 10s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestRunningTasksDoNotExpire: the TTL counts from a task's end. A task
 // that runs longer than its TTL stays readable and cancellable; an ended one
 // is kept for the TTL, then expires.
@@ -157,6 +146,8 @@ func TestRunningTasksDoNotExpire(t *testing.T) {
 	if err != nil || doomed == nil {
 		t.Fatalf("tools/call = %v, %v", doomed, err)
 	}
+	// Time passing is the scenario here: both tasks run on past their
+	// TTL, and no event marks that, so the test sleeps through it.
 	time.Sleep(2 * ttl)
 
 	got, err := taskwire.GetTask(ctx, modern, long.ID)
@@ -177,10 +168,10 @@ func TestRunningTasksDoNotExpire(t *testing.T) {
 	if _, err := taskwire.GetTask(ctx, modern, long.ID); err != nil {
 		t.Fatalf("tasks/get just after the end: %v; want the task, kept for its TTL", err)
 	}
-	eventually(t, "the ended task expires once its TTL has passed", func() bool {
+	testwait.Until(t, ctx, "the ended task expires once its TTL has passed", func() (bool, error) {
 		_, err := taskwire.GetTask(ctx, modern, long.ID)
 		var werr *jsonrpc.Error
-		return errors.As(err, &werr) && werr.Code == jsonrpc.CodeInvalidParams && strings.Contains(werr.Message, "expired")
+		return errors.As(err, &werr) && werr.Code == jsonrpc.CodeInvalidParams && strings.Contains(werr.Message, "expired"), nil
 	})
 }
 
@@ -324,10 +315,10 @@ func TestWaitEndsWhenTheClientVanishes(t *testing.T) {
 	session := rawSession(t, g)
 	ctx, vanish := context.WithCancel(testCtx(t))
 	go rawPost(ctx, g, session, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"`+fixtures.RunSuiteTool+`","arguments":{"suite":"x","operation_id":"op-vanish"}}}`)
-	eventually(t, "the call is accepted", func() bool { return attemptOf(t, g, "op-vanish") != nil })
+	testwait.Until(t, testCtx(t), "the call is accepted", func() (bool, error) { return attemptOf(t, g, "op-vanish") != nil, nil })
 	vanish()
-	eventually(t, "the attempt is recorded as disconnected", func() bool {
-		return attemptOf(t, g, "op-vanish").ClientResult == ledger.ClientDisconnected
+	testwait.Until(t, testCtx(t), "the attempt is recorded as disconnected", func() (bool, error) {
+		return attemptOf(t, g, "op-vanish").ClientResult == ledger.ClientDisconnected, nil
 	})
 }
 
@@ -348,10 +339,10 @@ func TestShutdownEndsWaits(t *testing.T) {
 		_, err := taskwire.TaskResult(ctx, legacy, task.ID)
 		resultErr <- err
 	}()
-	eventually(t, "tasks/result is being handled", func() bool {
+	testwait.Until(t, ctx, "tasks/result is being handled", func() (bool, error) {
 		dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		defer cancel()
-		return g.d.Gateway.Drain(dctx) != nil
+		return g.d.Gateway.Drain(dctx) != nil, nil
 	})
 	plain := g.connectWithoutStream(t, false)
 	plainRes := make(chan *mcp.CallToolResult, 1)
@@ -359,7 +350,7 @@ func TestShutdownEndsWaits(t *testing.T) {
 		res, _ := plain.CallTool(ctx, fixtures.RunSuiteCall("op-await", nil))
 		plainRes <- res
 	}()
-	eventually(t, "the plain call waits", func() bool { return attemptOf(t, g, "op-await") != nil })
+	testwait.Until(t, ctx, "the plain call waits", func() (bool, error) { return attemptOf(t, g, "op-await") != nil, nil })
 
 	g.stopped = true
 	if err := g.d.Stop(ctx); err != nil {
@@ -381,12 +372,15 @@ func TestShutdownEndsWaits(t *testing.T) {
 func TestShutdownEndsStandaloneStreams(t *testing.T) {
 	g := startGateway(t, gatewayOptions{})
 	ctx := testCtx(t)
-	cs := g.connect(t, fixtures.EraLegacy)
-	if _, err := cs.ListTools(ctx, nil); err != nil {
+	// The client opens its stream after initializing: wait until the
+	// gateway has answered its GET.
+	opened := make(chan struct{}, 1)
+	cs, err := fixtures.Dial(ctx, g.url, g.key, fixtures.EraLegacy, &http.Client{Transport: streamOpened{next: http.DefaultTransport, opened: opened}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	// The client opens its stream after initializing; give it time to.
-	time.Sleep(300 * time.Millisecond)
+	t.Cleanup(func() { cs.Close() })
+	awaitSignal(t, opened, "the client's standalone stream never opened")
 	g.stopped = true
 	stopped := make(chan error, 1)
 	go func() { stopped <- g.d.Stop(ctx) }()
@@ -398,6 +392,24 @@ func TestShutdownEndsStandaloneStreams(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Stop still waiting 5s later: the session's standalone stream holds the listener")
 	}
+}
+
+// streamOpened signals opened once a standalone stream's GET is answered
+// 200.
+type streamOpened struct {
+	next   http.RoundTripper
+	opened chan<- struct{}
+}
+
+func (s streamOpened) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := s.next.RoundTrip(req)
+	if err == nil && req.Method == http.MethodGet && resp.StatusCode == http.StatusOK {
+		select {
+		case s.opened <- struct{}{}:
+		default:
+		}
+	}
+	return resp, err
 }
 
 // countingStore counts reads of operations by row ID: the reads a wait

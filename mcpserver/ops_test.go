@@ -1,13 +1,14 @@
 package mcpserver_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/taskgate/taskgate/fixtures"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
@@ -43,23 +44,19 @@ func TestHealthReadinessMetrics(t *testing.T) {
 	}
 	// A required upstream that stops answering makes the gateway unready.
 	h.StopProvider()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, body := get(t, base+"/readyz")
-		if code == http.StatusServiceUnavailable && strings.Contains(body, `"upstream hosted_test":"unavailable"`) {
-			// Unauthenticated: it names the upstream, never its address
-			// or why it failed.
-			host := strings.TrimPrefix(strings.TrimSuffix(h.SimURL, "/mcp"), "http://")
-			for _, never := range []string{host, "refused", "dial", "connect"} {
-				if strings.Contains(body, never) {
-					t.Errorf("/readyz says %s; it must not contain %q", body, never)
-				}
-			}
-			break
+	var ready string
+	testwait.Until(t, testCtx(t), "/readyz to report the stopped upstream unavailable", func() (bool, error) {
+		var code int
+		code, ready = get(t, base+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(ready, `"upstream hosted_test":"unavailable"`),
+			fmt.Errorf("/readyz is %d %s", code, ready)
+	})
+	// Unauthenticated: it names the upstream, never its address or why it
+	// failed.
+	host := strings.TrimPrefix(strings.TrimSuffix(h.SimURL, "/mcp"), "http://")
+	for _, never := range []string{host, "refused", "dial", "connect"} {
+		if strings.Contains(ready, never) {
+			t.Errorf("/readyz says %s; it must not contain %q", ready, never)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz still %d %s with the upstream gone", code, body)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -21,6 +21,7 @@ import (
 	"github.com/taskgate/taskgate/fixtures"
 	"github.com/taskgate/taskgate/internal/daemon"
 	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
@@ -111,19 +112,17 @@ func (p *progressLog) add(_ context.Context, req *mcp.ProgressNotificationClient
 	p.seen = append(p.seen, req.Params.Progress)
 }
 
-// await waits up to five seconds for n notifications and returns those
-// received by then.
-func (p *progressLog) await(n int) []float64 {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+// await waits for n notifications and returns those received by then.
+func (p *progressLog) await(t *testing.T, n int) []float64 {
+	t.Helper()
+	var got []float64
+	testwait.Until(t, testCtx(t), fmt.Sprintf("%d progress notifications", n), func() (bool, error) {
 		p.mu.Lock()
-		got := slices.Clone(p.seen)
+		got = slices.Clone(p.seen)
 		p.mu.Unlock()
-		if len(got) == n || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(got) >= n, fmt.Errorf("received %v", got)
+	})
+	return got
 }
 
 func TestPassThroughPlumbing(t *testing.T) {
@@ -158,7 +157,7 @@ func TestPassThroughPlumbing(t *testing.T) {
 	if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
 		t.Fatalf("count = %+v, %v", res, err)
 	}
-	if got := progress.await(5); len(got) != 5 || got[0] != 1 || got[4] != 5 {
+	if got := progress.await(t, 5); len(got) != 5 || got[0] != 1 || got[4] != 5 {
 		t.Errorf("progress seen downstream = %v, want 1..5 in order", got)
 	}
 
@@ -220,7 +219,7 @@ func TestForwardedPassThrough(t *testing.T) {
 	if res, err := cs.CallTool(ctx, p); err != nil || res.IsError {
 		t.Fatalf("count = %+v, %v", res, err)
 	}
-	if got := progress.await(5); len(got) != 5 || got[0] != 1 || got[4] != 5 {
+	if got := progress.await(t, 5); len(got) != 5 || got[0] != 1 || got[4] != 5 {
 		t.Errorf("progress seen downstream = %v, want 1..5 in order", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/taskgate/taskgate/fixtures"
 	"github.com/taskgate/taskgate/internal/cli"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/providersim"
 	"github.com/taskgate/taskgate/taskwire"
 )
@@ -105,17 +106,13 @@ func TestStdioUpstream(t *testing.T) {
 	y = strings.Replace(y, "    url: http://placeholder.invalid/mcp", "    command: "+string(cmdLine)+"\n    env: {"+helperEnv+": providersim}", 1)
 	cs := stdioGateway(t, y, "")
 	ctx := testCtx(t)
-	var tools *mcp.ListToolsResult
-	for {
-		var err error
-		if tools, err = cs.ListTools(ctx, nil); err != nil {
+	testwait.Until(t, ctx, "the stdio provider's tools to be listed", func() (bool, error) {
+		tools, err := cs.ListTools(ctx, nil)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if len(tools.Tools) > 0 || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(tools.Tools) > 0, nil
+	})
 	task, _, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall("op-stdio-upstream", nil), nil)
 	if err != nil || task == nil {
 		t.Fatalf("tools/call = %v, %v; want a task", task, err)

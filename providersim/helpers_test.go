@@ -163,18 +163,6 @@ func runSuite(ctx context.Context, t *testing.T, cs *mcp.ClientSession, args Run
 	return structured[SuiteResult](t, res), res
 }
 
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // jobWithStatus reports whether the record holds job id in the given status.
 func jobWithStatus(s *Sim, id string, status JobStatus) bool {
 	for _, j := range s.Jobs() {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/internal/testwait"
 )
 
 // longJob outlives every test; only cancel_job or Close ends it.
@@ -30,14 +32,14 @@ func startRunning(t *testing.T, s *Sim, cs *mcp.ClientSession, key string) (stri
 		done <- res
 	}()
 	var id string
-	waitFor(t, "a running job for "+key, func() bool {
+	testwait.Until(t, testCtx(t), "a running job for "+key, func() (bool, error) {
 		for _, j := range s.Jobs() {
 			if j.IdempotencyKey == key && j.Status == StatusRunning {
 				id = j.ID
-				return true
+				return true, nil
 			}
 		}
-		return false
+		return false, nil
 	})
 	return id, done
 }
@@ -241,7 +243,7 @@ func TestStateFileSurvivesRestart(t *testing.T) {
 		t.Fatal("crash_after_accept never called Crash")
 	}
 	cancel()
-	waitFor(t, "the crashed job to be running", func() bool { return jobWithStatus(s1, "hosted-suite-9913", StatusRunning) })
+	testwait.Until(t, testCtx(t), "the crashed job to be running", func() (bool, error) { return jobWithStatus(s1, "hosted-suite-9913", StatusRunning), nil })
 	s1.Close()
 	saved := s1.Record()
 
@@ -253,7 +255,7 @@ func TestStateFileSurvivesRestart(t *testing.T) {
 		restored.Jobs[1].IdempotencyKey != "op-crash" {
 		t.Fatalf("restored jobs = %+v\nwant the saved %+v", restored.Jobs, saved.Jobs)
 	}
-	waitFor(t, "the resumed job to succeed", func() bool { return jobWithStatus(s2, "hosted-suite-9913", StatusSucceeded) })
+	testwait.Until(t, testCtx(t), "the resumed job to succeed", func() (bool, error) { return jobWithStatus(s2, "hosted-suite-9913", StatusSucceeded), nil })
 	if got, want := s2.Totals(), (Totals{JobsStarted: 2, FinalCharges: 2, FinalChargeUSD: USD(35, 68)}); got != want {
 		t.Errorf("Totals() after restart = %+v, want %+v", got, want)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
@@ -147,7 +148,7 @@ func TestTaskProgressAndCancel(t *testing.T) {
 			cs := connectTasks(t, url, tt.protocol, tt.era)
 			ctx := testCtx(t)
 			task := startTask(ctx, t, cs, RunSuiteArgs{Suite: "nightly"})
-			waitFor(t, "the job to run", func() bool { return jobWithStatus(s, task.ID, StatusRunning) })
+			testwait.Until(t, testCtx(t), "the job to run", func() (bool, error) { return jobWithStatus(s, task.ID, StatusRunning), nil })
 
 			got, err := taskwire.GetTask(ctx, cs, task.ID)
 			if err != nil {

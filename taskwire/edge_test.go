@@ -8,12 +8,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/internal/testwait"
 )
 
 // TestHTTPMcpNameReadsTheExactKey: the router reads params.taskId exactly
@@ -155,6 +158,36 @@ func TestKeepAlivePingsOnlyListeningSessions(t *testing.T) {
 	srv := httptest.NewServer(NewHTTPHandler(server, &HTTPOptions{Streamable: mcp.StreamableHTTPOptions{Logger: testLogger(t)}}))
 	t.Cleanup(srv.Close)
 	ctx := testContext(t)
+	// Added after NewHTTPHandler's, this middleware runs first: it counts,
+	// per session, the keepalive pings the client answered and those
+	// refused for want of a stream.
+	type pingCount struct{ answered, refused int }
+	var (
+		pingMu sync.Mutex
+		pings  = map[string]pingCount{}
+	)
+	server.AddSendingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss != nil && method == "ping" {
+				pingMu.Lock()
+				n := pings[ss.ID()]
+				if err == nil {
+					n.answered++
+				} else {
+					n.refused++
+				}
+				pings[ss.ID()] = n
+				pingMu.Unlock()
+			}
+			return res, err
+		}
+	})
+	pinged := func(cs *mcp.ClientSession) pingCount {
+		pingMu.Lock()
+		defer pingMu.Unlock()
+		return pings[cs.ID()]
+	}
 
 	connect := func(noStream bool) *mcp.ClientSession {
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "keepalive-client"}, nil).Connect(ctx,
@@ -202,16 +235,20 @@ func TestKeepAlivePingsOnlyListeningSessions(t *testing.T) {
 	}
 	defer stream.Body.Close()
 
-	deadline := time.Now().Add(10 * time.Second)
-	for post(silent, `{"jsonrpc":"2.0","id":2,"method":"ping"}`).StatusCode != http.StatusNotFound {
-		if time.Now().After(deadline) {
-			t.Fatal("the silent client's session is still open; keepalive should have closed it")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	// Let the live sessions, with and without a stream, see several more
-	// keepalive intervals.
-	time.Sleep(200 * time.Millisecond)
+	testwait.Until(t, ctx, "keepalive to close the silent client's session", func() (bool, error) {
+		return post(silent, `{"jsonrpc":"2.0","id":2,"method":"ping"}`).StatusCode == http.StatusNotFound, nil
+	})
+	// The live sessions see keepalive at work: the one without a stream
+	// has had its ping refused, and the one with a stream then answers
+	// three more, time enough for a session closed over the refusal to be
+	// gone.
+	testwait.Until(t, ctx, "a keepalive ping to the session without a stream", func() (bool, error) {
+		return pinged(withoutStream).refused > 0, nil
+	})
+	answered := pinged(withStream).answered
+	testwait.Until(t, ctx, "three more keepalive pings answered on the session with a stream", func() (bool, error) {
+		return pinged(withStream).answered >= answered+3, nil
+	})
 	for name, cs := range map[string]*mcp.ClientSession{"without a stream": withoutStream, "with a stream": withStream} {
 		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "plain", Arguments: map[string]any{}}); err != nil || res.IsError {
 			t.Errorf("session %s after keepalive pings: %+v, %v; want it alive", name, res, err)

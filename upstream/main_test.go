@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/providersim"
 
 	"github.com/taskgate/taskgate/internal/syncbuf"
@@ -253,19 +254,10 @@ func stdioConfig(name, mode string) *config.Upstream {
 // waitReady waits until u answers a ping.
 func waitReady(ctx context.Context, t *testing.T, u *Upstream) {
 	t.Helper()
-	waitFor(ctx, t, "upstream "+u.Name()+" to be ready", func() bool { return u.Ready(ctx) == nil })
-}
-
-// waitFor polls cond until it holds or ctx ends.
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	testwait.Until(t, ctx, "upstream "+u.Name()+" to be ready", func() (bool, error) {
+		err := u.Ready(ctx)
+		return err == nil, err
+	})
 }
 
 // processGone reports whether pid has exited and been waited for.

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/testwait"
 )
 
 // tinyUpstream configures an upstream serving the tiny server.
@@ -262,8 +263,8 @@ func TestToolsAreListedAgainAfterListChanged(t *testing.T) {
 	s.AddTool(&mcp.Tool{Name: "late", InputSchema: map[string]any{"type": "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return textResult("late"), nil
 	})
-	waitFor(ctx, t, "the new tool to be listed", func() bool {
+	testwait.Until(t, ctx, "the new tool to be listed", func() (bool, error) {
 		tools, err := u.Tools(ctx)
-		return err == nil && slices.Contains(toolNames(tools), "late")
+		return slices.Contains(toolNames(tools), "late"), err
 	})
 }

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/providersim"
 	"github.com/taskgate/taskgate/taskwire"
 )
@@ -41,20 +43,15 @@ func (c *credentialCheck) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // awaitTask polls GetTask until the task is terminal.
 func awaitTask(ctx context.Context, t *testing.T, u *Upstream, id string) *taskwire.Task {
 	t.Helper()
-	for {
-		task, err := u.GetTask(ctx, id)
-		if err != nil {
+	var task *taskwire.Task
+	testwait.Until(t, ctx, "task "+id+" to end", func() (bool, error) {
+		var err error
+		if task, err = u.GetTask(ctx, id); err != nil {
 			t.Fatalf("GetTask(%s): %v", id, err)
 		}
-		if task.Status.IsTerminal() {
-			return task
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("task %s still %s when the test ran out of time", id, task.Status)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return task.Status.IsTerminal(), fmt.Errorf("task is still %s", task.Status)
+	})
+	return task
 }
 
 // findJob returns the simulator's job for an idempotency key.
@@ -259,8 +256,8 @@ func TestStdioProviderRestartsAfterItsChildDies(t *testing.T) {
 		t.Fatal("no stdio child while connected")
 	}
 	kill(t, first)
-	waitFor(ctx, t, "a new stdio child", func() bool { p := u.pid(); return p != 0 && p != first })
-	waitFor(ctx, t, "the killed child to be waited for", func() bool { return processGone(first) })
+	testwait.Until(t, ctx, "a new stdio child", func() (bool, error) { p := u.pid(); return p != 0 && p != first, nil })
+	testwait.Until(t, ctx, "the killed child to be waited for", func() (bool, error) { return processGone(first), nil })
 	res, err = u.CallTool(ctx, &mcp.CallToolParams{Name: providersim.ToolEstimateSuite, Arguments: map[string]any{"suite": "smoke"}}, nil)
 	if err != nil {
 		t.Fatalf("a call after the restart: %v", err)
@@ -283,7 +280,7 @@ func TestCallsWhileDownFailNamingTheUpstream(t *testing.T) {
 		ctx := testCtx(t)
 		waitReady(ctx, t, u)
 		kill(t, u.pid())
-		waitFor(ctx, t, "the upstream to be down", func() bool { return u.pid() == 0 })
+		testwait.Until(t, ctx, "the upstream to be down", func() (bool, error) { return u.pid() == 0, nil })
 
 		callCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
@@ -358,16 +355,23 @@ func TestCloseLeavesNoChildOrGoroutine(t *testing.T) {
 			if _, err := u.CallTool(ctx, &mcp.CallToolParams{Name: providersim.ToolEstimateSuite}, nil); !errors.Is(err, ErrNotConnected) {
 				t.Errorf("a call after Close = %v, want ErrNotConnected", err)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if after := runtime.NumGoroutine(); after > before {
-				buf := make([]byte, 1<<20)
-				t.Errorf("%d goroutines after Close, %d before NewPool:\n%s", after, before, buf[:runtime.Stack(buf, true)])
-			}
+			testwait.Until(t, ctx, "the pool's goroutines to end after Close", func() (bool, error) {
+				if after := runtime.NumGoroutine(); after > before {
+					return false, goroutinesLeft{after, before}
+				}
+				return true, nil
+			})
 		})
 	}
+}
+
+// goroutinesLeft says how many goroutines run and how many ran before,
+// with every goroutine's stack, built only when the message is read.
+type goroutinesLeft struct{ after, before int }
+
+func (g goroutinesLeft) Error() string {
+	buf := make([]byte, 1<<20)
+	return fmt.Sprintf("%d goroutines, %d before NewPool:\n%s", g.after, g.before, buf[:runtime.Stack(buf, true)])
 }
 
 // serveOn serves h on addr ("127.0.0.1:0" for any port) until the returned
@@ -428,11 +432,11 @@ func TestHTTPUpstreamIsReconnectedAfterItRestarts(t *testing.T) {
 
 			stop()
 			// A failed request makes the supervisor check the session.
-			waitFor(ctx, t, "the upstream to be seen down", func() bool {
+			testwait.Until(t, ctx, "the upstream to be seen down", func() (bool, error) {
 				u.Ready(ctx)
 				u.mu.Lock()
 				defer u.mu.Unlock()
-				return u.conn == nil
+				return u.conn == nil, nil
 			})
 			// The restarted server knows none of the old sessions.
 			serveOn(t, addr, handler())

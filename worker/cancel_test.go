@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/taskgate/taskgate/fixtures"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/providersim"
@@ -47,16 +48,10 @@ func reservation(t *testing.T, ctx context.Context, s ledger.Store, op *ledger.O
 	return nil
 }
 
-// waitFor polls cond until it holds or ctx ends.
+// waitFor waits until cond holds, failing t if ctx ends first.
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("gave up waiting until %s", what)
-		case <-time.After(25 * time.Millisecond):
-		}
-	}
+	testwait.Until(t, ctx, what, func() (bool, error) { return cond(), nil })
 }
 
 // simJob is the provider's one job, once it has one.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/taskgate/taskgate/fixtures"
 	"github.com/taskgate/taskgate/internal/crashpoint"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/providersim"
 )
@@ -124,7 +126,7 @@ func TestCrashAfterAcceptCommit(t *testing.T) {
 	// can say whether its client saw anything: its client result stays
 	// unknown. The retry's is recorded once its response is written.
 	var got []string
-	for {
+	testwait.Until(t, ctx, "the retry's client result to be recorded", func() (bool, error) {
 		atts, err := h.Store.AttemptList(ctx, op.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -133,15 +135,8 @@ func TestCrashAfterAcceptCommit(t *testing.T) {
 		for _, a := range atts {
 			got = append(got, string(a.Decision)+"/"+string(a.ClientResult))
 		}
-		if len(atts) != 2 || atts[1].ClientResult != ledger.ClientUnknown {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the retry's client result was never recorded: %v", got)
-		case <-time.After(25 * time.Millisecond):
-		}
-	}
+		return len(atts) != 2 || atts[1].ClientResult != ledger.ClientUnknown, fmt.Errorf("attempts (decision/client result) are %v", got)
+	})
 	if want := []string{"created/unknown", "attached/delivered"}; !slices.Equal(got, want) {
 		t.Errorf("attempts (decision/client result) = %v, want %v", got, want)
 	}

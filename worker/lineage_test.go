@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/taskgate/taskgate/fixtures"
 	"github.com/taskgate/taskgate/internal/cli"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/providersim"
 )
@@ -182,17 +184,12 @@ func eventRequestIDs(t *testing.T, show *opsShow, kind string) []string {
 // awaitOpsShow runs ops show until done accepts what it prints.
 func awaitOpsShow(t *testing.T, ctx context.Context, h *fixtures.Harness, opID string, done func(*opsShow) bool) *opsShow {
 	t.Helper()
-	for {
-		show := opsShowJSON(t, ctx, h, opID)
-		if done(show) {
-			return show
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("ops show %s still prints attempts %+v", opID, show.Attempts)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	var show *opsShow
+	testwait.Until(t, ctx, "ops show "+opID+" to print what the test expects", func() (bool, error) {
+		show = opsShowJSON(t, ctx, h, opID)
+		return done(show), fmt.Errorf("it prints attempts %+v", show.Attempts)
+	})
+	return show
 }
 
 // opsShowJSON runs `taskgate ops show OPERATION_ID --json` on the

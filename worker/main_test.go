@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/fixtures"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/taskwire"
 )
@@ -116,27 +117,16 @@ func startTask(t *testing.T, ctx context.Context, cs *mcp.ClientSession, opID st
 // awaitOperation polls the ledger until the operation satisfies done.
 func awaitOperation(t *testing.T, ctx context.Context, s ledger.Store, opID string, done func(*ledger.Operation) bool) *ledger.Operation {
 	t.Helper()
-	var last *ledger.Operation
-	for {
-		op, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: tenant, OperationID: opID})
-		switch {
-		case err == nil:
-			last = op
-			if done(op) {
-				return op
-			}
-		case ctx.Err() == nil:
-			t.Logf("read operation %s: %v", opID, err)
+	var op *ledger.Operation
+	testwait.Until(t, ctx, "operation "+opID+" to reach the awaited state", func() (bool, error) {
+		cur, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: tenant, OperationID: opID})
+		if err != nil {
+			return false, fmt.Errorf("read operation: %w", err)
 		}
-		select {
-		case <-ctx.Done():
-			if last == nil {
-				t.Fatalf("operation %s never appeared in the ledger", opID)
-			}
-			t.Fatalf("operation %s is still %s (%s, review reason %q)", opID, last.State, last.StatusMessage, last.ReviewReason)
-		case <-time.After(25 * time.Millisecond):
-		}
-	}
+		op = cur
+		return done(op), fmt.Errorf("operation is still %s (%s, review reason %q)", op.State, op.StatusMessage, op.ReviewReason)
+	})
+	return op
 }
 
 func ended(op *ledger.Operation) bool { return op.State.Terminal() }

@@ -1,7 +1,9 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/authn"
+	"github.com/taskgate/taskgate/internal/testwait"
 )
 
 func TestKeys(t *testing.T) {
@@ -59,17 +62,12 @@ func TestKeys(t *testing.T) {
 	}
 	// A revoked key stops working within a second: a gateway trusts a key
 	// it found for that long before looking it up again.
-	deadline := time.Now().Add(3 * time.Second)
-	for {
+	within, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	testwait.Until(t, within, "GET /v1/approvals with the revoked key to answer 401", func() (bool, error) {
 		status, body := get(t, url, key)
-		if status == http.StatusUnauthorized {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /v1/approvals with the revoked key: %d %s three seconds after revoking, want 401", status, body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return status == http.StatusUnauthorized, fmt.Errorf("it answers %d %s", status, body)
+	})
 	if status, body := get(t, url, strings.TrimSpace(other)); status != http.StatusOK {
 		t.Errorf("GET /v1/approvals with globex's key after revoking acme's: %d %s, want 200", status, body)
 	}

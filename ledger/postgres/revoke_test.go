@@ -8,6 +8,7 @@ import (
 
 	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/internal/pgtest"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 )
@@ -61,20 +62,18 @@ func TestAcceptanceRereadsTheLockedApproval(t *testing.T) {
 		done <- outcome{res, err}
 	}()
 	// Commit the revocation only once the acceptance waits for the row.
-	for {
+	testwait.Until(t, ctx, "the acceptance to wait for the approval's lock", func() (bool, error) {
+		select {
+		case o := <-done:
+			t.Fatalf("the acceptance decided %+v (%v) without waiting for the approval's lock", o.res, o.err)
+		default:
+		}
 		var waiting int
 		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, revokerPID).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting > 0 {
-			break
-		}
-		select {
-		case o := <-done:
-			t.Fatalf("the acceptance decided %+v (%v) without waiting for the approval's lock", o.res, o.err)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return waiting > 0, nil
+	})
 	if err := revoker.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

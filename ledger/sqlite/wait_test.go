@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/canon"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/sqlite"
 )
@@ -57,13 +58,18 @@ func TestWaitingAcceptanceHonoursItsContext(t *testing.T) {
 		return &ledger.AcceptParams{Tenant: "acme", OperationID: opID, Upstream: "hosted_test", Tool: "run_suite",
 			Fingerprint: string(fp), Arguments: json.RawMessage(`{}`), RequestID: ledger.NewRequestID(), TaskID: ledger.NewTaskID()}
 	}
-	// The first acceptance leads and waits for the lock.
+	// The first acceptance leads and waits for the lock: its group holds
+	// the store's one write connection, in BEGIN IMMEDIATE behind the lock.
 	first := make(chan error, 1)
 	go func() {
 		_, err := s.Accept(ctx, params("op-first"))
 		first <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	testwait.Until(t, wctx, "the first acceptance to wait for the lock on the write connection", func() (bool, error) {
+		return s.DB().Stats().InUse == 1, nil
+	})
 
 	late := make(chan error, 1)
 	go func() {

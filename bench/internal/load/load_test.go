@@ -6,81 +6,98 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
 func TestRunCountsOnlyTheWindow(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var calls, metered atomic.Int64
-	opened, closed := false, false
-	w, err := Run(ctx, Options{
-		Workers:  3,
-		Warmup:   20 * time.Millisecond,
-		Duration: 100 * time.Millisecond,
-		Meter: func() func() {
-			opened = true
-			n := calls.Load()
-			return func() { closed = true; metered.Store(calls.Load() - n) }
-		},
-	}, func(ctx context.Context, worker, seq int) error {
-		if worker < 0 || worker >= 3 || seq < 0 {
-			return errors.New("worker or seq out of range")
+	t.Parallel()
+	// Run's windows and the operations' waits follow the bubble's clock:
+	// exact, and taking no real time.
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var calls, metered atomic.Int64
+		opened, closed := false, false
+		w, err := Run(ctx, Options{
+			Workers:  3,
+			Warmup:   20 * time.Millisecond,
+			Duration: 100 * time.Millisecond,
+			Meter: func() func() {
+				opened = true
+				n := calls.Load()
+				return func() { closed = true; metered.Store(calls.Load() - n) }
+			},
+		}, func(ctx context.Context, worker, seq int) error {
+			if worker < 0 || worker >= 3 || seq < 0 {
+				return errors.New("worker or seq out of range")
+			}
+			calls.Add(1)
+			time.Sleep(time.Millisecond)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Run: %v", err)
 		}
-		calls.Add(1)
-		time.Sleep(time.Millisecond)
-		return nil
+		if w.Calls <= 0 || w.Total < w.Calls || w.Total != calls.Load() {
+			t.Errorf("calls %d in the window, %d in all, %d made; want 0 < window <= all = made", w.Calls, w.Total, calls.Load())
+		}
+		if int64(len(w.Latencies)) != w.Calls || !slices.IsSorted(w.Latencies) {
+			t.Errorf("%d latencies for %d calls, sorted %t; want one per call, shortest first", len(w.Latencies), w.Calls, slices.IsSorted(w.Latencies))
+		}
+		if !opened || !closed || metered.Load() <= 0 {
+			t.Errorf("meter opened %t, closed %t, saw %d calls; want it to see the window's calls", opened, closed, metered.Load())
+		}
+		if w.Seconds <= 0 || w.PerSecond() <= 0 {
+			t.Errorf("window %v s at %v calls/s; want both positive", w.Seconds, w.PerSecond())
+		}
 	})
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if w.Calls <= 0 || w.Total < w.Calls || w.Total != calls.Load() {
-		t.Errorf("calls %d in the window, %d in all, %d made; want 0 < window <= all = made", w.Calls, w.Total, calls.Load())
-	}
-	if int64(len(w.Latencies)) != w.Calls || !slices.IsSorted(w.Latencies) {
-		t.Errorf("%d latencies for %d calls, sorted %t; want one per call, shortest first", len(w.Latencies), w.Calls, slices.IsSorted(w.Latencies))
-	}
-	if !opened || !closed || metered.Load() <= 0 {
-		t.Errorf("meter opened %t, closed %t, saw %d calls; want it to see the window's calls", opened, closed, metered.Load())
-	}
-	if w.Seconds <= 0 || w.PerSecond() <= 0 {
-		t.Errorf("window %v s at %v calls/s; want both positive", w.Seconds, w.PerSecond())
-	}
 }
 
 func TestRunReturnsTheFirstError(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	boom := errors.New("boom")
-	_, err := Run(ctx, Options{Workers: 4, Warmup: time.Hour, Duration: time.Hour}, func(ctx context.Context, worker, seq int) error {
-		if worker == 2 && seq == 5 {
-			return boom
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Millisecond):
-			return nil
+	t.Parallel()
+	// Run's windows and the operations' waits follow the bubble's clock:
+	// exact, and taking no real time.
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		boom := errors.New("boom")
+		_, err := Run(ctx, Options{Workers: 4, Warmup: time.Hour, Duration: time.Hour}, func(ctx context.Context, worker, seq int) error {
+			if worker == 2 && seq == 5 {
+				return boom
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Millisecond):
+				return nil
+			}
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("Run = %v, want the operation's own error", err)
 		}
 	})
-	if !errors.Is(err, boom) {
-		t.Fatalf("Run = %v, want the operation's own error", err)
-	}
 }
 
 func TestRunGraceBoundsAHangingCall(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, err := Run(ctx, Options{Workers: 1, Duration: 10 * time.Millisecond, Grace: 10 * time.Millisecond}, func(ctx context.Context, _, _ int) error {
-		<-ctx.Done()
-		return nil
+	t.Parallel()
+	// Run's windows and the operations' waits follow the bubble's clock:
+	// exact, and taking no real time.
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := Run(ctx, Options{Workers: 1, Duration: 10 * time.Millisecond, Grace: 10 * time.Millisecond}, func(ctx context.Context, _, _ int) error {
+			<-ctx.Done()
+			return nil
+		})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Run = %v, want the grace deadline", err)
+		}
 	})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Run = %v, want the grace deadline", err)
-	}
 }
 
 func TestPercentileMs(t *testing.T) {
+	t.Parallel()
 	ms := func(n ...int) []time.Duration {
 		var out []time.Duration
 		for _, v := range n {
@@ -114,6 +131,7 @@ func TestPercentileMs(t *testing.T) {
 }
 
 func TestMedianKeepsEveryRound(t *testing.T) {
+	t.Parallel()
 	type round struct{ rate, p50 float64 }
 	rate := func(r round) float64 { return r.rate }
 	got, rates := Median([]round{{300, 3}, {100, 1}, {200, 2}}, rate)
