@@ -148,7 +148,12 @@ func TestClientShimBoundsWhatItReads(t *testing.T) {
 // one is not closed for pings it could never answer; a session whose
 // client holds a stream open but stopped answering is closed.
 func TestKeepAlivePingsOnlyListeningSessions(t *testing.T) {
-	server := mcp.NewServer(&mcp.Implementation{Name: "keepalive-test", Version: "v0"}, &mcp.ServerOptions{KeepAlive: 40 * time.Millisecond})
+	server := mcp.NewServer(&mcp.Implementation{Name: "keepalive-test", Version: "v0"}, &mcp.ServerOptions{
+		// A ping has half the interval to be answered; three misses in a
+		// row close a session, so a live client on a loaded machine is not
+		// taken for a silent one.
+		KeepAlive: 200 * time.Millisecond, KeepAliveFailureThreshold: 3,
+	})
 	server.AddTool(&mcp.Tool{Name: "plain", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 	})

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/taskgate/taskgate/fixtures"
 	"github.com/taskgate/taskgate/internal/crashpoint"
 	"github.com/taskgate/taskgate/internal/pgtest"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/providersim"
 	"github.com/taskgate/taskgate/receipt"
@@ -259,30 +261,22 @@ func killReplica(t *testing.T, ctx context.Context, point string, cfg fixtures.C
 func awaitReceipt(t *testing.T, ctx context.Context, s ledger.Store, op *ledger.Operation) *receipt.Receipt {
 	t.Helper()
 	var last *receipt.Receipt
-	for {
+	testwait.Until(t, ctx, "the receipt of "+op.OperationID+" to be reconciled completely", func() (bool, error) {
 		cur, err := s.OperationGet(ctx, &ledger.OperationGetParams{ID: op.ID})
-		if err == nil {
-			var in *receipt.Input
-			if in, err = receipt.Load(ctx, s, cur, nil); err == nil {
-				last = receipt.Build(in)
-				if last.ReconciliationStatus == receipt.ReconciliationComplete {
-					return last
-				}
-			}
+		if err != nil {
+			return false, err
 		}
-		if err != nil && ctx.Err() == nil {
-			t.Logf("receipt of %s: %v", op.OperationID, err)
+		in, err := receipt.Load(ctx, s, cur, nil)
+		if err != nil {
+			return false, err
 		}
-		select {
-		case <-ctx.Done():
-			if last == nil {
-				t.Fatalf("no receipt of %s", op.OperationID)
-			}
-			t.Fatalf("receipt of %s: reconciliation %s, review %s, next actions %+v; want reconciliation complete",
-				op.OperationID, last.ReconciliationStatus, last.ReviewStatus, last.NextActions)
-		case <-time.After(25 * time.Millisecond):
+		last = receipt.Build(in)
+		if last.ReconciliationStatus != receipt.ReconciliationComplete {
+			return false, fmt.Errorf("reconciliation %s, review %s, next actions %+v", last.ReconciliationStatus, last.ReviewStatus, last.NextActions)
 		}
-	}
+		return true, nil
+	})
+	return last
 }
 
 // Replica A dies right after committing an acceptance, before it answers:
