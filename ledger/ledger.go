@@ -3,7 +3,8 @@
 // the approvals they ran under, and an append-only event log. It defines the
 // [Store] interface that the SQLite and PostgreSQL stores implement, the
 // pure acceptance decision ([Decide]) and the table of the moves an
-// operation's [State] may make ([State.CanBecome]).
+// operation's [State] may make ([State.CanBecome]), which every store
+// enforces.
 //
 // The ledger is the only source of truth for a task: nothing about an
 // operation may live only in process memory. This package must never perform

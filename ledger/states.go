@@ -37,7 +37,8 @@ var moves = map[State][]State{
 
 // CanBecome reports whether an operation in s may move to next. Staying in
 // s is no move: s.CanBecome(s) is false, and a transition that names the
-// current state keeps it.
+// current state keeps it. [Store.Transition] refuses every move CanBecome
+// does not allow with [ErrIllegalTransition].
 func (s State) CanBecome(next State) bool {
 	return slices.Contains(moves[s], next)
 }
