@@ -10,7 +10,7 @@ import "slices"
 var moves = map[State][]State{
 	StateAccepted: {
 		StateSending,   // send started
-		StateReview,    // the configuration lost the tool; the worker kept failing
+		StateReview,    // the configuration lost the tool, or the worker kept failing (so from sending and running too)
 		StateCancelled, // cancelled before anything was sent
 	},
 	StateSending: {

@@ -153,6 +153,9 @@ func testIllegalTransitions(t *testing.T, newStore Factory) {
 	refused := func(from, to ledger.State, ended bool) {
 		t.Helper()
 		before := ledgerOf(t, s, res.Operation.ID)
+		if before.Operation.State != from {
+			t.Fatalf("operation is %s, want %s", before.Operation.State, from)
+		}
 		_, err := s.Transition(ctx, everything(to))
 		if !errors.Is(err, ledger.ErrIllegalTransition) || errors.Is(err, ledger.ErrStateChanged) != ended {
 			t.Fatalf("%s to %s: %v, want ErrIllegalTransition (and ErrStateChanged: %v)", from, to, err, ended)
