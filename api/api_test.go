@@ -428,10 +428,16 @@ func completedOperation(t *testing.T, s ledger.Store, tenant, operationID string
 	if err != nil || res.Decision != ledger.DecisionCreated {
 		t.Fatalf("Accept = %+v, %v; want created", res, err)
 	}
+	// Through "send started", as a worker goes.
+	if _, err := s.Transition(ctx, &ledger.TransitionParams{
+		OperationRef: res.Operation.ID, From: []ledger.State{ledger.StateAccepted}, To: ledger.StateSending,
+	}); err != nil {
+		t.Fatal(err)
+	}
 	final := money.MustParse("17.84", "USD")
 	intended := true
 	op, err := s.Transition(ctx, &ledger.TransitionParams{
-		OperationRef: res.Operation.ID, From: []ledger.State{ledger.StateAccepted}, To: ledger.StateCompleted,
+		OperationRef: res.Operation.ID, From: []ledger.State{ledger.StateSending}, To: ledger.StateCompleted,
 		Result: json.RawMessage(`{"content":[{"type":"text","text":"suite passed"}]}`),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
 			Upstream: "hosted_test", RemoteID: "hosted-suite-9912", Kind: "provider_job", Status: ledger.JobCompleted, Intended: &intended,

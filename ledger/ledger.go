@@ -1,8 +1,10 @@
 // Package ledger holds taskgate's durable record of work: operations, the
 // attempts that tried to obtain them, the remote jobs and charges they caused,
 // the approvals they ran under, and an append-only event log. It defines the
-// [Store] interface that the SQLite and PostgreSQL stores implement, and the
-// pure acceptance decision ([Decide]).
+// [Store] interface that the SQLite and PostgreSQL stores implement, the
+// pure acceptance decision ([Decide]) and the table of the moves an
+// operation's [State] may make ([State.CanBecome]), which every store
+// enforces.
 //
 // The ledger is the only source of truth for a task: nothing about an
 // operation may live only in process memory. This package must never perform

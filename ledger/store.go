@@ -22,6 +22,10 @@ var (
 	// ErrStateChanged means an operation was no longer in the state a
 	// transition expected; the caller should reload and decide again.
 	ErrStateChanged = errors.New("operation state changed concurrently")
+	// ErrIllegalTransition means a transition asked for a move of state
+	// that [State.CanBecome] does not allow. A move out of an ended state
+	// is ErrStateChanged as well: the operation ended under the caller.
+	ErrIllegalTransition = errors.New("illegal operation state transition")
 	// ErrSchemaNewer means a newer binary has migrated the ledger past the
 	// schema this binary knows; it must not write to it.
 	ErrSchemaNewer = errors.New("the ledger's schema is newer than this taskgate")
@@ -51,9 +55,12 @@ type Store interface {
 	LeaseClaim(ctx context.Context, operationRef int64, owner string, until time.Time) (*Operation, error)
 	// LeaseExtend is a worker's heartbeat; ErrLeaseHeld if it lost the lease.
 	LeaseExtend(ctx context.Context, operationRef int64, owner string, until time.Time) error
-	// Transition applies one atomic change; ErrStateChanged when the
-	// operation is not in a From state or its lease did not lapse,
-	// ErrLeaseHeld when Owner does not hold the lease.
+	// Transition applies one atomic change. It fails, changing nothing,
+	// with ErrStateChanged when the operation is not in a From state or
+	// its lease did not lapse, ErrLeaseHeld when Owner does not hold the
+	// lease, and ErrIllegalTransition when [State.CanBecome] forbids the
+	// move to To; a move out of an ended state is both ErrStateChanged and
+	// ErrIllegalTransition.
 	Transition(ctx context.Context, p *TransitionParams) (*Operation, error)
 	// OperationsToRecover lists unfinished operations whose lease lapsed
 	// before now: their worker died or their job was lost.

@@ -25,7 +25,8 @@ type TransitionParams struct {
 	// RequireLeaseLapsed makes the change apply only when nobody holds an
 	// unexpired lease (recovery after a crash).
 	RequireLeaseLapsed bool
-	// To is the new state; empty keeps the current one.
+	// To is the new state; empty keeps the current one. A move
+	// [State.CanBecome] forbids fails with ErrIllegalTransition.
 	To            State
 	StatusMessage *string
 	ReviewReason  *string

@@ -190,6 +190,13 @@ func (s *finishingStore) OperationGet(ctx context.Context, p *ledger.OperationGe
 		return op, err
 	}
 	if n := s.reads.Add(1); n == s.fireAt.Load() {
+		// A worker finishes through "send started"; the gateway's own may
+		// have got there first.
+		if _, err := s.Store.Transition(ctx, &ledger.TransitionParams{
+			OperationRef: op.ID, From: []ledger.State{ledger.StateAccepted}, To: ledger.StateSending,
+		}); err != nil && !errors.Is(err, ledger.ErrStateChanged) {
+			return nil, err
+		}
 		msg := "finished just after the read"
 		if _, err := s.Store.Transition(ctx, &ledger.TransitionParams{
 			OperationRef: op.ID, To: ledger.StateCompleted, StatusMessage: &msg,

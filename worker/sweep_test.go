@@ -19,7 +19,7 @@ import (
 )
 
 // endingStore lets every operation the sweeper lists end just after it
-// was listed, as when its worker finishes at that moment.
+// was listed, as when it is cancelled at that moment.
 type endingStore struct {
 	ledger.Store
 }
@@ -27,7 +27,7 @@ type endingStore struct {
 func (s endingStore) OperationsToRecover(ctx context.Context, now time.Time, limit int) ([]*ledger.Operation, error) {
 	ops, err := s.Store.OperationsToRecover(ctx, now, limit)
 	for _, op := range ops {
-		if _, err := s.Store.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, To: ledger.StateFailed}); err != nil {
+		if _, err := s.Store.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, To: ledger.StateCancelled}); err != nil {
 			return nil, err
 		}
 	}

@@ -150,6 +150,19 @@ func (l *ledgerFile) accept(t *testing.T, tenant, operationID string, approval b
 	return res.Operation
 }
 
+// sending moves an accepted operation to "send started", where a worker
+// takes it before a remote job can be bound or a result stored.
+func (l *ledgerFile) sending(t *testing.T, op *ledger.Operation) *ledger.Operation {
+	t.Helper()
+	out, err := l.store.Transition(context.Background(), &ledger.TransitionParams{
+		OperationRef: op.ID, From: []ledger.State{ledger.StateAccepted}, To: ledger.StateSending,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // operation reloads an operation from the ledger.
 func (l *ledgerFile) operation(t *testing.T, op *ledger.Operation) *ledger.Operation {
 	t.Helper()

@@ -25,10 +25,10 @@ func (l *ledgerFile) completed(t *testing.T, tenant, operationID string) *ledger
 	}); err != nil {
 		t.Fatal(err)
 	}
-	op := l.accept(t, tenant, operationID, true)
+	op := l.sending(t, l.accept(t, tenant, operationID, true))
 	final := money.MustParse("17.84", "USD")
 	if _, err := l.store.Transition(ctx, &ledger.TransitionParams{
-		OperationRef: op.ID, From: []ledger.State{ledger.StateAccepted}, To: ledger.StateCompleted,
+		OperationRef: op.ID, From: []ledger.State{ledger.StateSending}, To: ledger.StateCompleted,
 		Result: json.RawMessage(`{"content":[{"type":"text","text":"suite passed"}]}`),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
 			Upstream: "hosted_test", RemoteID: "hosted-suite-9912", Kind: "provider_job", Status: ledger.JobCompleted, Intended: ptr(true),

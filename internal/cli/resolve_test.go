@@ -103,9 +103,9 @@ func checkResolvedEvent(t *testing.T, l *ledgerFile, op *ledger.Operation, note 
 
 func TestResolveDuplicates(t *testing.T) {
 	l := newLedger(t)
-	op := l.accept(t, "acme", "op-duplicates", false)
+	op := l.sending(t, l.accept(t, "acme", "op-duplicates", false))
 	if _, err := l.store.Transition(context.Background(), &ledger.TransitionParams{
-		OperationRef: op.ID, To: ledger.StateRunning,
+		OperationRef: op.ID, From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning,
 		RemoteJobs: []*ledger.RemoteJobUpsert{
 			{Upstream: "hosted_test", RemoteID: "job-intended", Kind: "provider_job", Status: ledger.JobRunning, Intended: ptr(true)},
 			{Upstream: "hosted_test", RemoteID: "job-dup-1", Kind: "provider_job", Status: ledger.JobRunning, Duplicate: ptr(true)},

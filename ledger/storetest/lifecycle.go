@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -105,8 +107,8 @@ func testTransitions(t *testing.T, newStore Factory) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, To: ledger.StateFailed}); !errors.Is(err, ledger.ErrStateChanged) {
-		t.Fatalf("leaving a terminal state: %v, want ErrStateChanged", err)
+	if _, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, To: ledger.StateFailed}); !errors.Is(err, ledger.ErrStateChanged) || !errors.Is(err, ledger.ErrIllegalTransition) {
+		t.Fatalf("leaving a terminal state: %v, want ErrStateChanged and ErrIllegalTransition", err)
 	}
 	jobs, err := s.RemoteJobList(ctx, op.ID)
 	if err != nil || len(jobs) != 1 {
@@ -126,12 +128,107 @@ func testTransitions(t *testing.T, newStore Factory) {
 	}
 }
 
+// testIllegalTransitions: a move the state table forbids is refused with
+// ErrIllegalTransition, naming both states, and nothing else the
+// transition carried is written; so is a move out of an ended state.
+func testIllegalTransitions(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx := context.Background()
+	res := accept(t, s, params(t, call{"acme", "op-1", `{"suite":"x"}`}))
+	yes := true
+	everything := func(to ledger.State) *ledger.TransitionParams {
+		msg := "moved to " + string(to)
+		return &ledger.TransitionParams{
+			OperationRef: res.Operation.ID, To: to, StatusMessage: &msg, ReviewReason: &msg,
+			Result: []byte(`{"content":[]}`), Error: []byte(`{"code":-32603,"message":"x"}`),
+			IncrementSend: true, Lease: &ledger.Lease{Owner: "w9", Until: time.Now().Add(time.Hour)},
+			CancelRequested: true, CostBreach: true, ExpireKey: true,
+			RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteID: "job-illegal", Kind: "provider_job", Status: ledger.JobCompleted, Intended: &yes}},
+			Charges:    []*ledger.ChargeUpsert{{RemoteID: "job-illegal", ProviderChargeID: "ch-illegal", Amount: money.MustParse("1.00", "USD"), Status: ledger.ChargeFinal}},
+			Creator:    &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes, ChargeStatus: ledger.Yes},
+			Events:     []ledger.EventParams{{Kind: ledger.EventResultStored}},
+			Jobs:       []river.InsertManyParams{{Args: ProbeArgs{OperationRef: res.Operation.ID}}},
+		}
+	}
+	refused := func(from, to ledger.State, ended bool) {
+		t.Helper()
+		before := ledgerOf(t, s, res.Operation.ID)
+		if before.Operation.State != from {
+			t.Fatalf("operation is %s, want %s", before.Operation.State, from)
+		}
+		_, err := s.Transition(ctx, everything(to))
+		if !errors.Is(err, ledger.ErrIllegalTransition) || errors.Is(err, ledger.ErrStateChanged) != ended {
+			t.Fatalf("%s to %s: %v, want ErrIllegalTransition (and ErrStateChanged: %v)", from, to, err, ended)
+		}
+		if msg := err.Error(); !strings.Contains(msg, string(from)) || !strings.Contains(msg, string(to)) {
+			t.Errorf("%s to %s: error %q does not name both states", from, to, msg)
+		}
+		if after := ledgerOf(t, s, res.Operation.ID); !reflect.DeepEqual(after, before) {
+			t.Errorf("%s to %s was refused but changed the ledger:\nbefore %+v\nafter  %+v", from, to, before, after)
+		}
+	}
+	move := func(to ledger.State) {
+		t.Helper()
+		if _, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: res.Operation.ID, To: to}); err != nil {
+			t.Fatalf("legal move to %s: %v", to, err)
+		}
+	}
+	refused(ledger.StateAccepted, ledger.StateCompleted, false)
+	refused(ledger.StateAccepted, ledger.StateRunning, false)
+	refused(ledger.StateAccepted, "paused", false)
+	move(ledger.StateSending)
+	move(ledger.StateRunning)
+	refused(ledger.StateRunning, ledger.StateSending, false)
+	refused(ledger.StateRunning, ledger.StateAccepted, false)
+	move(ledger.StateCompleted)
+	refused(ledger.StateCompleted, ledger.StateReview, true)
+	refused(ledger.StateCompleted, ledger.StateFailed, true)
+}
+
+// ledgerState is everything a transition may write about one operation.
+type ledgerState struct {
+	Operation  *ledger.Operation
+	Attempts   []*ledger.Attempt
+	RemoteJobs []*ledger.RemoteJob
+	Charges    []*ledger.Charge
+	Events     []*ledger.Event
+	Jobs       int
+}
+
+func ledgerOf(t *testing.T, s ledger.Store, opRef int64) *ledgerState {
+	t.Helper()
+	ctx := context.Background()
+	var (
+		l   = &ledgerState{}
+		err error
+	)
+	if l.Operation, err = s.OperationGet(ctx, &ledger.OperationGetParams{ID: opRef}); err != nil {
+		t.Fatal(err)
+	}
+	if l.Attempts, err = s.AttemptList(ctx, opRef); err != nil {
+		t.Fatal(err)
+	}
+	if l.RemoteJobs, err = s.RemoteJobList(ctx, opRef); err != nil {
+		t.Fatal(err)
+	}
+	if l.Charges, err = s.ChargeList(ctx, opRef); err != nil {
+		t.Fatal(err)
+	}
+	if l.Events, err = s.EventList(ctx, opRef); err != nil {
+		t.Fatal(err)
+	}
+	l.Jobs = probeJobs(t, s)
+	return l
+}
+
 func testKeyExpiry(t *testing.T, newStore Factory) {
 	s := newStore(t)
 	ctx := context.Background()
 	first := accept(t, s, params(t, call{"acme", "op-1", `{"a":1}`})).Operation
-	if _, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: first.ID, To: ledger.StateFailed}); err != nil {
-		t.Fatal(err)
+	for _, to := range []ledger.State{ledger.StateSending, ledger.StateFailed} {
+		if _, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: first.ID, To: to}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ended, err := s.OperationsEndedBefore(ctx, time.Now().Add(time.Minute), 10)
 	if err != nil || len(ended) != 1 {

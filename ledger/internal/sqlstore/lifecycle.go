@@ -94,7 +94,10 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 	set("updated_at", now)
 	if p.To != "" && p.To != op.State {
 		if op.State.Terminal() {
-			return nil, fmt.Errorf("operation %d already ended %s: %w", op.ID, op.State, ledger.ErrStateChanged)
+			return nil, fmt.Errorf("operation %d already ended %s and cannot become %s: %w (%w)", op.ID, op.State, p.To, ledger.ErrStateChanged, ledger.ErrIllegalTransition)
+		}
+		if !op.State.CanBecome(p.To) {
+			return nil, fmt.Errorf("operation %d cannot go from %s to %s: %w", op.ID, op.State, p.To, ledger.ErrIllegalTransition)
 		}
 		set("state", p.To)
 		if p.To.Terminal() {

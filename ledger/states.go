@@ -1,0 +1,44 @@
+package ledger
+
+import "slices"
+
+// moves is every change of state an operation may make: the key is where it
+// is, the value where it may go next. An operation starts accepted (Accept
+// writes no other state) and an ended state has no way out, not even to
+// review: what is learnt after the end (a duplicate job, a late charge) is
+// recorded beside the state, which stays.
+var moves = map[State][]State{
+	StateAccepted: {
+		StateSending,   // send started
+		StateReview,    // the configuration lost the tool, or the worker kept failing (so from sending and running too)
+		StateCancelled, // cancelled before anything was sent
+	},
+	StateSending: {
+		StateAccepted,  // the call never left, or a lookup found it safe to send again
+		StateRunning,   // a remote job was bound, from the answer or a lookup
+		StateReview,    // a lookup cannot tell whether work started; the upstream asked for input
+		StateCompleted, // the result came back directly, or a lookup found the job done
+		StateFailed,    // the upstream refused the call, or a lookup found the job failed
+		StateCancelled, // cancellation was requested
+	},
+	StateRunning: {
+		StateReview,    // the bound job cannot be followed
+		StateCompleted, // the remote job finished
+		StateFailed,    // the remote job failed
+		StateCancelled, // the upstream cancelled the job, or cancellation was requested
+	},
+	StateReview: {
+		StateAccepted,  // a human vouched that nothing started: send again
+		StateRunning,   // a human attached a provider job
+		StateFailed,    // a human ended it
+		StateCancelled, // cancellation was requested
+	},
+}
+
+// CanBecome reports whether an operation in s may move to next. Staying in
+// s is no move: s.CanBecome(s) is false, and a transition that names the
+// current state keeps it. [Store.Transition] refuses every move CanBecome
+// does not allow with [ErrIllegalTransition].
+func (s State) CanBecome(next State) bool {
+	return slices.Contains(moves[s], next)
+}
