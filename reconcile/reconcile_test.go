@@ -27,6 +27,22 @@ func base() *reconcile.Facts {
 	}
 }
 
+// priced makes the tool priced, with charges.
+func priced(charges ...reconcile.Charge) func(*reconcile.Facts) {
+	return func(f *reconcile.Facts) {
+		f.Priced = true
+		f.Charges = charges
+	}
+}
+
+// failedWithoutJob makes f a failed operation with no known job and the
+// given events.
+func failedWithoutJob(f *reconcile.Facts, events ...*ledger.Event) {
+	f.Operation.State = ledger.StateFailed
+	f.Jobs = nil
+	f.Events = events
+}
+
 func charge(id, job, amount string, s ledger.ChargeStatus) reconcile.Charge {
 	return reconcile.Charge{ID: id, JobID: job, Amount: usd(amount), Status: s}
 }
@@ -83,10 +99,7 @@ func TestAssess(t *testing.T) {
 		},
 		{
 			name: "priced and invoiced: complete, settled at the final cost, charged",
-			edit: func(f *reconcile.Facts) {
-				f.Priced = true
-				f.Charges = []reconcile.Charge{charge("ch-1", "job-a", "17.84", ledger.ChargeFinal)}
-			},
+			edit: priced(charge("ch-1", "job-a", "17.84", ledger.ChargeFinal)),
 			want: want{status: reconcile.Complete, reservation: reconcile.Settle, final: "17.84", charged: ledger.Yes},
 		},
 		{
@@ -96,26 +109,17 @@ func TestAssess(t *testing.T) {
 		},
 		{
 			name: "a pending charge keeps it incomplete and the reservation held",
-			edit: func(f *reconcile.Facts) {
-				f.Priced = true
-				f.Charges = []reconcile.Charge{charge("ch-1", "job-a", "17.84", ledger.ChargePending)}
-			},
+			edit: priced(charge("ch-1", "job-a", "17.84", ledger.ChargePending)),
 			want: want{status: reconcile.Incomplete, reservation: reconcile.Hold, final: "0.00", uninvoiced: []int{0}},
 		},
 		{
 			name: "a priced job refunded in full: complete, nothing charged",
-			edit: func(f *reconcile.Facts) {
-				f.Priced = true
-				f.Charges = []reconcile.Charge{charge("ch-1", "job-a", "17.84", ledger.ChargeRefunded)}
-			},
+			edit: priced(charge("ch-1", "job-a", "17.84", ledger.ChargeRefunded)),
 			want: want{status: reconcile.Complete, reservation: reconcile.Settle, final: "0.00", charged: ledger.No},
 		},
 		{
 			name: "a final charge in another currency: incomplete, the reservation cannot settle, nothing charged in USD",
-			edit: func(f *reconcile.Facts) {
-				f.Priced = true
-				f.Charges = []reconcile.Charge{{ID: "ch-eur", JobID: "job-a", Amount: money.MustParse("7.00", "EUR"), Status: ledger.ChargeFinal}}
-			},
+			edit: priced(reconcile.Charge{ID: "ch-eur", JobID: "job-a", Amount: money.MustParse("7.00", "EUR"), Status: ledger.ChargeFinal}),
 			want: want{status: reconcile.Incomplete, reservation: reconcile.Hold, final: "0.00", charged: ledger.No},
 		},
 		{
@@ -188,9 +192,7 @@ func TestAssess(t *testing.T) {
 		{
 			name: "ended with no job after a send that refused: released, authoritative",
 			edit: func(f *reconcile.Facts) {
-				f.Operation.State = ledger.StateFailed
-				f.Jobs = nil
-				f.Events = []*ledger.Event{event(ledger.EventSendStarted, `{}`), event(ledger.EventFailed, `{"nothing_started":true}`)}
+				failedWithoutJob(f, event(ledger.EventSendStarted, `{}`), event(ledger.EventFailed, `{"nothing_started":true}`))
 			},
 			want: want{status: reconcile.Complete, reservation: reconcile.Release, final: "0.00", authority: true},
 		},
@@ -205,29 +207,23 @@ func TestAssess(t *testing.T) {
 		{
 			name: "sent, no job known, nothing shows none started: indeterminate, held",
 			edit: func(f *reconcile.Facts) {
-				f.Operation.State = ledger.StateFailed
-				f.Jobs = nil
-				f.Events = []*ledger.Event{event(ledger.EventSendStarted, `{}`)}
+				failedWithoutJob(f, event(ledger.EventSendStarted, `{}`))
 			},
 			want: want{status: reconcile.Indeterminate, reservation: reconcile.Hold, final: "0.00", sentUnknown: true},
 		},
 		{
 			name: "sent, no job known, a lookup not_found past the safe delay: released",
 			edit: func(f *reconcile.Facts) {
-				f.Operation.State = ledger.StateFailed
-				f.Jobs = nil
+				failedWithoutJob(f, event(ledger.EventSendStarted, `{}`))
 				f.NotFoundProven = true
-				f.Events = []*ledger.Event{event(ledger.EventSendStarted, `{}`)}
 			},
 			want: want{status: reconcile.Complete, reservation: reconcile.Release, final: "0.00", authority: true},
 		},
 		{
 			name: "no job, but the provider could not be asked: held even though nothing started",
 			edit: func(f *reconcile.Facts) {
-				f.Operation.State = ledger.StateFailed
-				f.Jobs = nil
+				failedWithoutJob(f, event(ledger.EventLookup, `{"answer":"not_sent"}`))
 				f.Indeterminate = true
-				f.Events = []*ledger.Event{event(ledger.EventLookup, `{"answer":"not_sent"}`)}
 			},
 			want: want{status: reconcile.Indeterminate, reservation: reconcile.Hold, final: "0.00", authority: true},
 		},
