@@ -18,9 +18,10 @@ import (
 // records it: every job, status and charge, the jobs the assessment makes
 // duplicates, the settlement or release of the spend reservation, and a
 // cost boundary breach when [policy.CostBreach] finds one. It reports
-// whether anything is still open (so that it should run again later). The outcome of the
-// provider lookup is recorded as a reconciled event with data
-// {"lookup": "answered"|"indeterminate", "detail": …}, which receipts read.
+// whether anything is still open (so that it should run again later). The
+// outcome of the provider lookup is recorded as a reconciled event with
+// data {"lookup": "answered"|"indeterminate", "detail": …}, which receipts
+// read.
 func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err error) {
 	op, err := w.store.OperationGet(ctx, &ledger.OperationGetParams{ID: opRef})
 	if err != nil {
