@@ -1,8 +1,9 @@
 // Package policy holds taskgate's pure decisions about approvals and spend:
-// whether an approval admits one more remote job at an estimated cost, and
-// how charges settle a reservation. Every function here is a function of its
-// arguments; the package must never read a clock, a database or the network,
-// so that each rule can be tested as a table.
+// whether an approval admits one more remote job at an estimated cost, what
+// an approval's reservations commit, whether a final cost breaches the
+// approval's ceiling, and which retry policy applies. Every function here is
+// a function of its arguments; the package must never read a clock, a
+// database or the network, so that each rule can be tested as a table.
 package policy
 
 import (
@@ -109,6 +110,51 @@ func Committed(rs []*ledger.Reservation, currency string) Usage {
 		u.Spend = sum
 	}
 	return u
+}
+
+// Breach is a final cost that the approval's ceiling is not shown to cover.
+type Breach struct {
+	// NotComparable says amounts could not be added up (another currency,
+	// or beyond the range of an amount), so the ceiling cannot be shown to
+	// hold; Total and Over are then zero.
+	NotComparable bool
+	// Final is the operation's final cost; Total is what the approval is
+	// committed to with it; Over is Total minus Ceiling.
+	Final, Total, Ceiling, Over money.Amount
+	// UncountedCharges are the operation's final charges that could not be
+	// added to Final; UncountedReservations the other operations'
+	// reservations that could not be added to Total.
+	UncountedCharges      []string
+	UncountedReservations []int64
+}
+
+// CostBreach compares what approval a is committed to — the held and
+// settled reservations of its other operations plus operation opRef's
+// final cost — with its ceiling. It returns nil when the ceiling holds.
+// uncounted lists the operation's final charges that could not be added to
+// final: with any, the ceiling cannot be shown to hold, and that is a
+// breach too.
+func CostBreach(a *ledger.Approval, reservations []*ledger.Reservation, opRef int64, final money.Amount, uncounted []string) (*Breach, error) {
+	var others []*ledger.Reservation
+	for _, r := range reservations {
+		if r.OperationRef != opRef {
+			others = append(others, r)
+		}
+	}
+	used := Committed(others, a.MaxTotalCost.Currency)
+	total, err := used.Spend.Add(final)
+	switch {
+	case err != nil || len(used.Uncounted) > 0 || len(uncounted) > 0:
+		return &Breach{NotComparable: true, Final: final, Ceiling: a.MaxTotalCost,
+			UncountedCharges: uncounted, UncountedReservations: used.Uncounted}, nil
+	case total.Micros > a.MaxTotalCost.Micros:
+		over, err := total.Sub(a.MaxTotalCost)
+		if err != nil {
+			return nil, err
+		}
+		return &Breach{Final: final, Total: total, Ceiling: a.MaxTotalCost, Over: over}, nil
+	}
+	return nil, nil
 }
 
 // StrictestRetry is the strictest of the retry policies that apply to an

@@ -104,3 +104,61 @@ func TestStrictestRetry(t *testing.T) {
 		}
 	}
 }
+
+func TestCostBreach(t *testing.T) {
+	usd := func(s string) money.Amount { return money.MustParse(s, "USD") }
+	a := &ledger.Approval{ID: 7, MaxTotalCost: usd("20.00"), MaxRemoteJobs: 2}
+	// Operation 42's own reservation is replaced by its final cost; the
+	// other operation's counts as it stands.
+	own := &ledger.Reservation{ID: 1, OperationRef: 42, Status: ledger.ReservationSettled, Settled: usd("19.00"), Jobs: 1}
+	tests := []struct {
+		name          string
+		others        []*ledger.Reservation
+		final         money.Amount
+		uncounted     []string
+		breach        bool
+		notComparable bool
+		total, over   string
+	}{
+		{name: "under the ceiling", final: usd("17.84")},
+		{name: "exactly the ceiling", final: usd("20.00")},
+		{name: "over the ceiling alone", final: usd("23.10"), breach: true, total: "23.10", over: "3.10"},
+		{
+			name:   "over with what another operation holds",
+			others: []*ledger.Reservation{{ID: 2, OperationRef: 43, Status: ledger.ReservationHeld, Amount: usd("5.00"), Jobs: 1}},
+			final:  usd("17.84"), breach: true, total: "22.84", over: "2.84",
+		},
+		{
+			name:   "a released reservation commits nothing",
+			others: []*ledger.Reservation{{ID: 2, OperationRef: 43, Status: ledger.ReservationReleased, Amount: usd("5.00"), Jobs: 1}},
+			final:  usd("17.84"),
+		},
+		{name: "an uncounted final charge", final: usd("1.00"), uncounted: []string{"ch-eur"}, breach: true, notComparable: true},
+		{
+			name:   "a reservation in another currency",
+			others: []*ledger.Reservation{{ID: 2, OperationRef: 43, Status: ledger.ReservationHeld, Amount: money.MustParse("5.00", "EUR"), Jobs: 1}},
+			final:  usd("1.00"), breach: true, notComparable: true,
+		},
+		{name: "a final cost in another currency", final: money.MustParse("1.00", "EUR"), breach: true, notComparable: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := CostBreach(a, append([]*ledger.Reservation{own}, tt.others...), 42, tt.final, tt.uncounted)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (b != nil) != tt.breach {
+				t.Fatalf("CostBreach = %+v, want breach %v", b, tt.breach)
+			}
+			if b == nil {
+				return
+			}
+			if b.NotComparable != tt.notComparable || b.Ceiling != a.MaxTotalCost || b.Final != tt.final {
+				t.Errorf("CostBreach = %+v, want not comparable %v, ceiling 20.00, final %s", b, tt.notComparable, tt.final)
+			}
+			if !tt.notComparable && (b.Total.String() != tt.total || b.Over.String() != tt.over) {
+				t.Errorf("total, over = %s, %s, want %s, %s", b.Total, b.Over, tt.total, tt.over)
+			}
+		})
+	}
+}

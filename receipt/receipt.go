@@ -1,6 +1,9 @@
 // Package receipt holds the receipt model — the reconciled account of one
-// operation — its arithmetic and status rules, and its three renderings
+// operation — its review rules and next actions, and its three renderings
 // (YAML, JSON, Markdown), with a JSON Schema for the JSON form ([Schema]).
+// What the operation's jobs and charges add up to and whether its
+// reconciliation is complete come from [reconcile.Assess], the assessment
+// the worker records by, applied to what the ledger recorded.
 //
 // [Build] is a pure function of ledger data: the same [Input] always yields
 // the same [Receipt]. [Load] only reads a [ledger.Store]. This package must
@@ -29,7 +32,8 @@
 // indeterminate and the receipt asks to reconcile again. "authoritative"
 // says that the provider's answer proves that a send without a known remote
 // job started none; so do a failed event with {"nothing_started": true} and
-// a lookup event with {"answer": "not_sent"} after the latest send_started.
+// a lookup event with {"answer": "not_sent"} after the latest send_started
+// ([reconcile.SendMayHaveStarted] reads them).
 //
 // Events about one remote job name it with "remote_job_id" (the provider's
 // ID) in their data; cancellation_requested, effect_reversed and
@@ -41,14 +45,16 @@
 //
 // # Status rules
 //
-// reconciliation_status is indeterminate when the last lookup was
+// reconciliation_status is the [reconcile.Status] of the ledger's jobs and
+// charges, reckoned in USD: indeterminate when the last lookup was
 // indeterminate, a remote job's status is unknown, or the operation was sent
 // and no remote job is known while nothing shows that the send started none
 // (the upstream refused it, it never left, or an authoritative lookup found
-// nothing); complete only when the
-// operation has ended, every remote job is terminal, every charge is final or
-// refunded, and, for a priced tool, every completed job has a final or
-// refunded charge; otherwise incomplete.
+// nothing); complete only when the operation has ended, every remote job is
+// terminal, every charge is final or refunded and in USD, and, for a priced
+// tool, every completed job has a final or refunded charge; otherwise
+// incomplete. The totals and unpriced_attempts come from the same
+// assessment.
 //
 // review_status is blocked while a duplicate remote job is open (neither
 // cancelled nor accepted); ready only when reconciliation is complete, no
@@ -69,6 +75,7 @@ import (
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/reconcile"
 )
 
 // Currency is the currency receipts reckon in.
@@ -80,8 +87,8 @@ const DefaultInvoiceGrace = 24 * time.Hour
 
 // Lookup outcomes the reconciler records in [ledger.EventReconciled] data.
 const (
-	LookupAnswered      = "answered"
-	LookupIndeterminate = "indeterminate"
+	LookupAnswered      = reconcile.LookupAnswered
+	LookupIndeterminate = reconcile.LookupIndeterminate
 )
 
 // ReconciliationStatus says whether every remote job and charge of the
@@ -89,9 +96,9 @@ const (
 type ReconciliationStatus string
 
 const (
-	ReconciliationComplete      ReconciliationStatus = "complete"
-	ReconciliationIncomplete    ReconciliationStatus = "incomplete"
-	ReconciliationIndeterminate ReconciliationStatus = "indeterminate"
+	ReconciliationComplete      = ReconciliationStatus(reconcile.Complete)
+	ReconciliationIncomplete    = ReconciliationStatus(reconcile.Incomplete)
+	ReconciliationIndeterminate = ReconciliationStatus(reconcile.Indeterminate)
 )
 
 // ReviewStatus says whether the operation's outcome can be handed off.
@@ -314,14 +321,6 @@ type eventData struct {
 	Detail      string `json:"detail"`
 	RemoteJobID string `json:"remote_job_id"`
 	Status      string `json:"status"`
-	// Authoritative marks a reconciliation whose provider answer proves
-	// that a send without a known job started none.
-	Authoritative bool `json:"authoritative"`
-	// Answer is a lookup's answer; "not_sent" means the call never left.
-	Answer string `json:"answer"`
-	// NothingStarted marks a failure the upstream answered before any
-	// work could start.
-	NothingStarted bool `json:"nothing_started"`
 }
 
 // readEvent parses an event's data; ok is false when it is not a JSON
@@ -344,6 +343,8 @@ type facts struct {
 	jobByID     map[int64]*ledger.RemoteJob
 	jobCharges  map[int64][]*ledger.Charge
 	completedAt map[int64]time.Time
+	// out is the assessment of jobs and charges; jobs[i] is out.Jobs[i].
+	out reconcile.Outcome
 }
 
 func byTimeThenID[T any](at func(T) time.Time, id func(T) int64) func(a, b T) int {
@@ -448,10 +449,6 @@ func chargeID(c *ledger.Charge) string {
 	return fmt.Sprintf("ledger-charge-%d", c.ID)
 }
 
-func settled(s ledger.ChargeStatus) bool {
-	return s == ledger.ChargeFinal || s == ledger.ChargeRefunded
-}
-
 // duplicateOpen reports whether a duplicate job still waits for someone to
 // cancel or accept it.
 func duplicateOpen(j *ledger.RemoteJob) bool {
@@ -497,11 +494,12 @@ func Build(in *Input) *Receipt {
 		}
 		r.RemoteJobs = append(r.RemoteJobs, f.remoteJob(j))
 	}
-	f.sumCharges(r)
-	r.UnpricedAttempts = f.unpricedAttempts()
-	r.ResultUsed = f.resultUsed()
 	r.LastReconciliation = f.lastReconciliation()
-	r.ReconciliationStatus = f.reconciliationStatus(r.LastReconciliation)
+	f.out = reconcile.Assess(f.reconcileFacts(r.LastReconciliation))
+	f.listCharges(r)
+	r.UnpricedAttempts = f.out.UnpricedAttempts
+	r.ResultUsed = f.resultUsed()
+	r.ReconciliationStatus = ReconciliationStatus(f.out.Status)
 	r.Approval = f.approvalTerms(r)
 	r.Breaches = f.breaches(r)
 	r.ReviewStatus = f.reviewStatus(r)
@@ -572,58 +570,36 @@ func (f *facts) jobRemoteID(ref int64) string {
 	return ""
 }
 
-func (f *facts) sumCharges(r *Receipt) {
-	var final, pending, refunded int64
+// listCharges lists the charges and their USD totals.
+func (f *facts) listCharges(r *Receipt) {
 	for _, c := range f.charges {
-		cur := currencyOf(c.Amount)
 		r.Charges = append(r.Charges, Charge{
 			ChargeID:    chargeID(c),
 			RemoteJobID: f.jobRemoteID(c.RemoteJobRef),
 			Amount:      Money{c.Amount},
-			Currency:    cur,
+			Currency:    currencyOf(c.Amount),
 			Status:      string(c.Status),
 		})
-		if cur != Currency {
-			continue
-		}
-		switch c.Status {
-		case ledger.ChargeFinal:
-			final += c.Amount.Micros
-		case ledger.ChargePending:
-			pending += c.Amount.Micros
-		case ledger.ChargeRefunded:
-			refunded += c.Amount.Micros
-		}
 	}
-	r.FinalCostUSD, r.PendingCostUSD, r.RefundedCostUSD = usd(final), usd(pending), usd(refunded)
+	t := f.out.Totals
+	r.FinalCostUSD, r.PendingCostUSD, r.RefundedCostUSD = Money{t.Final}, Money{t.Pending}, Money{t.Refunded}
 }
 
-// unpricedAttempts counts the attempts whose remote jobs have no charge
-// record at all, for a priced tool. A job bound to no attempt counts alone.
-func (f *facts) unpricedAttempts() int {
-	if !f.in.Priced {
-		return 0
+// reconcileFacts are the facts of the operation as the ledger recorded
+// them, for [reconcile.Assess]; last is the latest reconciler pass.
+func (f *facts) reconcileFacts(last *Reconciliation) *reconcile.Facts {
+	rf := &reconcile.Facts{
+		Operation: f.op, Currency: Currency, Priced: f.in.Priced,
+		Indeterminate: last != nil && last.Lookup == LookupIndeterminate,
+		Attempts:      f.attempts, Events: f.events,
 	}
-	type key struct{ attempt, job int64 }
-	charged := map[key]bool{}
-	var order []key
 	for _, j := range f.jobs {
-		k := key{attempt: j.AttemptRef}
-		if j.AttemptRef == 0 {
-			k = key{job: j.ID}
-		}
-		if _, seen := charged[k]; !seen {
-			order = append(order, k)
-		}
-		charged[k] = charged[k] || len(f.jobCharges[j.ID]) > 0
+		rf.Jobs = append(rf.Jobs, reconcile.Job{ID: j.RemoteID, Attempt: j.AttemptRef, Status: j.Status, Intended: j.Intended, Duplicate: j.Duplicate})
 	}
-	n := 0
-	for _, k := range order {
-		if !charged[k] {
-			n++
-		}
+	for _, c := range f.charges {
+		rf.Charges = append(rf.Charges, reconcile.Charge{ID: chargeID(c), JobID: f.jobRemoteID(c.RemoteJobRef), Amount: c.Amount, Status: c.Status})
 	}
-	return n
+	return rf
 }
 
 // resultUsed is the intended job's ID, else the only completed job's.
@@ -658,75 +634,6 @@ func (f *facts) lastReconciliation() *Reconciliation {
 		return rec
 	}
 	return nil
-}
-
-func (f *facts) reconciliationStatus(last *Reconciliation) ReconciliationStatus {
-	if last != nil && last.Lookup == LookupIndeterminate {
-		return ReconciliationIndeterminate
-	}
-	for _, j := range f.jobs {
-		if jobStatus(j) == ledger.JobUnknown {
-			return ReconciliationIndeterminate
-		}
-	}
-	if f.sentWithoutKnownJob() {
-		return ReconciliationIndeterminate
-	}
-	// An operation still running may yet cause jobs and charges.
-	if !f.op.State.Terminal() {
-		return ReconciliationIncomplete
-	}
-	for _, j := range f.jobs {
-		if !j.Status.Terminal() {
-			return ReconciliationIncomplete
-		}
-		if f.in.Priced && j.Status == ledger.JobCompleted && !f.invoiced(j) {
-			return ReconciliationIncomplete
-		}
-	}
-	for _, c := range f.charges {
-		if !settled(c.Status) || currencyOf(c.Amount) != Currency {
-			return ReconciliationIncomplete
-		}
-	}
-	return ReconciliationComplete
-}
-
-// sentWithoutKnownJob reports whether the operation was sent, no remote job
-// is known, and nothing recorded since the latest send proves that it
-// started none: the upstream refusing it before any work began (or, after
-// a single send, the creating attempt known to have started nothing), the
-// call never leaving the gateway, or a reconciliation whose lookup the
-// provider contract makes authoritative. Zero jobs then mean "not known",
-// not "none".
-func (f *facts) sentWithoutKnownJob() bool {
-	if f.op.SendCount == 0 || len(f.jobs) > 0 {
-		return false
-	}
-	// With one send only, what is known of the creating attempt is known
-	// of that send.
-	for _, a := range f.attempts {
-		if f.op.SendCount == 1 && a.OperationRef == f.op.ID && a.Decision == ledger.DecisionCreated && a.RemoteAccepted == ledger.No {
-			return false
-		}
-	}
-	for _, e := range slices.Backward(f.events) {
-		d, _ := readEvent(e)
-		switch {
-		case e.Kind == ledger.EventSendStarted:
-			return true
-		case e.Kind == ledger.EventFailed && d.NothingStarted,
-			e.Kind == ledger.EventLookup && d.Answer == "not_sent",
-			e.Kind == ledger.EventReconciled && d.Authoritative:
-			return false
-		}
-	}
-	return true
-}
-
-// invoiced reports whether job j has a final or refunded charge.
-func (f *facts) invoiced(j *ledger.RemoteJob) bool {
-	return slices.ContainsFunc(f.jobCharges[j.ID], func(c *ledger.Charge) bool { return settled(c.Status) })
 }
 
 func (f *facts) approvalTerms(r *Receipt) *ApprovalTerms {
@@ -927,7 +834,7 @@ func (f *facts) nextActions(r *Receipt) []NextAction {
 	}
 	var evidence []string
 
-	for _, j := range f.jobs {
+	for i, j := range f.jobs {
 		if j.Duplicate {
 			evidence = append(evidence, "duplicate remote job "+j.RemoteID)
 		}
@@ -943,7 +850,7 @@ func (f *facts) nextActions(r *Receipt) []NextAction {
 				}
 			}
 		}
-		if f.in.Priced && j.Status == ledger.JobCompleted && !f.invoiced(j) {
+		if f.out.Jobs[i].Uninvoiced {
 			reason := "remote job completed with no charge recorded; the provider contract prices this tool"
 			if n := len(f.jobCharges[j.ID]); n > 0 {
 				reason = fmt.Sprintf("remote job completed and its %d charge(s) are not final yet", n)
@@ -1005,8 +912,8 @@ func (f *facts) indeterminateReason(last *Reconciliation) string {
 		return "the last provider lookup was indeterminate"
 	}
 	var unknown []string
-	for _, j := range f.jobs {
-		if jobStatus(j) == ledger.JobUnknown {
+	for i, j := range f.jobs {
+		if f.out.Jobs[i].Unknown {
 			unknown = append(unknown, j.RemoteID)
 		}
 	}

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -10,16 +9,19 @@ import (
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/provider"
+	"github.com/taskgate/taskgate/reconcile"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
 // Reconcile queries the provider about every job the operation's ID and
-// known job IDs lead to, records every job, status and charge it finds,
-// marks jobs beyond the intended number as duplicates, settles the spend
-// reservation and flags a cost boundary breach. It reports whether anything
-// is still open (so that it should run again later). The outcome of the
-// provider lookup is recorded as a reconciled event with data
-// {"lookup": "answered"|"indeterminate", "detail": …}, which receipts read.
+// known job IDs lead to, assesses what it finds with [reconcile.Assess] and
+// records it: every job, status and charge, the jobs the assessment makes
+// duplicates, the settlement or release of the spend reservation, and a
+// cost boundary breach when [policy.CostBreach] finds one. It reports
+// whether anything is still open (so that it should run again later). The
+// outcome of the provider lookup is recorded as a reconciled event with
+// data {"lookup": "answered"|"indeterminate", "detail": …}, which receipts
+// read.
 func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err error) {
 	op, err := w.store.OperationGet(ctx, &ledger.OperationGetParams{ID: opRef})
 	if err != nil {
@@ -29,7 +31,7 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 	up, ok := w.upstreams.Upstream(op.Upstream)
 	if c == nil || !ok {
 		_, err := w.store.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, Events: []ledger.EventParams{{
-			Kind: ledger.EventReconciled, Data: map[string]any{"lookup": "indeterminate", "detail": "the configuration no longer has this tool", "complete": false},
+			Kind: ledger.EventReconciled, Data: map[string]any{"lookup": reconcile.LookupIndeterminate, "detail": "the configuration no longer has this tool", "complete": false},
 		}}})
 		return false, err
 	}
@@ -38,11 +40,11 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 		return false, err
 	}
 
-	r := &reconciliation{op: op, lookup: "answered"}
+	r := &reconciliation{op: op, lookup: reconcile.LookupAnswered}
 	byID := map[string]*ledger.RemoteJob{}
 	for _, j := range known {
 		byID[j.RemoteID] = j
-		r.jobs = append(r.jobs, jobView{id: j.RemoteID, taskID: j.UpstreamTaskID, status: j.Status, intended: j.Intended, duplicate: j.Duplicate, known: true})
+		r.jobs = append(r.jobs, jobView{id: j.RemoteID, taskID: j.UpstreamTaskID, attempt: j.AttemptRef, status: j.Status, intended: j.Intended, duplicate: j.Duplicate, known: true})
 	}
 
 	// Every job the provider holds for this operation ID.
@@ -86,36 +88,16 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 		}
 	}
 
-	// Zero jobs after a send mean "none known", not "none": unless the
-	// ledger or an authoritative lookup shows that the send started
-	// nothing, the operation stays open and its reservation held.
+	// Whether a send without a known job may have started one is read
+	// from the ledger.
+	var attempts []*ledger.Attempt
+	var events []*ledger.Event
 	if op.SendCount > 0 && len(r.jobs) == 0 {
-		started, err := w.maybeStarted(ctx, op)
-		if err != nil {
+		if attempts, err = w.store.AttemptList(ctx, op.ID); err != nil {
 			return false, err
 		}
-		switch {
-		case !started || notFoundSafe:
-			r.authoritative = true
-		case c.CanLookup():
-			r.indeterminate("the operation was sent and the provider's lookup finds no job, which does not prove that none started")
-		default:
-			r.indeterminate("the operation was sent, no remote job is known and the provider contract offers no lookup to show that none started")
-		}
-	}
-
-	// The intended job is the bound one; every other job is a duplicate.
-	intended := slices.IndexFunc(r.jobs, func(j jobView) bool { return j.intended })
-	if intended < 0 && len(r.jobs) > 0 {
-		intended = 0
-		r.jobs[0].intended = true
-		r.jobs[0].changed = true
-	}
-	for i := range r.jobs {
-		if i != intended && !r.jobs[i].duplicate && countIntended(r.jobs) >= op.IntendedRemoteJobs {
-			r.jobs[i].duplicate = true
-			r.jobs[i].changed = true
-			r.newDuplicates = append(r.newDuplicates, r.jobs[i].id)
+		if events, err = w.store.EventList(ctx, op.ID); err != nil {
+			return false, err
 		}
 	}
 
@@ -147,7 +129,30 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 			charges = append(charges, cs...)
 		}
 	}
-	return w.recordReconciliation(ctx, r, up, c, charges)
+
+	facts := &reconcile.Facts{
+		Operation: op, Currency: op.Estimate.Currency, Priced: c.Priced(),
+		Indeterminate: r.lookup == reconcile.LookupIndeterminate, NotFoundProven: notFoundSafe,
+		Attempts: attempts, Events: events,
+	}
+	for _, j := range r.jobs {
+		facts.Jobs = append(facts.Jobs, reconcile.Job{ID: j.id, Attempt: j.attempt, Status: j.status, Intended: j.intended, Duplicate: j.duplicate, New: !j.known})
+	}
+	for _, ch := range charges {
+		facts.Charges = append(facts.Charges, reconcile.Charge{ID: ch.ID, JobID: ch.JobID, Amount: ch.Amount, Status: ch.Status})
+	}
+	out := reconcile.Assess(facts)
+	// Zero jobs after a send mean "none known", not "none": unless the
+	// ledger or an authoritative lookup shows that the send started
+	// nothing, the operation stays open and its reservation held.
+	if out.SentWithoutKnownJob {
+		if c.CanLookup() {
+			r.indeterminate("the operation was sent and the provider's lookup finds no job, which does not prove that none started")
+		} else {
+			r.indeterminate("the operation was sent, no remote job is known and the provider contract offers no lookup to show that none started")
+		}
+	}
+	return w.recordReconciliation(ctx, r, up, c, charges, out)
 }
 
 // jobStatus asks the provider (or the upstream's task) where a job is.
@@ -183,6 +188,7 @@ func (w *Worker) jobStatus(ctx context.Context, c *provider.Contract, up Upstrea
 type jobView struct {
 	id, taskID string
 	renameFrom string
+	attempt    int64
 	status     ledger.JobStatus
 	intended   bool
 	duplicate  bool
@@ -191,18 +197,14 @@ type jobView struct {
 }
 
 type reconciliation struct {
-	op            *ledger.Operation
-	jobs          []jobView
-	newDuplicates []string
-	lookup        string
-	details       []string
-	// authoritative: the operation was sent, no job is known, and that is
-	// proven to mean that none started.
-	authoritative bool
+	op      *ledger.Operation
+	jobs    []jobView
+	lookup  string
+	details []string
 }
 
 func (r *reconciliation) indeterminate(detail string) {
-	r.lookup = "indeterminate"
+	r.lookup = reconcile.LookupIndeterminate
 	r.details = append(r.details, detail)
 }
 
@@ -215,144 +217,82 @@ func (r *reconciliation) unkeyedTask() int {
 	return slices.IndexFunc(r.jobs, func(j jobView) bool { return j.known && j.taskID != "" && j.id == j.taskID && j.renameFrom == "" })
 }
 
-func countIntended(jobs []jobView) int {
-	n := 0
-	for _, j := range jobs {
-		if j.intended {
-			n++
-		}
-	}
-	return n
-}
-
-// recordReconciliation writes what reconciliation found in one transition.
-func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up Upstream, c *provider.Contract, charges []provider.Charge) (bool, error) {
+// recordReconciliation writes what reconciliation found, and what out
+// makes of it, in one transition.
+func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up Upstream, c *provider.Contract, charges []provider.Charge, out reconcile.Outcome) (bool, error) {
 	op := r.op
 	p := &ledger.TransitionParams{OperationRef: op.ID}
-	for _, j := range r.jobs {
-		if j.known && !j.changed {
+	var duplicates []string
+	missingInvoice := false
+	for i, j := range r.jobs {
+		o := out.Jobs[i]
+		if o.NewDuplicate {
+			duplicates = append(duplicates, j.id)
+		}
+		missingInvoice = missingInvoice || o.Uninvoiced
+		if j.known && !j.changed && o.Intended == j.intended && o.Duplicate == j.duplicate {
 			continue
 		}
 		u := &ledger.RemoteJobUpsert{Upstream: op.Upstream, Endpoint: up.Endpoint(), RemoteID: j.id, RenameFrom: j.renameFrom, Status: j.status,
-			Intended: ptr(j.intended), Duplicate: ptr(j.duplicate)}
+			Intended: ptr(o.Intended), Duplicate: ptr(o.Duplicate)}
 		if !j.known {
 			u.Kind = KindProviderJob
 			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventRemoteJobObserved, Data: map[string]string{"remote_job_id": j.id, "status": string(j.status)}})
 		}
 		p.RemoteJobs = append(p.RemoteJobs, u)
 	}
-	for _, id := range r.newDuplicates {
+	for _, id := range duplicates {
 		p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventDuplicateJob, Data: map[string]string{"remote_job_id": id}})
 	}
 
-	// Charges are added up in the operation's currency only: a charge in
-	// another currency is recorded and flagged, never added.
-	currency := op.Estimate.Currency
-	final := money.Zero(currency)
-	pending := false
-	invoiced := map[string]bool{}
-	var uncounted []string
 	for _, ch := range charges {
 		p.Charges = append(p.Charges, &ledger.ChargeUpsert{RemoteID: ch.JobID, ProviderChargeID: ch.ID, Amount: ch.Amount, Status: ch.Status, Source: "provider:" + c.Tool})
-		switch ch.Status {
-		case ledger.ChargeFinal:
-			invoiced[ch.JobID] = true
-			sum, err := final.Add(ch.Amount)
-			if err != nil {
-				uncounted = append(uncounted, ch.ID)
-				continue
-			}
-			final = sum
-		case ledger.ChargeRefunded:
-			invoiced[ch.JobID] = true
-		case ledger.ChargePending:
-			pending = true
-		}
 	}
+	final := out.Totals.Final
+	uncounted := out.Totals.UncountedFinal()
 	if len(uncounted) > 0 {
 		r.details = append(r.details, fmt.Sprintf("charge(s) %v cannot be added to the operation's %s total", uncounted, final.Currency))
 	}
 
-	allTerminal := true
-	missingInvoice := false
-	intendedDone := false
-	for _, j := range r.jobs {
-		if !j.status.Terminal() {
-			allTerminal = false
-		}
-		if c.Priced() && j.status == ledger.JobCompleted && !invoiced[j.id] {
-			missingInvoice = true
-		}
-		if j.intended && j.status == ledger.JobCompleted {
-			intendedDone = true
-		}
+	switch out.Reservation {
+	case reconcile.Release:
+		p.Reservation = &ledger.ReservationUpdate{Status: ledger.ReservationReleased}
+	case reconcile.Settle:
+		p.Reservation = &ledger.ReservationUpdate{Status: ledger.ReservationSettled, Settled: final}
 	}
-
-	if op.ApprovalID != 0 {
-		switch {
-		case len(r.jobs) == 0 && op.State.Terminal() && r.lookup == "answered":
-			p.Reservation = &ledger.ReservationUpdate{Status: ledger.ReservationReleased}
-		case allTerminal && !pending && !missingInvoice && len(uncounted) == 0 && r.lookup == "answered":
-			p.Reservation = &ledger.ReservationUpdate{Status: ledger.ReservationSettled, Settled: final}
-		}
-	}
-	k := &ledger.AttemptKnowledge{}
-	if len(r.jobs) > 0 {
-		k.RemoteAccepted = ledger.Yes
-	}
-	if intendedDone {
-		k.RemoteEffect = ledger.Yes
-	}
-	if final.Micros > 0 {
-		k.ChargeStatus = ledger.Yes
-	} else if allTerminal && !pending && c.Priced() && !missingInvoice && r.lookup == "answered" {
-		k.ChargeStatus = ledger.No
-	}
-	p.Creator = k
+	p.Creator = &ledger.AttemptKnowledge{RemoteAccepted: out.Accepted, RemoteEffect: out.Effect, ChargeStatus: out.Charged}
 
 	// A job the provider started for an operation whose cancellation was
 	// requested is asked to stop as soon as it is seen.
-	cancels := 0
-	if !op.CancelRequestedAt.IsZero() {
-		for _, j := range r.jobs {
-			if !j.known && j.status != ledger.JobCancelled {
-				p.Jobs = append(p.Jobs, job(CancelArgs{Operation: op.ID, Job: j.id}, 0))
-				cancels++
-			}
+	for i, j := range r.jobs {
+		if out.Jobs[i].Cancel {
+			p.Jobs = append(p.Jobs, job(CancelArgs{Operation: op.ID, Job: j.id}, 0))
 		}
 	}
 
-	complete := allTerminal && !pending && !missingInvoice && len(uncounted) == 0 && r.lookup == "answered" && op.State.Terminal() && cancels == 0
+	complete := out.Status == reconcile.Complete && out.Cancels() == 0
 	detail := ""
 	if len(r.details) > 0 {
 		detail = fmt.Sprint(r.details)
 	}
 	data := map[string]any{
-		"lookup": r.lookup, "detail": detail, "complete": complete, "jobs": len(r.jobs), "duplicates": len(r.newDuplicates),
+		"lookup": r.lookup, "detail": detail, "complete": complete, "jobs": len(r.jobs), "duplicates": len(duplicates),
 		"final_cost": final.String(), "missing_invoice": missingInvoice,
 	}
-	if r.authoritative {
+	if out.Authoritative {
 		data["authoritative"] = true
 	}
 	p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventReconciled, Data: data})
-	out, err := w.store.Transition(ctx, p)
+	res, err := w.store.Transition(ctx, p)
 	if err != nil {
 		return false, fmt.Errorf("record reconciliation: %w", err)
 	}
 	// The ceiling is checked after this operation's charges are recorded:
 	// of operations under one approval settling at the same time, the last
 	// to commit then sees all of them.
-	if op.ApprovalID != 0 && !out.CostBreach {
-		breach, err := w.costBreach(ctx, op, final, uncounted)
-		if err != nil {
+	if op.ApprovalID != 0 && !res.CostBreach {
+		if err := w.recordCostBreach(ctx, op, final, uncounted); err != nil {
 			return false, err
-		}
-		if breach != nil {
-			if _, err := w.store.Transition(ctx, &ledger.TransitionParams{
-				OperationRef: op.ID, CostBreach: true, Events: []ledger.EventParams{{Kind: ledger.EventCostBoundaryBreach, Data: breach}},
-			}); err != nil {
-				return false, fmt.Errorf("record a cost boundary breach: %w", err)
-			}
 		}
 	}
 	w.logger(op).Info("reconciled", "lookup", r.lookup, "jobs", len(r.jobs), "final_cost", final.String(), "complete", complete)
@@ -363,80 +303,35 @@ func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up
 	return op.EndedAt.IsZero() || w.clock().Sub(op.EndedAt) < w.cfg.Retention, nil
 }
 
-// costBreach compares what the whole approval is committed to — the other
-// operations' held and settled reservations under it plus this
-// operation's final charges — with its ceiling. It returns the breach's
-// event data, or nil when the ceiling holds. Amounts that cannot be added
-// up (another currency) are a breach too: the ceiling cannot be shown to
-// hold.
-func (w *Worker) costBreach(ctx context.Context, op *ledger.Operation, final money.Amount, uncounted []string) (map[string]any, error) {
+// recordCostBreach flags the operation when [policy.CostBreach] finds that
+// its final cost, with what the rest of its approval commits, breaches the
+// approval's ceiling.
+func (w *Worker) recordCostBreach(ctx context.Context, op *ledger.Operation, final money.Amount, uncounted []string) error {
 	a, err := w.store.ApprovalGet(ctx, op.ApprovalID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rs, err := w.store.ReservationList(ctx, op.ApprovalID)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var others []*ledger.Reservation
-	for _, r := range rs {
-		if r.OperationRef != op.ID {
-			others = append(others, r)
+	b, err := policy.CostBreach(a, rs, op.ID, final, uncounted)
+	if err != nil || b == nil {
+		return err
+	}
+	data := map[string]any{
+		"final_cost": b.Final.String(), "approval_total": b.Total.String(), "ceiling": b.Ceiling.String(), "over_by": b.Over.String(),
+	}
+	if b.NotComparable {
+		data = map[string]any{
+			"reason": "amounts_not_comparable", "final_cost": b.Final.Display(), "ceiling": b.Ceiling.Display(),
+			"uncounted_charges": b.UncountedCharges, "uncounted_reservations": b.UncountedReservations,
 		}
 	}
-	used := policy.Committed(others, a.MaxTotalCost.Currency)
-	total, err := used.Spend.Add(final)
-	switch {
-	case err != nil || len(used.Uncounted) > 0 || len(uncounted) > 0:
-		return map[string]any{
-			"reason": "amounts_not_comparable", "final_cost": final.Display(), "ceiling": a.MaxTotalCost.Display(),
-			"uncounted_charges": uncounted, "uncounted_reservations": used.Uncounted,
-		}, nil
-	case total.Micros > a.MaxTotalCost.Micros:
-		over, err := total.Sub(a.MaxTotalCost)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{
-			"final_cost": final.String(), "approval_total": total.String(), "ceiling": a.MaxTotalCost.String(), "over_by": over.String(),
-		}, nil
+	if _, err := w.store.Transition(ctx, &ledger.TransitionParams{
+		OperationRef: op.ID, CostBreach: true, Events: []ledger.EventParams{{Kind: ledger.EventCostBoundaryBreach, Data: data}},
+	}); err != nil {
+		return fmt.Errorf("record a cost boundary breach: %w", err)
 	}
-	return nil, nil
-}
-
-// maybeStarted reports whether the operation's latest send may have
-// started work: false only when the ledger shows that the upstream refused
-// it before any work began, or that it never left the gateway.
-func (w *Worker) maybeStarted(ctx context.Context, op *ledger.Operation) (bool, error) {
-	if op.SendCount == 1 {
-		// With one send only, what is known of the creating attempt is
-		// known of that send (ledgers from before the events said so).
-		atts, err := w.store.AttemptList(ctx, op.ID)
-		if err != nil {
-			return false, err
-		}
-		for _, a := range atts {
-			if a.OperationRef == op.ID && a.Decision == ledger.DecisionCreated && a.RemoteAccepted == ledger.No {
-				return false, nil
-			}
-		}
-	}
-	evs, err := w.store.EventList(ctx, op.ID)
-	if err != nil {
-		return false, err
-	}
-	for i := len(evs) - 1; i >= 0; i-- {
-		var d struct {
-			Answer         string `json:"answer"`
-			NothingStarted bool   `json:"nothing_started"`
-		}
-		_ = json.Unmarshal(evs[i].Data, &d)
-		switch {
-		case evs[i].Kind == ledger.EventSendStarted:
-			return true, nil
-		case evs[i].Kind == ledger.EventFailed && d.NothingStarted, evs[i].Kind == ledger.EventLookup && d.Answer == "not_sent":
-			return false, nil
-		}
-	}
-	return true, nil
+	return nil
 }

@@ -10,8 +10,14 @@
 // operation up at the provider before anything else, and acts per
 // the lookup table: attach, fetch, record the failure, or require review.
 // When a worker dies, its lease lapses and the sweeper re-enqueues the
-// operation's job. The package never answers MCP clients and never
-// decides spend policy; it records what providers say.
+// operation's job.
+//
+// Reconciliation gathers facts (the ledger's jobs and what the provider
+// says of them), lets package reconcile assess them and records the
+// outcome. The package never answers MCP clients and never decides spend
+// policy or reconciliation rules itself: package policy and package
+// reconcile do; it records what providers say and what those rules make of
+// it.
 package worker
 
 import (
