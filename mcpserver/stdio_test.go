@@ -13,10 +13,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/taskgate/taskgate/fixtures"
-	"github.com/taskgate/taskgate/internal/cli"
+	"github.com/taskgate/taskgate/cmd/taskgate/cli"
+	"github.com/taskgate/taskgate/internal/sim/fixtures"
+	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/internal/testwait"
-	"github.com/taskgate/taskgate/providersim"
 	"github.com/taskgate/taskgate/taskwire"
 )
 

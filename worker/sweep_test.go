@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/config"
-	"github.com/taskgate/taskgate/fixtures"
 	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/provider"

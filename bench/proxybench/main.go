@@ -30,8 +30,8 @@ import (
 
 	"github.com/taskgate/taskgate/bench/internal/profile"
 	"github.com/taskgate/taskgate/bench/internal/report"
-	"github.com/taskgate/taskgate/fixtures"
 	"github.com/taskgate/taskgate/internal/daemon"
+	"github.com/taskgate/taskgate/internal/sim/fixtures"
 )
 
 func main() {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskgate/taskgate/fixtures"
+	"github.com/taskgate/taskgate/internal/sim/fixtures"
 )
 
 func TestParseEras(t *testing.T) {

@@ -11,9 +11,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/bench/internal/load"
-	"github.com/taskgate/taskgate/fixtures"
+	"github.com/taskgate/taskgate/internal/sim/fixtures"
+	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/ledger"
-	"github.com/taskgate/taskgate/providersim"
 	"github.com/taskgate/taskgate/taskwire"
 )
 

@@ -19,9 +19,9 @@ import (
 
 	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/config"
-	"github.com/taskgate/taskgate/fixtures"
 	"github.com/taskgate/taskgate/internal/daemon"
-	"github.com/taskgate/taskgate/providersim"
+	"github.com/taskgate/taskgate/internal/sim/fixtures"
+	"github.com/taskgate/taskgate/internal/sim/providersim"
 )
 
 // benchTenant is the tenant of every gateway call.

@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/taskgate/taskgate/internal/cli"
+	"github.com/taskgate/taskgate/cmd/taskgate/cli"
 )
 
 func main() {

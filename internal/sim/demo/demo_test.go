@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/money"
-	"github.com/taskgate/taskgate/providersim"
 	"github.com/taskgate/taskgate/receipt"
 )
 

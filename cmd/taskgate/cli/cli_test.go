@@ -17,7 +17,7 @@ import (
 	"github.com/taskgate/taskgate/api"
 	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/canon"
-	"github.com/taskgate/taskgate/internal/cli"
+	"github.com/taskgate/taskgate/cmd/taskgate/cli"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/sqlite"
 	"github.com/taskgate/taskgate/money"

@@ -3,7 +3,7 @@ package demo
 import (
 	"fmt"
 
-	"github.com/taskgate/taskgate/providersim"
+	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/receipt"
 )
 

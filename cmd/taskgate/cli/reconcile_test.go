@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskgate/taskgate/internal/cli"
+	"github.com/taskgate/taskgate/cmd/taskgate/cli"
 	"github.com/taskgate/taskgate/ledger"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskgate/taskgate/internal/cli"
+	"github.com/taskgate/taskgate/cmd/taskgate/cli"
 )
 
 func runFixtures(t *testing.T, args ...string) result {

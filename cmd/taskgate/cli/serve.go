@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/daemon"
+	"github.com/taskgate/taskgate/internal/dburl"
+)
+
+// loadConfig reads the configuration; --db, or TASKGATE_DB, overrides its
+// database.
+func (e *env) loadConfig(cmd *cobra.Command, path string) (*config.Config, error) {
+	if path == "" {
+		return nil, &usageError{msg: "--config is required", hint: cmd.CommandPath() + " --config taskgate.yaml (see config/taskgate.example.yaml)"}
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if cmd.Flags().Changed("db") || e.getenv("TASKGATE_DB") != "" {
+		cfg.Database = e.db
+	}
+	return cfg, nil
+}
+
+// verbose makes long-running commands log at info unless told otherwise.
+func (e *env) verbose() {
+	if e.logLevel == "" {
+		e.logLevel = "info"
+	}
+}
+
+func (e *env) serveCmd() *cobra.Command {
+	var (
+		cfgPath  string
+		listen   string
+		stdio    bool
+		noWorker bool
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --config taskgate.yaml",
+		Short: "Run the gateway: MCP over Streamable HTTP at /mcp, or over stdio with --stdio",
+		Long: "serve applies pending ledger migrations, connects every upstream (starting and supervising stdio\n" +
+			"upstreams), starts the background worker (unless --no-worker) and serves MCP over\n" +
+			"Streamable HTTP at /mcp, with /healthz, /readyz, /metrics, the approvals API at /v1/approvals and\n" +
+			"receipts at /v1/operations/{id}/receipt on the same listener. With --stdio it serves one local\n" +
+			"client on stdin/stdout instead, as the configuration's auth.stdio_tenant.\n\n" +
+			"The ledger is the configuration's database unless --db or TASKGATE_DB names another. The first\n" +
+			"SIGINT or SIGTERM stops taking requests and lets in-flight ones finish. serve sets GOGC=400 unless\n" +
+			"GOGC is set. See config/taskgate.example.yaml for every configuration field.",
+		Example: "  taskgate serve --config taskgate.yaml\n  taskgate serve --config taskgate.yaml --listen 127.0.0.1:9000\n  taskgate serve --config taskgate.yaml --stdio",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e.verbose()
+			cfg, err := e.loadConfig(cmd, cfgPath)
+			if err != nil {
+				return err
+			}
+			if listen != "" {
+				if !strings.Contains(cfg.PublicURL, listen) && cfg.PublicURL == "http://"+cfg.Listen {
+					cfg.PublicURL = "http://" + listen
+				}
+				cfg.Listen = listen
+			}
+			log := e.logger()
+			gc := daemon.TuneGC(e.getenv)
+			ctx := cmd.Context()
+			log.Info("starting", "gogc", gc)
+			d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log, NoHTTP: stdio, NoWorker: noWorker})
+			if err != nil {
+				return err
+			}
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+				defer cancel()
+				if err := d.Stop(sctx); err != nil {
+					log.Warn("shutdown", "err", err)
+				}
+			}()
+			if stdio {
+				return d.ServeStdio(ctx, e.stdin, e.stdout)
+			}
+			fmt.Fprintf(e.stderr, "taskgate serving MCP at %s/mcp (ledger %s)\n", d.URL, dburl.Describe(cfg.Database))
+			<-ctx.Done()
+			fmt.Fprintln(e.stderr, "taskgate shutting down: finishing in-flight requests")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "the configuration file (YAML)")
+	cmd.Flags().StringVar(&listen, "listen", "", "override the configuration's listen address")
+	cmd.Flags().BoolVar(&stdio, "stdio", false, "serve one local client on stdin/stdout, as the configured stdio tenant")
+	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "run no background worker: accept and enqueue only, for a replica beside others that run it (PostgreSQL only)")
+	return cmd
+}
