@@ -355,3 +355,51 @@ func TestReplicaKilledWhilePolling(t *testing.T) {
 		t.Errorf("send count = %d, want 1", run.op.SendCount)
 	}
 }
+
+// A replica dies while it reconciles an operation. Its reconcile job stays
+// running in the queue, and no other can be queued for the operation
+// meanwhile: replica B's job queue must rescue it (see reconcileTimeout)
+// and complete the receipt. Without a timeout on reconcile jobs, River
+// never rescues them and the receipt stays incomplete.
+func TestReplicaKilledWhileReconciling(t *testing.T) {
+	ctx := testCtx(t, 150*time.Second)
+	h := newHarness(t, &fixtures.Options{
+		DB:      pgtest.Schema(t),
+		Process: []string{gatewayBinary},
+		Env:     []string{"TASKGATE_CRASHPOINT=" + crashpoint.WhileReconciling},
+		Config:  fixtures.ConfigOptions{Lease: replicaLease},
+	})
+	h.SetEnv()
+	const opID = "op-replica-reconciling"
+	logHistory(t, h.Store, opID)
+	startTask(t, ctx, connect(t, ctx, h, fixtures.EraExtension), opID)
+	if err := h.WaitOutput(ctx, "CRASHPOINT "+crashpoint.WhileReconciling); err != nil {
+		t.Fatal(err)
+	}
+	// B starts once A's worker holds the reconcile job, so that it is A's
+	// death that leaves the job running.
+	b, err := h.StartReplica(ctx)
+	if err != nil {
+		t.Fatalf("start replica B: %v", err)
+	}
+	t.Cleanup(func() {
+		closeIdleClients()
+		if err := b.Stop(context.Background()); err != nil {
+			t.Errorf("stop replica B: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("replica B's output:\n%s", b.Output())
+		}
+	})
+	if err := h.Kill(); err != nil {
+		t.Fatalf("kill replica A: %v", err)
+	}
+	op := awaitOperation(t, ctx, h.Store, opID, ended)
+	rec := awaitReceipt(t, ctx, h.Store, op)
+	if jobs := h.Sim.Jobs(); len(jobs) != 1 {
+		t.Fatalf("provider jobs = %d (%+v), want 1", len(jobs), jobs)
+	}
+	if op.State != ledger.StateCompleted || rec.ObservedRemoteJobs != 1 || rec.DuplicateJobs != 0 {
+		t.Fatalf("operation %s, receipt: %d observed jobs, %d duplicates; want completed, 1 and 0", op.State, rec.ObservedRemoteJobs, rec.DuplicateJobs)
+	}
+}

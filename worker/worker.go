@@ -37,6 +37,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/crashpoint"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/provider"
 	"github.com/taskgate/taskgate/taskwire"
@@ -147,9 +148,11 @@ func New(opts *Options) (*Worker, error) {
 		},
 		FetchPollInterval: wc.FetchPoll,
 		FetchCooldown:     min(wc.FetchPoll, 10*time.Millisecond),
-		// Work is bounded by upstream timeouts and leases, not by River.
-		JobTimeout:  -1,
-		RetryPolicy: w.retry,
+		// Work is bounded by upstream timeouts and leases, not by River;
+		// only reconciliation has a timeout (see reconcileTimeout).
+		JobTimeout:           -1,
+		RescueStuckJobsAfter: rescueAfter(w.cfg),
+		RetryPolicy:          w.retry,
 		PeriodicJobs: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(expireEvery(w.cfg.Retention)),
 				func() (river.JobArgs, *river.InsertOpts) { return ExpireArgs{}, nil },
@@ -162,6 +165,27 @@ func New(opts *Options) (*Worker, error) {
 	w.river = rc
 	return w, nil
 }
+
+// reconcileTimeout bounds one run of a reconcile job. Reconcile jobs are
+// unique per operation: while one counts as running, none other is queued,
+// so one whose process died must be rescued by the job queue, and River
+// rescues only jobs with a timeout. A run waits on upstream calls, each
+// bounded by its upstream's timeout; four times the longest of those and
+// the lease cuts only a run that lost its way, and the cut run is retried.
+// Sends and polls keep no timeout: they renew the operation's lease, and
+// the lease sweep queues them again when their process dies.
+func reconcileTimeout(cfg *config.Config) time.Duration {
+	longest := cfg.Worker.Lease
+	for _, u := range cfg.Upstreams {
+		longest = max(longest, u.Timeout)
+	}
+	return 4 * longest
+}
+
+// rescueAfter is how long a job with a timeout may stay running before the
+// job queue takes it for stuck, its process gone, and runs it again: twice
+// the reconcile timeout, so that a live run is cut before it is rescued.
+func rescueAfter(cfg *config.Config) time.Duration { return 2 * reconcileTimeout(cfg) }
 
 func expireEvery(retention time.Duration) time.Duration {
 	return min(max(retention/10, time.Second), time.Hour)
@@ -330,7 +354,13 @@ type reconcileWorker struct {
 	w *Worker
 }
 
+// Timeout implements river.Worker; see reconcileTimeout.
+func (r *reconcileWorker) Timeout(*river.Job[ReconcileArgs]) time.Duration {
+	return reconcileTimeout(r.w.cfg)
+}
+
 func (r *reconcileWorker) Work(ctx context.Context, j *river.Job[ReconcileArgs]) error {
+	crashpoint.Reach(crashpoint.WhileReconciling)
 	open, err := r.w.Reconcile(ctx, j.Args.Operation)
 	if err != nil {
 		return err

@@ -12,4 +12,5 @@ const (
 	AfterSendStarted    = "after_send_started"
 	AfterUpstreamAccept = "after_upstream_accept"
 	WhilePolling        = "while_polling"
+	WhileReconciling    = "while_reconciling"
 )
