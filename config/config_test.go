@@ -86,45 +86,47 @@ func TestExampleShowsDefaults(t *testing.T) {
 	}
 }
 
-// readmeExample is the first yaml block under "## Configuration" in the
-// README.
-func readmeExample(t *testing.T) string {
+// referenceExample is the first yaml block under "## Every field" in
+// docs/configuration.md, the configuration reference.
+func referenceExample(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n## Configuration\n")
+	_, section, ok := strings.Cut(string(b), "\n## Every field\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Configuration" section`)
+		t.Fatal(`docs/configuration.md has no "## Every field" section`)
 	}
 	if next := strings.Index(section, "\n## "); next >= 0 {
 		section = section[:next]
 	}
 	_, block, ok := strings.Cut(section, "```yaml\n")
 	if !ok {
-		t.Fatal(`README.md's "## Configuration" section has no yaml block`)
+		t.Fatal(`docs/configuration.md's "## Every field" section has no yaml block`)
 	}
 	block, _, ok = strings.Cut(block, "```\n")
 	if !ok {
-		t.Fatal("README.md's configuration block is not closed")
+		t.Fatal("docs/configuration.md's configuration block is not closed")
 	}
 	return block
 }
 
-func TestReadmeExampleIsTheExampleFile(t *testing.T) {
-	readme := readmeExample(t)
-	if _, err := Parse(strings.NewReader(readme), "README.md", env(map[string]string{"HOSTED_TEST_TOKEN": "x"})); err != nil {
-		t.Fatalf("README's configuration does not parse: %v", err)
+// TestReferenceExampleIsTheExampleFile checks that the configuration
+// reference shows config/taskgate.example.yaml exactly, line by line.
+func TestReferenceExampleIsTheExampleFile(t *testing.T) {
+	ref := referenceExample(t)
+	if _, err := Parse(strings.NewReader(ref), "docs/configuration.md", env(map[string]string{"HOSTED_TEST_TOKEN": "x"})); err != nil {
+		t.Fatalf("docs/configuration.md's configuration does not parse: %v", err)
 	}
-	if file := exampleText(t); readme != file {
-		rl, fl := strings.Split(readme, "\n"), strings.Split(file, "\n")
+	if file := exampleText(t); ref != file {
+		rl, fl := strings.Split(ref, "\n"), strings.Split(file, "\n")
 		for i := range min(len(rl), len(fl)) {
 			if rl[i] != fl[i] {
-				t.Fatalf("README's configuration differs from config/taskgate.example.yaml at line %d:\nREADME  %q\nexample %q", i+1, rl[i], fl[i])
+				t.Fatalf("docs/configuration.md's configuration differs from config/taskgate.example.yaml at line %d:\nreference %q\nexample   %q", i+1, rl[i], fl[i])
 			}
 		}
-		t.Fatalf("README's configuration has %d lines, config/taskgate.example.yaml %d", len(rl), len(fl))
+		t.Fatalf("docs/configuration.md's configuration has %d lines, config/taskgate.example.yaml %d", len(rl), len(fl))
 	}
 }
 
