@@ -1,6 +1,6 @@
 package ledger
 
-// Decide applies the acceptance table (README, "Acceptance") to what is
+// Decide applies the acceptance table (docs/mcp-surface.md, "Acceptance") to what is
 // stored for one (tenant, operation ID): nothing means created, the same
 // fingerprint means attached, a different one means conflict. Denials are policy's to make
 // before this table is consulted; Decide never returns [DecisionDenied].

@@ -37,7 +37,7 @@ type Decision struct {
 	RetryAfter time.Duration
 }
 
-// Decide applies the lookup table (README, "Retry safety"). sinceSend is how long ago the
+// Decide applies the lookup table (docs/provider-contract.md, "The lookup"). sinceSend is how long ago the
 // uncertain send started; notFoundSafeAfter is the contract's documented
 // delay after which not_found means the send never arrived (nil: never).
 func Decide(l *LookupResult, retryPolicy string, notFoundSafeAfter *time.Duration, sinceSend time.Duration) Decision {

@@ -20,7 +20,7 @@ import (
 // Each case drives the gateway into "send started, outcome unknown" — its
 // run_suite call to the provider is never answered and times out — and
 // checks what the gateway did with the provider's lookup answer, per
-// the "look up, then attach" table (README, "Retry safety").
+// the "look up, then attach" table (docs/provider-contract.md, "The lookup").
 func TestLookupAnswers(t *testing.T) {
 	tests := []struct {
 		name         string

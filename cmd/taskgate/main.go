@@ -1,5 +1,5 @@
 // Command taskgate is the durable MCP gateway for paid and consequential
-// tool calls. See README.md, or run taskgate --help.
+// tool calls. See README.md and docs/, or run taskgate --help.
 package main
 
 import (
