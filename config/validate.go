@@ -2,11 +2,11 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -133,7 +133,7 @@ func (c *Config) validate(v *validator) {
 		if u.Timeout < 0 {
 			v.fail(f+".timeout", "cannot be negative")
 		}
-		for _, name := range sortedKeys(u.Tools) {
+		for _, name := range slices.Sorted(maps.Keys(u.Tools)) {
 			validateTool(v, fmt.Sprintf("%s.tools.%s", f, name), u.Tools[name])
 		}
 	}
@@ -273,7 +273,7 @@ func validateTool(v *validator, f string, t *Tool) {
 		p := f + ".contract.lookup"
 		requireCall(v, p, l.Call)
 		if set == 0 {
-			for _, name := range sortedKeys(l.Arguments) {
+			for _, name := range slices.Sorted(maps.Keys(l.Arguments)) {
 				if l.Arguments[name] == "{operation_id}" {
 					v.fail(p+".arguments."+name, "looks the operation up by {operation_id}, but contract.key does not pass the operation ID to the provider, so the lookup could never find anything; set contract.key (argument, meta or header) or look up by something the provider receives")
 				}
@@ -319,7 +319,7 @@ func requireCall(v *validator, f string, c Call) {
 	if c.Tool == "" {
 		v.fail(f+".tool", "is required")
 	}
-	for _, k := range sortedKeys(c.Arguments) {
+	for _, k := range slices.Sorted(maps.Keys(c.Arguments)) {
 		s, ok := c.Arguments[k].(string)
 		if !ok || !strings.HasPrefix(s, "{") {
 			continue
@@ -338,7 +338,7 @@ func checkStatuses(v *validator, f string, m map[string][]string, allowed []stri
 		return
 	}
 	seen := map[string]string{}
-	for _, answer := range sortedKeys(m) {
+	for _, answer := range slices.Sorted(maps.Keys(m)) {
 		if !slices.Contains(allowed, answer) {
 			v.fail(f+"."+answer, "is not one of %s", strings.Join(allowed, ", "))
 		}
@@ -349,15 +349,6 @@ func checkStatuses(v *validator, f string, m map[string][]string, allowed []stri
 			seen[s] = answer
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func splitHostPort(addr string) (string, int, error) {
