@@ -54,7 +54,7 @@ func (w *Worker) resolve(ctx context.Context, l *lease) (*target, error) {
 	if c == nil || !ok {
 		msg := fmt.Sprintf("the configuration no longer has consequential tool %s.%s; resolve with taskgate ops resolve", op.Upstream, op.Tool)
 		_, err := l.transition(ctx, &ledger.TransitionParams{
-			To: ledger.StateReview, ReviewReason: ptr("configuration_changed"), StatusMessage: &msg,
+			To: ledger.StateReview, ReviewReason: new("configuration_changed"), StatusMessage: &msg,
 			Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: map[string]string{"reason": "configuration_changed"}}},
 		})
 		return nil, err
@@ -143,10 +143,10 @@ func (w *Worker) fetchAndFinish(ctx context.Context, l *lease, t *target, jobID 
 		events = append(events, *lookup, boundVia(jobID, "lookup"))
 	}
 	return w.settle(ctx, l, &ledger.TransitionParams{
-		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: ptr(""),
+		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
 			Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: KindProviderJob, Status: ledger.JobCompleted,
-			Intended: ptr(true), AttemptRef: t.creator, Result: raw,
+			Intended: new(true), AttemptRef: t.creator, Result: raw,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes},
 		Events:  append(events, ledger.EventParams{Kind: ledger.EventResultStored, Data: map[string]string{"remote_job_id": jobID, "via": "fetch"}}),

@@ -123,7 +123,7 @@ func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledge
 	if !task.Status.IsTerminal() {
 		crashpoint.Reach(crashpoint.WhilePolling)
 		if task.StatusMessage != "" && task.StatusMessage != op.StatusMessage {
-			if _, err := l.transition(ctx, &ledger.TransitionParams{StatusMessage: ptr(task.StatusMessage)}); err != nil {
+			if _, err := l.transition(ctx, &ledger.TransitionParams{StatusMessage: new(task.StatusMessage)}); err != nil {
 				return err
 			}
 		}
@@ -172,7 +172,7 @@ func (w *Worker) finishTask(ctx context.Context, l *lease, t *target, bound *led
 		status, effect = ledger.JobFailed, ledger.Unknown
 	}
 	return w.settle(ctx, l, &ledger.TransitionParams{
-		From: []ledger.State{ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: ptr(""),
+		From: []ledger.State{ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
 			Upstream: l.op.Upstream, RemoteID: jobID, RenameFrom: bound.RemoteID, Status: status, Result: raw,
 		}},

@@ -50,10 +50,10 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 	switch d.Action {
 	case provider.ActionAttach:
 		return w.settle(ctx, l, &ledger.TransitionParams{
-			From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: ptr("attached to " + lr.JobID),
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: new("attached to " + lr.JobID),
 			RemoteJobs: []*ledger.RemoteJobUpsert{{
 				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: lr.JobID, Kind: KindProviderJob,
-				Status: lr.Answer.JobStatus(), Intended: ptr(true), AttemptRef: t.creator,
+				Status: lr.Answer.JobStatus(), Intended: new(true), AttemptRef: t.creator,
 			}},
 			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
 			Events:  []ledger.EventParams{lookupEvent, boundVia(lr.JobID, "lookup")},
@@ -63,11 +63,11 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 		return w.fetchAndFinish(ctx, l, t, lr.JobID, &lookupEvent)
 	case provider.ActionRecordFailure:
 		return w.settle(ctx, l, &ledger.TransitionParams{
-			From: []ledger.State{ledger.StateSending}, To: ledger.StateFailed, StatusMessage: ptr("the provider reports job " + lr.JobID + " " + string(lr.Answer)),
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateFailed, StatusMessage: new("the provider reports job " + lr.JobID + " " + string(lr.Answer)),
 			Error: rpcError(-32603, fmt.Sprintf("the provider reports job %s %s; it is not re-run automatically", lr.JobID, lr.Answer)),
 			RemoteJobs: []*ledger.RemoteJobUpsert{{
 				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: lr.JobID, Kind: KindProviderJob,
-				Status: lr.Answer.JobStatus(), Intended: ptr(true), AttemptRef: t.creator,
+				Status: lr.Answer.JobStatus(), Intended: new(true), AttemptRef: t.creator,
 			}},
 			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
 			Events: []ledger.EventParams{lookupEvent, boundVia(lr.JobID, "lookup"),

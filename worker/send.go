@@ -32,7 +32,7 @@ func (w *Worker) send(ctx context.Context, l *lease) error {
 	}
 	op, err := l.transition(ctx, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateAccepted}, To: ledger.StateSending, IncrementSend: true,
-		StatusMessage: ptr("sending to " + l.op.Upstream),
+		StatusMessage: new("sending to " + l.op.Upstream),
 		Events:        []ledger.EventParams{{Kind: ledger.EventSendStarted, Data: map[string]any{"send": l.op.SendCount + 1, "worker": l.owner}}},
 	})
 	if err != nil {
@@ -62,7 +62,7 @@ func (w *Worker) send(ctx context.Context, l *lease) error {
 		// It never left: undo "send started" so that the next try sends.
 		log.Warn("upstream not reachable; will send again", "err", err)
 		if _, terr := l.transition(ctx, &ledger.TransitionParams{
-			From: []ledger.State{ledger.StateSending}, To: ledger.StateAccepted, StatusMessage: ptr("waiting for " + op.Upstream),
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateAccepted, StatusMessage: new("waiting for " + op.Upstream),
 			Events: []ledger.EventParams{{Kind: ledger.EventLookup, Data: map[string]string{"answer": "not_sent", "detail": err.Error()}}},
 		}); terr != nil {
 			return terr
@@ -118,10 +118,10 @@ func (w *Worker) asTask(ctx context.Context, t *target, tool string) (bool, erro
 // bindTask binds an upstream task as the operation's remote job.
 func (w *Worker) bindTask(ctx context.Context, l *lease, t *target, task *taskwire.Task) error {
 	return w.settle(ctx, l, &ledger.TransitionParams{
-		From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: ptr(statusOr(task.StatusMessage, "running at "+l.op.Upstream)),
+		From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: new(statusOr(task.StatusMessage, "running at "+l.op.Upstream)),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
 			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: task.ID, UpstreamTaskID: task.ID,
-			Kind: KindUpstreamTask, Status: ledger.JobRunning, Intended: ptr(true), AttemptRef: t.creator,
+			Kind: KindUpstreamTask, Status: ledger.JobRunning, Intended: new(true), AttemptRef: t.creator,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
 		Events:  []ledger.EventParams{{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": task.ID, "kind": KindUpstreamTask}}},
@@ -134,7 +134,7 @@ func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp
 	if len(res.InputRequests) > 0 {
 		msg := "the upstream asked for input, which a background call cannot give"
 		_, err := l.transition(ctx, &ledger.TransitionParams{
-			To: ledger.StateReview, ReviewReason: ptr("upstream_input_required"), StatusMessage: &msg,
+			To: ledger.StateReview, ReviewReason: new("upstream_input_required"), StatusMessage: &msg,
 			Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: map[string]string{"reason": "upstream_input_required"}}},
 		})
 		return err
@@ -154,10 +154,10 @@ func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp
 		status, effect = ledger.JobFailed, ledger.Unknown
 	}
 	return w.settle(ctx, l, &ledger.TransitionParams{
-		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: ptr(""),
+		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
 			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: KindProviderJob, Status: status,
-			Intended: ptr(true), AttemptRef: t.creator, Result: raw,
+			Intended: new(true), AttemptRef: t.creator, Result: raw,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: effect},
 		Events: []ledger.EventParams{
