@@ -462,7 +462,7 @@ func (h *host) CancelTask(ctx context.Context, c *taskwire.Caller, taskID string
 	}
 	if !op.State.Terminal() {
 		p.To = ledger.StateCancelled
-		p.StatusMessage = ptr("cancelled by request; the provider is being asked to stop")
+		p.StatusMessage = new("cancelled by request; the provider is being asked to stop")
 	}
 	next, err := h.g.store.Transition(context.WithoutCancel(ctx), p)
 	if errors.Is(err, ledger.ErrStateChanged) {
@@ -553,8 +553,6 @@ func (h *host) WaitTask(ctx context.Context, c *taskwire.Caller, taskID string) 
 	}
 	return h.task(op), nil
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func statusOr(s, def string) string {
 	if s == "" {

@@ -147,7 +147,7 @@ func TestCrashAfterAcceptCommit(t *testing.T) {
 func TestCrashAfterSendStarted(t *testing.T) {
 	t.Run("not_found safe after 0s: re-sent once", func(t *testing.T) {
 		ctx := testCtx(t, 60*time.Second)
-		h, op := crashAndRecover(t, ctx, crashpoint.AfterSendStarted, fixtures.ConfigOptions{NotFoundSafeAfter: ptr(time.Duration(0))}, providersim.Options{}, "op-send-safe")
+		h, op := crashAndRecover(t, ctx, crashpoint.AfterSendStarted, fixtures.ConfigOptions{NotFoundSafeAfter: new(time.Duration(0))}, providersim.Options{}, "op-send-safe")
 		assertOneJob(t, h, op)
 		if got, want := lookups(t, ctx, h.Store, op), [][2]string{{"not_found", "resend"}}; !slices.Equal(got, want) {
 			t.Errorf("lookups (answer, action) = %v, want %v", got, want)

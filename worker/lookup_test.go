@@ -41,7 +41,7 @@ func TestLookupAnswers(t *testing.T) {
 		{
 			name:       "not_found with not_found_safe_after",
 			script:     providerScript{lookupStatus: "not_found", jobStatus: "succeeded", answerFrom: 2},
-			safeAfter:  ptr(time.Duration(0)),
+			safeAfter:  new(time.Duration(0)),
 			wantLookup: [2]string{"not_found", "resend"}, wantState: ledger.StateCompleted,
 			wantRunSuite: 2, wantSends: 2,
 		},
@@ -194,7 +194,7 @@ func TestLookupAgainstProviderRecord(t *testing.T) {
 			// operation's key: still one job.
 			name:       "not_found from a lagging index, re-sent with the key",
 			faults:     providersim.Faults{DropResponseAfterAccept: 1, LookupDelay: time.Minute},
-			safeAfter:  ptr(time.Duration(0)),
+			safeAfter:  new(time.Duration(0)),
 			wantLookup: [2]string{"not_found", "resend"}, wantState: ledger.StateCompleted,
 			wantRunSuite: 2, wantJobs: 1,
 		},

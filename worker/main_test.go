@@ -170,8 +170,6 @@ func lookups(t *testing.T, ctx context.Context, s ledger.Store, op *ledger.Opera
 	return out
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // logHistory logs the operation's event history when the test fails.
 func logHistory(t *testing.T, s ledger.Store, opID string) {
 	t.Cleanup(func() {

@@ -63,7 +63,7 @@ func testDatabaseOutage(t *testing.T, takeAway func(*tcpproxy.Proxy)) {
 		// find "send started" for a send it never made. The provider's
 		// contract says when not_found is safe to re-send; without it
 		// such an operation rightly waits for a human instead.
-		Config: fixtures.ConfigOptions{NotFoundSafeAfter: ptr(time.Second)},
+		Config: fixtures.ConfigOptions{NotFoundSafeAfter: new(time.Second)},
 		Sim:    providersim.Options{JobDuration: 1500 * time.Millisecond},
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})

@@ -308,7 +308,7 @@ func TestReplicaKilledAfterAcceptCommit(t *testing.T) {
 // once, sends it the one time.
 func TestReplicaKilledAfterSendStarted(t *testing.T) {
 	ctx := testCtx(t, 90*time.Second)
-	cfg := fixtures.ConfigOptions{NotFoundSafeAfter: ptr(time.Duration(0))}
+	cfg := fixtures.ConfigOptions{NotFoundSafeAfter: new(time.Duration(0))}
 	run := killReplica(t, ctx, crashpoint.AfterSendStarted, cfg, providersim.Options{}, "op-replica-send", ledger.EventRecovered)
 	if got, want := lookups(t, ctx, run.h.Store, run.op), [][2]string{{"not_found", "resend"}}; !slices.Equal(got, want) {
 		t.Errorf("lookups (answer, action) = %v, want %v", got, want)

@@ -39,14 +39,14 @@ func Resolve(ctx context.Context, s ledger.Store, op *ledger.Operation, r Resolu
 	switch {
 	case r.Attach != "":
 		p.From, p.To = review, ledger.StateRunning
-		p.StatusMessage = ptr("attached to " + r.Attach + " by " + r.Actor)
-		p.RemoteJobs = []*ledger.RemoteJobUpsert{{Upstream: op.Upstream, RemoteID: r.Attach, Kind: KindProviderJob, Status: ledger.JobRunning, Intended: ptr(true)}}
+		p.StatusMessage = new("attached to " + r.Attach + " by " + r.Actor)
+		p.RemoteJobs = []*ledger.RemoteJobUpsert{{Upstream: op.Upstream, RemoteID: r.Attach, Kind: KindProviderJob, Status: ledger.JobRunning, Intended: new(true)}}
 		p.Creator = &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes}
 		p.Lease = &ledger.Lease{Owner: ledger.LeaseQueued}
 		p.Jobs = []river.InsertManyParams{{Args: PollArgs{Operation: op.ID}}}
 	case r.Resend:
 		p.From, p.To = review, ledger.StateAccepted
-		p.StatusMessage = ptr("re-sent by " + r.Actor)
+		p.StatusMessage = new("re-sent by " + r.Actor)
 		p.Lease = &ledger.Lease{Owner: ledger.LeaseQueued}
 		p.Jobs = []river.InsertManyParams{{Args: DispatchArgs{Operation: op.ID}}}
 	case r.Fail:

@@ -42,7 +42,7 @@ func TestApprovalRetryPolicyIsTheStrictest(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	p := startScripted(t, providerScript{lookupStatus: "not_found", jobStatus: "succeeded", answerFrom: 2})
 	g := startGateway(t, p.url, fixtures.ConfigOptions{
-		Approval: true, UpstreamTimeout: 300 * time.Millisecond, NotFoundSafeAfter: ptr(time.Duration(0)), Lease: time.Second,
+		Approval: true, UpstreamTimeout: 300 * time.Millisecond, NotFoundSafeAfter: new(time.Duration(0)), Lease: time.Second,
 	})
 	const opID = "op-approved-no-resend"
 	if _, err := g.Store.ApprovalCreate(ctx, &ledger.Approval{

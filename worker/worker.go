@@ -553,5 +553,3 @@ func maxDelay(jobs []river.InsertManyParams) time.Duration {
 func (w *Worker) logger(op *ledger.Operation) *slog.Logger {
 	return w.log.With("operation_id", op.OperationID, "tenant", op.Tenant, "task_id", op.TaskID)
 }
-
-func ptr[T any](v T) *T { return &v }

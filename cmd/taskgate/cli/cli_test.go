@@ -188,5 +188,3 @@ func (l *ledgerFile) jobCount(t *testing.T, kind string) int {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-func ptr[T any](v T) *T { return &v }

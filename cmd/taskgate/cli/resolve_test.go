@@ -107,9 +107,9 @@ func TestResolveDuplicates(t *testing.T) {
 	if _, err := l.store.Transition(context.Background(), &ledger.TransitionParams{
 		OperationRef: op.ID, From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning,
 		RemoteJobs: []*ledger.RemoteJobUpsert{
-			{Upstream: "hosted_test", RemoteID: "job-intended", Kind: "provider_job", Status: ledger.JobRunning, Intended: ptr(true)},
-			{Upstream: "hosted_test", RemoteID: "job-dup-1", Kind: "provider_job", Status: ledger.JobRunning, Duplicate: ptr(true)},
-			{Upstream: "hosted_test", RemoteID: "job-dup-2", Kind: "provider_job", Status: ledger.JobRunning, Duplicate: ptr(true)},
+			{Upstream: "hosted_test", RemoteID: "job-intended", Kind: "provider_job", Status: ledger.JobRunning, Intended: new(true)},
+			{Upstream: "hosted_test", RemoteID: "job-dup-1", Kind: "provider_job", Status: ledger.JobRunning, Duplicate: new(true)},
+			{Upstream: "hosted_test", RemoteID: "job-dup-2", Kind: "provider_job", Status: ledger.JobRunning, Duplicate: new(true)},
 		},
 	}); err != nil {
 		t.Fatal(err)

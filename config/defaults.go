@@ -1,0 +1,67 @@
+package config
+
+import (
+	"cmp"
+	"strings"
+	"time"
+
+	"github.com/taskgate/taskgate/money"
+)
+
+// applyDefaults fills in every field the file left unset; the field docs
+// in config.go name each default.
+func (c *Config) applyDefaults() {
+	c.Listen = cmp.Or(c.Listen, "127.0.0.1:8931")
+	c.Database = cmp.Or(c.Database, "sqlite:./taskgate.db")
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + c.Listen
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 1<<20)
+	c.Wait = cmp.Or(c.Wait, 30*time.Second)
+	c.TaskTTL = cmp.Or(c.TaskTTL, 24*time.Hour)
+	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
+	c.Retention = cmp.Or(c.Retention, 24*time.Hour)
+	w := &c.Worker
+	w.Lease = cmp.Or(w.Lease, 30*time.Second)
+	w.Sweep = cmp.Or(w.Sweep, 5*time.Second)
+	w.UpstreamPoll = cmp.Or(w.UpstreamPoll, time.Second)
+	w.Reconcile = cmp.Or(w.Reconcile, time.Minute)
+	w.FetchPoll = cmp.Or(w.FetchPoll, 50*time.Millisecond)
+	w.Workers = cmp.Or(w.Workers, 16)
+	if c.Auth.APIKeys == nil {
+		t := true
+		c.Auth.APIKeys = &t
+	}
+	c.Auth.StdioTenant = cmp.Or(c.Auth.StdioTenant, "local")
+	if j := c.Auth.JWT; j != nil {
+		j.TenantClaim = cmp.Or(j.TenantClaim, "sub")
+		j.Leeway = cmp.Or(j.Leeway, 30*time.Second)
+		if len(j.Algorithms) == 0 {
+			j.Algorithms = []string{"RS256", "ES256"}
+		}
+	}
+	for _, u := range c.Upstreams {
+		if u == nil {
+			continue
+		}
+		u.Timeout = cmp.Or(u.Timeout, 60*time.Second)
+		u.Tasks = cmp.Or(u.Tasks, "auto")
+		for _, t := range u.Tools {
+			if t == nil {
+				continue
+			}
+			t.Approval = cmp.Or(t.Approval, "none")
+			if t.RetryPolicy == "" {
+				t.RetryPolicy = RetryNoAutomaticResend
+				if t.Contract.Lookup != nil {
+					t.RetryPolicy = RetryLookupThenAttach
+				}
+			}
+			t.Contract.Cost.Currency = strings.ToUpper(cmp.Or(t.Contract.Cost.Currency, money.DefaultCurrency))
+			if e := t.Contract.Cost.Estimate; e != nil {
+				e.Currency = t.Contract.Cost.Currency
+			}
+		}
+	}
+}

@@ -1,0 +1,364 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var upstreamName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+
+// lookupAnswers are the classes a provider's lookup answer maps to.
+func lookupAnswers() []string {
+	return []string{"not_found", "accepted", "running", "completed", "failed", "cancelled"}
+}
+
+// fetchAnswers are the classes a fetched job status maps to.
+func fetchAnswers() []string {
+	return []string{"accepted", "running", "completed", "failed", "cancelled"}
+}
+
+// chargeAnswers are the classes a provider's charge status maps to.
+func chargeAnswers() []string { return []string{"pending", "final", "refunded"} }
+
+// jwtAlgorithms are the signature algorithms a JWT may use: asymmetric
+// ones only, since a shared secret cannot be published in a JWKS.
+func jwtAlgorithms() []string {
+	return []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"}
+}
+
+// maxLeeway bounds the clock skew allowed on a JWT's times.
+const maxLeeway = 5 * time.Minute
+
+// validate checks the defaulted configuration and reports each invalid
+// field to v.
+func (c *Config) validate(v *validator) {
+	if _, _, err := splitHostPort(c.Listen); err != nil {
+		v.fail("listen", "%v (want host:port, e.g. 127.0.0.1:8931)", err)
+	}
+	if err := checkPublicURL(c.PublicURL); err != nil {
+		if v.given("public_url") {
+			v.fail("public_url", "%v", err)
+		} else {
+			v.fail("listen", "public_url defaults to http://%s, which cannot be used: %v; set public_url to the URL clients use", c.Listen, err)
+		}
+	}
+	if !strings.HasPrefix(c.Database, "sqlite:") && !strings.HasPrefix(c.Database, "postgres://") && !strings.HasPrefix(c.Database, "postgresql://") {
+		v.fail("database", "must start with sqlite: or postgres://")
+	}
+	positive := []struct {
+		field string
+		d     time.Duration
+	}{
+		{"wait", c.Wait}, {"task_ttl", c.TaskTTL}, {"poll_interval", c.PollInterval}, {"retention", c.Retention},
+		{"worker.lease", c.Worker.Lease}, {"worker.sweep", c.Worker.Sweep}, {"worker.upstream_poll", c.Worker.UpstreamPoll},
+		{"worker.reconcile", c.Worker.Reconcile}, {"worker.fetch_poll", c.Worker.FetchPoll},
+	}
+	for _, p := range positive {
+		if p.d < 0 {
+			v.fail(p.field, "cannot be negative (got %s)", p.d)
+		}
+	}
+	if c.Worker.FetchPoll >= 0 && c.Worker.FetchPoll < time.Millisecond {
+		v.fail("worker.fetch_poll", "must be at least 1ms (got %s)", c.Worker.FetchPoll)
+	}
+	if c.Worker.Lease >= 0 && c.Worker.Lease < 100*time.Millisecond {
+		v.fail("worker.lease", "must be at least 100ms (got %s)", c.Worker.Lease)
+	}
+	if c.MaxBodyBytes < 1024 {
+		v.fail("max_body_bytes", "must be at least 1024 (got %d)", c.MaxBodyBytes)
+	}
+	if c.Worker.Workers < 1 {
+		v.fail("worker.workers", "must be at least 1 (got %d)", c.Worker.Workers)
+	}
+	if j := c.Auth.JWT; j != nil {
+		validateJWT(v, j)
+	}
+	if !*c.Auth.APIKeys && c.Auth.JWT == nil {
+		v.fail("auth", "accepts no credentials: enable api_keys or configure jwt")
+	}
+
+	names := map[string]int{}
+	prefixes := map[string]string{}
+	for i, u := range c.Upstreams {
+		f := fmt.Sprintf("upstreams[%d]", i)
+		if u == nil {
+			v.fail(f, "is empty")
+			continue
+		}
+		switch {
+		case u.Name == "":
+			v.fail(f+".name", "is required")
+		case !upstreamName.MatchString(u.Name):
+			v.fail(f+".name", "%q must be lowercase letters, digits, '_' or '-', starting with a letter", u.Name)
+		default:
+			if j, dup := names[u.Name]; dup {
+				v.fail(f+".name", "%q is also the name of upstreams[%d]", u.Name, j)
+			}
+			names[u.Name] = i
+		}
+		if p := u.ToolPrefix(); p != "" && strings.ContainsAny(p, " ./") {
+			v.fail(f+".prefix", "%q may not contain spaces, dots or slashes", p)
+		} else if other, dup := prefixes[p]; dup {
+			v.fail(f+".prefix", "%q is also the prefix of upstream %q; tool names would collide", p, other)
+		} else {
+			prefixes[p] = u.Name
+		}
+		switch {
+		case u.URL == "" && len(u.Command) == 0:
+			v.fail(f, "needs a url (Streamable HTTP) or a command (stdio)")
+		case u.URL != "" && len(u.Command) > 0:
+			v.fail(f, "has both url and command; choose one")
+		case u.URL != "":
+			if pu, err := url.Parse(u.URL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+				v.fail(f+".url", "must be an http(s) URL, got %q", u.URL)
+			}
+			if len(u.Env) > 0 {
+				v.fail(f+".env", "applies only to a command upstream")
+			}
+		default:
+			if len(u.Headers) > 0 {
+				v.fail(f+".headers", "apply only to a url upstream")
+			}
+		}
+		if u.Tasks != "auto" && u.Tasks != "off" {
+			v.fail(f+".tasks", "must be auto or off, got %q", u.Tasks)
+		}
+		if u.Timeout < 0 {
+			v.fail(f+".timeout", "cannot be negative")
+		}
+		for _, name := range slices.Sorted(maps.Keys(u.Tools)) {
+			validateTool(v, fmt.Sprintf("%s.tools.%s", f, name), u.Tools[name])
+		}
+	}
+}
+
+// validateJWT applies the checks the authenticator would make at start, so
+// that they are reported with the file, line and field.
+func validateJWT(v *validator, j *JWT) {
+	if j.Issuer == "" {
+		v.fail("auth.jwt.issuer", "is required (the iss your authorization server puts in tokens)")
+	} else if err := checkServerURL(j.Issuer); err != nil {
+		v.fail("auth.jwt.issuer", "%v; it is advertised as the authorization server", err)
+	}
+	if j.Audience == "" {
+		v.fail("auth.jwt.audience", "is required (usually public_url followed by /mcp)")
+	}
+	if j.JWKSURL == "" {
+		v.fail("auth.jwt.jwks_url", "is required (the issuer's jwks_uri)")
+	} else if err := checkServerURL(j.JWKSURL); err != nil {
+		v.fail("auth.jwt.jwks_url", "%v", err)
+	}
+	for i, alg := range j.Algorithms {
+		f := fmt.Sprintf("auth.jwt.algorithms[%d]", i)
+		switch {
+		case slices.Contains(jwtAlgorithms(), alg):
+		case strings.EqualFold(alg, "none"):
+			v.fail(f, `"none" is never accepted: unsigned tokens prove nothing`)
+		case strings.HasPrefix(strings.ToUpper(alg), "HS"):
+			v.fail(f, "%s is a shared-secret algorithm and is not accepted; use RS256 or ES256", alg)
+		default:
+			v.fail(f, "%q is not supported; use one of %s", alg, strings.Join(jwtAlgorithms(), ", "))
+		}
+	}
+	if j.Leeway < 0 || j.Leeway > maxLeeway {
+		v.fail("auth.jwt.leeway", "must be between 0s and %s (got %s)", maxLeeway, j.Leeway)
+	}
+}
+
+// checkServerURL accepts an absolute https URL, or an http URL on a
+// loopback host (for local use and tests).
+func checkServerURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil {
+		return fmt.Errorf("%q must be an absolute URL with a host and no user info", raw)
+	}
+	switch {
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+		return nil
+	case u.Scheme == "http":
+		return fmt.Errorf("%q must use https (http is allowed only on a loopback host)", raw)
+	}
+	return fmt.Errorf("%q must use https", raw)
+}
+
+// checkPublicURL is checkServerURL for the gateway's own URL, which also
+// may carry no query or fragment: PUBLIC_URL/mcp names the resource.
+func checkPublicURL(raw string) error {
+	if err := checkServerURL(raw); err != nil {
+		return err
+	}
+	if u, _ := url.Parse(raw); u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q must have no query or fragment", raw)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func validateTool(v *validator, f string, t *Tool) {
+	if t == nil {
+		v.fail(f, "is empty")
+		return
+	}
+	if t.Approval != "required" && t.Approval != "none" {
+		v.fail(f+".approval", "must be required or none, got %q", t.Approval)
+	}
+	if t.RetryPolicy != RetryLookupThenAttach && t.RetryPolicy != RetryNoAutomaticResend {
+		v.fail(f+".retry_policy", "must be %s or %s, got %q", RetryLookupThenAttach, RetryNoAutomaticResend, t.RetryPolicy)
+	}
+	c := t.Contract
+	if !t.Consequential {
+		// A pass-through tool never becomes an operation, so none of the
+		// operation's policy would ever apply; saying so beats ignoring it.
+		if t.Approval == "required" {
+			v.fail(f+".approval", "applies only to a consequential tool")
+		}
+		for _, name := range []string{"retry_policy", "derive_operation_id", "secret_arguments", "require_task", "wait", "contract"} {
+			if v.given(f + "." + name) {
+				v.fail(f+"."+name, "applies only to a consequential tool; set consequential: true, or remove it")
+			}
+		}
+		return
+	}
+	if t.RetryPolicy == RetryLookupThenAttach && c.Lookup == nil {
+		v.fail(f+".retry_policy", "lookup_then_attach needs contract.lookup: without a lookup the gateway cannot know whether a lost send started work; set retry_policy: no_automatic_resend or configure the lookup")
+	}
+	if t.DeriveOperationID < 0 {
+		v.fail(f+".derive_operation_id", "cannot be negative")
+	}
+	if t.Wait < 0 {
+		v.fail(f+".wait", "cannot be negative")
+	}
+	k := c.Key
+	set := 0
+	for _, s := range []string{k.Argument, k.Meta, k.Header} {
+		if s != "" {
+			set++
+		}
+	}
+	if set > 1 {
+		v.fail(f+".contract.key", "set one of argument, meta or header, not %d", set)
+	}
+	if t.Approval == "required" && c.Cost.Estimate == nil && c.Cost.EstimateTool == nil {
+		v.fail(f+".contract.cost", "an approval-gated tool needs an estimate (a fixed estimate or an estimate_tool) to reserve against the ceiling")
+	}
+	if c.Cost.Estimate != nil && c.Cost.EstimateTool != nil {
+		v.fail(f+".contract.cost", "set estimate or estimate_tool, not both")
+	}
+	if e := c.Cost.Estimate; e != nil && e.Micros < 0 {
+		v.fail(f+".contract.cost.estimate", "cannot be negative")
+	}
+	if et := c.Cost.EstimateTool; et != nil {
+		requireCall(v, f+".contract.cost.estimate_tool", et.Call)
+		if et.Field == "" {
+			v.fail(f+".contract.cost.estimate_tool.field", "is required")
+		}
+	}
+	if l := c.Lookup; l != nil {
+		p := f + ".contract.lookup"
+		requireCall(v, p, l.Call)
+		if set == 0 {
+			for _, name := range slices.Sorted(maps.Keys(l.Arguments)) {
+				if l.Arguments[name] == "{operation_id}" {
+					v.fail(p+".arguments."+name, "looks the operation up by {operation_id}, but contract.key does not pass the operation ID to the provider, so the lookup could never find anything; set contract.key (argument, meta or header) or look up by something the provider receives")
+				}
+			}
+		}
+		if l.StatusField == "" {
+			v.fail(p+".status_field", "is required")
+		}
+		if l.JobIDField == "" && l.JobsField == "" {
+			v.fail(p+".job_id_field", "is required (or jobs_field): a lookup that finds a job must say which one, or the gateway cannot attach to it")
+		}
+		checkStatuses(v, p+".statuses", l.Statuses, lookupAnswers(), true)
+		if l.NotFoundSafeAfter != nil && *l.NotFoundSafeAfter < 0 {
+			v.fail(p+".not_found_safe_after", "cannot be negative")
+		}
+	}
+	if fe := c.Fetch; fe != nil {
+		p := f + ".contract.fetch"
+		requireCall(v, p, fe.Call)
+		if fe.StatusField == "" {
+			v.fail(p+".status_field", "is required")
+		}
+		checkStatuses(v, p+".statuses", fe.Statuses, fetchAnswers(), true)
+	}
+	if ch := c.Charges; ch != nil {
+		p := f + ".contract.charges"
+		requireCall(v, p, ch.Call)
+		for _, r := range []struct{ name, value string }{
+			{"list_field", ch.ListField}, {"id_field", ch.IDField}, {"amount_field", ch.AmountField}, {"status_field", ch.StatusField},
+		} {
+			if r.value == "" {
+				v.fail(p+"."+r.name, "is required")
+			}
+		}
+		checkStatuses(v, p+".statuses", ch.Statuses, chargeAnswers(), false)
+	}
+	if cn := c.Cancel; cn != nil {
+		requireCall(v, f+".contract.cancel", cn.Call)
+	}
+}
+
+func requireCall(v *validator, f string, c Call) {
+	if c.Tool == "" {
+		v.fail(f+".tool", "is required")
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Arguments)) {
+		s, ok := c.Arguments[k].(string)
+		if !ok || !strings.HasPrefix(s, "{") {
+			continue
+		}
+		if s != "{operation_id}" && s != "{job_id}" && !strings.HasPrefix(s, "{argument:") {
+			v.fail(f+".arguments."+k, "unknown placeholder %q (known: {operation_id}, {job_id}, {argument:NAME})", s)
+		}
+	}
+}
+
+func checkStatuses(v *validator, f string, m map[string][]string, allowed []string, required bool) {
+	if len(m) == 0 {
+		if required {
+			v.fail(f, "is required: map each of %s to the provider's status strings", strings.Join(allowed, ", "))
+		}
+		return
+	}
+	seen := map[string]string{}
+	for _, answer := range slices.Sorted(maps.Keys(m)) {
+		if !slices.Contains(allowed, answer) {
+			v.fail(f+"."+answer, "is not one of %s", strings.Join(allowed, ", "))
+		}
+		for _, s := range m[answer] {
+			if prev, dup := seen[s]; dup {
+				v.fail(f+"."+answer, "provider status %q is also mapped to %s", s, prev)
+			}
+			seen[s] = answer
+		}
+	}
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	i := strings.LastIndex(addr, ":")
+	if i < 0 {
+		return "", 0, fmt.Errorf("%q has no port", addr)
+	}
+	port, err := strconv.Atoi(addr[i+1:])
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%q has no valid port", addr)
+	}
+	return addr[:i], port, nil
+}

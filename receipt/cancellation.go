@@ -1,0 +1,116 @@
+package receipt
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/taskgate/taskgate/ledger"
+)
+
+// cancelRequest is one recorded request to cancel; job is empty when it
+// covers the whole operation.
+type cancelRequest struct {
+	at  time.Time
+	job string
+}
+
+func (f *facts) cancellation() *Cancellation {
+	c := &Cancellation{}
+	stopped := func(at time.Time) {
+		if !c.ClientStoppedWatching || at.Before(c.ClientStoppedWatchingAt) {
+			c.ClientStoppedWatchingAt = at
+		}
+		c.ClientStoppedWatching = true
+	}
+	for _, a := range f.attempts {
+		if a.ClientResult == ledger.ClientDisconnected || a.ClientResult == ledger.ClientTimedOut {
+			stopped(cmp.Or(a.UpdatedAt, a.CreatedAt))
+		}
+	}
+
+	var requests []cancelRequest
+	if !f.op.CancelRequestedAt.IsZero() {
+		requests = append(requests, cancelRequest{at: f.op.CancelRequestedAt})
+	}
+	for _, j := range f.jobs {
+		if !j.CancelRequestedAt.IsZero() {
+			requests = append(requests, cancelRequest{at: j.CancelRequestedAt, job: j.RemoteID})
+		}
+	}
+	// reversal is the latest recorded reversal fact per job ("" for the
+	// whole operation).
+	reversal := map[string]string{}
+	for _, e := range f.events {
+		d, _ := readEvent(e)
+		switch e.Kind {
+		case ledger.EventClientStoppedWatching:
+			stopped(e.CreatedAt)
+		case ledger.EventCancellationRequested:
+			requests = append(requests, cancelRequest{at: e.CreatedAt, job: d.RemoteJobID})
+		case ledger.EventEffectReversed:
+			reversal[d.RemoteJobID] = string(ledger.Yes)
+		case ledger.EventEffectNotReversed:
+			reversal[d.RemoteJobID] = string(ledger.No)
+			c.RequestedAfterEffect = true
+		}
+	}
+	for _, rq := range requests {
+		if !c.CancellationRequested || rq.at.Before(c.CancellationRequestedAt) {
+			c.CancellationRequestedAt = rq.at
+		}
+		c.CancellationRequested = true
+		for _, j := range f.jobs {
+			done, ok := f.completedAt[j.ID]
+			if ok && (rq.job == "" || rq.job == j.RemoteID) && !rq.at.Before(done) {
+				c.RequestedAfterEffect = true
+			}
+		}
+	}
+
+	jobFacts := slices.ContainsFunc(f.jobs, func(j *ledger.RemoteJob) bool {
+		return j.EffectReversed == ledger.Yes || j.EffectReversed == ledger.No
+	})
+	if c.CancellationRequested || len(reversal) > 0 || jobFacts {
+		c.EffectReversed = f.effectReversed(requests, reversal)
+	}
+	if !c.ClientStoppedWatching && !c.CancellationRequested && c.EffectReversed == "" {
+		return nil
+	}
+	c.ClientStoppedWatchingAt = utc(c.ClientStoppedWatchingAt)
+	c.CancellationRequestedAt = utc(c.CancellationRequestedAt)
+	return c
+}
+
+// effectReversed aggregates over the jobs a cancellation or reversal fact
+// concerns: "no" if any effect stands, "yes" if every one was reversed,
+// otherwise "unknown".
+func (f *facts) effectReversed(requests []cancelRequest, reversal map[string]string) string {
+	var values []string
+	for _, j := range f.jobs {
+		concerned := j.EffectReversed == ledger.Yes || j.EffectReversed == ledger.No
+		_, recorded := reversal[j.RemoteID]
+		concerned = concerned || recorded || slices.ContainsFunc(requests, func(rq cancelRequest) bool {
+			return rq.job == "" || rq.job == j.RemoteID
+		})
+		if !concerned {
+			continue
+		}
+		v := string(j.EffectReversed)
+		if v != string(ledger.Yes) && v != string(ledger.No) {
+			v = cmp.Or(reversal[j.RemoteID], reversal[""], string(ledger.Unknown))
+		}
+		values = append(values, v)
+	}
+	if len(values) == 0 {
+		return cmp.Or(reversal[""], string(ledger.Unknown))
+	}
+	switch {
+	case slices.Contains(values, string(ledger.No)):
+		return string(ledger.No)
+	case !slices.ContainsFunc(values, func(v string) bool { return v != string(ledger.Yes) }):
+		return string(ledger.Yes)
+	default:
+		return string(ledger.Unknown)
+	}
+}

@@ -1,0 +1,168 @@
+package receipt
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/money"
+	"github.com/taskgate/taskgate/reconcile"
+)
+
+// eventData is the union of the event data fields the receipt reads.
+type eventData struct {
+	Lookup      string `json:"lookup"`
+	Detail      string `json:"detail"`
+	RemoteJobID string `json:"remote_job_id"`
+	Status      string `json:"status"`
+}
+
+// readEvent parses an event's data; ok is false when it is not a JSON
+// object the receipt can read.
+func readEvent(e *ledger.Event) (d eventData, ok bool) {
+	if len(e.Data) == 0 {
+		return d, true
+	}
+	return d, json.Unmarshal(e.Data, &d) == nil
+}
+
+// facts are the ledger rows of one operation, sorted and indexed.
+type facts struct {
+	in          *Input
+	op          *ledger.Operation
+	attempts    []*ledger.Attempt
+	jobs        []*ledger.RemoteJob
+	charges     []*ledger.Charge
+	events      []*ledger.Event
+	jobByID     map[int64]*ledger.RemoteJob
+	jobCharges  map[int64][]*ledger.Charge
+	completedAt map[int64]time.Time
+	// out is the assessment of jobs and charges; jobs[i] is out.Jobs[i].
+	out reconcile.Outcome
+}
+
+func byTimeThenID[T any](at func(T) time.Time, id func(T) int64) func(a, b T) int {
+	return func(a, b T) int {
+		if c := at(a).Compare(at(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(id(a), id(b))
+	}
+}
+
+func newFacts(in *Input) *facts {
+	f := &facts{
+		in: in, op: in.Operation,
+		jobByID:     map[int64]*ledger.RemoteJob{},
+		jobCharges:  map[int64][]*ledger.Charge{},
+		completedAt: map[int64]time.Time{},
+	}
+	// Sorting copies keeps Build from reordering the caller's slices.
+	for _, a := range in.Attempts {
+		if a != nil && belongs(a, f.op.ID) {
+			f.attempts = append(f.attempts, a)
+		}
+	}
+	slices.SortStableFunc(f.attempts, byTimeThenID(func(a *ledger.Attempt) time.Time { return a.CreatedAt }, func(a *ledger.Attempt) int64 { return a.ID }))
+	for _, j := range in.RemoteJobs {
+		if j != nil {
+			f.jobs = append(f.jobs, j)
+			f.jobByID[j.ID] = j
+		}
+	}
+	slices.SortStableFunc(f.jobs, byTimeThenID(func(j *ledger.RemoteJob) time.Time { return j.CreatedAt }, func(j *ledger.RemoteJob) int64 { return j.ID }))
+	for _, c := range in.Charges {
+		if c != nil {
+			f.charges = append(f.charges, c)
+		}
+	}
+	slices.SortStableFunc(f.charges, byTimeThenID(func(c *ledger.Charge) time.Time { return c.CreatedAt }, func(c *ledger.Charge) int64 { return c.ID }))
+	for _, c := range f.charges {
+		f.jobCharges[c.RemoteJobRef] = append(f.jobCharges[c.RemoteJobRef], c)
+	}
+	for _, e := range in.Events {
+		if e != nil {
+			f.events = append(f.events, e)
+		}
+	}
+	slices.SortStableFunc(f.events, byTimeThenID(func(e *ledger.Event) time.Time { return e.CreatedAt }, func(e *ledger.Event) int64 { return e.ID }))
+	for _, j := range f.jobs {
+		if jobStatus(j) == ledger.JobCompleted {
+			f.completedAt[j.ID] = f.completion(j)
+		}
+	}
+	return f
+}
+
+// belongs reports whether an attempt is part of operation opRef's lineage.
+func belongs(a *ledger.Attempt, opRef int64) bool {
+	return a.OperationRef == opRef || a.Decision == ledger.DecisionDenied && a.RelatedRef == opRef
+}
+
+// completion is when job j completed: the first observation that says so,
+// else its last update.
+func (f *facts) completion(j *ledger.RemoteJob) time.Time {
+	for _, e := range f.events {
+		if e.Kind != ledger.EventRemoteJobObserved {
+			continue
+		}
+		if d, ok := readEvent(e); ok && d.RemoteJobID == j.RemoteID && d.Status == string(ledger.JobCompleted) {
+			return e.CreatedAt
+		}
+	}
+	return j.UpdatedAt
+}
+
+func jobStatus(j *ledger.RemoteJob) ledger.JobStatus {
+	if j.Status == "" {
+		return ledger.JobUnknown
+	}
+	return j.Status
+}
+
+func knowledge(k ledger.Knowledge) string {
+	if k == "" {
+		return string(ledger.Unknown)
+	}
+	return string(k)
+}
+
+func currencyOf(a money.Amount) string {
+	if a.Currency == "" {
+		return money.DefaultCurrency
+	}
+	return strings.ToUpper(a.Currency)
+}
+
+// chargeID names a charge by the provider's ID, or by its ledger row when
+// the provider gave none.
+func chargeID(c *ledger.Charge) string {
+	if c.ProviderChargeID != "" {
+		return c.ProviderChargeID
+	}
+	return fmt.Sprintf("ledger-charge-%d", c.ID)
+}
+
+// duplicateOpen reports whether a duplicate job still waits for someone to
+// cancel or accept it.
+func duplicateOpen(j *ledger.RemoteJob) bool {
+	return j.Duplicate && j.DuplicateResolved != "cancelled" && j.DuplicateResolved != "accepted" && j.Status != ledger.JobCancelled
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
+
+func (f *facts) jobRemoteID(ref int64) string {
+	if j := f.jobByID[ref]; j != nil {
+		return j.RemoteID
+	}
+	return ""
+}

@@ -1,0 +1,200 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/riverqueue/river"
+
+	"github.com/taskgate/taskgate/internal/crashpoint"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/provider"
+	"github.com/taskgate/taskgate/taskwire"
+)
+
+// errStillRunning is how one look at a remote job says "not yet".
+var errStillRunning = errors.New("the remote job is still running")
+
+// pollBudget is how long one poll job follows a remote job before it gives
+// its worker slot back to the other operations being followed. Short waits
+// happen inside the job: River releases a snoozed job only on its
+// scheduler's next pass, seconds later.
+const pollBudget = riverSchedulerLag
+
+// poll follows the bound remote job until it ends, looking every
+// UpstreamPoll for up to pollBudget, then snoozes.
+func (w *Worker) poll(ctx context.Context, l *lease) error {
+	deadline := w.clock().Add(pollBudget)
+	for {
+		err := w.pollOnce(ctx, l)
+		if !errors.Is(err, errStillRunning) {
+			return err
+		}
+		wait := min(w.cfg.Worker.UpstreamPoll, deadline.Sub(w.clock()))
+		if wait <= 0 {
+			return river.JobSnooze(w.cfg.Worker.UpstreamPoll)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.stopping:
+			// Hand the job back at once; the next start picks it up.
+			return river.JobSnooze(0)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// pollOnce looks at the bound remote job once.
+func (w *Worker) pollOnce(ctx context.Context, l *lease) error {
+	t, err := w.resolve(ctx, l)
+	if t == nil {
+		return err
+	}
+	op := l.op
+	jobs, err := w.store.RemoteJobList(ctx, op.ID)
+	if err != nil {
+		return err
+	}
+	var bound *ledger.RemoteJob
+	for _, j := range jobs {
+		if j.Intended {
+			bound = j
+		}
+	}
+	if bound == nil {
+		return w.review(ctx, l, ledger.ReasonUpstreamOutcomeUnknown, "the operation is running but no remote job is bound")
+	}
+	if bound.Kind == KindUpstreamTask && bound.UpstreamTaskID != "" {
+		return w.pollTask(ctx, l, t, bound)
+	}
+	return w.pollJob(ctx, l, t, bound)
+}
+
+// pollJob looks at a provider job through the provider contract.
+func (w *Worker) pollJob(ctx context.Context, l *lease, t *target, bound *ledger.RemoteJob) error {
+	op := l.op
+	if !t.contract.CanFetch() && !t.contract.CanLookup() {
+		return w.review(ctx, l, ledger.ReasonUpstreamOutcomeUnknown, fmt.Sprintf(
+			"job %s cannot be followed: the provider contract can neither fetch a job nor look the operation up; resolve it with --fail once the provider's own record shows how it ended", bound.RemoteID))
+	}
+	f, err := t.contract.Fetch(ctx, t.up, bound.RemoteID, op.ProviderKey(), op.Arguments)
+	if err != nil {
+		w.logger(op).Warn("poll failed; trying again", "remote_job_id", bound.RemoteID, "err", err)
+		return errStillRunning
+	}
+	crashpoint.Reach(crashpoint.WhilePolling)
+	switch f.Answer {
+	case provider.Completed:
+		return w.fetchAndFinish(ctx, l, t, bound.RemoteID, nil)
+	case provider.Failed, provider.Cancelled:
+		return w.finishFailed(ctx, l, t, bound.RemoteID, f.Answer.JobStatus(), fmt.Sprintf("the provider reports job %s %s", bound.RemoteID, f.Answer), nil)
+	default:
+		return errStillRunning
+	}
+}
+
+// pollTask follows an upstream MCP task.
+func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledger.RemoteJob) error {
+	op := l.op
+	task, err := t.up.GetTask(ctx, bound.UpstreamTaskID)
+	if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) {
+		// The upstream answered that it does not know the task (unknown,
+		// or expired): asking it again changes nothing. The provider's
+		// own record may still say how the job went.
+		w.logger(op).Warn("the upstream no longer knows the task; following the job through the provider contract",
+			"upstream_task_id", bound.UpstreamTaskID, "err", err)
+		if !t.contract.CanFetch() && !t.contract.CanLookup() {
+			return w.review(ctx, l, ledger.ReasonUpstreamOutcomeUnknown, fmt.Sprintf(
+				"the upstream no longer knows task %s (%s) and the provider contract can neither fetch a job nor look the operation up; resolve it once the provider's own record shows how it ended",
+				bound.UpstreamTaskID, rpcErr.Message))
+		}
+		return w.pollJob(ctx, l, t, bound)
+	}
+	if err != nil {
+		w.logger(op).Warn("tasks/get failed; trying again", "upstream_task_id", bound.UpstreamTaskID, "err", err)
+		return errStillRunning
+	}
+	if !task.Status.IsTerminal() {
+		crashpoint.Reach(crashpoint.WhilePolling)
+		if task.StatusMessage != "" && task.StatusMessage != op.StatusMessage {
+			if _, err := l.transition(ctx, &ledger.TransitionParams{StatusMessage: new(task.StatusMessage)}); err != nil {
+				return err
+			}
+		}
+		return errStillRunning
+	}
+	switch {
+	case task.Status == taskwire.StatusCompleted,
+		// 2025-11-25 reports a tool result with isError:true as a failed
+		// task without an error: the result is the outcome.
+		task.Status == taskwire.StatusFailed && task.Error == nil && t.up.OffersTasks() == taskwire.EraLegacy:
+		res, err := t.up.TaskResult(ctx, task.ID)
+		if err != nil {
+			var rpcErr *jsonrpc.Error
+			if errors.As(err, &rpcErr) {
+				return w.finishFailed(ctx, l, t, bound.RemoteID, ledger.JobFailed, rpcErr.Message, rpcError(rpcErr.Code, rpcErr.Message))
+			}
+			return fmt.Errorf("read the result of upstream task %s: %w", task.ID, err)
+		}
+		return w.finishTask(ctx, l, t, bound, res)
+	case task.Status == taskwire.StatusFailed:
+		var raw json.RawMessage
+		msg := statusOr(task.StatusMessage, "the upstream task failed")
+		if task.Error != nil {
+			raw, _ = json.Marshal(task.Error)
+			msg = task.Error.Message
+		}
+		return w.finishFailed(ctx, l, t, bound.RemoteID, ledger.JobFailed, msg, raw)
+	default: // cancelled upstream
+		return w.finishFailed(ctx, l, t, bound.RemoteID, ledger.JobCancelled, "the upstream cancelled the task", nil)
+	}
+}
+
+// finishTask records a completed upstream task's result; the provider's job
+// ID, when the result names one, replaces the task ID as the job's key.
+func (w *Worker) finishTask(ctx context.Context, l *lease, t *target, bound *ledger.RemoteJob, res *mcp.CallToolResult) error {
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	jobID := bound.RemoteID
+	if id := t.contract.JobID(res); id != "" {
+		jobID = id
+	}
+	status, effect := ledger.JobCompleted, ledger.Yes
+	if res.IsError {
+		status, effect = ledger.JobFailed, ledger.Unknown
+	}
+	return w.settle(ctx, l, &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
+		RemoteJobs: []*ledger.RemoteJobUpsert{{
+			Upstream: l.op.Upstream, RemoteID: jobID, RenameFrom: bound.RemoteID, Status: status, Result: raw,
+		}},
+		Creator: &ledger.AttemptKnowledge{RemoteEffect: effect},
+		Events:  []ledger.EventParams{{Kind: ledger.EventResultStored, Data: map[string]any{"remote_job_id": jobID, "is_error": res.IsError}}},
+		Jobs:    []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+	})
+}
+
+// finishFailed ends the operation as failed after its remote job failed.
+func (w *Worker) finishFailed(ctx context.Context, l *lease, t *target, jobID string, status ledger.JobStatus, msg string, rpcErr json.RawMessage) error {
+	if rpcErr == nil {
+		rpcErr = rpcError(-32603, msg)
+	}
+	to := ledger.StateFailed
+	if status == ledger.JobCancelled {
+		to = ledger.StateCancelled
+	}
+	return w.settle(ctx, l, &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateRunning, ledger.StateSending}, To: to, Error: rpcErr, StatusMessage: &msg,
+		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Status: status}},
+		Events:     []ledger.EventParams{{Kind: ledger.EventFailed, Data: map[string]string{"remote_job_id": jobID, "message": msg}}},
+		Jobs:       []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+	})
+}

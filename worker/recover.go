@@ -1,0 +1,120 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/riverqueue/river"
+
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/policy"
+	"github.com/taskgate/taskgate/provider"
+)
+
+// recoverSend handles "send started" without a binding: look up first.
+// cause is what made the outcome uncertain, when this worker saw it.
+func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
+	t, err := w.resolve(ctx, l)
+	if t == nil {
+		return err
+	}
+	op := l.op
+	why := ""
+	if cause != nil {
+		why = " (" + cause.Error() + ")"
+	}
+	if !t.contract.CanLookup() {
+		return w.review(ctx, l, ledger.ReasonNoAutomaticResend,
+			"the send may have reached the provider"+why+" and its contract offers no lookup; nothing is re-sent automatically")
+	}
+	retry, err := w.retryPolicy(ctx, op, t.contract)
+	if err != nil {
+		return err
+	}
+	since, err := w.sinceSend(ctx, op)
+	if err != nil {
+		return err
+	}
+	lr := t.contract.Lookup(ctx, t.up, op.ProviderKey(), op.Arguments)
+	if ctx.Err() != nil {
+		// A lookup cut short by this worker stopping proves nothing.
+		return ctx.Err()
+	}
+	d := provider.Decide(lr, retry, t.contract.Policy.Contract.Lookup.NotFoundSafeAfter, since)
+	w.logger(op).Info("looked up after an uncertain send", "answer", lr.Answer, "job", lr.JobID, "action", d.Action, "retry_policy", retry, "detail", lr.Detail)
+	lookupEvent := ledger.EventParams{Kind: ledger.EventLookup, Data: map[string]any{
+		"answer": lr.Answer, "remote_job_id": lr.JobID, "action": d.Action, "detail": lr.Detail, "since_send_ms": since.Milliseconds(),
+		"retry_policy": retry,
+	}}
+
+	switch d.Action {
+	case provider.ActionAttach:
+		return w.settle(ctx, l, &ledger.TransitionParams{
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: new("attached to " + lr.JobID),
+			RemoteJobs: []*ledger.RemoteJobUpsert{{
+				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: lr.JobID, Kind: KindProviderJob,
+				Status: lr.Answer.JobStatus(), Intended: new(true), AttemptRef: t.creator,
+			}},
+			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
+			Events:  []ledger.EventParams{lookupEvent, boundVia(lr.JobID, "lookup")},
+			Jobs:    []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, 0)},
+		})
+	case provider.ActionFetch:
+		return w.fetchAndFinish(ctx, l, t, lr.JobID, &lookupEvent)
+	case provider.ActionRecordFailure:
+		return w.settle(ctx, l, &ledger.TransitionParams{
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateFailed, StatusMessage: new("the provider reports job " + lr.JobID + " " + string(lr.Answer)),
+			Error: rpcError(-32603, fmt.Sprintf("the provider reports job %s %s; it is not re-run automatically", lr.JobID, lr.Answer)),
+			RemoteJobs: []*ledger.RemoteJobUpsert{{
+				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: lr.JobID, Kind: KindProviderJob,
+				Status: lr.Answer.JobStatus(), Intended: new(true), AttemptRef: t.creator,
+			}},
+			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
+			Events: []ledger.EventParams{lookupEvent, boundVia(lr.JobID, "lookup"),
+				{Kind: ledger.EventFailed, Data: map[string]string{"remote_job_id": lr.JobID}}},
+			Jobs: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+		})
+	case provider.ActionWait:
+		if _, err := l.transition(ctx, &ledger.TransitionParams{Events: []ledger.EventParams{lookupEvent}}); err != nil {
+			return err
+		}
+		return river.JobSnooze(d.RetryAfter)
+	case provider.ActionResend:
+		if _, err := l.transition(ctx, &ledger.TransitionParams{
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateAccepted, Events: []ledger.EventParams{lookupEvent},
+		}); err != nil {
+			return err
+		}
+		return w.send(ctx, l)
+	default:
+		if _, err := l.transition(ctx, &ledger.TransitionParams{Events: []ledger.EventParams{lookupEvent}}); err != nil {
+			return err
+		}
+		detail := lr.Detail
+		if detail == "" {
+			detail = fmt.Sprintf("the provider answered %s", lr.Answer)
+			if lr.JobID == "" && lr.Answer != provider.NotFound {
+				detail += " without naming a job"
+			}
+		}
+		return w.review(ctx, l, d.Reason, "cannot tell whether the provider started the work ("+detail+"); nothing is re-sent until a human resolves it")
+	}
+}
+
+// retryPolicy is the strictest of the retry policies that apply to op: the
+// one recorded when it was accepted, its approval's, and the tool's now.
+func (w *Worker) retryPolicy(ctx context.Context, op *ledger.Operation, c *provider.Contract) (string, error) {
+	approved := ""
+	if op.ApprovalID != 0 {
+		a, err := w.store.ApprovalGet(ctx, op.ApprovalID)
+		if err != nil {
+			return "", fmt.Errorf("read the retry policy of approval %d: %w", op.ApprovalID, err)
+		}
+		approved = a.RetryPolicy
+	}
+	return policy.StrictestRetry(op.RetryPolicy, approved, c.Policy.RetryPolicy), nil
+}
+
+func boundVia(jobID, via string) ledger.EventParams {
+	return ledger.EventParams{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": jobID, "kind": KindProviderJob, "via": via}}
+}

@@ -1,0 +1,191 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/riverqueue/river"
+
+	"github.com/taskgate/taskgate/internal/crashpoint"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/taskwire"
+)
+
+// send commits "send started", calls the upstream with the operation ID as
+// the provider's idempotency key, and binds what comes back. An operation
+// cancelled before it was sent never gets here: cancelling moves it to
+// cancelled at once, and the cancel job releases its reservation.
+func (w *Worker) send(ctx context.Context, l *lease) error {
+	log := w.logger(l.op)
+	t, err := w.resolve(ctx, l)
+	if t == nil {
+		return err
+	}
+	asTask, err := w.asTask(ctx, t, l.op.Tool)
+	if err != nil {
+		return err
+	}
+	op, err := l.transition(ctx, &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateAccepted}, To: ledger.StateSending, IncrementSend: true,
+		StatusMessage: new("sending to " + l.op.Upstream),
+		Events:        []ledger.EventParams{{Kind: ledger.EventSendStarted, Data: map[string]any{"send": l.op.SendCount + 1, "worker": l.owner}}},
+	})
+	if err != nil {
+		return err
+	}
+	crashpoint.Reach(crashpoint.AfterSendStarted)
+
+	s, err := t.contract.PrepareSend(op.Arguments, op.ProviderKey())
+	if err != nil {
+		return w.refused(ctx, l, -32602, err.Error())
+	}
+	params := &mcp.CallToolParams{Name: op.Tool, Arguments: s.Arguments}
+	if len(s.Meta) > 0 {
+		params.Meta = mcp.Meta(s.Meta)
+	}
+	var ttl *time.Duration
+	if op.TTL > 0 {
+		ttl = &op.TTL
+	}
+	log.Info("sending", "upstream", op.Upstream, "tool", op.Tool, "as_task", asTask, "send", op.SendCount)
+	task, res, err := t.up.Send(ctx, params, s.Header, asTask, ttl)
+	crashpoint.Reach(crashpoint.AfterUpstreamAccept)
+	var rpcErr *jsonrpc.Error
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNotSent):
+		// It never left: undo "send started" so that the next try sends.
+		log.Warn("upstream not reachable; will send again", "err", err)
+		if _, terr := l.transition(ctx, &ledger.TransitionParams{
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateAccepted, StatusMessage: new("waiting for " + op.Upstream),
+			Events: []ledger.EventParams{{Kind: ledger.EventLookup, Data: map[string]string{"answer": "not_sent", "detail": err.Error()}}},
+		}); terr != nil {
+			return terr
+		}
+		return err
+	case errors.As(err, &rpcErr) && refusedBeforeStart(rpcErr.Code):
+		// The upstream refused the request itself: nothing started.
+		return w.refused(ctx, l, rpcErr.Code, rpcErr.Message)
+	case ctx.Err() != nil:
+		// This worker is stopping or lost its lease: leave "send started"
+		// for whoever recovers the operation; they look up first.
+		return ctx.Err()
+	default:
+		// A timeout, a broken connection or an error the upstream answered
+		// while handling the call says nothing about whether the provider
+		// accepted the work: look it up before anything else.
+		log.Warn("upstream outcome unknown; looking up", "err", err)
+		return w.recoverSend(ctx, l, err)
+	}
+	if task != nil {
+		return w.bindTask(ctx, l, t, task)
+	}
+	return w.finishDirect(ctx, l, t, res)
+}
+
+// refusedBeforeStart reports whether a JSON-RPC error code means the
+// upstream refused the request before handling it: invalid request,
+// unknown method, invalid params. Any other error (an internal error, a
+// server-defined code) may come after the provider started work.
+func refusedBeforeStart(code int64) bool {
+	return code == jsonrpc.CodeInvalidRequest || code == jsonrpc.CodeMethodNotFound || code == jsonrpc.CodeInvalidParams
+}
+
+// asTask decides whether to call the tool as a task. A 2026-07-28
+// upstream is offered the extension and decides itself; a 2025-11-25
+// upstream gets params.task only for a tool whose listed taskSupport is
+// optional or required (a forbidden tool would refuse the call).
+func (w *Worker) asTask(ctx context.Context, t *target, tool string) (bool, error) {
+	switch t.up.OffersTasks() {
+	case taskwire.EraNone:
+		return false, nil
+	case taskwire.EraLegacy:
+		support, err := t.up.ToolTaskSupport(ctx, tool)
+		if err != nil {
+			return false, fmt.Errorf("read the task support of %s before sending: %w", tool, err)
+		}
+		return support == taskwire.TaskOptional || support == taskwire.TaskRequired, nil
+	default:
+		return true, nil
+	}
+}
+
+// bindTask binds an upstream task as the operation's remote job.
+func (w *Worker) bindTask(ctx context.Context, l *lease, t *target, task *taskwire.Task) error {
+	return w.settle(ctx, l, &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: new(statusOr(task.StatusMessage, "running at "+l.op.Upstream)),
+		RemoteJobs: []*ledger.RemoteJobUpsert{{
+			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: task.ID, UpstreamTaskID: task.ID,
+			Kind: KindUpstreamTask, Status: ledger.JobRunning, Intended: new(true), AttemptRef: t.creator,
+		}},
+		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
+		Events:  []ledger.EventParams{{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": task.ID, "kind": KindUpstreamTask}}},
+		Jobs:    []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, 0)},
+	})
+}
+
+// finishDirect records a result the upstream returned directly.
+func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp.CallToolResult) error {
+	if len(res.InputRequests) > 0 {
+		msg := "the upstream asked for input, which a background call cannot give"
+		_, err := l.transition(ctx, &ledger.TransitionParams{
+			To: ledger.StateReview, ReviewReason: new("upstream_input_required"), StatusMessage: &msg,
+			Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: map[string]string{"reason": "upstream_input_required"}}},
+		})
+		return err
+	}
+	jobID := t.contract.JobID(res)
+	if jobID == "" {
+		// The provider names no job: the operation ID is its only handle.
+		jobID = "call:" + l.op.ProviderKey()
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("encode the upstream result: %w", err)
+	}
+	status := ledger.JobCompleted
+	effect := ledger.Yes
+	if res.IsError {
+		status, effect = ledger.JobFailed, ledger.Unknown
+	}
+	return w.settle(ctx, l, &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
+		RemoteJobs: []*ledger.RemoteJobUpsert{{
+			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: KindProviderJob, Status: status,
+			Intended: new(true), AttemptRef: t.creator, Result: raw,
+		}},
+		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: effect},
+		Events: []ledger.EventParams{
+			{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": jobID, "kind": KindProviderJob}},
+			{Kind: ledger.EventResultStored, Data: map[string]any{"remote_job_id": jobID, "is_error": res.IsError}},
+		},
+		Jobs: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+	})
+}
+
+// refused ends an operation whose call the upstream refused before any
+// work could start (or that could not even be prepared): no remote job
+// started, so its reservation is released.
+func (w *Worker) refused(ctx context.Context, l *lease, code int64, msg string) error {
+	event := ledger.EventParams{Kind: ledger.EventFailed, Data: map[string]any{"code": code, "message": msg, "nothing_started": true}}
+	nothing := &ledger.AttemptKnowledge{RemoteAccepted: ledger.No, RemoteEffect: ledger.No, ChargeStatus: ledger.No}
+	ctx = context.WithoutCancel(ctx)
+	_, err := l.transition(ctx, &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateSending}, To: ledger.StateFailed, Error: rpcError(code, msg), StatusMessage: &msg,
+		Events:      []ledger.EventParams{event},
+		Reservation: &ledger.ReservationUpdate{Status: ledger.ReservationReleased},
+		Creator:     nothing,
+	})
+	if errors.Is(err, ledger.ErrStateChanged) || errors.Is(err, ledger.ErrLeaseHeld) {
+		// The operation changed meanwhile (it was cancelled): the refusal
+		// is still what this send came to, and lets reconciliation release
+		// what was reserved for it.
+		_, err = w.store.Transition(ctx, &ledger.TransitionParams{OperationRef: l.opRef, Events: []ledger.EventParams{event}, Creator: nothing})
+	}
+	return err
+}
