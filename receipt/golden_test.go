@@ -34,7 +34,7 @@ func event(id int64, kind string, when time.Duration, data string) *ledger.Event
 	return &ledger.Event{ID: id, OperationRef: 42, Kind: kind, Data: json.RawMessage(data), CreatedAt: at(when)}
 }
 
-// clean is the README's example receipt: the client of the first attempt
+// clean is the example receipt of docs/operations.md: the client of the first attempt
 // disconnected, its retry attached to the same operation, one remote job
 // ran and was charged once.
 func clean() *receipt.Input {
@@ -302,7 +302,7 @@ func TestGolden(t *testing.T) {
 // TestGoldenDetails pins the facts each scenario exists to show, beyond
 // the statuses TestGolden checks.
 func TestGoldenDetails(t *testing.T) {
-	t.Run("clean: the README's figures", func(t *testing.T) {
+	t.Run("clean: the documented figures", func(t *testing.T) {
 		r := receipt.Build(clean())
 		got := fmt.Sprintf("%s %d %d %d %d %d %s %s %d %s",
 			r.OperationID, r.IntendedRemoteJobs, r.Attempts, r.ObservedRemoteJobs, r.AttachedAttempts, r.DuplicateJobs,

@@ -55,7 +55,7 @@ func (m Money) MarshalYAML() (any, error) {
 func usd(micros int64) Money { return Money{money.FromMicros(micros, Currency)} }
 
 // Receipt is the reconciled account of one operation. Field order is the
-// order of every rendering; the first twelve fields are the receipt's headline figures (README, "Receipts").
+// order of every rendering; the first twelve fields are the receipt's headline figures (docs/operations.md, "Receipts").
 type Receipt struct {
 	OperationID          string               `json:"operation_id" yaml:"operation_id"`
 	IntendedRemoteJobs   int                  `json:"intended_remote_jobs" yaml:"intended_remote_jobs"`
