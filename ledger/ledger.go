@@ -280,7 +280,7 @@ type Reservation struct {
 	OperationRef int64
 	Amount       money.Amount
 	Settled      money.Amount
-	Jobs         int
+	RemoteJobs   int
 	Status       ReservationStatus
 	CreatedAt    time.Time
 	UpdatedAt    time.Time

@@ -150,11 +150,11 @@ type AcceptParams struct {
 	RetryPolicy string
 	TTL         time.Duration
 	Approval    ApprovalRequirement
-	// Jobs returns the background jobs to enqueue in the same transaction
+	// Enqueue returns the work for the job queue (River) to insert in the same transaction
 	// when the decision is created. It may be nil. They are inserted on
 	// River's fast path, which has no unique-job handling: a job with
 	// unique options that conflicts fails the acceptance.
-	Jobs func(op *Operation) []river.InsertManyParams
+	Enqueue func(op *Operation) []river.InsertManyParams
 	// Priced records that the tool's provider contract reads charges, so
 	// that a completed job without an invoice is noticed.
 	Priced bool

@@ -44,7 +44,7 @@ type TransitionParams struct {
 	Creator     *AttemptKnowledge
 	Reservation *ReservationUpdate
 	Events      []EventParams
-	Jobs        []river.InsertManyParams
+	Enqueue     []river.InsertManyParams
 	Now         time.Time
 }
 

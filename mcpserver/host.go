@@ -124,7 +124,7 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 			Source: source, RetryPolicy: r.policy.RetryPolicy, TTL: g.cfg.TaskTTL, Priced: r.contract.Priced(),
 			SecretArguments: r.policy.SecretArguments,
 			Approval:        ledger.ApprovalRequirement{Required: r.policy.Approval == "required", Estimate: estimate},
-			Jobs:            worker.Dispatch,
+			Enqueue:         worker.Dispatch,
 			QueueLease:      g.cfg.Worker.Lease,
 		})
 	}
@@ -458,7 +458,7 @@ func (h *host) CancelTask(ctx context.Context, c *taskwire.Caller, taskID string
 		Events: []ledger.EventParams{{Kind: ledger.EventCancellationRequested, Data: map[string]any{
 			"era": c.Era.String(), "state": op.State, "after_effect": op.State == ledger.StateCompleted,
 		}}},
-		Jobs: []river.InsertManyParams{{Args: worker.CancelArgs{Operation: op.ID}}},
+		Enqueue: []river.InsertManyParams{{Args: worker.CancelArgs{Operation: op.ID}}},
 	}
 	if !op.State.Terminal() {
 		p.To = ledger.StateCancelled

@@ -101,7 +101,7 @@ func Committed(rs []*ledger.Reservation, currency string) Usage {
 		default:
 			continue
 		}
-		u.RemoteJobs += r.Jobs
+		u.RemoteJobs += r.RemoteJobs
 		sum, err := u.Spend.Add(amount)
 		if err != nil {
 			u.Uncounted = append(u.Uncounted, r.ID)

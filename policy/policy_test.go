@@ -57,9 +57,9 @@ func TestAdmit(t *testing.T) {
 
 func TestCommitted(t *testing.T) {
 	rs := []*ledger.Reservation{
-		{Status: ledger.ReservationHeld, Amount: money.MustParse("18.00", "USD"), Jobs: 1},
-		{Status: ledger.ReservationSettled, Amount: money.MustParse("18.00", "USD"), Settled: money.MustParse("23.10", "USD"), Jobs: 1},
-		{Status: ledger.ReservationReleased, Amount: money.MustParse("18.00", "USD"), Jobs: 1},
+		{Status: ledger.ReservationHeld, Amount: money.MustParse("18.00", "USD"), RemoteJobs: 1},
+		{Status: ledger.ReservationSettled, Amount: money.MustParse("18.00", "USD"), Settled: money.MustParse("23.10", "USD"), RemoteJobs: 1},
+		{Status: ledger.ReservationReleased, Amount: money.MustParse("18.00", "USD"), RemoteJobs: 1},
 	}
 	u := Committed(rs, "USD")
 	if u.Spend.String() != "41.10" || u.RemoteJobs != 2 {
@@ -69,9 +69,9 @@ func TestCommitted(t *testing.T) {
 
 func TestCommittedNeverAddsAnotherCurrency(t *testing.T) {
 	rs := []*ledger.Reservation{
-		{ID: 1, Status: ledger.ReservationHeld, Amount: money.MustParse("18.00", "USD"), Jobs: 1},
-		{ID: 2, Status: ledger.ReservationHeld, Amount: money.MustParse("5.00", "EUR"), Jobs: 1},
-		{ID: 3, Status: ledger.ReservationSettled, Amount: money.MustParse("18.00", "EUR"), Settled: money.MustParse("7.00", "EUR"), Jobs: 1},
+		{ID: 1, Status: ledger.ReservationHeld, Amount: money.MustParse("18.00", "USD"), RemoteJobs: 1},
+		{ID: 2, Status: ledger.ReservationHeld, Amount: money.MustParse("5.00", "EUR"), RemoteJobs: 1},
+		{ID: 3, Status: ledger.ReservationSettled, Amount: money.MustParse("18.00", "EUR"), Settled: money.MustParse("7.00", "EUR"), RemoteJobs: 1},
 	}
 	u := Committed(rs, "USD")
 	if u.Spend.Display() != "18.00 USD" || u.RemoteJobs != 3 {
@@ -110,7 +110,7 @@ func TestCostBreach(t *testing.T) {
 	a := &ledger.Approval{ID: 7, MaxTotalCost: usd("20.00"), MaxRemoteJobs: 2}
 	// Operation 42's own reservation is replaced by its final cost; the
 	// other operation's counts as it stands.
-	own := &ledger.Reservation{ID: 1, OperationRef: 42, Status: ledger.ReservationSettled, Settled: usd("19.00"), Jobs: 1}
+	own := &ledger.Reservation{ID: 1, OperationRef: 42, Status: ledger.ReservationSettled, Settled: usd("19.00"), RemoteJobs: 1}
 	tests := []struct {
 		name          string
 		others        []*ledger.Reservation
@@ -125,18 +125,18 @@ func TestCostBreach(t *testing.T) {
 		{name: "over the ceiling alone", final: usd("23.10"), breach: true, total: "23.10", over: "3.10"},
 		{
 			name:   "over with what another operation holds",
-			others: []*ledger.Reservation{{ID: 2, OperationRef: 43, Status: ledger.ReservationHeld, Amount: usd("5.00"), Jobs: 1}},
+			others: []*ledger.Reservation{{ID: 2, OperationRef: 43, Status: ledger.ReservationHeld, Amount: usd("5.00"), RemoteJobs: 1}},
 			final:  usd("17.84"), breach: true, total: "22.84", over: "2.84",
 		},
 		{
 			name:   "a released reservation commits nothing",
-			others: []*ledger.Reservation{{ID: 2, OperationRef: 43, Status: ledger.ReservationReleased, Amount: usd("5.00"), Jobs: 1}},
+			others: []*ledger.Reservation{{ID: 2, OperationRef: 43, Status: ledger.ReservationReleased, Amount: usd("5.00"), RemoteJobs: 1}},
 			final:  usd("17.84"),
 		},
 		{name: "an uncounted final charge", final: usd("1.00"), uncounted: []string{"ch-eur"}, breach: true, notComparable: true},
 		{
 			name:   "a reservation in another currency",
-			others: []*ledger.Reservation{{ID: 2, OperationRef: 43, Status: ledger.ReservationHeld, Amount: money.MustParse("5.00", "EUR"), Jobs: 1}},
+			others: []*ledger.Reservation{{ID: 2, OperationRef: 43, Status: ledger.ReservationHeld, Amount: money.MustParse("5.00", "EUR"), RemoteJobs: 1}},
 			final:  usd("1.00"), breach: true, notComparable: true,
 		},
 		{name: "a final cost in another currency", final: money.MustParse("1.00", "EUR"), breach: true, notComparable: true},

@@ -74,7 +74,7 @@ func clean() *receipt.Input {
 			ExpiresAt: at(24 * time.Hour), CreatedAt: at(-time.Hour), CreatedBy: "dana",
 		},
 		Reservations: []*ledger.Reservation{{
-			ID: 401, ApprovalRef: 7, OperationRef: 42, Amount: usd("18.00"), Settled: usd("17.84"), Jobs: 1,
+			ID: 401, ApprovalRef: 7, OperationRef: 42, Amount: usd("18.00"), Settled: usd("17.84"), RemoteJobs: 1,
 			Status: ledger.ReservationSettled, CreatedAt: t0, UpdatedAt: at(7 * time.Minute),
 		}},
 		Events: []*ledger.Event{

@@ -514,11 +514,11 @@ func TestApprovalHeadroom(t *testing.T) {
 		wantJobs     int
 	}{
 		{"a held reservation commits its estimate",
-			[]*ledger.Reservation{{OperationRef: 42, Amount: usd("18.00"), Jobs: 1, Status: ledger.ReservationHeld}}, nil, 0, "2.00", 0},
+			[]*ledger.Reservation{{OperationRef: 42, Amount: usd("18.00"), RemoteJobs: 1, Status: ledger.ReservationHeld}}, nil, 0, "2.00", 0},
 		{"charges above the reservation count",
-			[]*ledger.Reservation{{OperationRef: 42, Amount: usd("18.00"), Jobs: 1, Status: ledger.ReservationHeld}},
+			[]*ledger.Reservation{{OperationRef: 42, Amount: usd("18.00"), RemoteJobs: 1, Status: ledger.ReservationHeld}},
 			[]*ledger.Charge{charge(1, 10, "19.00", ledger.ChargeFinal), charge(2, 10, "0.50", ledger.ChargePending)}, 1, "0.50", 0},
-		{"a released reservation commits nothing", []*ledger.Reservation{{OperationRef: 42, Amount: usd("18.00"), Jobs: 1, Status: ledger.ReservationReleased}},
+		{"a released reservation commits nothing", []*ledger.Reservation{{OperationRef: 42, Amount: usd("18.00"), RemoteJobs: 1, Status: ledger.ReservationReleased}},
 			nil, 0, "20.00", 1},
 		{"more jobs than approved go negative", nil, nil, 2, "20.00", -1},
 	}

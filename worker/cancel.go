@@ -26,7 +26,7 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 	if err != nil {
 		return err
 	}
-	p := &ledger.TransitionParams{OperationRef: op.ID, Jobs: []river.InsertManyParams{job(ReconcileArgs{Operation: op.ID}, 0)}}
+	p := &ledger.TransitionParams{OperationRef: op.ID, Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: op.ID}, 0)}}
 	if op.SendCount == 0 && op.State.Terminal() {
 		// Cancelled before anything was sent: no remote job can exist, and
 		// nothing stays reserved for one.

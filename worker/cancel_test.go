@@ -193,8 +193,8 @@ func TestCancelBeforeSendOfAToolNoLongerConfigured(t *testing.T) {
 	}
 	op, err := g.Store.Transition(ctx, &ledger.TransitionParams{
 		OperationRef: res.Operation.ID, CancelRequested: true, To: ledger.StateCancelled,
-		Events: []ledger.EventParams{{Kind: ledger.EventCancellationRequested}},
-		Jobs:   []river.InsertManyParams{{Args: worker.CancelArgs{Operation: res.Operation.ID}}},
+		Events:  []ledger.EventParams{{Kind: ledger.EventCancellationRequested}},
+		Enqueue: []river.InsertManyParams{{Args: worker.CancelArgs{Operation: res.Operation.ID}}},
 	})
 	if err != nil {
 		t.Fatal(err)

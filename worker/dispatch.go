@@ -105,11 +105,11 @@ func (w *Worker) settle(ctx context.Context, l *lease, p *ledger.TransitionParam
 		}
 		keep.Events = append(keep.Events, ledger.EventParams{Kind: kind, Data: data})
 		if !cur.CancelRequestedAt.IsZero() {
-			keep.Jobs = append(keep.Jobs, job(CancelArgs{Operation: l.opRef, Job: j.RemoteID}, 0))
+			keep.Enqueue = append(keep.Enqueue, job(CancelArgs{Operation: l.opRef, Job: j.RemoteID}, 0))
 		}
 	}
-	if len(keep.Jobs) == 0 && cur.State.Terminal() {
-		keep.Jobs = append(keep.Jobs, job(ReconcileArgs{Operation: l.opRef}, 0))
+	if len(keep.Enqueue) == 0 && cur.State.Terminal() {
+		keep.Enqueue = append(keep.Enqueue, job(ReconcileArgs{Operation: l.opRef}, 0))
 	}
 	if _, kerr := w.store.Transition(ctx, keep); kerr != nil {
 		return errors.Join(err, fmt.Errorf("record the remote job of an operation that changed: %w", kerr))
@@ -150,7 +150,7 @@ func (w *Worker) fetchAndFinish(ctx context.Context, l *lease, t *target, jobID 
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes},
 		Events:  append(events, ledger.EventParams{Kind: ledger.EventResultStored, Data: map[string]string{"remote_job_id": jobID, "via": "fetch"}}),
-		Jobs:    []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+		Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 	})
 }
 

@@ -178,7 +178,7 @@ func (w *Worker) finishTask(ctx context.Context, l *lease, t *target, bound *led
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteEffect: effect},
 		Events:  []ledger.EventParams{{Kind: ledger.EventResultStored, Data: map[string]any{"remote_job_id": jobID, "is_error": res.IsError}}},
-		Jobs:    []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+		Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 	})
 }
 
@@ -195,6 +195,6 @@ func (w *Worker) finishFailed(ctx context.Context, l *lease, t *target, jobID st
 		From: []ledger.State{ledger.StateRunning, ledger.StateSending}, To: to, Error: rpcErr, StatusMessage: &msg,
 		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Status: status}},
 		Events:     []ledger.EventParams{{Kind: ledger.EventFailed, Data: map[string]string{"remote_job_id": jobID, "message": msg}}},
-		Jobs:       []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+		Enqueue:    []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 	})
 }

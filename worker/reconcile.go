@@ -266,7 +266,7 @@ func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up
 	// requested is asked to stop as soon as it is seen.
 	for i, j := range r.jobs {
 		if out.Jobs[i].Cancel {
-			p.Jobs = append(p.Jobs, job(CancelArgs{Operation: op.ID, Job: j.id}, 0))
+			p.Enqueue = append(p.Enqueue, job(CancelArgs{Operation: op.ID, Job: j.id}, 0))
 		}
 	}
 

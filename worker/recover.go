@@ -57,7 +57,7 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 			}},
 			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
 			Events:  []ledger.EventParams{lookupEvent, boundVia(lr.JobID, "lookup")},
-			Jobs:    []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, 0)},
+			Enqueue: []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, 0)},
 		})
 	case provider.ActionFetch:
 		return w.fetchAndFinish(ctx, l, t, lr.JobID, &lookupEvent)
@@ -72,7 +72,7 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
 			Events: []ledger.EventParams{lookupEvent, boundVia(lr.JobID, "lookup"),
 				{Kind: ledger.EventFailed, Data: map[string]string{"remote_job_id": lr.JobID}}},
-			Jobs: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+			Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 		})
 	case provider.ActionWait:
 		if _, err := l.transition(ctx, &ledger.TransitionParams{Events: []ledger.EventParams{lookupEvent}}); err != nil {

@@ -43,12 +43,12 @@ func Resolve(ctx context.Context, s ledger.Store, op *ledger.Operation, r Resolu
 		p.RemoteJobs = []*ledger.RemoteJobUpsert{{Upstream: op.Upstream, RemoteID: r.Attach, Kind: KindProviderJob, Status: ledger.JobRunning, Intended: new(true)}}
 		p.Creator = &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes}
 		p.Lease = &ledger.Lease{Owner: ledger.LeaseQueued}
-		p.Jobs = []river.InsertManyParams{{Args: PollArgs{Operation: op.ID}}}
+		p.Enqueue = []river.InsertManyParams{{Args: PollArgs{Operation: op.ID}}}
 	case r.Resend:
 		p.From, p.To = review, ledger.StateAccepted
 		p.StatusMessage = new("re-sent by " + r.Actor)
 		p.Lease = &ledger.Lease{Owner: ledger.LeaseQueued}
-		p.Jobs = []river.InsertManyParams{{Args: DispatchArgs{Operation: op.ID}}}
+		p.Enqueue = []river.InsertManyParams{{Args: DispatchArgs{Operation: op.ID}}}
 	case r.Fail:
 		msg := "failed by " + r.Actor
 		if r.Note != "" {
@@ -57,11 +57,11 @@ func Resolve(ctx context.Context, s ledger.Store, op *ledger.Operation, r Resolu
 		p.From, p.To = review, ledger.StateFailed
 		p.StatusMessage, p.Error = &msg, rpcError(-32603, msg)
 		p.Lease = &ledger.Lease{}
-		p.Jobs = []river.InsertManyParams{{Args: ReconcileArgs{Operation: op.ID}}}
+		p.Enqueue = []river.InsertManyParams{{Args: ReconcileArgs{Operation: op.ID}}}
 	case r.AcceptDuplicate != "":
 		p.RemoteJobs = []*ledger.RemoteJobUpsert{{Upstream: op.Upstream, RemoteID: r.AcceptDuplicate, DuplicateResolved: "accepted"}}
 	case r.CancelDuplicate != "":
-		p.Jobs = []river.InsertManyParams{{Args: CancelArgs{Operation: op.ID, Job: r.CancelDuplicate}}}
+		p.Enqueue = []river.InsertManyParams{{Args: CancelArgs{Operation: op.ID, Job: r.CancelDuplicate}}}
 	default:
 		return nil, errors.New("resolve: choose --attach JOB, --resend, --fail, --accept-duplicate JOB or --cancel-duplicate JOB")
 	}

@@ -125,7 +125,7 @@ func (w *Worker) bindTask(ctx context.Context, l *lease, t *target, task *taskwi
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
 		Events:  []ledger.EventParams{{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": task.ID, "kind": KindUpstreamTask}}},
-		Jobs:    []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, 0)},
+		Enqueue: []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, 0)},
 	})
 }
 
@@ -164,7 +164,7 @@ func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp
 			{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": jobID, "kind": KindProviderJob}},
 			{Kind: ledger.EventResultStored, Data: map[string]any{"remote_job_id": jobID, "is_error": res.IsError}},
 		},
-		Jobs: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+		Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 	})
 }
 

@@ -135,7 +135,7 @@ func TestOneReconcilerPerOperation(t *testing.T) {
 	for range 3 {
 		for _, ref := range refs {
 			if _, err := s.Transition(ctx, &ledger.TransitionParams{
-				OperationRef: ref, Jobs: []river.InsertManyParams{{Args: worker.ReconcileArgs{Operation: ref}}},
+				OperationRef: ref, Enqueue: []river.InsertManyParams{{Args: worker.ReconcileArgs{Operation: ref}}},
 			}); err != nil {
 				t.Fatalf("queue a reconciliation: %v", err)
 			}

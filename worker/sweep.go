@@ -43,10 +43,10 @@ func (w *Worker) Sweep(ctx context.Context) error {
 			OperationRef: op.ID, RequireLeaseLapsed: true,
 			// Only an operation still in the state it was listed in: one
 			// that ended or moved on meanwhile needs no job.
-			From:   []ledger.State{op.State},
-			Lease:  &ledger.Lease{Owner: ledger.LeaseQueued, Until: w.clock().Add(w.cfg.Worker.Lease)},
-			Events: []ledger.EventParams{{Kind: ledger.EventRecovered, Data: map[string]string{"state": string(op.State), "lapsed_owner": op.LeaseOwner}}},
-			Jobs:   []river.InsertManyParams{{Args: next}},
+			From:    []ledger.State{op.State},
+			Lease:   &ledger.Lease{Owner: ledger.LeaseQueued, Until: w.clock().Add(w.cfg.Worker.Lease)},
+			Events:  []ledger.EventParams{{Kind: ledger.EventRecovered, Data: map[string]string{"state": string(op.State), "lapsed_owner": op.LeaseOwner}}},
+			Enqueue: []river.InsertManyParams{{Args: next}},
 		})
 		switch {
 		case err == nil:

@@ -518,11 +518,11 @@ func (l *lease) release(ctx context.Context, owner string, until time.Time) {
 func (l *lease) transition(ctx context.Context, p *ledger.TransitionParams) (*ledger.Operation, error) {
 	p.OperationRef = l.opRef
 	p.Owner = l.owner
-	if p.Lease == nil && (len(p.Jobs) > 0 || p.To.Terminal() || p.To == ledger.StateReview) {
+	if p.Lease == nil && (len(p.Enqueue) > 0 || p.To.Terminal() || p.To == ledger.StateReview) {
 		next := &ledger.Lease{}
-		if len(p.Jobs) > 0 {
-			next = &ledger.Lease{Owner: ledger.LeaseQueued, Until: l.w.clock().Add(l.w.cfg.Worker.Lease + maxDelay(p.Jobs))}
-			if maxDelay(p.Jobs) > 0 {
+		if len(p.Enqueue) > 0 {
+			next = &ledger.Lease{Owner: ledger.LeaseQueued, Until: l.w.clock().Add(l.w.cfg.Worker.Lease + maxDelay(p.Enqueue))}
+			if maxDelay(p.Enqueue) > 0 {
 				next.Until = next.Until.Add(riverSchedulerLag)
 			}
 		}

@@ -245,7 +245,7 @@ func measureAccept(ctx context.Context, path string, o *options, fp string, conc
 			RetryPolicy: "lookup_then_attach",
 			TTL:         time.Hour,
 			Priced:      true,
-			Jobs:        dispatchJobs,
+			Enqueue:     dispatchJobs,
 			QueueLease:  queueLease,
 		})
 		if err != nil {

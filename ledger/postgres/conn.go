@@ -132,14 +132,14 @@ func (t *txConn) InsertID(ctx context.Context, query string, args ...any) (int64
 	return id, err
 }
 
-func (t *txConn) InsertJobs(ctx context.Context, jobs []river.InsertManyParams) error {
+func (t *txConn) Enqueue(ctx context.Context, jobs []river.InsertManyParams) error {
 	ctx, cancel := t.bound(ctx)
 	defer cancel()
 	_, err := t.inserter.InsertManyTx(ctx, t.tx, jobs)
 	return unanswered(ctx, err)
 }
 
-func (t *txConn) InsertJobsFast(ctx context.Context, jobs []river.InsertManyParams) error {
+func (t *txConn) EnqueueFast(ctx context.Context, jobs []river.InsertManyParams) error {
 	ctx, cancel := t.bound(ctx)
 	defer cancel()
 	_, err := t.inserter.InsertManyFastTx(ctx, t.tx, jobs)

@@ -101,7 +101,7 @@ func TestHelperAcceptProcess(t *testing.T) {
 			res, err := s.Accept(context.Background(), &ledger.AcceptParams{
 				Tenant: "acme", OperationID: "op-two-processes", Upstream: "hosted_test", Tool: "run_suite",
 				Fingerprint: string(fp), Arguments: args, RequestID: ledger.NewRequestID(), TaskID: ledger.NewTaskID(),
-				Jobs: func(op *ledger.Operation) []river.InsertManyParams {
+				Enqueue: func(op *ledger.Operation) []river.InsertManyParams {
 					return []river.InsertManyParams{{Args: storetest.ProbeArgs{OperationRef: op.ID}}}
 				},
 			})

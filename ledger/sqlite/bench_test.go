@@ -168,7 +168,7 @@ func accepter(b *testing.B, s *sqlite.Store) func(opID string, want ledger.Decis
 			TTL:         time.Hour,
 			Priced:      true,
 			QueueLease:  benchQueueLease,
-			Jobs: func(op *ledger.Operation) []river.InsertManyParams {
+			Enqueue: func(op *ledger.Operation) []river.InsertManyParams {
 				return []river.InsertManyParams{{Args: benchDispatchArgs{Operation: op.ID}}}
 			},
 		})

@@ -84,12 +84,12 @@ func (t *txConn) InsertID(ctx context.Context, query string, args ...any) (int64
 	return res.LastInsertId()
 }
 
-func (t *txConn) InsertJobs(ctx context.Context, jobs []river.InsertManyParams) error {
+func (t *txConn) Enqueue(ctx context.Context, jobs []river.InsertManyParams) error {
 	_, err := t.inserter.InsertManyTx(ctx, t.tx, jobs)
 	return err
 }
 
-func (t *txConn) InsertJobsFast(ctx context.Context, jobs []river.InsertManyParams) error {
+func (t *txConn) EnqueueFast(ctx context.Context, jobs []river.InsertManyParams) error {
 	_, err := t.inserter.InsertManyFastTx(ctx, t.tx, jobs)
 	return err
 }

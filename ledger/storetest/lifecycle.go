@@ -147,7 +147,7 @@ func testIllegalTransitions(t *testing.T, newStore Factory) {
 			Charges:    []*ledger.ChargeUpsert{{RemoteID: "job-illegal", ProviderChargeID: "ch-illegal", Amount: money.MustParse("1.00", "USD"), Status: ledger.ChargeFinal}},
 			Creator:    &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes, ChargeStatus: ledger.Yes},
 			Events:     []ledger.EventParams{{Kind: ledger.EventResultStored}},
-			Jobs:       []river.InsertManyParams{{Args: ProbeArgs{OperationRef: res.Operation.ID}}},
+			Enqueue:    []river.InsertManyParams{{Args: ProbeArgs{OperationRef: res.Operation.ID}}},
 		}
 	}
 	refused := func(from, to ledger.State, ended bool) {
@@ -364,7 +364,7 @@ func testPanicInAcceptance(t *testing.T, newStore Factory) {
 	for i := range ps {
 		ps[i] = params(t, call{"acme", fmt.Sprintf("op-%d", i), `{}`})
 	}
-	ps[3].Jobs = func(*ledger.Operation) []river.InsertManyParams { panic("jobs of op-3 cannot be built") }
+	ps[3].Enqueue = func(*ledger.Operation) []river.InsertManyParams { panic("jobs of op-3 cannot be built") }
 	_, errs := acceptAtOnce(ctx, s, ps)
 	for i, err := range errs {
 		if (err != nil) != (i == 3) {

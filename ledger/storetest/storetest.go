@@ -83,7 +83,7 @@ func params(t fataler, c call) *ledger.AcceptParams {
 		RequestID:   ledger.NewRequestID(),
 		TaskID:      ledger.NewTaskID(),
 		Source:      "storetest",
-		Jobs: func(op *ledger.Operation) []river.InsertManyParams {
+		Enqueue: func(op *ledger.Operation) []river.InsertManyParams {
 			return []river.InsertManyParams{{Args: ProbeArgs{OperationRef: op.ID}}}
 		},
 	}

@@ -203,7 +203,7 @@ func (s *Store) commitBatch(batch []*acceptRequest) {
 			jobs = append(jobs, j...)
 		}
 		if len(jobs) > 0 {
-			if err := tx.InsertJobsFast(ctx, jobs); err != nil {
+			if err := tx.EnqueueFast(ctx, jobs); err != nil {
 				return fmt.Errorf("enqueue dispatch jobs: %w", err)
 			}
 		}
@@ -339,7 +339,7 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 	// The dispatch job enqueued below holds the operation until a worker
 	// claims it; should it never run, the lease lapses and recovery starts.
 	leaseOwner, leaseUntil := "", time.Time{}
-	if p.Jobs != nil && p.QueueLease > 0 {
+	if p.Enqueue != nil && p.QueueLease > 0 {
 		leaseOwner, leaseUntil = ledger.LeaseQueued, now.Add(p.QueueLease).Truncate(time.Microsecond)
 	}
 	op := &ledger.Operation{
@@ -383,8 +383,8 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 		return nil, nil, err
 	}
 	var jobs []river.InsertManyParams
-	if p.Jobs != nil {
-		jobs = p.Jobs(op)
+	if p.Enqueue != nil {
+		jobs = p.Enqueue(op)
 	}
 	return &ledger.AcceptResult{Decision: ledger.DecisionCreated, Operation: op, Attempt: att}, jobs, nil
 }

@@ -44,11 +44,11 @@ type Tx interface {
 	// reads the id from the connection, where RETURNING would cost a
 	// temporary table on every insert.
 	InsertID(ctx context.Context, query string, args ...any) (int64, error)
-	InsertJobs(ctx context.Context, jobs []river.InsertManyParams) error
-	// InsertJobsFast enqueues jobs on River's fast path: nothing comes
+	Enqueue(ctx context.Context, jobs []river.InsertManyParams) error
+	// EnqueueFast enqueues jobs on River's fast path: nothing comes
 	// back and unique conflicts are errors, not skips. Acceptance uses it
 	// for the fresh dispatch jobs of a group.
-	InsertJobsFast(ctx context.Context, jobs []river.InsertManyParams) error
+	EnqueueFast(ctx context.Context, jobs []river.InsertManyParams) error
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
 }

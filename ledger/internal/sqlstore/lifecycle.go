@@ -172,8 +172,8 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 			return nil, err
 		}
 	}
-	if len(p.Jobs) > 0 {
-		if err := tx.InsertJobs(ctx, p.Jobs); err != nil {
+	if len(p.Enqueue) > 0 {
+		if err := tx.Enqueue(ctx, p.Enqueue); err != nil {
 			return nil, fmt.Errorf("enqueue jobs for operation %d: %w", op.ID, err)
 		}
 	}

@@ -196,7 +196,7 @@ func scanReservation(r Row) (*ledger.Reservation, error) {
 	}
 	v.Amount = money.FromMicros(amount, currency)
 	v.Settled = money.FromMicros(settled, currency)
-	v.Jobs = int(jobs)
+	v.RemoteJobs = int(jobs)
 	return &v, nil
 }
 
