@@ -1,7 +1,10 @@
 // Package storetest is the contract every ledger.Store implementation must
 // pass. Each store's tests call [Exercise] with a factory that returns a
-// fresh, migrated store; the suite never depends on which database is
-// underneath. It must never be imported by production code.
+// fresh, migrated store, [ExerciseReplicas] with one that returns several
+// stores with pools of their own on one database, as replicas hold them,
+// and [ExerciseMigrations] with unmigrated ledgers and their migration
+// files. The suite never depends on which database is underneath. It must
+// never be imported by production code.
 package storetest
 
 import (
