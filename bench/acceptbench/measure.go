@@ -182,6 +182,12 @@ func measureRaw(ctx context.Context, path string, o *options, fp string) (measur
 	if st, err = readSettings(ctx, db); err != nil {
 		return measurement{}, st, err
 	}
+	// Migration 00006 refuses an operation without the schema version an
+	// acceptance writes; read it once, outside the measured loop.
+	var version int64
+	if err := db.QueryRowContext(ctx, `SELECT max(version_id) FROM taskgate_schema_version`).Scan(&version); err != nil {
+		return measurement{}, st, fmt.Errorf("read the ledger's schema version: %w", err)
+	}
 	commits, err := countCommits(ctx, db)
 	if err != nil {
 		return measurement{}, st, err
@@ -195,10 +201,10 @@ func measureRaw(ctx context.Context, path string, o *options, fp string) (measur
 		}
 		now := time.Now().UnixMicro()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
-				state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)`,
+				state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at, schema_version)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $17)`,
 			benchTenant, fmt.Sprintf("op-%d-%d", worker, seq), ledger.NewTaskID(), benchUpstream, benchTool,
-			fp, benchArgs, ledger.StateAccepted, nil, "lookup_then_attach", 0, "USD", time.Hour.Milliseconds(), ledger.LeaseQueued, now+queueLease.Microseconds(), now); err != nil {
+			fp, benchArgs, ledger.StateAccepted, nil, "lookup_then_attach", 0, "USD", time.Hour.Milliseconds(), ledger.LeaseQueued, now+queueLease.Microseconds(), now, version); err != nil {
 			_ = tx.Rollback()
 			return err
 		}

@@ -85,21 +85,32 @@ func benchRawDB(b *testing.B) *sql.DB {
 
 // rawInsert commits the operations row acceptance inserts, alone in its
 // own transaction.
-func rawInsert(db *sql.DB, fp, opID string) error {
+func rawInsert(db *sql.DB, fp, opID string, version int64) error {
 	tx, err := db.Begin()
 	if err != nil {
 		return err
 	}
 	now := time.Now().UnixMicro()
 	if _, err := tx.Exec(`INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
-			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16)`,
+			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at, schema_version)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $16, $17)`,
 		"bench", opID, ledger.NewTaskID(), "hosted_test", "run_suite", fp, benchArgs,
-		ledger.StateAccepted, nil, "lookup_then_attach", 0, "USD", time.Hour.Milliseconds(), ledger.LeaseQueued, now+benchQueueLease.Microseconds(), now); err != nil {
+		ledger.StateAccepted, nil, "lookup_then_attach", 0, "USD", time.Hour.Milliseconds(), ledger.LeaseQueued, now+benchQueueLease.Microseconds(), now, version); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
 	return tx.Commit()
+}
+
+// schemaVersion is the ledger's schema version, which the raw inserts
+// write as an acceptance does (migration 00006 refuses a row without it).
+func schemaVersion(b *testing.B, db *sql.DB) int64 {
+	b.Helper()
+	var v int64
+	if err := db.QueryRow(`SELECT max(version_id) FROM taskgate_schema_version`).Scan(&v); err != nil {
+		b.Fatal(err)
+	}
+	return v
 }
 
 // rawBaseline measures the raw commit rate for about d, for the x_raw
@@ -107,10 +118,11 @@ func rawInsert(db *sql.DB, fp, opID string) error {
 func rawBaseline(b *testing.B, d time.Duration) float64 {
 	b.Helper()
 	db, fp := benchRawDB(b), benchFingerprint(b)
+	version := schemaVersion(b, db)
 	start := time.Now()
 	n := 0
 	for ; time.Since(start) < d; n++ {
-		if err := rawInsert(db, fp, fmt.Sprintf("baseline-%d", n)); err != nil {
+		if err := rawInsert(db, fp, fmt.Sprintf("baseline-%d", n), version); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -184,7 +196,8 @@ func accepter(b *testing.B, s *sqlite.Store) func(opID string, want ledger.Decis
 
 func BenchmarkRawInsert(b *testing.B) {
 	db, fp := benchRawDB(b), benchFingerprint(b)
-	runOps(b, 1, 0, func(_, seq int) error { return rawInsert(db, fp, fmt.Sprintf("op-%d", seq)) })
+	version := schemaVersion(b, db)
+	runOps(b, 1, 0, func(_, seq int) error { return rawInsert(db, fp, fmt.Sprintf("op-%d", seq), version) })
 }
 
 // BenchmarkAccept measures created decisions: operation, attempt, event and
