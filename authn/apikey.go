@@ -59,10 +59,14 @@ const apiKeyLookupWait = time.Second
 const maxCheckedKeys = 4096
 
 // checkedKeys holds the keys found in the ledger, by hash, with when they
-// were last found there.
+// were last found there, and when keys were last found gone.
 type checkedKeys struct {
 	mu   sync.Mutex
 	keys map[string]checkedKey
+	// gone holds when the ledger answered that a key was unknown or
+	// revoked, so that a lookup that began before then cannot bring the
+	// key back when it returns late.
+	gone map[string]time.Time
 }
 
 type checkedKey struct {
@@ -95,18 +99,23 @@ func (c *checkedKeys) known(hash string, now time.Time) *ledger.APIKey {
 	return k.key
 }
 
-func (c *checkedKeys) put(hash string, key *ledger.APIKey, now time.Time) {
+// put records key as found by a lookup that began at started, unless the
+// ledger has answered since then that the key is gone.
+func (c *checkedKeys) put(hash string, key *ledger.APIKey, started time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if at, ok := c.gone[hash]; ok && !started.After(at) {
+		return
+	}
 	if c.keys == nil || len(c.keys) >= maxCheckedKeys {
 		c.keys = make(map[string]checkedKey)
 	}
-	c.keys[hash] = checkedKey{key: key, at: now, next: now.Add(apiKeyRecheck)}
+	c.keys[hash] = checkedKey{key: key, at: started, next: started.Add(apiKeyRecheck)}
 }
 
-// postpone puts the next lookup of a key off by apiKeyRecheck after one
-// failed, so that while the ledger is unreachable one request a key each
-// recheck waits on it, not every request.
+// postpone puts the next lookup of a known key off by apiKeyRecheck as one
+// begins, so that one request a key each recheck waits on the ledger, not
+// every request that arrives meanwhile.
 func (c *checkedKeys) postpone(hash string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -116,12 +125,17 @@ func (c *checkedKeys) postpone(hash string, now time.Time) {
 	}
 }
 
-// forget drops a key the ledger no longer has (revoked), so that a later
-// outage cannot bring it back.
-func (c *checkedKeys) forget(hash string) {
+// forget drops a key the ledger answered at now that it no longer has
+// (revoked), so that neither a later outage nor a lookup still under way
+// can bring it back.
+func (c *checkedKeys) forget(hash string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.keys, hash)
+	if c.gone == nil || len(c.gone) >= maxCheckedKeys {
+		c.gone = make(map[string]time.Time)
+	}
+	c.gone[hash] = now
 }
 
 // NewAPIKey creates an agent API key for tenant and records only its hash
@@ -183,20 +197,27 @@ func (a *Authenticator) verifyAPIKey(ctx context.Context, token string) (*auth.T
 	if key == nil {
 		lookupCtx := ctx
 		known := a.checked.known(hash, now)
+		if known != nil && known.Role == ledger.RoleApprover {
+			// An approver's key decides spend: it is never trusted on an
+			// earlier lookup while the ledger is slow or away.
+			known = nil
+		}
 		if known != nil {
 			var cancel context.CancelFunc
 			lookupCtx, cancel = context.WithTimeout(ctx, apiKeyLookupWait)
 			defer cancel()
+			// Requests that arrive during this lookup go on with the known
+			// key rather than each wait on a lookup of their own.
+			a.checked.postpone(hash, now)
 		}
 		found, err := a.store.KeyByHash(lookupCtx, hash)
 		switch {
 		case errors.Is(err, ledger.ErrNotFound):
-			a.checked.forget(hash)
+			a.checked.forget(hash, a.clock())
 			return nil, fmt.Errorf("%w: the API key is unknown or revoked", auth.ErrInvalidToken)
 		case err != nil && known != nil && ctx.Err() == nil:
 			// The ledger could not answer: a key it had a moment ago is
 			// still trusted, for a while.
-			a.checked.postpone(hash, now)
 			a.log.WarnContext(ctx, "the ledger could not be asked about an API key; trusting its last lookup", "key_id", known.ID, "tenant", known.Tenant, "err", err)
 			key = known
 		case err != nil:

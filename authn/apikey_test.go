@@ -329,6 +329,57 @@ func TestVerifyAPIKeyLedgerOutage(t *testing.T) {
 	}
 }
 
+// An approver's key decides spend, so an outage never stretches the trust
+// in its last lookup.
+func TestVerifyApproverKeyLedgerOutage(t *testing.T) {
+	inner, _ := newLedger(t)
+	store := &unreachableLedger{Store: inner}
+	clock := newTestClock()
+	a, err := New(&Options{Store: store, ResourceURL: testAudience, Clock: clock.Now})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx := t.Context()
+	approver, _, err := NewAPIKeyWithRole(ctx, inner, "acme", "", ledger.RoleApprover)
+	if err != nil {
+		t.Fatalf("NewAPIKeyWithRole: %v", err)
+	}
+	if _, err := a.Verify(ctx, approver, nil); err != nil {
+		t.Fatalf("Verify before the outage: %v", err)
+	}
+	store.down.Store(true)
+	clock.Advance(apiKeyRecheck)
+	if _, err := a.Verify(ctx, approver, nil); err == nil || errorsIsInvalid(err) {
+		t.Errorf("Verify(approver key) during an outage = %v; want an error that is not auth.ErrInvalidToken", err)
+	}
+}
+
+// A lookup that began before the ledger answered that a key is gone cannot
+// bring the key back when it returns late; one that began after can.
+func TestCheckedKeysLateLookup(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	key := &ledger.APIKey{ID: 1, Tenant: "acme"}
+	tests := []struct {
+		name    string
+		started time.Time
+		want    bool
+	}{
+		{"began before the key was found gone", t0.Add(-time.Millisecond), false},
+		{"began as the key was found gone", t0, false},
+		{"began after", t0.Add(time.Millisecond), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c checkedKeys
+			c.forget("h", t0)
+			c.put("h", key, tt.started)
+			if got := c.fresh("h", tt.started) != nil; got != tt.want {
+				t.Errorf("key held after the late lookup = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestHashAPIKey(t *testing.T) {
 	// SHA-256("abc") from FIPS 180-2, appendix B.1.
 	const want = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -35,9 +36,10 @@ type Options struct {
 	Clock  func() time.Time
 	// MaxAcceptBatch caps group commits; see sqlstore.Options.
 	MaxAcceptBatch int
-	// StatementTimeout bounds each ledger statement, and the wait for a
-	// connection to run it on, whose context sets no deadline of its own;
-	// zero means DefaultStatementTimeout, negative means no bound.
+	// StatementTimeout bounds each ledger statement in a transaction, and
+	// the wait for a connection to run it on, whose context sets no
+	// deadline of its own; a read outside a transaction gets ten times as
+	// long. Zero means DefaultStatementTimeout, negative means no bound.
 	StatementTimeout time.Duration
 }
 
@@ -49,9 +51,24 @@ type Options struct {
 // waiting for TCP to give up, which takes minutes.
 const DefaultStatementTimeout = 3 * time.Second
 
+// readTimeoutFactor is how much longer than a write statement a read may
+// take before it counts as unanswered: reads are the ledger's long
+// statements (listing operations, loading a receipt or a review packet)
+// and hold no locks while they wait.
+const readTimeoutFactor = 10
+
 // defaultConnectTimeout bounds opening a connection when the URL names no
 // connect_timeout.
 const defaultConnectTimeout = 5 * time.Second
+
+// cancelWatcher makes a statement whose context ends ask the server to
+// cancel it before the connection is dropped a second later: a dropped
+// connection alone leaves the server's transaction, and every lock it
+// holds, in place until the server notices, which for a lock wait or a
+// stalled network can take far longer than the statement's bound.
+func cancelWatcher(c *pgconn.PgConn) ctxwatch.Handler {
+	return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: time.Second}
+}
 
 // Store is the PostgreSQL ledger.
 type Store struct {
@@ -88,6 +105,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
+	cfg.ConnConfig.BuildContextWatcherHandler = cancelWatcher
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
@@ -154,7 +172,9 @@ func (d *driver) Begin(ctx context.Context) (sqlstore.Tx, error) {
 	return &txConn{querier: querier{r: tx, timeout: d.timeout}, tx: tx, inserter: d.inserter}, nil
 }
 
-func (d *driver) Reader() sqlstore.Querier { return querier{r: d.pool, timeout: d.timeout} }
+func (d *driver) Reader() sqlstore.Querier {
+	return querier{r: d.pool, timeout: readTimeoutFactor * d.timeout}
+}
 
 func (d *driver) Migrate(ctx context.Context) error {
 	conn, err := d.pool.Acquire(ctx)

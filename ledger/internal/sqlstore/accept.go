@@ -175,8 +175,9 @@ func (s *Store) commitBatch(batch []*acceptRequest) {
 	if len(live) == 0 {
 		return
 	}
-	// No deadline: a deadline makes the driver watch every statement with a
-	// goroutine, and the database's busy timeout already bounds lock waits.
+	// No deadline of the caller's: a deadline makes the driver watch every
+	// statement with a goroutine. SQLite's busy timeout bounds its lock
+	// waits; the PostgreSQL driver bounds each statement itself.
 	ctx := context.Background()
 
 	// A group is optimistic: the first request that fails rolls the whole
