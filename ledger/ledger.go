@@ -127,7 +127,7 @@ type Operation struct {
 	// Error is the JSON-RPC error object once failed.
 	Error              json.RawMessage
 	ApprovalID         int64 // 0 when the operation runs without an approval
-	RetryPolicy        string
+	RetryPolicy        RetryPolicy
 	Estimate           money.Amount
 	IntendedRemoteJobs int
 	SendCount          int
@@ -207,7 +207,7 @@ type RemoteJob struct {
 	Endpoint          string
 	RemoteID          string
 	UpstreamTaskID    string // the upstream's MCP task, when the job runs as one
-	Kind              string // "upstream_task" or "provider_job"
+	Kind              RemoteJobKind
 	Status            JobStatus
 	Intended          bool
 	Duplicate         bool
@@ -251,7 +251,7 @@ type Approval struct {
 	Tool          string
 	MaxTotalCost  money.Amount
 	MaxRemoteJobs int
-	RetryPolicy   string
+	RetryPolicy   RetryPolicy
 	ExpiresAt     time.Time
 	CreatedAt     time.Time
 	RevokedAt     time.Time

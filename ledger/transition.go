@@ -64,7 +64,7 @@ type RemoteJobUpsert struct {
 	// RenameFrom re-keys a job first known by another ID (an upstream task
 	// ID) to its provider job ID.
 	RenameFrom        string
-	Kind              string
+	Kind              RemoteJobKind
 	Status            JobStatus
 	Intended          *bool
 	Duplicate         *bool

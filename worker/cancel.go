@@ -67,7 +67,7 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 	// A send that started without a binding may still have created a job.
 	if only == "" && len(jobs) == 0 && op.SendCount > 0 && c.CanLookup() {
 		if lr := c.Lookup(ctx, up, op.ProviderKey(), op.Arguments); lr.JobID != "" && !taken[lr.JobID] {
-			targets[lr.JobID] = &ledger.RemoteJob{RemoteID: lr.JobID, Kind: KindProviderJob, Status: lr.Answer.JobStatus()}
+			targets[lr.JobID] = &ledger.RemoteJob{RemoteID: lr.JobID, Kind: ledger.JobKindProviderJob, Status: lr.Answer.JobStatus()}
 		}
 	}
 	var failed []string

@@ -14,12 +14,6 @@ import (
 	"github.com/taskgate/taskgate/provider"
 )
 
-// Remote job kinds.
-const (
-	KindUpstreamTask = "upstream_task"
-	KindProviderJob  = "provider_job"
-)
-
 // dispatch moves an operation forward from whatever state it is in.
 func (w *Worker) dispatch(ctx context.Context, l *lease) error {
 	switch l.op.State {
@@ -96,7 +90,7 @@ func (w *Worker) settle(ctx context.Context, l *lease, p *ledger.TransitionParam
 	}
 	for _, j := range p.RemoteJobs {
 		data := map[string]string{
-			"remote_job_id": j.RemoteID, "kind": j.Kind, "status": string(j.Status),
+			"remote_job_id": j.RemoteID, "kind": string(j.Kind), "status": string(j.Status),
 			"operation_state": string(cur.State), "detail": "recorded after the operation changed under the worker",
 		}
 		kind := ledger.EventRemoteJobObserved
@@ -145,7 +139,7 @@ func (w *Worker) fetchAndFinish(ctx context.Context, l *lease, t *target, jobID 
 	return w.settle(ctx, l, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
-			Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: KindProviderJob, Status: ledger.JobCompleted,
+			Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: ledger.JobKindProviderJob, Status: ledger.JobCompleted,
 			Intended: new(true), AttemptRef: t.creator, Result: raw,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes},

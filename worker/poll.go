@@ -70,7 +70,7 @@ func (w *Worker) pollOnce(ctx context.Context, l *lease) error {
 	if bound == nil {
 		return w.review(ctx, l, ledger.ReasonUpstreamOutcomeUnknown, "the operation is running but no remote job is bound")
 	}
-	if bound.Kind == KindUpstreamTask && bound.UpstreamTaskID != "" {
+	if bound.Kind == ledger.JobKindUpstreamTask && bound.UpstreamTaskID != "" {
 		return w.pollTask(ctx, l, t, bound)
 	}
 	return w.pollJob(ctx, l, t, bound)

@@ -236,7 +236,7 @@ func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up
 		u := &ledger.RemoteJobUpsert{Upstream: op.Upstream, Endpoint: up.Endpoint(), RemoteID: j.id, RenameFrom: j.renameFrom, Status: j.status,
 			Intended: new(o.Intended), Duplicate: new(o.Duplicate)}
 		if !j.known {
-			u.Kind = KindProviderJob
+			u.Kind = ledger.JobKindProviderJob
 			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventRemoteJobObserved, Data: map[string]string{"remote_job_id": j.id, "status": string(j.status)}})
 		}
 		p.RemoteJobs = append(p.RemoteJobs, u)

@@ -121,10 +121,10 @@ func (w *Worker) bindTask(ctx context.Context, l *lease, t *target, task *taskwi
 		From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: new(statusOr(task.StatusMessage, "running at "+l.op.Upstream)),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
 			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: task.ID, UpstreamTaskID: task.ID,
-			Kind: KindUpstreamTask, Status: ledger.JobRunning, Intended: new(true), AttemptRef: t.creator,
+			Kind: ledger.JobKindUpstreamTask, Status: ledger.JobRunning, Intended: new(true), AttemptRef: t.creator,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
-		Events:  []ledger.EventParams{{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": task.ID, "kind": KindUpstreamTask}}},
+		Events:  []ledger.EventParams{{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": task.ID, "kind": string(ledger.JobKindUpstreamTask)}}},
 		Enqueue: []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, 0)},
 	})
 }
@@ -156,12 +156,12 @@ func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp
 	return w.settle(ctx, l, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
-			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: KindProviderJob, Status: status,
+			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: ledger.JobKindProviderJob, Status: status,
 			Intended: new(true), AttemptRef: t.creator, Result: raw,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: effect},
 		Events: []ledger.EventParams{
-			{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": jobID, "kind": KindProviderJob}},
+			{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": jobID, "kind": string(ledger.JobKindProviderJob)}},
 			{Kind: ledger.EventResultStored, Data: map[string]any{"remote_job_id": jobID, "is_error": res.IsError}},
 		},
 		Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
