@@ -100,7 +100,7 @@ type ReservationUpdate struct {
 
 // EventParams is one event to append.
 type EventParams struct {
-	Kind       string
+	Kind       EventKind
 	AttemptRef int64
 	Data       any
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // BreachCostBoundary is the kind of a breach of the approval's cost ceiling.
-const BreachCostBoundary = ledger.EventCostBoundaryBreach
+const BreachCostBoundary = string(ledger.EventCostBoundaryBreach)
 
 func (f *facts) approvalTerms(r *Receipt) *ApprovalTerms {
 	a := f.in.Approval

@@ -47,7 +47,7 @@ func charge(id, job, amount string, s ledger.ChargeStatus) reconcile.Charge {
 	return reconcile.Charge{ID: id, JobID: job, Amount: usd(amount), Status: s}
 }
 
-func event(kind, data string) *ledger.Event {
+func event(kind ledger.EventKind, data string) *ledger.Event {
 	return &ledger.Event{OperationRef: 42, Kind: kind, Data: json.RawMessage(data)}
 }
 

@@ -258,9 +258,9 @@ type chargeView struct {
 }
 
 type eventView struct {
-	Kind string          `json:"kind"`
-	Data json.RawMessage `json:"data"`
-	At   time.Time       `json:"at"`
+	Kind ledger.EventKind `json:"kind"`
+	Data json.RawMessage  `json:"data"`
+	At   time.Time        `json:"at"`
 }
 
 type detail struct {
