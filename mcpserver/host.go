@@ -455,8 +455,8 @@ func (h *host) CancelTask(ctx context.Context, c *taskwire.Caller, taskID string
 	}
 	p := &ledger.TransitionParams{
 		OperationRef: op.ID, CancelRequested: true,
-		Events: []ledger.EventParams{{Kind: ledger.EventCancellationRequested, Data: map[string]any{
-			"era": c.Era.String(), "state": op.State, "after_effect": op.State == ledger.StateCompleted,
+		Events: []ledger.EventParams{{Kind: ledger.EventCancellationRequested, Data: ledger.CancellationRequestedData{
+			AfterEffect: op.State == ledger.StateCompleted, Era: c.Era.String(), State: op.State,
 		}}},
 		Enqueue: []river.InsertManyParams{{Args: worker.CancelArgs{Operation: op.ID}}},
 	}
@@ -472,7 +472,7 @@ func (h *host) CancelTask(ctx context.Context, c *taskwire.Caller, taskID string
 			return nil, err
 		}
 		p.To, p.StatusMessage = "", nil
-		p.Events[0].Data = map[string]any{"era": c.Era.String(), "state": op.State, "after_effect": op.State == ledger.StateCompleted}
+		p.Events[0].Data = ledger.CancellationRequestedData{AfterEffect: op.State == ledger.StateCompleted, Era: c.Era.String(), State: op.State}
 		next, err = h.g.store.Transition(context.WithoutCancel(ctx), p)
 	}
 	if err != nil {

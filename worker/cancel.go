@@ -38,7 +38,7 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 	if c == nil || !ok {
 		msg := fmt.Sprintf("the configuration no longer has consequential tool %s.%s; its provider was not asked to cancel", op.Upstream, op.Tool)
 		if op.SendCount > 0 {
-			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: map[string]string{"error": msg}})
+			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: ledger.CancelSentData{Error: msg}})
 		}
 		if _, err := w.store.Transition(ctx, p); err != nil {
 			return err
@@ -87,7 +87,7 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 			err = fmt.Errorf("the provider contract defines no cancel and job %s is not an upstream task", id)
 		}
 		if err != nil {
-			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: map[string]string{"remote_job_id": id, "error": err.Error()}})
+			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: ledger.CancelSentData{Error: err.Error(), RemoteJobID: id}})
 			w.logger(op).Warn("cancel failed", "remote_job_id", id, "err", err, "attempt", attempt)
 			p.RemoteJobs = append(p.RemoteJobs, u)
 			if c.CanCancel() || j.UpstreamTaskID != "" {
@@ -96,16 +96,16 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 			continue
 		}
 		u.EffectReversed = res.EffectReversed
-		p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: map[string]string{"remote_job_id": id, "detail": res.Detail}})
+		p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: ledger.CancelSentData{Detail: new(res.Detail), RemoteJobID: id}})
 		switch res.EffectReversed {
 		case ledger.Yes:
-			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventEffectReversed, Data: map[string]string{"remote_job_id": id}})
+			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventEffectReversed, Data: ledger.EffectReversedData{RemoteJobID: id}})
 			if j.Duplicate {
 				u.DuplicateResolved = "cancelled"
 			}
 		case ledger.No:
-			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventEffectNotReversed, Data: map[string]string{
-				"remote_job_id": id, "detail": res.Detail, "job_status": string(j.Status),
+			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventEffectNotReversed, Data: ledger.EffectNotReversedData{
+				Detail: res.Detail, JobStatus: j.Status, RemoteJobID: id,
 			}})
 		}
 		p.RemoteJobs = append(p.RemoteJobs, u)

@@ -42,9 +42,9 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 	}
 	d := provider.Decide(lr, retry, t.contract.Policy.Contract.Lookup.NotFoundSafeAfter, since)
 	w.logger(op).Info("looked up after an uncertain send", "answer", lr.Answer, "job", lr.JobID, "action", d.Action, "retry_policy", retry, "detail", lr.Detail)
-	lookupEvent := ledger.EventParams{Kind: ledger.EventLookup, Data: map[string]any{
-		"answer": lr.Answer, "remote_job_id": lr.JobID, "action": d.Action, "detail": lr.Detail, "since_send_ms": since.Milliseconds(),
-		"retry_policy": retry,
+	lookupEvent := ledger.EventParams{Kind: ledger.EventLookup, Data: ledger.LookupData{
+		Action: string(d.Action), Answer: string(lr.Answer), Detail: lr.Detail, RemoteJobID: new(lr.JobID),
+		RetryPolicy: retry, SinceSendMS: new(since.Milliseconds()),
 	}}
 
 	switch d.Action {
@@ -71,7 +71,7 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 			}},
 			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
 			Events: []ledger.EventParams{lookupEvent, boundVia(lr.JobID, "lookup"),
-				{Kind: ledger.EventFailed, Data: map[string]string{"remote_job_id": lr.JobID}}},
+				{Kind: ledger.EventFailed, Data: ledger.FailedData{RemoteJobID: lr.JobID}}},
 			Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 		})
 	case provider.ActionWait:
@@ -116,5 +116,5 @@ func (w *Worker) retryPolicy(ctx context.Context, op *ledger.Operation, c *provi
 }
 
 func boundVia(jobID, via string) ledger.EventParams {
-	return ledger.EventParams{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": jobID, "kind": string(ledger.JobKindProviderJob), "via": via}}
+	return ledger.EventParams{Kind: ledger.EventRemoteJobBound, Data: ledger.RemoteJobData{Kind: ledger.JobKindProviderJob, RemoteJobID: jobID, Via: via}}
 }

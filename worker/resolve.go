@@ -31,8 +31,8 @@ type Resolution struct {
 // Resolve records a human's resolution and queues the work it implies. It
 // needs only the ledger: the jobs run in the gateway.
 func Resolve(ctx context.Context, s ledger.Store, op *ledger.Operation, r Resolution) (*ledger.Operation, error) {
-	event := ledger.EventParams{Kind: ledger.EventResolved, Data: map[string]string{
-		"actor": r.Actor, "note": r.Note, "action": r.action(), "remote_job_id": r.Attach + r.AcceptDuplicate + r.CancelDuplicate,
+	event := ledger.EventParams{Kind: ledger.EventResolved, Data: ledger.ResolvedData{
+		Action: r.action(), Actor: r.Actor, Note: r.Note, RemoteJobID: r.Attach + r.AcceptDuplicate + r.CancelDuplicate,
 	}}
 	p := &ledger.TransitionParams{OperationRef: op.ID, Events: []ledger.EventParams{event}}
 	review := []ledger.State{ledger.StateReview}
