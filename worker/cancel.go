@@ -2,8 +2,8 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"log/slog"
 
 	"github.com/riverqueue/river"
 
@@ -57,7 +57,7 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 	}
 	// A retry asks again only where the provider did not take the
 	// cancellation; a new request asks every job.
-	taken := cancelsTaken(evs)
+	taken := cancelsTaken(w.logger(op), evs)
 	targets := map[string]*ledger.RemoteJob{}
 	for _, j := range jobs {
 		if (only == "" || j.RemoteID == only) && !taken[j.RemoteID] {
@@ -120,18 +120,21 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 }
 
 // cancelsTaken lists the jobs whose cancellation the provider already took.
-func cancelsTaken(evs []*ledger.Event) map[string]bool {
+// A record that cannot be read proves nothing, as in the receipt: it is
+// logged, and its job is asked again.
+func cancelsTaken(log *slog.Logger, evs []*ledger.Event) map[string]bool {
 	taken := map[string]bool{}
 	for _, e := range evs {
 		if e.Kind != ledger.EventCancelSent {
 			continue
 		}
-		var d struct {
-			Job   string `json:"remote_job_id"`
-			Error string `json:"error"`
+		d, err := ledger.DecodeEventData[ledger.CancelSentData](e)
+		if err != nil {
+			log.Warn("skipping an unreadable event; it proves nothing", "err", err)
+			continue
 		}
-		if json.Unmarshal(e.Data, &d) == nil && d.Job != "" && d.Error == "" {
-			taken[d.Job] = true
+		if d.RemoteJobID != "" && d.Error == "" {
+			taken[d.RemoteJobID] = true
 		}
 	}
 	return taken
