@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 )
@@ -53,7 +52,7 @@ func ViewApproval(a *ledger.Approval, now time.Time) ApprovalView {
 	return ApprovalView{
 		ID: a.ID, Tenant: a.Tenant, OperationID: a.OperationID, Tool: a.Tool,
 		MaxTotalCostUSD: a.MaxTotalCost.String(), Currency: a.MaxTotalCost.Currency,
-		MaxRemoteJobs: a.MaxRemoteJobs, RetryPolicy: a.RetryPolicy, ExpiresAt: a.ExpiresAt.UTC(),
+		MaxRemoteJobs: a.MaxRemoteJobs, RetryPolicy: string(a.RetryPolicy), ExpiresAt: a.ExpiresAt.UTC(),
 		Status: status, CreatedAt: a.CreatedAt.UTC(), CreatedBy: a.CreatedBy, RevokedAt: a.RevokedAt.UTC(),
 	}
 }
@@ -120,12 +119,12 @@ func (t *ApprovalTerms) Approval(tenant string, now time.Time) (*ledger.Approval
 	if t.MaxRemoteJobs < 1 {
 		return nil, fieldError("max_remote_jobs", "must be at least 1 (got %d)", t.MaxRemoteJobs)
 	}
-	policy := t.RetryPolicy
+	policy := ledger.RetryPolicy(t.RetryPolicy)
 	if policy == "" {
-		policy = config.RetryLookupThenAttach
+		policy = ledger.RetryLookupThenAttach
 	}
-	if policy != config.RetryLookupThenAttach && policy != config.RetryNoAutomaticResend {
-		return nil, fieldError("retry_policy", "%q is not a retry policy; use %s or %s", t.RetryPolicy, config.RetryLookupThenAttach, config.RetryNoAutomaticResend)
+	if !policy.Valid() {
+		return nil, fieldError("retry_policy", "%q is not a retry policy; use %s or %s", t.RetryPolicy, ledger.RetryLookupThenAttach, ledger.RetryNoAutomaticResend)
 	}
 	var expires time.Time
 	switch {

@@ -17,6 +17,7 @@ package config
 import (
 	"time"
 
+	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 )
 
@@ -162,12 +163,12 @@ type Tool struct {
 	Consequential bool `yaml:"consequential"`
 	// Approval: "required" (runs only under an unexpired approval for the
 	// tenant, operation ID and tool) or "none". Default none.
-	Approval string `yaml:"approval"`
+	Approval ledger.ApprovalMode `yaml:"approval"`
 	// RetryPolicy: "lookup_then_attach" (ask the provider before any
 	// re-send; needs contract.lookup) or "no_automatic_resend". Default:
 	// lookup_then_attach when a lookup is configured, else
 	// no_automatic_resend.
-	RetryPolicy string `yaml:"retry_policy"`
+	RetryPolicy ledger.RetryPolicy `yaml:"retry_policy"`
 	// DeriveOperationID, when set, lets a call without an operation ID use
 	// one derived from its fingerprint; identical calls within this window
 	// are then one operation. Off by default.
@@ -184,12 +185,6 @@ type Tool struct {
 	// Contract is the provider contract.
 	Contract Contract `yaml:"contract"`
 }
-
-// Retry policies.
-const (
-	RetryLookupThenAttach  = "lookup_then_attach"
-	RetryNoAutomaticResend = "no_automatic_resend"
-)
 
 // Contract is the provider contract of one tool: how the operation ID
 // reaches the provider, how an operation is looked up, how a job's result,

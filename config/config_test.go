@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 )
 
@@ -42,7 +43,7 @@ func TestExampleParses(t *testing.T) {
 		t.Errorf("expanded header = %q, want %q", got, "Bearer secret-123")
 	}
 	tool := u.Tools["run_suite"]
-	if !tool.Consequential || tool.Approval != "required" || tool.RetryPolicy != RetryLookupThenAttach {
+	if !tool.Consequential || tool.Approval != "required" || tool.RetryPolicy != ledger.RetryLookupThenAttach {
 		t.Errorf("run_suite policy = %+v", tool)
 	}
 	if tool.Contract.Cost.Estimate.String() != "18.00" || tool.Contract.Cost.Estimate.Currency != "USD" {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 )
 
@@ -51,11 +52,11 @@ func (c *Config) applyDefaults() {
 			if t == nil {
 				continue
 			}
-			t.Approval = cmp.Or(t.Approval, "none")
+			t.Approval = cmp.Or(t.Approval, ledger.ApprovalNone)
 			if t.RetryPolicy == "" {
-				t.RetryPolicy = RetryNoAutomaticResend
+				t.RetryPolicy = ledger.RetryNoAutomaticResend
 				if t.Contract.Lookup != nil {
-					t.RetryPolicy = RetryLookupThenAttach
+					t.RetryPolicy = ledger.RetryLookupThenAttach
 				}
 			}
 			t.Contract.Cost.Currency = strings.ToUpper(cmp.Or(t.Contract.Cost.Currency, money.DefaultCurrency))

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/taskgate/taskgate/ledger"
 )
 
 var upstreamName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
@@ -215,17 +217,17 @@ func validateTool(v *validator, f string, t *Tool) {
 		v.fail(f, "is empty")
 		return
 	}
-	if t.Approval != "required" && t.Approval != "none" {
-		v.fail(f+".approval", "must be required or none, got %q", t.Approval)
+	if !t.Approval.Valid() {
+		v.fail(f+".approval", "must be %s or %s, got %q", ledger.ApprovalRequired, ledger.ApprovalNone, t.Approval)
 	}
-	if t.RetryPolicy != RetryLookupThenAttach && t.RetryPolicy != RetryNoAutomaticResend {
-		v.fail(f+".retry_policy", "must be %s or %s, got %q", RetryLookupThenAttach, RetryNoAutomaticResend, t.RetryPolicy)
+	if !t.RetryPolicy.Valid() {
+		v.fail(f+".retry_policy", "must be %s or %s, got %q", ledger.RetryLookupThenAttach, ledger.RetryNoAutomaticResend, t.RetryPolicy)
 	}
 	c := t.Contract
 	if !t.Consequential {
 		// A pass-through tool never becomes an operation, so none of the
 		// operation's policy would ever apply; saying so beats ignoring it.
-		if t.Approval == "required" {
+		if t.Approval == ledger.ApprovalRequired {
 			v.fail(f+".approval", "applies only to a consequential tool")
 		}
 		for _, name := range []string{"retry_policy", "derive_operation_id", "secret_arguments", "require_task", "wait", "contract"} {
@@ -235,7 +237,7 @@ func validateTool(v *validator, f string, t *Tool) {
 		}
 		return
 	}
-	if t.RetryPolicy == RetryLookupThenAttach && c.Lookup == nil {
+	if t.RetryPolicy == ledger.RetryLookupThenAttach && c.Lookup == nil {
 		v.fail(f+".retry_policy", "lookup_then_attach needs contract.lookup: without a lookup the gateway cannot know whether a lost send started work; set retry_policy: no_automatic_resend or configure the lookup")
 	}
 	if t.DeriveOperationID < 0 {
@@ -254,7 +256,7 @@ func validateTool(v *validator, f string, t *Tool) {
 	if set > 1 {
 		v.fail(f+".contract.key", "set one of argument, meta or header, not %d", set)
 	}
-	if t.Approval == "required" && c.Cost.Estimate == nil && c.Cost.EstimateTool == nil {
+	if t.Approval == ledger.ApprovalRequired && c.Cost.Estimate == nil && c.Cost.EstimateTool == nil {
 		v.fail(f+".contract.cost", "an approval-gated tool needs an estimate (a fixed estimate or an estimate_tool) to reserve against the ceiling")
 	}
 	if c.Cost.Estimate != nil && c.Cost.EstimateTool != nil {

@@ -127,7 +127,7 @@ type Operation struct {
 	// Error is the JSON-RPC error object once failed.
 	Error              json.RawMessage
 	ApprovalID         int64 // 0 when the operation runs without an approval
-	RetryPolicy        string
+	RetryPolicy        RetryPolicy
 	Estimate           money.Amount
 	IntendedRemoteJobs int
 	SendCount          int
@@ -207,7 +207,7 @@ type RemoteJob struct {
 	Endpoint          string
 	RemoteID          string
 	UpstreamTaskID    string // the upstream's MCP task, when the job runs as one
-	Kind              string // "upstream_task" or "provider_job"
+	Kind              RemoteJobKind
 	Status            JobStatus
 	Intended          bool
 	Duplicate         bool
@@ -251,7 +251,7 @@ type Approval struct {
 	Tool          string
 	MaxTotalCost  money.Amount
 	MaxRemoteJobs int
-	RetryPolicy   string
+	RetryPolicy   RetryPolicy
 	ExpiresAt     time.Time
 	CreatedAt     time.Time
 	RevokedAt     time.Time
@@ -285,44 +285,6 @@ type Reservation struct {
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 }
-
-// Event is one append-only line in an operation's history.
-type Event struct {
-	ID           int64
-	OperationRef int64
-	AttemptRef   int64
-	Kind         string
-	Data         json.RawMessage
-	CreatedAt    time.Time
-}
-
-// Event kinds. "The client stopped watching", "cancellation was requested"
-// and "the effect was reversed" are deliberately separate kinds. An
-// acceptance writes no event: the operation and its created attempt
-// record it. (Ledgers from before migration 00005 hold "accepted" events.)
-const (
-	EventConflict              = "conflict"
-	EventDenied                = "denied"
-	EventClientResult          = "client_result"
-	EventClientStoppedWatching = "client_stopped_watching"
-	EventSendStarted           = "send_started"
-	EventRemoteJobBound        = "remote_job_bound"
-	EventRemoteJobObserved     = "remote_job_observed"
-	EventLookup                = "lookup"
-	EventRequireReview         = "require_review"
-	EventResolved              = "resolved"
-	EventResultStored          = "result_stored"
-	EventFailed                = "failed"
-	EventCancellationRequested = "cancellation_requested"
-	EventCancelSent            = "cancel_sent"
-	EventEffectReversed        = "effect_reversed"
-	EventEffectNotReversed     = "effect_not_reversed"
-	EventChargeRecorded        = "charge_recorded"
-	EventCostBoundaryBreach    = "cost_boundary_breach"
-	EventDuplicateJob          = "duplicate_job"
-	EventReconciled            = "reconciled"
-	EventRecovered             = "recovered"
-)
 
 // APIKey is a tenant's bearer credential. Only its SHA-256 hash is stored.
 // Role is RoleAgent or RoleApprover; empty means RoleAgent.

@@ -147,7 +147,7 @@ type AcceptParams struct {
 	TaskID string
 	// Source says how the attempt arrived, e.g. "mcp/2026-07-28" or "cli".
 	Source      string
-	RetryPolicy string
+	RetryPolicy RetryPolicy
 	TTL         time.Duration
 	Approval    ApprovalRequirement
 	// Enqueue returns the work for the job queue (River) to insert in the same transaction

@@ -64,7 +64,7 @@ type RemoteJobUpsert struct {
 	// RenameFrom re-keys a job first known by another ID (an upstream task
 	// ID) to its provider job ID.
 	RenameFrom        string
-	Kind              string
+	Kind              RemoteJobKind
 	Status            JobStatus
 	Intended          *bool
 	Duplicate         *bool
@@ -100,7 +100,7 @@ type ReservationUpdate struct {
 
 // EventParams is one event to append.
 type EventParams struct {
-	Kind       string
+	Kind       EventKind
 	AttemptRef int64
 	Data       any
 }

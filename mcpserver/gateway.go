@@ -416,7 +416,7 @@ func (g *Gateway) downstreamTool(name string, t *mcp.Tool, r *route) (*mcp.Tool,
 		schema = maps.Clone(schema)
 		schema["properties"] = props
 		note := "This tool has real-world cost or effects; taskgate runs each operation_id once."
-		if r.policy.Approval == "required" {
+		if r.policy.Approval == ledger.ApprovalRequired {
 			note += " It runs only under a human's approval for the operation ID."
 		}
 		out.Description = strings.TrimSpace(t.Description + "\n\n" + note)

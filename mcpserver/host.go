@@ -112,7 +112,7 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	}
 
 	a := &approvalCall{log: log, call: call, r: r, tenant: tenant, opID: opID, fp: string(fp), estimate: estimate, requestID: requestID, source: source}
-	if raw, ok := call.InputResponses[approvalInput]; ok && r.policy.Approval == "required" {
+	if raw, ok := call.InputResponses[approvalInput]; ok && r.policy.Approval == ledger.ApprovalRequired {
 		if out, taken := h.takeAnswer(ctx, a, raw); taken && out != nil {
 			return out, nil
 		}
@@ -123,7 +123,7 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 			Fingerprint: string(fp), Arguments: args, RequestID: requestID, TaskID: ledger.NewTaskID(),
 			Source: source, RetryPolicy: r.policy.RetryPolicy, TTL: g.cfg.TaskTTL, Priced: r.contract.Priced(),
 			SecretArguments: r.policy.SecretArguments,
-			Approval:        ledger.ApprovalRequirement{Required: r.policy.Approval == "required", Estimate: estimate},
+			Approval:        ledger.ApprovalRequirement{Required: r.policy.Approval == ledger.ApprovalRequired, Estimate: estimate},
 			Enqueue:         worker.Dispatch,
 			QueueLease:      g.cfg.Worker.Lease,
 		})
@@ -455,8 +455,8 @@ func (h *host) CancelTask(ctx context.Context, c *taskwire.Caller, taskID string
 	}
 	p := &ledger.TransitionParams{
 		OperationRef: op.ID, CancelRequested: true,
-		Events: []ledger.EventParams{{Kind: ledger.EventCancellationRequested, Data: map[string]any{
-			"era": c.Era.String(), "state": op.State, "after_effect": op.State == ledger.StateCompleted,
+		Events: []ledger.EventParams{{Kind: ledger.EventCancellationRequested, Data: ledger.CancellationRequestedData{
+			AfterEffect: op.State == ledger.StateCompleted, Era: c.Era.String(), State: op.State,
 		}}},
 		Enqueue: []river.InsertManyParams{{Args: worker.CancelArgs{Operation: op.ID}}},
 	}
@@ -472,7 +472,7 @@ func (h *host) CancelTask(ctx context.Context, c *taskwire.Caller, taskID string
 			return nil, err
 		}
 		p.To, p.StatusMessage = "", nil
-		p.Events[0].Data = map[string]any{"era": c.Era.String(), "state": op.State, "after_effect": op.State == ledger.StateCompleted}
+		p.Events[0].Data = ledger.CancellationRequestedData{AfterEffect: op.State == ledger.StateCompleted, Era: c.Era.String(), State: op.State}
 		next, err = h.g.store.Transition(context.WithoutCancel(ctx), p)
 	}
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 )
@@ -163,21 +162,21 @@ func CostBreach(a *ledger.Approval, reservations []*ledger.Reservation, opRef in
 // policy this version does not know counts as no_automatic_resend. Empty
 // policies are not set and are skipped; none set at all is
 // no_automatic_resend.
-func StrictestRetry(policies ...string) string {
-	out := ""
+func StrictestRetry(policies ...ledger.RetryPolicy) ledger.RetryPolicy {
+	var out ledger.RetryPolicy
 	for _, p := range policies {
 		switch p {
 		case "":
-		case config.RetryLookupThenAttach:
+		case ledger.RetryLookupThenAttach:
 			if out == "" {
 				out = p
 			}
 		default:
-			return config.RetryNoAutomaticResend
+			return ledger.RetryNoAutomaticResend
 		}
 	}
 	if out == "" {
-		return config.RetryNoAutomaticResend
+		return ledger.RetryNoAutomaticResend
 	}
 	return out
 }

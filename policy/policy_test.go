@@ -88,15 +88,15 @@ func TestCommittedNeverAddsAnotherCurrency(t *testing.T) {
 
 func TestStrictestRetry(t *testing.T) {
 	tests := []struct {
-		in   []string
-		want string
+		in   []ledger.RetryPolicy
+		want ledger.RetryPolicy
 	}{
-		{[]string{"lookup_then_attach", "lookup_then_attach", "lookup_then_attach"}, "lookup_then_attach"},
-		{[]string{"lookup_then_attach", "no_automatic_resend", "lookup_then_attach"}, "no_automatic_resend"},
-		{[]string{"no_automatic_resend", "", "lookup_then_attach"}, "no_automatic_resend"},
-		{[]string{"", "", "lookup_then_attach"}, "lookup_then_attach"},
-		{[]string{"lookup_then_attach", "resend_always"}, "no_automatic_resend"},
-		{[]string{"", ""}, "no_automatic_resend"},
+		{[]ledger.RetryPolicy{"lookup_then_attach", "lookup_then_attach", "lookup_then_attach"}, "lookup_then_attach"},
+		{[]ledger.RetryPolicy{"lookup_then_attach", "no_automatic_resend", "lookup_then_attach"}, "no_automatic_resend"},
+		{[]ledger.RetryPolicy{"no_automatic_resend", "", "lookup_then_attach"}, "no_automatic_resend"},
+		{[]ledger.RetryPolicy{"", "", "lookup_then_attach"}, "lookup_then_attach"},
+		{[]ledger.RetryPolicy{"lookup_then_attach", "resend_always"}, "no_automatic_resend"},
+		{[]ledger.RetryPolicy{"", ""}, "no_automatic_resend"},
 	}
 	for _, tt := range tests {
 		if got := StrictestRetry(tt.in...); got != tt.want {

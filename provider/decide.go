@@ -3,7 +3,6 @@ package provider
 import (
 	"time"
 
-	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/ledger"
 )
 
@@ -40,7 +39,7 @@ type Decision struct {
 // Decide applies the lookup table (docs/provider-contract.md, "The lookup"). sinceSend is how long ago the
 // uncertain send started; notFoundSafeAfter is the contract's documented
 // delay after which not_found means the send never arrived (nil: never).
-func Decide(l *LookupResult, retryPolicy string, notFoundSafeAfter *time.Duration, sinceSend time.Duration) Decision {
+func Decide(l *LookupResult, retryPolicy ledger.RetryPolicy, notFoundSafeAfter *time.Duration, sinceSend time.Duration) Decision {
 	switch l.Answer {
 	case Accepted, Running, Completed, Failed, Cancelled:
 		if l.JobID == "" {
@@ -58,7 +57,7 @@ func Decide(l *LookupResult, retryPolicy string, notFoundSafeAfter *time.Duratio
 		return Decision{Action: ActionRecordFailure}
 	case NotFound:
 		switch {
-		case retryPolicy != config.RetryLookupThenAttach:
+		case retryPolicy != ledger.RetryLookupThenAttach:
 			return Decision{Action: ActionRequireReview, Reason: ledger.ReasonNoAutomaticResend}
 		case notFoundSafeAfter == nil:
 			return Decision{Action: ActionRequireReview, Reason: ledger.ReasonLookupNotFoundUnsafe}

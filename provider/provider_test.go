@@ -21,37 +21,37 @@ func TestDecide(t *testing.T) {
 	tests := []struct {
 		name      string
 		lookup    provider.LookupResult
-		policy    string
+		policy    ledger.RetryPolicy
 		safeAfter *time.Duration
 		sinceSend time.Duration
 		want      provider.Decision
 	}{
-		{"not_found without a safe-after contract", provider.LookupResult{Answer: provider.NotFound}, config.RetryLookupThenAttach, nil, time.Hour,
+		{"not_found without a safe-after contract", provider.LookupResult{Answer: provider.NotFound}, ledger.RetryLookupThenAttach, nil, time.Hour,
 			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupNotFoundUnsafe}},
-		{"not_found before the safe delay", provider.LookupResult{Answer: provider.NotFound}, config.RetryLookupThenAttach, dur(30 * time.Second), 10 * time.Second,
+		{"not_found before the safe delay", provider.LookupResult{Answer: provider.NotFound}, ledger.RetryLookupThenAttach, dur(30 * time.Second), 10 * time.Second,
 			provider.Decision{Action: provider.ActionWait, RetryAfter: 20 * time.Second}},
-		{"not_found after the safe delay", provider.LookupResult{Answer: provider.NotFound}, config.RetryLookupThenAttach, dur(30 * time.Second), 31 * time.Second,
+		{"not_found after the safe delay", provider.LookupResult{Answer: provider.NotFound}, ledger.RetryLookupThenAttach, dur(30 * time.Second), 31 * time.Second,
 			provider.Decision{Action: provider.ActionResend}},
-		{"not_found under no_automatic_resend", provider.LookupResult{Answer: provider.NotFound}, config.RetryNoAutomaticResend, dur(0), time.Hour,
+		{"not_found under no_automatic_resend", provider.LookupResult{Answer: provider.NotFound}, ledger.RetryNoAutomaticResend, dur(0), time.Hour,
 			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonNoAutomaticResend}},
-		{"accepted", provider.LookupResult{Answer: provider.Accepted, JobID: "job-7"}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionAttach}},
-		{"running", provider.LookupResult{Answer: provider.Running, JobID: "job-7"}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionAttach}},
-		{"completed", provider.LookupResult{Answer: provider.Completed, JobID: "job-7"}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionFetch}},
-		{"failed", provider.LookupResult{Answer: provider.Failed, JobID: "job-7"}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionRecordFailure}},
-		{"cancelled", provider.LookupResult{Answer: provider.Cancelled, JobID: "job-7"}, config.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionRecordFailure}},
-		{"accepted without a job ID", provider.LookupResult{Answer: provider.Accepted}, config.RetryLookupThenAttach, nil, 0,
+		{"accepted", provider.LookupResult{Answer: provider.Accepted, JobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionAttach}},
+		{"running", provider.LookupResult{Answer: provider.Running, JobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionAttach}},
+		{"completed", provider.LookupResult{Answer: provider.Completed, JobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionFetch}},
+		{"failed", provider.LookupResult{Answer: provider.Failed, JobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionRecordFailure}},
+		{"cancelled", provider.LookupResult{Answer: provider.Cancelled, JobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionRecordFailure}},
+		{"accepted without a job ID", provider.LookupResult{Answer: provider.Accepted}, ledger.RetryLookupThenAttach, nil, 0,
 			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
-		{"running without a job ID", provider.LookupResult{Answer: provider.Running}, config.RetryLookupThenAttach, nil, 0,
+		{"running without a job ID", provider.LookupResult{Answer: provider.Running}, ledger.RetryLookupThenAttach, nil, 0,
 			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
-		{"completed without a job ID", provider.LookupResult{Answer: provider.Completed}, config.RetryLookupThenAttach, nil, 0,
+		{"completed without a job ID", provider.LookupResult{Answer: provider.Completed}, ledger.RetryLookupThenAttach, nil, 0,
 			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
-		{"failed without a job ID", provider.LookupResult{Answer: provider.Failed}, config.RetryLookupThenAttach, nil, 0,
+		{"failed without a job ID", provider.LookupResult{Answer: provider.Failed}, ledger.RetryLookupThenAttach, nil, 0,
 			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
-		{"cancelled without a job ID", provider.LookupResult{Answer: provider.Cancelled}, config.RetryLookupThenAttach, nil, 0,
+		{"cancelled without a job ID", provider.LookupResult{Answer: provider.Cancelled}, ledger.RetryLookupThenAttach, nil, 0,
 			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
-		{"indeterminate", provider.LookupResult{Answer: provider.Indeterminate}, config.RetryLookupThenAttach, dur(0), time.Hour,
+		{"indeterminate", provider.LookupResult{Answer: provider.Indeterminate}, ledger.RetryLookupThenAttach, dur(0), time.Hour,
 			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
-		{"lookup error", provider.LookupResult{Answer: provider.Indeterminate, CallFailed: true}, config.RetryLookupThenAttach, dur(0), time.Hour,
+		{"lookup error", provider.LookupResult{Answer: provider.Indeterminate, CallFailed: true}, ledger.RetryLookupThenAttach, dur(0), time.Hour,
 			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupFailed}},
 	}
 	for _, tt := range tests {
@@ -159,7 +159,7 @@ func TestLookupFaults(t *testing.T) {
 	if l.Answer != provider.Indeterminate || l.Detail == "" {
 		t.Fatalf("lookup with a broken index = %+v, want indeterminate with a detail", l)
 	}
-	if d := provider.Decide(l, config.RetryLookupThenAttach, nil, time.Hour); d.Action != provider.ActionRequireReview {
+	if d := provider.Decide(l, ledger.RetryLookupThenAttach, nil, time.Hour); d.Action != provider.ActionRequireReview {
 		t.Fatalf("decision = %+v, want require_review", d)
 	}
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // BreachCostBoundary is the kind of a breach of the approval's cost ceiling.
-const BreachCostBoundary = ledger.EventCostBoundaryBreach
+const BreachCostBoundary = string(ledger.EventCostBoundaryBreach)
 
 func (f *facts) approvalTerms(r *Receipt) *ApprovalTerms {
 	a := f.in.Approval
@@ -20,7 +20,7 @@ func (f *facts) approvalTerms(r *Receipt) *ApprovalTerms {
 		ID:                 a.ID,
 		MaxTotalCostUSD:    Money{a.MaxTotalCost},
 		MaxRemoteJobs:      a.MaxRemoteJobs,
-		RetryPolicy:        a.RetryPolicy,
+		RetryPolicy:        string(a.RetryPolicy),
 		ExpiresAt:          utc(a.ExpiresAt),
 		RevokedAt:          utc(a.RevokedAt),
 		HeadroomUSD:        usd(a.MaxTotalCost.Micros - spent),

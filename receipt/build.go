@@ -85,7 +85,7 @@ func (f *facts) remoteJob(j *ledger.RemoteJob) RemoteJob {
 		RemoteJobID:       j.RemoteID,
 		Upstream:          j.Upstream,
 		Endpoint:          j.Endpoint,
-		Kind:              j.Kind,
+		Kind:              string(j.Kind),
 		Status:            string(jobStatus(j)),
 		Intended:          j.Intended,
 		Duplicate:         j.Duplicate,

@@ -41,18 +41,26 @@ func (f *facts) cancellation() *Cancellation {
 	// reversal is the latest recorded reversal fact per job ("" for the
 	// whole operation).
 	reversal := map[string]string{}
+	// What a record the receipt cannot read says beyond its kind proves
+	// nothing, so it is skipped.
 	for _, e := range f.events {
-		d, _ := readEvent(e)
 		switch e.Kind {
 		case ledger.EventClientStoppedWatching:
 			stopped(e.CreatedAt)
 		case ledger.EventCancellationRequested:
-			requests = append(requests, cancelRequest{at: e.CreatedAt, job: d.RemoteJobID})
+			if d, err := ledger.DecodeEventData[ledger.CancellationRequestedData](e); err == nil {
+				requests = append(requests, cancelRequest{at: e.CreatedAt, job: d.RemoteJobID})
+			}
 		case ledger.EventEffectReversed:
-			reversal[d.RemoteJobID] = string(ledger.Yes)
+			if d, err := ledger.DecodeEventData[ledger.EffectReversedData](e); err == nil {
+				reversal[d.RemoteJobID] = string(ledger.Yes)
+			}
 		case ledger.EventEffectNotReversed:
-			reversal[d.RemoteJobID] = string(ledger.No)
+			// The kind alone says the request came after the effect.
 			c.RequestedAfterEffect = true
+			if d, err := ledger.DecodeEventData[ledger.EffectNotReversedData](e); err == nil {
+				reversal[d.RemoteJobID] = string(ledger.No)
+			}
 		}
 	}
 	for _, rq := range requests {

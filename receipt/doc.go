@@ -43,6 +43,12 @@
 // {"remote_job_id": "…", "status": "completed"}, or failing that the job's
 // UpdatedAt.
 //
+// Each kind's data is read as its payload type in package ledger
+// ([ledger.DecodeEventData]). A record whose data cannot be read that way
+// proves nothing beyond its kind and is skipped, here, in
+// [reconcile.SendMayHaveStarted] and in the worker (which also logs the
+// records it skips).
+//
 // # Status rules
 //
 // reconciliation_status is the [reconcile.Status] of the ledger's jobs and

@@ -2,7 +2,6 @@ package receipt
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,23 +11,6 @@ import (
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/reconcile"
 )
-
-// eventData is the union of the event data fields the receipt reads.
-type eventData struct {
-	Lookup      string `json:"lookup"`
-	Detail      string `json:"detail"`
-	RemoteJobID string `json:"remote_job_id"`
-	Status      string `json:"status"`
-}
-
-// readEvent parses an event's data; ok is false when it is not a JSON
-// object the receipt can read.
-func readEvent(e *ledger.Event) (d eventData, ok bool) {
-	if len(e.Data) == 0 {
-		return d, true
-	}
-	return d, json.Unmarshal(e.Data, &d) == nil
-}
 
 // facts are the ledger rows of one operation, sorted and indexed.
 type facts struct {
@@ -110,7 +92,8 @@ func (f *facts) completion(j *ledger.RemoteJob) time.Time {
 		if e.Kind != ledger.EventRemoteJobObserved {
 			continue
 		}
-		if d, ok := readEvent(e); ok && d.RemoteJobID == j.RemoteID && d.Status == string(ledger.JobCompleted) {
+		// An observation the receipt cannot read proves nothing.
+		if d, err := ledger.DecodeEventData[ledger.RemoteJobData](e); err == nil && d.RemoteJobID == j.RemoteID && d.Status == ledger.JobCompleted {
 			return e.CreatedAt
 		}
 	}

@@ -30,7 +30,7 @@ func at(d time.Duration) time.Time { return t0.Add(d) }
 
 func usd(s string) money.Amount { return money.MustParse(s, "USD") }
 
-func event(id int64, kind string, when time.Duration, data string) *ledger.Event {
+func event(id int64, kind ledger.EventKind, when time.Duration, data string) *ledger.Event {
 	return &ledger.Event{ID: id, OperationRef: 42, Kind: kind, Data: json.RawMessage(data), CreatedAt: at(when)}
 }
 

@@ -483,6 +483,11 @@ func TestCancellation(t *testing.T) {
 			in.Events = []*ledger.Event{{ID: 1, Kind: ledger.EventEffectReversed, CreatedAt: at(21 * time.Minute),
 				Data: json.RawMessage(`{"remote_job_id":"job-a"}`)}}
 		}, &receipt.Cancellation{CancellationRequested: true, CancellationRequestedAt: at(20 * time.Minute), RequestedAfterEffect: true, EffectReversed: "yes"}},
+		{"an unreadable reversal proves nothing", func(in *receipt.Input) {
+			in.Operation.CancelRequestedAt = at(20 * time.Minute)
+			in.Events = []*ledger.Event{{ID: 1, Kind: ledger.EventEffectReversed, CreatedAt: at(21 * time.Minute),
+				Data: json.RawMessage(`"ok"`)}}
+		}, &receipt.Cancellation{CancellationRequested: true, CancellationRequestedAt: at(20 * time.Minute), RequestedAfterEffect: true, EffectReversed: "unknown"}},
 		{"one job reversed, another not: the effect stands", func(in *receipt.Input) {
 			in.RemoteJobs = append(in.RemoteJobs, job(11, 1, "job-b", ledger.JobRunning))
 			in.RemoteJobs[0].EffectReversed = ledger.Yes

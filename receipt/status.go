@@ -55,9 +55,9 @@ func (f *facts) lastReconciliation() *Reconciliation {
 		if e.Kind != ledger.EventReconciled {
 			continue
 		}
-		d, ok := readEvent(e)
+		d, err := ledger.DecodeEventData[ledger.ReconciledData](e)
 		rec := &Reconciliation{Lookup: d.Lookup, Detail: d.Detail, At: utc(e.CreatedAt)}
-		if !ok || (d.Lookup != LookupAnswered && d.Lookup != LookupIndeterminate) {
+		if err != nil || (d.Lookup != LookupAnswered && d.Lookup != LookupIndeterminate) {
 			// A pass the receipt cannot read proves nothing about the provider.
 			rec.Lookup = LookupIndeterminate
 			rec.Detail = fmt.Sprintf("unreadable reconciliation record: %s", e.Data)

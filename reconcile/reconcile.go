@@ -37,8 +37,6 @@
 package reconcile
 
 import (
-	"encoding/json"
-
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 )
@@ -322,22 +320,32 @@ func SendMayHaveStarted(op *ledger.Operation, attempts []*ledger.Attempt, events
 	}
 	for i := len(events) - 1; i >= 0; i-- {
 		e := events[i]
-		var d struct {
-			Answer         string `json:"answer"`
-			NothingStarted bool   `json:"nothing_started"`
-			Authoritative  bool   `json:"authoritative"`
-		}
-		_ = json.Unmarshal(e.Data, &d)
-		switch {
-		case e.Kind == ledger.EventSendStarted:
+		if e.Kind == ledger.EventSendStarted {
 			return true
-		case e.Kind == ledger.EventFailed && d.NothingStarted,
-			e.Kind == ledger.EventLookup && d.Answer == "not_sent",
-			e.Kind == ledger.EventReconciled && d.Authoritative:
+		}
+		if provesNothingStarted(e) {
 			return false
 		}
 	}
 	return true
+}
+
+// provesNothingStarted reports whether e proves that the send before it
+// started no work. A record that cannot be read proves nothing, as in the
+// receipt.
+func provesNothingStarted(e *ledger.Event) bool {
+	switch e.Kind {
+	case ledger.EventFailed:
+		d, err := ledger.DecodeEventData[ledger.FailedData](e)
+		return err == nil && d.NothingStarted
+	case ledger.EventLookup:
+		d, err := ledger.DecodeEventData[ledger.LookupData](e)
+		return err == nil && d.Answer == ledger.LookupNotSent
+	case ledger.EventReconciled:
+		d, err := ledger.DecodeEventData[ledger.ReconciledData](e)
+		return err == nil && d.Authoritative
+	}
+	return false
 }
 
 func settled(s ledger.ChargeStatus) bool {

@@ -47,7 +47,7 @@ func charge(id, job, amount string, s ledger.ChargeStatus) reconcile.Charge {
 	return reconcile.Charge{ID: id, JobID: job, Amount: usd(amount), Status: s}
 }
 
-func event(kind, data string) *ledger.Event {
+func event(kind ledger.EventKind, data string) *ledger.Event {
 	return &ledger.Event{OperationRef: 42, Kind: kind, Data: json.RawMessage(data)}
 }
 
@@ -301,6 +301,7 @@ func TestSendMayHaveStarted(t *testing.T) {
 		{name: "one send, the creating attempt started nothing", sends: 1, refused: true, events: []*ledger.Event{sent}},
 		{name: "two sends: the creating attempt speaks for the first only", sends: 2, refused: true, events: []*ledger.Event{sent}, mayHave: true},
 		{name: "unreadable data proves nothing", sends: 1, events: []*ledger.Event{sent, event(ledger.EventFailed, `not json`)}, mayHave: true},
+		{name: "data read in part proves nothing", sends: 1, events: []*ledger.Event{sent, event(ledger.EventLookup, `{"answer":"not_sent","detail":5}`)}, mayHave: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,8 +2,8 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"log/slog"
 
 	"github.com/riverqueue/river"
 
@@ -38,7 +38,7 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 	if c == nil || !ok {
 		msg := fmt.Sprintf("the configuration no longer has consequential tool %s.%s; its provider was not asked to cancel", op.Upstream, op.Tool)
 		if op.SendCount > 0 {
-			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: map[string]string{"error": msg}})
+			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: ledger.CancelSentData{Error: msg}})
 		}
 		if _, err := w.store.Transition(ctx, p); err != nil {
 			return err
@@ -57,7 +57,7 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 	}
 	// A retry asks again only where the provider did not take the
 	// cancellation; a new request asks every job.
-	taken := cancelsTaken(evs)
+	taken := cancelsTaken(w.logger(op), evs)
 	targets := map[string]*ledger.RemoteJob{}
 	for _, j := range jobs {
 		if (only == "" || j.RemoteID == only) && !taken[j.RemoteID] {
@@ -67,7 +67,7 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 	// A send that started without a binding may still have created a job.
 	if only == "" && len(jobs) == 0 && op.SendCount > 0 && c.CanLookup() {
 		if lr := c.Lookup(ctx, up, op.ProviderKey(), op.Arguments); lr.JobID != "" && !taken[lr.JobID] {
-			targets[lr.JobID] = &ledger.RemoteJob{RemoteID: lr.JobID, Kind: KindProviderJob, Status: lr.Answer.JobStatus()}
+			targets[lr.JobID] = &ledger.RemoteJob{RemoteID: lr.JobID, Kind: ledger.JobKindProviderJob, Status: lr.Answer.JobStatus()}
 		}
 	}
 	var failed []string
@@ -87,7 +87,7 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 			err = fmt.Errorf("the provider contract defines no cancel and job %s is not an upstream task", id)
 		}
 		if err != nil {
-			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: map[string]string{"remote_job_id": id, "error": err.Error()}})
+			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: ledger.CancelSentData{Error: err.Error(), RemoteJobID: id}})
 			w.logger(op).Warn("cancel failed", "remote_job_id", id, "err", err, "attempt", attempt)
 			p.RemoteJobs = append(p.RemoteJobs, u)
 			if c.CanCancel() || j.UpstreamTaskID != "" {
@@ -96,16 +96,16 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 			continue
 		}
 		u.EffectReversed = res.EffectReversed
-		p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: map[string]string{"remote_job_id": id, "detail": res.Detail}})
+		p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: ledger.CancelSentData{Detail: new(res.Detail), RemoteJobID: id}})
 		switch res.EffectReversed {
 		case ledger.Yes:
-			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventEffectReversed, Data: map[string]string{"remote_job_id": id}})
+			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventEffectReversed, Data: ledger.EffectReversedData{RemoteJobID: id}})
 			if j.Duplicate {
 				u.DuplicateResolved = "cancelled"
 			}
 		case ledger.No:
-			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventEffectNotReversed, Data: map[string]string{
-				"remote_job_id": id, "detail": res.Detail, "job_status": string(j.Status),
+			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventEffectNotReversed, Data: ledger.EffectNotReversedData{
+				Detail: res.Detail, JobStatus: j.Status, RemoteJobID: id,
 			}})
 		}
 		p.RemoteJobs = append(p.RemoteJobs, u)
@@ -120,18 +120,21 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 }
 
 // cancelsTaken lists the jobs whose cancellation the provider already took.
-func cancelsTaken(evs []*ledger.Event) map[string]bool {
+// A record that cannot be read proves nothing, as in the receipt: it is
+// logged, and its job is asked again.
+func cancelsTaken(log *slog.Logger, evs []*ledger.Event) map[string]bool {
 	taken := map[string]bool{}
 	for _, e := range evs {
 		if e.Kind != ledger.EventCancelSent {
 			continue
 		}
-		var d struct {
-			Job   string `json:"remote_job_id"`
-			Error string `json:"error"`
+		d, err := ledger.DecodeEventData[ledger.CancelSentData](e)
+		if err != nil {
+			log.Warn("skipping an unreadable event; it proves nothing", "err", err)
+			continue
 		}
-		if json.Unmarshal(e.Data, &d) == nil && d.Job != "" && d.Error == "" {
-			taken[d.Job] = true
+		if d.RemoteJobID != "" && d.Error == "" {
+			taken[d.RemoteJobID] = true
 		}
 	}
 	return taken

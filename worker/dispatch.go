@@ -14,12 +14,6 @@ import (
 	"github.com/taskgate/taskgate/provider"
 )
 
-// Remote job kinds.
-const (
-	KindUpstreamTask = "upstream_task"
-	KindProviderJob  = "provider_job"
-)
-
 // dispatch moves an operation forward from whatever state it is in.
 func (w *Worker) dispatch(ctx context.Context, l *lease) error {
 	switch l.op.State {
@@ -55,7 +49,7 @@ func (w *Worker) resolve(ctx context.Context, l *lease) (*target, error) {
 		msg := fmt.Sprintf("the configuration no longer has consequential tool %s.%s; resolve with taskgate ops resolve", op.Upstream, op.Tool)
 		_, err := l.transition(ctx, &ledger.TransitionParams{
 			To: ledger.StateReview, ReviewReason: new("configuration_changed"), StatusMessage: &msg,
-			Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: map[string]string{"reason": "configuration_changed"}}},
+			Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: ledger.RequireReviewData{Reason: "configuration_changed"}}},
 		})
 		return nil, err
 	}
@@ -95,9 +89,9 @@ func (w *Worker) settle(ctx context.Context, l *lease, p *ledger.TransitionParam
 		}
 	}
 	for _, j := range p.RemoteJobs {
-		data := map[string]string{
-			"remote_job_id": j.RemoteID, "kind": j.Kind, "status": string(j.Status),
-			"operation_state": string(cur.State), "detail": "recorded after the operation changed under the worker",
+		data := ledger.RemoteJobData{
+			Detail: "recorded after the operation changed under the worker", Kind: j.Kind, OperationState: cur.State,
+			RemoteJobID: j.RemoteID, Status: j.Status,
 		}
 		kind := ledger.EventRemoteJobObserved
 		if bound {
@@ -145,11 +139,11 @@ func (w *Worker) fetchAndFinish(ctx context.Context, l *lease, t *target, jobID 
 	return w.settle(ctx, l, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
-			Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: KindProviderJob, Status: ledger.JobCompleted,
+			Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: ledger.JobKindProviderJob, Status: ledger.JobCompleted,
 			Intended: new(true), AttemptRef: t.creator, Result: raw,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes},
-		Events:  append(events, ledger.EventParams{Kind: ledger.EventResultStored, Data: map[string]string{"remote_job_id": jobID, "via": "fetch"}}),
+		Events:  append(events, ledger.EventParams{Kind: ledger.EventResultStored, Data: ledger.ResultStoredData{RemoteJobID: jobID, Via: "fetch"}}),
 		Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 	})
 }
@@ -159,7 +153,7 @@ func (w *Worker) review(ctx context.Context, l *lease, reason, msg string) error
 	w.logger(l.op).Warn("operation needs review", "reason", reason, "message", msg)
 	_, err := l.transition(ctx, &ledger.TransitionParams{
 		To: ledger.StateReview, ReviewReason: &reason, StatusMessage: &msg,
-		Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: map[string]string{"reason": reason, "message": msg}}},
+		Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: ledger.RequireReviewData{Message: msg, Reason: reason}}},
 	})
 	return err
 }

@@ -132,7 +132,7 @@ func TestLineageAfterLostResponse(t *testing.T) {
 				want := []struct {
 					decision ledger.Decision
 					client   ledger.ClientResult
-					event    string
+					event    ledger.EventKind
 				}{
 					{ledger.DecisionCreated, ledger.ClientDisconnected, ledger.EventClientStoppedWatching},
 					// An attached attempt writes only its attempt row; the
@@ -163,11 +163,11 @@ func TestLineageAfterLostResponse(t *testing.T) {
 }
 
 // eventRequestIDs lists the request IDs named by the events of one kind.
-func eventRequestIDs(t *testing.T, show *opsShow, kind string) []string {
+func eventRequestIDs(t *testing.T, show *opsShow, kind ledger.EventKind) []string {
 	t.Helper()
 	var ids []string
 	for _, ev := range show.Events {
-		if ev.Kind != kind {
+		if ledger.EventKind(ev.Kind) != kind {
 			continue
 		}
 		var d struct {

@@ -136,7 +136,7 @@ func endedOrReview(op *ledger.Operation) bool {
 }
 
 // events lists the operation's events of one kind, with their data.
-func events(t *testing.T, ctx context.Context, s ledger.Store, op *ledger.Operation, kind string) []map[string]any {
+func events(t *testing.T, ctx context.Context, s ledger.Store, op *ledger.Operation, kind ledger.EventKind) []map[string]any {
 	t.Helper()
 	evs, err := s.EventList(ctx, op.ID)
 	if err != nil {

@@ -70,7 +70,7 @@ func (w *Worker) pollOnce(ctx context.Context, l *lease) error {
 	if bound == nil {
 		return w.review(ctx, l, ledger.ReasonUpstreamOutcomeUnknown, "the operation is running but no remote job is bound")
 	}
-	if bound.Kind == KindUpstreamTask && bound.UpstreamTaskID != "" {
+	if bound.Kind == ledger.JobKindUpstreamTask && bound.UpstreamTaskID != "" {
 		return w.pollTask(ctx, l, t, bound)
 	}
 	return w.pollJob(ctx, l, t, bound)
@@ -177,7 +177,7 @@ func (w *Worker) finishTask(ctx context.Context, l *lease, t *target, bound *led
 			Upstream: l.op.Upstream, RemoteID: jobID, RenameFrom: bound.RemoteID, Status: status, Result: raw,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteEffect: effect},
-		Events:  []ledger.EventParams{{Kind: ledger.EventResultStored, Data: map[string]any{"remote_job_id": jobID, "is_error": res.IsError}}},
+		Events:  []ledger.EventParams{{Kind: ledger.EventResultStored, Data: ledger.ResultStoredData{IsError: new(res.IsError), RemoteJobID: jobID}}},
 		Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 	})
 }
@@ -194,7 +194,7 @@ func (w *Worker) finishFailed(ctx context.Context, l *lease, t *target, jobID st
 	return w.settle(ctx, l, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateRunning, ledger.StateSending}, To: to, Error: rpcErr, StatusMessage: &msg,
 		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Status: status}},
-		Events:     []ledger.EventParams{{Kind: ledger.EventFailed, Data: map[string]string{"remote_job_id": jobID, "message": msg}}},
+		Events:     []ledger.EventParams{{Kind: ledger.EventFailed, Data: ledger.FailedData{Message: msg, RemoteJobID: jobID}}},
 		Enqueue:    []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 	})
 }

@@ -31,7 +31,7 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 	up, ok := w.upstreams.Upstream(op.Upstream)
 	if c == nil || !ok {
 		_, err := w.store.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, Events: []ledger.EventParams{{
-			Kind: ledger.EventReconciled, Data: map[string]any{"lookup": reconcile.LookupIndeterminate, "detail": "the configuration no longer has this tool", "complete": false},
+			Kind: ledger.EventReconciled, Data: ledger.ReconciledData{Complete: false, Detail: "the configuration no longer has this tool", Lookup: reconcile.LookupIndeterminate},
 		}}})
 		return false, err
 	}
@@ -236,13 +236,13 @@ func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up
 		u := &ledger.RemoteJobUpsert{Upstream: op.Upstream, Endpoint: up.Endpoint(), RemoteID: j.id, RenameFrom: j.renameFrom, Status: j.status,
 			Intended: new(o.Intended), Duplicate: new(o.Duplicate)}
 		if !j.known {
-			u.Kind = KindProviderJob
-			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventRemoteJobObserved, Data: map[string]string{"remote_job_id": j.id, "status": string(j.status)}})
+			u.Kind = ledger.JobKindProviderJob
+			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventRemoteJobObserved, Data: ledger.RemoteJobData{RemoteJobID: j.id, Status: j.status}})
 		}
 		p.RemoteJobs = append(p.RemoteJobs, u)
 	}
 	for _, id := range duplicates {
-		p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventDuplicateJob, Data: map[string]string{"remote_job_id": id}})
+		p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventDuplicateJob, Data: ledger.DuplicateJobData{RemoteJobID: id}})
 	}
 
 	for _, ch := range charges {
@@ -275,12 +275,9 @@ func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up
 	if len(r.details) > 0 {
 		detail = fmt.Sprint(r.details)
 	}
-	data := map[string]any{
-		"lookup": r.lookup, "detail": detail, "complete": complete, "jobs": len(r.jobs), "duplicates": len(duplicates),
-		"final_cost": final.String(), "missing_invoice": missingInvoice,
-	}
-	if out.Authoritative {
-		data["authoritative"] = true
+	data := ledger.ReconciledData{
+		Authoritative: out.Authoritative, Complete: complete, Detail: detail, Duplicates: new(len(duplicates)),
+		FinalCost: final.String(), Jobs: new(len(r.jobs)), Lookup: r.lookup, MissingInvoice: new(missingInvoice),
 	}
 	p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventReconciled, Data: data})
 	res, err := w.store.Transition(ctx, p)
@@ -319,13 +316,13 @@ func (w *Worker) recordCostBreach(ctx context.Context, op *ledger.Operation, fin
 	if err != nil || b == nil {
 		return err
 	}
-	data := map[string]any{
-		"final_cost": b.Final.String(), "approval_total": b.Total.String(), "ceiling": b.Ceiling.String(), "over_by": b.Over.String(),
+	data := ledger.CostBoundaryBreachData{
+		ApprovalTotal: b.Total.String(), Ceiling: b.Ceiling.String(), FinalCost: b.Final.String(), OverBy: b.Over.String(),
 	}
 	if b.NotComparable {
-		data = map[string]any{
-			"reason": "amounts_not_comparable", "final_cost": b.Final.Display(), "ceiling": b.Ceiling.Display(),
-			"uncounted_charges": b.UncountedCharges, "uncounted_reservations": b.UncountedReservations,
+		data = ledger.CostBoundaryBreachData{
+			Ceiling: b.Ceiling.Display(), FinalCost: b.Final.Display(), Reason: "amounts_not_comparable",
+			UncountedCharges: b.UncountedCharges, UncountedReservations: b.UncountedReservations,
 		}
 	}
 	if _, err := w.store.Transition(ctx, &ledger.TransitionParams{

@@ -42,9 +42,9 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 	}
 	d := provider.Decide(lr, retry, t.contract.Policy.Contract.Lookup.NotFoundSafeAfter, since)
 	w.logger(op).Info("looked up after an uncertain send", "answer", lr.Answer, "job", lr.JobID, "action", d.Action, "retry_policy", retry, "detail", lr.Detail)
-	lookupEvent := ledger.EventParams{Kind: ledger.EventLookup, Data: map[string]any{
-		"answer": lr.Answer, "remote_job_id": lr.JobID, "action": d.Action, "detail": lr.Detail, "since_send_ms": since.Milliseconds(),
-		"retry_policy": retry,
+	lookupEvent := ledger.EventParams{Kind: ledger.EventLookup, Data: ledger.LookupData{
+		Action: string(d.Action), Answer: string(lr.Answer), Detail: lr.Detail, RemoteJobID: new(lr.JobID),
+		RetryPolicy: retry, SinceSendMS: new(since.Milliseconds()),
 	}}
 
 	switch d.Action {
@@ -52,7 +52,7 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 		return w.settle(ctx, l, &ledger.TransitionParams{
 			From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: new("attached to " + lr.JobID),
 			RemoteJobs: []*ledger.RemoteJobUpsert{{
-				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: lr.JobID, Kind: KindProviderJob,
+				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: lr.JobID, Kind: ledger.JobKindProviderJob,
 				Status: lr.Answer.JobStatus(), Intended: new(true), AttemptRef: t.creator,
 			}},
 			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
@@ -66,12 +66,12 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 			From: []ledger.State{ledger.StateSending}, To: ledger.StateFailed, StatusMessage: new("the provider reports job " + lr.JobID + " " + string(lr.Answer)),
 			Error: rpcError(-32603, fmt.Sprintf("the provider reports job %s %s; it is not re-run automatically", lr.JobID, lr.Answer)),
 			RemoteJobs: []*ledger.RemoteJobUpsert{{
-				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: lr.JobID, Kind: KindProviderJob,
+				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: lr.JobID, Kind: ledger.JobKindProviderJob,
 				Status: lr.Answer.JobStatus(), Intended: new(true), AttemptRef: t.creator,
 			}},
 			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
 			Events: []ledger.EventParams{lookupEvent, boundVia(lr.JobID, "lookup"),
-				{Kind: ledger.EventFailed, Data: map[string]string{"remote_job_id": lr.JobID}}},
+				{Kind: ledger.EventFailed, Data: ledger.FailedData{RemoteJobID: lr.JobID}}},
 			Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 		})
 	case provider.ActionWait:
@@ -103,8 +103,8 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 
 // retryPolicy is the strictest of the retry policies that apply to op: the
 // one recorded when it was accepted, its approval's, and the tool's now.
-func (w *Worker) retryPolicy(ctx context.Context, op *ledger.Operation, c *provider.Contract) (string, error) {
-	approved := ""
+func (w *Worker) retryPolicy(ctx context.Context, op *ledger.Operation, c *provider.Contract) (ledger.RetryPolicy, error) {
+	var approved ledger.RetryPolicy
 	if op.ApprovalID != 0 {
 		a, err := w.store.ApprovalGet(ctx, op.ApprovalID)
 		if err != nil {
@@ -116,5 +116,5 @@ func (w *Worker) retryPolicy(ctx context.Context, op *ledger.Operation, c *provi
 }
 
 func boundVia(jobID, via string) ledger.EventParams {
-	return ledger.EventParams{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": jobID, "kind": KindProviderJob, "via": via}}
+	return ledger.EventParams{Kind: ledger.EventRemoteJobBound, Data: ledger.RemoteJobData{Kind: ledger.JobKindProviderJob, RemoteJobID: jobID, Via: via}}
 }

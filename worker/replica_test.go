@@ -63,7 +63,7 @@ func workerID(owner string) string {
 // takeover names the event by which B takes over: "recovered" when A died
 // holding the operation's lease, "send_started" when A died before any
 // worker had it.
-func killReplica(t *testing.T, ctx context.Context, point string, cfg fixtures.ConfigOptions, sim providersim.Options, opID, takeover string) *replicaRun {
+func killReplica(t *testing.T, ctx context.Context, point string, cfg fixtures.ConfigOptions, sim providersim.Options, opID string, takeover ledger.EventKind) *replicaRun {
 	t.Helper()
 	db := pgtest.Schema(t)
 	cfg.Lease = replicaLease

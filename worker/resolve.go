@@ -31,8 +31,8 @@ type Resolution struct {
 // Resolve records a human's resolution and queues the work it implies. It
 // needs only the ledger: the jobs run in the gateway.
 func Resolve(ctx context.Context, s ledger.Store, op *ledger.Operation, r Resolution) (*ledger.Operation, error) {
-	event := ledger.EventParams{Kind: ledger.EventResolved, Data: map[string]string{
-		"actor": r.Actor, "note": r.Note, "action": r.action(), "remote_job_id": r.Attach + r.AcceptDuplicate + r.CancelDuplicate,
+	event := ledger.EventParams{Kind: ledger.EventResolved, Data: ledger.ResolvedData{
+		Action: r.action(), Actor: r.Actor, Note: r.Note, RemoteJobID: r.Attach + r.AcceptDuplicate + r.CancelDuplicate,
 	}}
 	p := &ledger.TransitionParams{OperationRef: op.ID, Events: []ledger.EventParams{event}}
 	review := []ledger.State{ledger.StateReview}
@@ -40,7 +40,7 @@ func Resolve(ctx context.Context, s ledger.Store, op *ledger.Operation, r Resolu
 	case r.Attach != "":
 		p.From, p.To = review, ledger.StateRunning
 		p.StatusMessage = new("attached to " + r.Attach + " by " + r.Actor)
-		p.RemoteJobs = []*ledger.RemoteJobUpsert{{Upstream: op.Upstream, RemoteID: r.Attach, Kind: KindProviderJob, Status: ledger.JobRunning, Intended: new(true)}}
+		p.RemoteJobs = []*ledger.RemoteJobUpsert{{Upstream: op.Upstream, RemoteID: r.Attach, Kind: ledger.JobKindProviderJob, Status: ledger.JobRunning, Intended: new(true)}}
 		p.Creator = &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes}
 		p.Lease = &ledger.Lease{Owner: ledger.LeaseQueued}
 		p.Enqueue = []river.InsertManyParams{{Args: PollArgs{Operation: op.ID}}}

@@ -33,7 +33,7 @@ func (w *Worker) send(ctx context.Context, l *lease) error {
 	op, err := l.transition(ctx, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateAccepted}, To: ledger.StateSending, IncrementSend: true,
 		StatusMessage: new("sending to " + l.op.Upstream),
-		Events:        []ledger.EventParams{{Kind: ledger.EventSendStarted, Data: map[string]any{"send": l.op.SendCount + 1, "worker": l.owner}}},
+		Events:        []ledger.EventParams{{Kind: ledger.EventSendStarted, Data: ledger.SendStartedData{Send: l.op.SendCount + 1, Worker: l.owner}}},
 	})
 	if err != nil {
 		return err
@@ -63,7 +63,7 @@ func (w *Worker) send(ctx context.Context, l *lease) error {
 		log.Warn("upstream not reachable; will send again", "err", err)
 		if _, terr := l.transition(ctx, &ledger.TransitionParams{
 			From: []ledger.State{ledger.StateSending}, To: ledger.StateAccepted, StatusMessage: new("waiting for " + op.Upstream),
-			Events: []ledger.EventParams{{Kind: ledger.EventLookup, Data: map[string]string{"answer": "not_sent", "detail": err.Error()}}},
+			Events: []ledger.EventParams{{Kind: ledger.EventLookup, Data: ledger.LookupData{Answer: ledger.LookupNotSent, Detail: err.Error()}}},
 		}); terr != nil {
 			return terr
 		}
@@ -121,10 +121,10 @@ func (w *Worker) bindTask(ctx context.Context, l *lease, t *target, task *taskwi
 		From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: new(statusOr(task.StatusMessage, "running at "+l.op.Upstream)),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
 			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: task.ID, UpstreamTaskID: task.ID,
-			Kind: KindUpstreamTask, Status: ledger.JobRunning, Intended: new(true), AttemptRef: t.creator,
+			Kind: ledger.JobKindUpstreamTask, Status: ledger.JobRunning, Intended: new(true), AttemptRef: t.creator,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
-		Events:  []ledger.EventParams{{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": task.ID, "kind": KindUpstreamTask}}},
+		Events:  []ledger.EventParams{{Kind: ledger.EventRemoteJobBound, Data: ledger.RemoteJobData{Kind: ledger.JobKindUpstreamTask, RemoteJobID: task.ID}}},
 		Enqueue: []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, 0)},
 	})
 }
@@ -135,7 +135,7 @@ func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp
 		msg := "the upstream asked for input, which a background call cannot give"
 		_, err := l.transition(ctx, &ledger.TransitionParams{
 			To: ledger.StateReview, ReviewReason: new("upstream_input_required"), StatusMessage: &msg,
-			Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: map[string]string{"reason": "upstream_input_required"}}},
+			Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: ledger.RequireReviewData{Reason: "upstream_input_required"}}},
 		})
 		return err
 	}
@@ -156,13 +156,13 @@ func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp
 	return w.settle(ctx, l, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
-			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: KindProviderJob, Status: status,
+			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: ledger.JobKindProviderJob, Status: status,
 			Intended: new(true), AttemptRef: t.creator, Result: raw,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: effect},
 		Events: []ledger.EventParams{
-			{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": jobID, "kind": KindProviderJob}},
-			{Kind: ledger.EventResultStored, Data: map[string]any{"remote_job_id": jobID, "is_error": res.IsError}},
+			{Kind: ledger.EventRemoteJobBound, Data: ledger.RemoteJobData{Kind: ledger.JobKindProviderJob, RemoteJobID: jobID}},
+			{Kind: ledger.EventResultStored, Data: ledger.ResultStoredData{IsError: new(res.IsError), RemoteJobID: jobID}},
 		},
 		Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 	})
@@ -172,7 +172,7 @@ func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp
 // work could start (or that could not even be prepared): no remote job
 // started, so its reservation is released.
 func (w *Worker) refused(ctx context.Context, l *lease, code int64, msg string) error {
-	event := ledger.EventParams{Kind: ledger.EventFailed, Data: map[string]any{"code": code, "message": msg, "nothing_started": true}}
+	event := ledger.EventParams{Kind: ledger.EventFailed, Data: ledger.FailedData{Code: code, Message: msg, NothingStarted: true}}
 	nothing := &ledger.AttemptKnowledge{RemoteAccepted: ledger.No, RemoteEffect: ledger.No, ChargeStatus: ledger.No}
 	ctx = context.WithoutCancel(ctx)
 	_, err := l.transition(ctx, &ledger.TransitionParams{

@@ -45,7 +45,7 @@ func (w *Worker) Sweep(ctx context.Context) error {
 			// that ended or moved on meanwhile needs no job.
 			From:    []ledger.State{op.State},
 			Lease:   &ledger.Lease{Owner: ledger.LeaseQueued, Until: w.clock().Add(w.cfg.Worker.Lease)},
-			Events:  []ledger.EventParams{{Kind: ledger.EventRecovered, Data: map[string]string{"state": string(op.State), "lapsed_owner": op.LeaseOwner}}},
+			Events:  []ledger.EventParams{{Kind: ledger.EventRecovered, Data: ledger.RecoveredData{LapsedOwner: op.LeaseOwner, State: op.State}}},
 			Enqueue: []river.InsertManyParams{{Args: next}},
 		})
 		switch {

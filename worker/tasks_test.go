@@ -167,7 +167,7 @@ func TestUnrequestedTaskIsBound(t *testing.T) {
 		t.Errorf("lookups = %v, want none: the task was the answer", got)
 	}
 	bound := events(t, ctx, g.Store, op, ledger.EventRemoteJobBound)
-	if len(bound) != 1 || bound[0]["kind"] != worker.KindUpstreamTask || bound[0]["remote_job_id"] != jobs[0].ID {
+	if len(bound) != 1 || bound[0]["kind"] != string(ledger.JobKindUpstreamTask) || bound[0]["remote_job_id"] != jobs[0].ID {
 		t.Errorf("remote_job_bound events = %v, want job %s bound as an upstream task", bound, jobs[0].ID)
 	}
 }

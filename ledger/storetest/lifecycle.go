@@ -82,7 +82,7 @@ func testTransitions(t *testing.T, newStore Factory) {
 		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", Endpoint: "http://127.0.0.1:1/mcp", RemoteID: "task-abc", UpstreamTaskID: "task-abc",
 			Kind: "upstream_task", Status: ledger.JobRunning, Intended: &yes, AttemptRef: res.Attempt.ID}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
-		Events:  []ledger.EventParams{{Kind: ledger.EventRemoteJobBound, Data: map[string]string{"remote_job_id": "task-abc"}}},
+		Events:  []ledger.EventParams{{Kind: ledger.EventRemoteJobBound, Data: ledger.RemoteJobData{RemoteJobID: "task-abc"}}},
 	})
 	if err != nil || running.State != ledger.StateRunning {
 		t.Fatalf("bind: %+v, %v", running, err)

@@ -347,7 +347,7 @@ func testClientResult(t *testing.T, newStore Factory) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds := map[string]int{}
+	kinds := map[ledger.EventKind]int{}
 	for _, e := range evs {
 		kinds[e.Kind]++
 	}

@@ -183,28 +183,28 @@ func findOperation(ctx context.Context, s ledger.Store, tenant, id string) (*led
 
 // operationView is an operation as the CLI prints it in JSON.
 type operationView struct {
-	OperationID        string          `json:"operation_id"`
-	Tenant             string          `json:"tenant"`
-	TaskID             string          `json:"task_id"`
-	Upstream           string          `json:"upstream"`
-	Tool               string          `json:"tool"`
-	Fingerprint        string          `json:"fingerprint"`
-	State              ledger.State    `json:"state"`
-	TaskStatus         string          `json:"task_status"`
-	StatusMessage      string          `json:"status_message,omitempty"`
-	ReviewReason       string          `json:"review_reason,omitempty"`
-	RetryPolicy        string          `json:"retry_policy,omitempty"`
-	Approval           int64           `json:"approval,omitempty"`
-	EstimatedCostUSD   string          `json:"estimated_cost_usd"`
-	IntendedRemoteJobs int             `json:"intended_remote_jobs"`
-	SendCount          int             `json:"send_count"`
-	CostBoundaryBreach bool            `json:"flag_cost_boundary_breach"`
-	Arguments          json.RawMessage `json:"arguments,omitempty"`
-	Result             json.RawMessage `json:"result,omitempty"`
-	Error              json.RawMessage `json:"error,omitempty"`
-	CreatedAt          time.Time       `json:"created_at"`
-	UpdatedAt          time.Time       `json:"updated_at"`
-	EndedAt            *time.Time      `json:"ended_at,omitempty"`
+	OperationID        string             `json:"operation_id"`
+	Tenant             string             `json:"tenant"`
+	TaskID             string             `json:"task_id"`
+	Upstream           string             `json:"upstream"`
+	Tool               string             `json:"tool"`
+	Fingerprint        string             `json:"fingerprint"`
+	State              ledger.State       `json:"state"`
+	TaskStatus         string             `json:"task_status"`
+	StatusMessage      string             `json:"status_message,omitempty"`
+	ReviewReason       string             `json:"review_reason,omitempty"`
+	RetryPolicy        ledger.RetryPolicy `json:"retry_policy,omitempty"`
+	Approval           int64              `json:"approval,omitempty"`
+	EstimatedCostUSD   string             `json:"estimated_cost_usd"`
+	IntendedRemoteJobs int                `json:"intended_remote_jobs"`
+	SendCount          int                `json:"send_count"`
+	CostBoundaryBreach bool               `json:"flag_cost_boundary_breach"`
+	Arguments          json.RawMessage    `json:"arguments,omitempty"`
+	Result             json.RawMessage    `json:"result,omitempty"`
+	Error              json.RawMessage    `json:"error,omitempty"`
+	CreatedAt          time.Time          `json:"created_at"`
+	UpdatedAt          time.Time          `json:"updated_at"`
+	EndedAt            *time.Time         `json:"ended_at,omitempty"`
 }
 
 func viewOperation(op *ledger.Operation) operationView {
@@ -236,16 +236,16 @@ type attemptView struct {
 }
 
 type remoteJobView struct {
-	RemoteID          string           `json:"remote_job_id"`
-	Upstream          string           `json:"upstream"`
-	Endpoint          string           `json:"endpoint"`
-	Kind              string           `json:"kind"`
-	Status            ledger.JobStatus `json:"status"`
-	Intended          bool             `json:"intended"`
-	Duplicate         bool             `json:"duplicate"`
-	DuplicateResolved string           `json:"duplicate_resolved,omitempty"`
-	EffectReversed    ledger.Knowledge `json:"effect_reversed"`
-	At                time.Time        `json:"at"`
+	RemoteID          string               `json:"remote_job_id"`
+	Upstream          string               `json:"upstream"`
+	Endpoint          string               `json:"endpoint"`
+	Kind              ledger.RemoteJobKind `json:"kind"`
+	Status            ledger.JobStatus     `json:"status"`
+	Intended          bool                 `json:"intended"`
+	Duplicate         bool                 `json:"duplicate"`
+	DuplicateResolved string               `json:"duplicate_resolved,omitempty"`
+	EffectReversed    ledger.Knowledge     `json:"effect_reversed"`
+	At                time.Time            `json:"at"`
 }
 
 type chargeView struct {
@@ -258,9 +258,9 @@ type chargeView struct {
 }
 
 type eventView struct {
-	Kind string          `json:"kind"`
-	Data json.RawMessage `json:"data"`
-	At   time.Time       `json:"at"`
+	Kind ledger.EventKind `json:"kind"`
+	Data json.RawMessage  `json:"data"`
+	At   time.Time        `json:"at"`
 }
 
 type detail struct {

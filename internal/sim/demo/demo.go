@@ -451,14 +451,13 @@ func (r *run) events(ctx context.Context, op *ledger.Operation) error {
 		if e.Kind != ledger.EventLookup {
 			continue
 		}
-		var l struct {
-			Answer string `json:"answer"`
-			Action string `json:"action"`
-			Job    string `json:"remote_job_id"`
-		}
-		if json.Unmarshal(e.Data, &l) == nil && l.Action != "" {
+		if l, err := ledger.DecodeEventData[ledger.LookupData](e); err == nil && l.Action != "" {
+			job := ""
+			if l.RemoteJobID != nil {
+				job = *l.RemoteJobID
+			}
 			lookups = append(lookups, fmt.Sprintf("+%s the provider answered %s for the operation ID, and the gateway chose %s %s",
-				seconds(e.CreatedAt.Sub(op.CreatedAt)), l.Answer, l.Action, l.Job))
+				seconds(e.CreatedAt.Sub(op.CreatedAt)), l.Answer, l.Action, job))
 		}
 	}
 	tw.Flush()

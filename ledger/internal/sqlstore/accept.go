@@ -247,7 +247,7 @@ func (s *Store) setClientResult(ctx context.Context, tx Tx, requestID string, r 
 	if r == ledger.ClientDisconnected || r == ledger.ClientTimedOut {
 		kind = ledger.EventClientStoppedWatching
 	}
-	return s.event(ctx, tx, opRef, id, kind, map[string]string{"request_id": requestID, "client_result": string(r)}, now)
+	return s.event(ctx, tx, opRef, id, kind, ledger.ClientResultData{ClientResult: r, RequestID: requestID}, now)
 }
 
 // acceptOne applies the acceptance table to one request inside tx.
@@ -287,7 +287,7 @@ func (s *Store) acceptOne(ctx context.Context, tx Tx, p *ledger.AcceptParams) (*
 	// An attached attempt writes nothing but its attempt row: replays are
 	// the hot path of a retrying client. A conflict is worth an event.
 	if decision == ledger.DecisionConflict {
-		if err := s.event(ctx, tx, stored.ID, att.ID, ledger.EventConflict, map[string]string{"request_id": p.RequestID, "reason": reason}, now); err != nil {
+		if err := s.event(ctx, tx, stored.ID, att.ID, ledger.EventConflict, ledger.ConflictData{Reason: reason, RequestID: p.RequestID}, now); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -326,7 +326,7 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 			if err != nil {
 				return nil, nil, err
 			}
-			if err := s.event(ctx, tx, related, att.ID, ledger.EventDenied, map[string]string{"request_id": p.RequestID, "operation_id": p.OperationID, "reason": verdict.Reason}, now); err != nil {
+			if err := s.event(ctx, tx, related, att.ID, ledger.EventDenied, ledger.DeniedData{OperationID: p.OperationID, Reason: verdict.Reason, RequestID: p.RequestID}, now); err != nil {
 				return nil, nil, err
 			}
 			return &ledger.AcceptResult{Decision: ledger.DecisionDenied, Reason: verdict.Reason, Message: verdict.Message, Attempt: att}, nil, nil

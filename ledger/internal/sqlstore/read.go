@@ -108,7 +108,7 @@ func (s *Store) AttemptRecord(ctx context.Context, p *ledger.AttemptRecordParams
 		if err != nil {
 			return err
 		}
-		return s.event(ctx, tx, 0, att.ID, ledger.EventDenied, map[string]string{"request_id": p.RequestID, "reason": p.Reason}, now)
+		return s.event(ctx, tx, 0, att.ID, ledger.EventDenied, ledger.DeniedData{Reason: p.Reason, RequestID: p.RequestID}, now)
 	})
 	return att, err
 }

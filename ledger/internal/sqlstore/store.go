@@ -146,7 +146,7 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(tx Tx) error) (err error) 
 }
 
 // event appends one event inside tx.
-func (s *Store) event(ctx context.Context, tx Querier, opRef, attemptRef int64, kind string, data any, at time.Time) error {
+func (s *Store) event(ctx context.Context, tx Querier, opRef, attemptRef int64, kind ledger.EventKind, data any, at time.Time) error {
 	raw := []byte("{}")
 	if data != nil {
 		var err error

@@ -1,0 +1,47 @@
+package ledger
+
+// RetryPolicy says what the gateway may do when it is unsure whether the
+// provider accepted work. Its values are stable strings: configuration,
+// approvals and receipts spell them the same way.
+type RetryPolicy string
+
+const (
+	// RetryLookupThenAttach asks the provider before any re-send and
+	// attaches to the job it finds.
+	RetryLookupThenAttach RetryPolicy = "lookup_then_attach"
+	// RetryNoAutomaticResend never re-sends on its own: an unsure outcome
+	// waits for a human.
+	RetryNoAutomaticResend RetryPolicy = "no_automatic_resend"
+)
+
+// Valid reports whether p is a retry policy this version knows.
+func (p RetryPolicy) Valid() bool {
+	return p == RetryLookupThenAttach || p == RetryNoAutomaticResend
+}
+
+// ApprovalMode says whether a consequential tool runs only under an
+// approval.
+type ApprovalMode string
+
+const (
+	// ApprovalRequired: the tool runs only under an unexpired approval for
+	// the tenant, operation ID and tool.
+	ApprovalRequired ApprovalMode = "required"
+	// ApprovalNone: the tool runs without an approval.
+	ApprovalNone ApprovalMode = "none"
+)
+
+// Valid reports whether m is an approval mode this version knows.
+func (m ApprovalMode) Valid() bool {
+	return m == ApprovalRequired || m == ApprovalNone
+}
+
+// RemoteJobKind says what a remote job is at its upstream.
+type RemoteJobKind string
+
+const (
+	// JobKindUpstreamTask is the upstream's own MCP task.
+	JobKindUpstreamTask RemoteJobKind = "upstream_task"
+	// JobKindProviderJob is a job the provider contract names by its ID.
+	JobKindProviderJob RemoteJobKind = "provider_job"
+)
