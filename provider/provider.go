@@ -120,9 +120,9 @@ func decodeArguments(raw json.RawMessage) (map[string]any, error) {
 	return args, nil
 }
 
-// JobID reads the provider's job ID from a call's result, if the contract
-// names where it is.
-func (c *Contract) JobID(res *mcp.CallToolResult) string {
+// RemoteJobID reads the remote job ID from a call's result, if the
+// contract names where it is.
+func (c *Contract) RemoteJobID(res *mcp.CallToolResult) string {
 	f := c.spec().JobIDField
 	if f == "" || res == nil {
 		return ""
@@ -134,8 +134,8 @@ func (c *Contract) JobID(res *mcp.CallToolResult) string {
 // LookupResult is what a lookup found.
 type LookupResult struct {
 	Answer Answer
-	// JobID is the job the provider associates with the operation ID.
-	JobID string
+	// RemoteJobID is the job the provider associates with the operation ID.
+	RemoteJobID string
 	// Jobs is every job the provider holds for the operation ID, when the
 	// contract can list them.
 	Jobs []JobRef
@@ -170,7 +170,7 @@ func (c *Contract) Lookup(ctx context.Context, caller Caller, operationID string
 	status, _ := field(sc, l.StatusField).(string)
 	out := &LookupResult{Answer: classify(l.Statuses, status)}
 	if l.JobIDField != "" {
-		out.JobID, _ = field(sc, l.JobIDField).(string)
+		out.RemoteJobID, _ = field(sc, l.JobIDField).(string)
 	}
 	if l.JobsField != "" {
 		list, _ := field(sc, l.JobsField).([]any)
@@ -186,8 +186,8 @@ func (c *Contract) Lookup(ctx context.Context, caller Caller, operationID string
 	if out.Answer == Indeterminate {
 		out.Detail = fmt.Sprintf("lookup answered status %q, which the contract does not map", status)
 	}
-	if out.JobID == "" && len(out.Jobs) > 0 {
-		out.JobID = out.Jobs[0].ID
+	if out.RemoteJobID == "" && len(out.Jobs) > 0 {
+		out.RemoteJobID = out.Jobs[0].ID
 	}
 	return out
 }
@@ -226,10 +226,10 @@ func (c *Contract) Fetch(ctx context.Context, caller Caller, jobID, operationID 
 
 // Charge is one charge as the provider reports it.
 type Charge struct {
-	ID     string
-	JobID  string
-	Amount money.Amount
-	Status ledger.ChargeStatus
+	ID          string
+	RemoteJobID string
+	Amount      money.Amount
+	Status      ledger.ChargeStatus
 }
 
 // Priced reports whether the contract can read charges.
@@ -278,7 +278,7 @@ func (c *Contract) Charges(ctx context.Context, caller Caller, jobID, operationI
 		if id == "" {
 			return nil, fmt.Errorf("charge %d has no %q", i, ch.IDField)
 		}
-		out = append(out, Charge{ID: id, JobID: job, Amount: amount, Status: cs})
+		out = append(out, Charge{ID: id, RemoteJobID: job, Amount: amount, Status: cs})
 	}
 	return out, nil
 }

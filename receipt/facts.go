@@ -110,7 +110,7 @@ func (f *facts) completion(j *ledger.RemoteJob) time.Time {
 		if e.Kind != ledger.EventRemoteJobObserved {
 			continue
 		}
-		if d, ok := readEvent(e); ok && d.RemoteJobID == j.RemoteID && d.Status == string(ledger.JobCompleted) {
+		if d, ok := readEvent(e); ok && d.RemoteJobID == j.RemoteJobID && d.Status == string(ledger.JobCompleted) {
 			return e.CreatedAt
 		}
 	}
@@ -160,9 +160,9 @@ func utc(t time.Time) time.Time {
 	return t.UTC()
 }
 
-func (f *facts) jobRemoteID(ref int64) string {
+func (f *facts) remoteJobID(ref int64) string {
 	if j := f.jobByID[ref]; j != nil {
-		return j.RemoteID
+		return j.RemoteJobID
 	}
 	return ""
 }

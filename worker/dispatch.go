@@ -96,7 +96,7 @@ func (w *Worker) settle(ctx context.Context, l *lease, p *ledger.TransitionParam
 	}
 	for _, j := range p.RemoteJobs {
 		data := map[string]string{
-			"remote_job_id": j.RemoteID, "kind": j.Kind, "status": string(j.Status),
+			"remote_job_id": j.RemoteJobID, "kind": j.Kind, "status": string(j.Status),
 			"operation_state": string(cur.State), "detail": "recorded after the operation changed under the worker",
 		}
 		kind := ledger.EventRemoteJobObserved
@@ -105,7 +105,7 @@ func (w *Worker) settle(ctx context.Context, l *lease, p *ledger.TransitionParam
 		}
 		keep.Events = append(keep.Events, ledger.EventParams{Kind: kind, Data: data})
 		if !cur.CancelRequestedAt.IsZero() {
-			keep.Enqueue = append(keep.Enqueue, job(CancelArgs{Operation: l.opRef, Job: j.RemoteID}, 0))
+			keep.Enqueue = append(keep.Enqueue, job(CancelArgs{Operation: l.opRef, Job: j.RemoteJobID}, 0))
 		}
 	}
 	if len(keep.Enqueue) == 0 && cur.State.Terminal() {
@@ -145,7 +145,7 @@ func (w *Worker) fetchAndFinish(ctx context.Context, l *lease, t *target, jobID 
 	return w.settle(ctx, l, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
-			Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: KindProviderJob, Status: ledger.JobCompleted,
+			Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteJobID: jobID, Kind: KindProviderJob, Status: ledger.JobCompleted,
 			Intended: new(true), AttemptRef: t.creator, Result: raw,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes},
