@@ -56,6 +56,10 @@ type Config struct {
 
 	// File is where the configuration was read from, for messages.
 	File string `yaml:"-"`
+	// Warnings are what Parse accepted but wants changed, such as a field
+	// under its deprecated name; each names the file, line and field like
+	// an error does. The caller logs them.
+	Warnings []*FieldError `yaml:"-"`
 }
 
 // Worker tunes background work (dispatch, polling, reconciliation, expiry).
@@ -199,9 +203,10 @@ type Contract struct {
 	// Key says how the operation ID reaches the provider. Unset: it does
 	// not.
 	Key KeyPassing `yaml:"key"`
-	// JobIDField is the field of the call's structured result that holds
-	// the provider's job ID.
-	JobIDField string `yaml:"job_id_field"`
+	// RemoteJobIDField is the field of the call's structured result that
+	// holds the remote job ID. Formerly job_id_field, still accepted with a
+	// warning.
+	RemoteJobIDField string `yaml:"remote_job_id_field" deprecated:"job_id_field"`
 	// Lookup finds what the provider knows of an operation ID. Needed by
 	// retry_policy lookup_then_attach.
 	Lookup *Lookup `yaml:"lookup"`
@@ -241,13 +246,15 @@ type Call struct {
 // Lookup finds what the provider knows of an operation ID.
 type Lookup struct {
 	Call `yaml:",inline"`
-	// StatusField (required), JobIDField and JobsField name fields of the
-	// lookup's structured result: the status, the first job's ID, and the
-	// list of every job for the key (each an object with JobIDField,
-	// default job_id, and StatusField), used to find duplicates.
-	StatusField string `yaml:"status_field"`
-	JobIDField  string `yaml:"job_id_field"`
-	JobsField   string `yaml:"jobs_field"`
+	// StatusField (required), RemoteJobIDField and JobsField name fields
+	// of the lookup's structured result: the status, the first job's ID,
+	// and the list of every job for the key (each an object with
+	// RemoteJobIDField, default job_id, and StatusField), used to find
+	// duplicates. RemoteJobIDField was job_id_field, still accepted with a
+	// warning.
+	StatusField      string `yaml:"status_field"`
+	RemoteJobIDField string `yaml:"remote_job_id_field" deprecated:"job_id_field"`
+	JobsField        string `yaml:"jobs_field"`
 	// Statuses maps each answer (not_found, accepted, running, completed,
 	// failed, cancelled) to the provider's status strings. Anything else —
 	// and an error — is indeterminate. Required.
@@ -276,9 +283,10 @@ type Charges struct {
 	ListField string `yaml:"list_field"`
 	// IDField is the provider's charge ID in each charge. Required.
 	IDField string `yaml:"id_field"`
-	// JobIDField is the job a charge belongs to. Unset: every listed charge
-	// is the queried job's.
-	JobIDField string `yaml:"job_id_field"`
+	// RemoteJobIDField is the remote job a charge belongs to. Unset: every
+	// listed charge is the queried job's. Formerly job_id_field, still
+	// accepted with a warning.
+	RemoteJobIDField string `yaml:"remote_job_id_field" deprecated:"job_id_field"`
 	// AmountField is the amount, a decimal string or number. Required.
 	AmountField string `yaml:"amount_field"`
 	// CurrencyField is the charge's currency. Unset: cost.currency.

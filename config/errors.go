@@ -36,12 +36,15 @@ func (e *FieldError) Error() string {
 // Unwrap makes errors.Is(err, ErrInvalid) hold.
 func (e *FieldError) Unwrap() error { return ErrInvalid }
 
-// validator collects the FieldErrors of one file; lines maps field paths
-// to their line in it.
+// validator collects the FieldErrors of one file, and the warnings;
+// lines maps field paths to their line in it. renamed says a deprecated
+// field name was replaced in the parsed tree.
 type validator struct {
-	file  string
-	lines map[string]int
-	errs  []error
+	file    string
+	lines   map[string]int
+	errs    []error
+	warns   []*FieldError
+	renamed bool
 }
 
 // fail reports field as invalid, at its line in the file, or at the line

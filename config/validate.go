@@ -282,8 +282,8 @@ func validateTool(v *validator, f string, t *Tool) {
 		if l.StatusField == "" {
 			v.fail(p+".status_field", "is required")
 		}
-		if l.JobIDField == "" && l.JobsField == "" {
-			v.fail(p+".job_id_field", "is required (or jobs_field): a lookup that finds a job must say which one, or the gateway cannot attach to it")
+		if l.RemoteJobIDField == "" && l.JobsField == "" {
+			v.fail(p+".remote_job_id_field", "is required (or jobs_field): a lookup that finds a job must say which one, or the gateway cannot attach to it")
 		}
 		checkStatuses(v, p+".statuses", l.Statuses, lookupAnswers(), true)
 		if l.NotFoundSafeAfter != nil && *l.NotFoundSafeAfter < 0 {

@@ -123,7 +123,7 @@ func decodeArguments(raw json.RawMessage) (map[string]any, error) {
 // RemoteJobID reads the remote job ID from a call's result, if the
 // contract names where it is.
 func (c *Contract) RemoteJobID(res *mcp.CallToolResult) string {
-	f := c.spec().JobIDField
+	f := c.spec().RemoteJobIDField
 	if f == "" || res == nil {
 		return ""
 	}
@@ -169,14 +169,14 @@ func (c *Contract) Lookup(ctx context.Context, caller Caller, operationID string
 	sc := structured(res)
 	status, _ := field(sc, l.StatusField).(string)
 	out := &LookupResult{Answer: classify(l.Statuses, status)}
-	if l.JobIDField != "" {
-		out.RemoteJobID, _ = field(sc, l.JobIDField).(string)
+	if l.RemoteJobIDField != "" {
+		out.RemoteJobID, _ = field(sc, l.RemoteJobIDField).(string)
 	}
 	if l.JobsField != "" {
 		list, _ := field(sc, l.JobsField).([]any)
 		for _, item := range list {
 			m, _ := item.(map[string]any)
-			id, _ := field(m, cmpOr(l.JobIDField, "job_id")).(string)
+			id, _ := field(m, cmpOr(l.RemoteJobIDField, "job_id")).(string)
 			st, _ := field(m, l.StatusField).(string)
 			if id != "" {
 				out.Jobs = append(out.Jobs, JobRef{ID: id, Answer: classify(l.Statuses, st)})
@@ -270,8 +270,8 @@ func (c *Contract) Charges(ctx context.Context, caller Caller, jobID, operationI
 			return nil, fmt.Errorf("charge %q: %w", id, err)
 		}
 		job := jobID
-		if ch.JobIDField != "" {
-			if j, _ := field(m, ch.JobIDField).(string); j != "" {
+		if ch.RemoteJobIDField != "" {
+			if j, _ := field(m, ch.RemoteJobIDField).(string); j != "" {
 				job = j
 			}
 		}
