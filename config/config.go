@@ -234,8 +234,10 @@ type KeyPassing struct {
 }
 
 // Call is a provider tool invocation. Argument values that are exactly
-// "{operation_id}" or "{job_id}" are replaced; "{argument:NAME}" copies an
-// argument of the original call; anything else is sent as written.
+// "{operation_id}" or "{remote_job_id}" are replaced ("{job_id}", the
+// deprecated spelling of the latter, is accepted with a warning);
+// "{argument:NAME}" copies an argument of the original call; anything else
+// is sent as written.
 type Call struct {
 	// Tool is the upstream tool's own name (without the prefix). Required.
 	Tool string `yaml:"tool"`

@@ -317,6 +317,7 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		t.Errorf("the example has warnings: %v", current.Warnings)
 	}
 	old := strings.ReplaceAll(exampleText(t), "remote_job_id_field:", "job_id_field:")
+	old = strings.ReplaceAll(old, `"{remote_job_id}"`, `"{job_id}"`)
 	deprecated, err := Parse(strings.NewReader(old), "t.yaml", vars)
 	if err != nil {
 		t.Fatalf("Parse(example with job_id_field): %v", err)
@@ -325,18 +326,24 @@ func TestDeprecatedFieldNames(t *testing.T) {
 	for _, w := range deprecated.Warnings {
 		got = append(got, w.Error())
 	}
-	const reason = ": is deprecated and will be removed in the next release; rename it to remote_job_id_field"
+	const (
+		reason      = ": is deprecated and will be removed in the next release; rename it to remote_job_id_field"
+		placeholder = ": the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}"
+	)
 	want := []string{
 		"t.yaml:60: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
 		"t.yaml:65: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
 		"t.yaml:85: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
+		"t.yaml:77: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:82: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:92: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	deprecated.Warnings = nil
 	if !reflect.DeepEqual(deprecated, current) {
-		t.Errorf("job_id_field parses differently from remote_job_id_field:\nold     %+v\ncurrent %+v", deprecated.Upstreams[0].Tools["run_suite"].Contract, current.Upstreams[0].Tools["run_suite"].Contract)
+		t.Errorf("job_id_field and {job_id} parse differently from remote_job_id_field and {remote_job_id}:\nold     %+v\ncurrent %+v", deprecated.Upstreams[0].Tools["run_suite"].Contract, current.Upstreams[0].Tools["run_suite"].Contract)
 	}
 
 	both := "upstreams:\n  - name: up\n    url: http://127.0.0.1:1/mcp\n    tools:\n      t:\n        contract:\n          job_id_field: a\n          remote_job_id_field: b\n"

@@ -64,13 +64,13 @@ func Parse(r io.Reader, file string, lookupEnv func(string) (string, bool)) (*Co
 		return nil, &FieldError{File: file, Reason: yamlReason(err)}
 	}
 	c.File = file
-	c.Warnings = v.warns
 	c.applyDefaults()
 	v.lines = lineIndex(&root)
 	c.validate(v)
 	if len(v.errs) > 0 {
 		return nil, errors.Join(v.errs...)
 	}
+	c.Warnings = v.warns
 	return c, nil
 }
 

@@ -416,9 +416,9 @@ func render(tmpl map[string]any, v vars) (map[string]any, error) {
 		switch {
 		case s == "{operation_id}":
 			out[k] = v.operationID
-		case s == "{job_id}":
+		case s == "{remote_job_id}":
 			if v.jobID == "" {
-				return nil, fmt.Errorf("argument %q needs a job ID and none is known yet", k)
+				return nil, fmt.Errorf("argument %q needs a remote job ID and none is known yet", k)
 			}
 			out[k] = v.jobID
 		case strings.HasPrefix(s, "{argument:") && strings.HasSuffix(s, "}"):
