@@ -10,7 +10,7 @@
 // like one that does not exist. Every answer, including every error, is JSON
 // (receipts excepted, which come in the format asked for):
 //
-//	{"error": {"code": "invalid_request", "message": "...", "field": "max_total_cost_usd"}}
+//	{"error": {"code": "invalid_request", "message": "...", "field": "max_total_cost"}}
 //
 // This package must never decide spend policy (that is package policy), call
 // a provider, or accept an amount of money as a float.

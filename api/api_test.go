@@ -147,7 +147,7 @@ func list(t *testing.T, r response) []api.ApprovalView {
 	return l.Approvals
 }
 
-const goodBody = `{"operation_id":"settlement-regression-842","tool":"hosted_test.run_suite","max_total_cost_usd":"20.00",
+const goodBody = `{"operation_id":"settlement-regression-842","tool":"hosted_test.run_suite","max_total_cost":"20.00",
 	"max_remote_jobs":1,"retry_policy":"lookup_then_attach","expires_in":"24h"}`
 
 func TestApprovalLifecycle(t *testing.T) {
@@ -156,7 +156,7 @@ func TestApprovalLifecycle(t *testing.T) {
 	v := approval(t, f.do(t, http.MethodPost, "/v1/approvals", f.acmeApprover, goodBody), http.StatusCreated)
 	want := api.ApprovalView{
 		ID: v.ID, Tenant: "acme", OperationID: "settlement-regression-842", Tool: "hosted_test.run_suite",
-		MaxTotalCostUSD: "20.00", Currency: "USD", MaxRemoteJobs: 1, RetryPolicy: "lookup_then_attach",
+		MaxTotalCost: "20.00", Currency: "USD", MaxRemoteJobs: 1, RetryPolicy: "lookup_then_attach",
 		ExpiresAt: now.Add(24 * time.Hour), Status: api.ApprovalActive, CreatedAt: v.CreatedAt, CreatedBy: v.CreatedBy,
 	}
 	if v != want {
@@ -222,6 +222,45 @@ func TestApprovalLifecycle(t *testing.T) {
 	}
 }
 
+// The ceiling's old name, max_total_cost_usd, is accepted until the next
+// release: it creates the same approval as max_total_cost, and the answer
+// carries a Warning naming the new name. Both at once is refused.
+func TestApprovalDeprecatedCeilingName(t *testing.T) {
+	f := newFixture(t, 0)
+	cr := f.do(t, http.MethodPost, "/v1/approvals", f.acmeApprover, goodBody)
+	current := approval(t, cr, http.StatusCreated)
+	if w := cr.header.Get("Warning"); w != "" {
+		t.Errorf("POST with max_total_cost: Warning %q, want none", w)
+	}
+	oldBody := strings.Replace(strings.Replace(goodBody, `"max_total_cost"`, `"max_total_cost_usd"`, 1), `settlement-regression-842`, `old-name-op`, 1)
+	r := f.do(t, http.MethodPost, "/v1/approvals", f.acmeApprover, oldBody)
+	old := approval(t, r, http.StatusCreated)
+	if want := `299 - "max_total_cost_usd is deprecated and will be removed in the next release; send max_total_cost"`; r.header.Get("Warning") != want {
+		t.Errorf("POST with max_total_cost_usd: Warning %q, want %q", r.header.Get("Warning"), want)
+	}
+	if old.MaxTotalCost != current.MaxTotalCost || old.Currency != current.Currency || old.MaxRemoteJobs != current.MaxRemoteJobs {
+		t.Errorf("max_total_cost_usd created %+v, max_total_cost %+v; want the same terms", old, current)
+	}
+	if !strings.Contains(string(r.body), `"max_total_cost": "20.00"`) || strings.Contains(string(r.body), "max_total_cost_usd") {
+		t.Errorf("answer %s, want the ceiling under max_total_cost only", r.body)
+	}
+
+	for _, tc := range []struct {
+		name, body, field, wantInText string
+	}{
+		{"both names", strings.Replace(goodBody, `{`, `{"max_total_cost_usd":"20.00",`, 1), "max_total_cost_usd", "send only max_total_cost"},
+		{"old name with a JSON number", strings.Replace(oldBody, `"20.00"`, `20.5`, 1), "max_total_cost_usd", `max_total_cost_usd must be a decimal string`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := f.do(t, http.MethodPost, "/v1/approvals", f.acmeApprover, tc.body)
+			code, msg, field := apiError(t, r)
+			if r.status != http.StatusBadRequest || code != api.CodeInvalidRequest || field != tc.field || !strings.Contains(msg, tc.wantInText) {
+				t.Errorf("got %d %s/%q field %q; want 400, field %q, a message containing %q", r.status, code, msg, field, tc.field, tc.wantInText)
+			}
+		})
+	}
+}
+
 func TestApprovalBadInput(t *testing.T) {
 	f := newFixture(t, 512)
 	for _, tc := range []struct {
@@ -231,11 +270,11 @@ func TestApprovalBadInput(t *testing.T) {
 		field      string
 		wantInText string
 	}{
-		{"amount as a JSON number", strings.Replace(goodBody, `"20.00"`, `20.5`, 1), 400, "max_total_cost_usd", `must be a decimal string such as "20.00"`},
-		{"amount as an exponent", strings.Replace(goodBody, `"20.00"`, `"1e3"`, 1), 400, "max_total_cost_usd", `"1e3" is not a decimal number`},
-		{"amount missing", strings.Replace(goodBody, `"max_total_cost_usd":"20.00",`, ``, 1), 400, "max_total_cost_usd", "is required"},
-		{"amount empty", strings.Replace(goodBody, `"20.00"`, `""`, 1), 400, "max_total_cost_usd", "is empty"},
-		{"negative amount", strings.Replace(goodBody, `"20.00"`, `"-1"`, 1), 400, "max_total_cost_usd", "negative"},
+		{"amount as a JSON number", strings.Replace(goodBody, `"20.00"`, `20.5`, 1), 400, "max_total_cost", `must be a decimal string such as "20.00"`},
+		{"amount as an exponent", strings.Replace(goodBody, `"20.00"`, `"1e3"`, 1), 400, "max_total_cost", `"1e3" is not a decimal number`},
+		{"amount missing", strings.Replace(goodBody, `"max_total_cost":"20.00",`, ``, 1), 400, "max_total_cost", "is required"},
+		{"amount empty", strings.Replace(goodBody, `"20.00"`, `""`, 1), 400, "max_total_cost", "is empty"},
+		{"negative amount", strings.Replace(goodBody, `"20.00"`, `"-1"`, 1), 400, "max_total_cost", "negative"},
 		{"unknown field", strings.Replace(goodBody, `{`, `{"max_cost":"20.00",`, 1), 400, "max_cost", `unknown field "max_cost"`},
 		{"jobs as a string", strings.Replace(goodBody, `"max_remote_jobs":1`, `"max_remote_jobs":"1"`, 1), 400, "max_remote_jobs", "max_remote_jobs must be a JSON number"},
 		{"zero jobs", strings.Replace(goodBody, `"max_remote_jobs":1`, `"max_remote_jobs":0`, 1), 400, "max_remote_jobs", "at least 1"},
@@ -440,9 +479,9 @@ func completedOperation(t *testing.T, s ledger.Store, tenant, operationID string
 		OperationRef: res.Operation.ID, From: []ledger.State{ledger.StateSending}, To: ledger.StateCompleted,
 		Result: json.RawMessage(`{"content":[{"type":"text","text":"suite passed"}]}`),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
-			Upstream: "hosted_test", RemoteID: "hosted-suite-9912", Kind: "provider_job", Status: ledger.JobCompleted, Intended: &intended,
+			Upstream: "hosted_test", RemoteJobID: "hosted-suite-9912", Kind: "provider_job", Status: ledger.JobCompleted, Intended: &intended,
 		}},
-		Charges:     []*ledger.ChargeUpsert{{RemoteID: "hosted-suite-9912", ProviderChargeID: "ch-9912", Amount: final, Status: ledger.ChargeFinal, Source: "test"}},
+		Charges:     []*ledger.ChargeUpsert{{RemoteJobID: "hosted-suite-9912", ProviderChargeID: "ch-9912", Amount: final, Status: ledger.ChargeFinal, Source: "test"}},
 		Creator:     &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes, ChargeStatus: ledger.Yes},
 		Reservation: &ledger.ReservationUpdate{Status: ledger.ReservationSettled, Settled: final},
 	})

@@ -24,15 +24,15 @@ const (
 // prints it with --json. Money is a decimal string ("20.00"), never a
 // number.
 type ApprovalView struct {
-	ID              int64     `json:"id"`
-	Tenant          string    `json:"tenant"`
-	OperationID     string    `json:"operation_id"`
-	Tool            string    `json:"tool"`
-	MaxTotalCostUSD string    `json:"max_total_cost_usd"`
-	Currency        string    `json:"currency"`
-	MaxRemoteJobs   int       `json:"max_remote_jobs"`
-	RetryPolicy     string    `json:"retry_policy"`
-	ExpiresAt       time.Time `json:"expires_at"`
+	ID            int64     `json:"id"`
+	Tenant        string    `json:"tenant"`
+	OperationID   string    `json:"operation_id"`
+	Tool          string    `json:"tool"`
+	MaxTotalCost  string    `json:"max_total_cost"`
+	Currency      string    `json:"currency"`
+	MaxRemoteJobs int       `json:"max_remote_jobs"`
+	RetryPolicy   string    `json:"retry_policy"`
+	ExpiresAt     time.Time `json:"expires_at"`
 	// Status is active, expired or revoked at the time of the answer.
 	Status    string    `json:"status"`
 	CreatedAt time.Time `json:"created_at"`
@@ -51,7 +51,7 @@ func ViewApproval(a *ledger.Approval, now time.Time) ApprovalView {
 	}
 	return ApprovalView{
 		ID: a.ID, Tenant: a.Tenant, OperationID: a.OperationID, Tool: a.Tool,
-		MaxTotalCostUSD: a.MaxTotalCost.String(), Currency: a.MaxTotalCost.Currency,
+		MaxTotalCost: a.MaxTotalCost.String(), Currency: a.MaxTotalCost.Currency,
 		MaxRemoteJobs: a.MaxRemoteJobs, RetryPolicy: string(a.RetryPolicy), ExpiresAt: a.ExpiresAt.UTC(),
 		Status: status, CreatedAt: a.CreatedAt.UTC(), CreatedBy: a.CreatedBy, RevokedAt: a.RevokedAt.UTC(),
 	}
@@ -77,7 +77,7 @@ type ApprovalTerms struct {
 }
 
 // FieldError is a bad approval term. Field is the term's JSON name
-// (max_total_cost_usd, expires_in, ...); Problem says what is wrong with it
+// (max_total_cost, expires_in, ...); Problem says what is wrong with it
 // without naming it, so that the command line can name its flag instead.
 type FieldError struct {
 	Field   string
@@ -107,14 +107,14 @@ func (t *ApprovalTerms) Approval(tenant string, now time.Time) (*ledger.Approval
 		return nil, fieldError("currency", "%q is not a three-letter currency code such as USD", t.Currency)
 	}
 	if t.MaxTotalCost == "" {
-		return nil, fieldError("max_total_cost_usd", "is required: the most the operation may cost, e.g. 20.00")
+		return nil, fieldError("max_total_cost", "is required: the most the operation may cost, e.g. 20.00")
 	}
 	ceiling, err := money.Parse(t.MaxTotalCost, currency)
 	if err != nil {
-		return nil, fieldError("max_total_cost_usd", "%v", err)
+		return nil, fieldError("max_total_cost", "%v", err)
 	}
 	if ceiling.Micros < 0 {
-		return nil, fieldError("max_total_cost_usd", "%s is negative; a ceiling is zero or more", ceiling)
+		return nil, fieldError("max_total_cost", "%s is negative; a ceiling is zero or more", ceiling)
 	}
 	if t.MaxRemoteJobs < 1 {
 		return nil, fieldError("max_remote_jobs", "must be at least 1 (got %d)", t.MaxRemoteJobs)
@@ -160,14 +160,26 @@ func isCurrencyCode(c string) bool {
 // approvalRequest is the POST body. The amount stays raw so that a JSON
 // number can be refused with a message rather than silently rounded.
 type approvalRequest struct {
-	OperationID     string          `json:"operation_id"`
-	Tool            string          `json:"tool"`
+	OperationID   string          `json:"operation_id"`
+	Tool          string          `json:"tool"`
+	MaxTotalCost  json.RawMessage `json:"max_total_cost"`
+	Currency      string          `json:"currency"`
+	MaxRemoteJobs int             `json:"max_remote_jobs"`
+	RetryPolicy   string          `json:"retry_policy"`
+	ExpiresAt     string          `json:"expires_at"`
+	ExpiresIn     string          `json:"expires_in"`
+
+	// MaxTotalCostUSD is the deprecated name of MaxTotalCost, accepted
+	// until the next release.
 	MaxTotalCostUSD json.RawMessage `json:"max_total_cost_usd"`
-	Currency        string          `json:"currency"`
-	MaxRemoteJobs   int             `json:"max_remote_jobs"`
-	RetryPolicy     string          `json:"retry_policy"`
-	ExpiresAt       string          `json:"expires_at"`
-	ExpiresIn       string          `json:"expires_in"`
+}
+
+// deprecations says which fields the body gave under a deprecated name.
+func (b *approvalRequest) deprecations() []string {
+	if b.MaxTotalCostUSD == nil {
+		return nil
+	}
+	return []string{"max_total_cost_usd is deprecated and will be removed in the next release; send max_total_cost"}
 }
 
 // terms turns the body into ApprovalTerms, checking what only the wire
@@ -177,18 +189,25 @@ func (b *approvalRequest) terms() (*ApprovalTerms, *apiError) {
 		OperationID: b.OperationID, Tool: b.Tool, Currency: b.Currency,
 		MaxRemoteJobs: b.MaxRemoteJobs, RetryPolicy: b.RetryPolicy,
 	}
-	switch raw := strings.TrimSpace(string(b.MaxTotalCostUSD)); {
+	amount, field := b.MaxTotalCost, "max_total_cost"
+	if b.MaxTotalCostUSD != nil {
+		if b.MaxTotalCost != nil {
+			return nil, badRequest("max_total_cost_usd", "max_total_cost_usd is the deprecated name of max_total_cost; send only max_total_cost")
+		}
+		amount, field = b.MaxTotalCostUSD, "max_total_cost_usd"
+	}
+	switch raw := strings.TrimSpace(string(amount)); {
 	case raw == "" || raw == "null":
 	case raw[0] == '"':
-		if err := json.Unmarshal(b.MaxTotalCostUSD, &t.MaxTotalCost); err != nil {
-			return nil, badRequest("max_total_cost_usd", "max_total_cost_usd: %v", err)
+		if err := json.Unmarshal(amount, &t.MaxTotalCost); err != nil {
+			return nil, badRequest(field, "%s: %v", field, err)
 		}
 		if t.MaxTotalCost == "" {
-			return nil, badRequest("max_total_cost_usd", "max_total_cost_usd is empty; send a decimal string such as \"20.00\"")
+			return nil, badRequest(field, "%s is empty; send a decimal string such as \"20.00\"", field)
 		}
 	default:
-		return nil, badRequest("max_total_cost_usd",
-			"max_total_cost_usd must be a decimal string such as \"20.00\", not %s: a JSON number may lose precision on the way", raw)
+		return nil, badRequest(field,
+			"%s must be a decimal string such as \"20.00\", not %s: a JSON number may lose precision on the way", field, raw)
 	}
 	if b.ExpiresIn != "" {
 		d, err := time.ParseDuration(b.ExpiresIn)
@@ -220,6 +239,10 @@ func (a *API) createApproval(w http.ResponseWriter, r *http.Request) {
 	if aerr := a.decodeBody(w, r, &body); aerr != nil {
 		writeError(w, aerr)
 		return
+	}
+	for _, d := range body.deprecations() {
+		w.Header().Add("Warning", `299 - "`+d+`"`)
+		a.log.WarnContext(r.Context(), "deprecated request field", "tenant", tenant, "path", r.URL.Path, "warning", d)
 	}
 	terms, aerr := body.terms()
 	if aerr != nil {

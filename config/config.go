@@ -57,6 +57,10 @@ type Config struct {
 
 	// File is where the configuration was read from, for messages.
 	File string `yaml:"-"`
+	// Warnings are what Parse accepted but wants changed, such as a field
+	// under its deprecated name; each names the file, line and field like
+	// an error does. The caller logs them.
+	Warnings []*FieldError `yaml:"-"`
 }
 
 // Worker tunes background work (dispatch, polling, reconciliation, expiry).
@@ -194,9 +198,10 @@ type Contract struct {
 	// Key says how the operation ID reaches the provider. Unset: it does
 	// not.
 	Key KeyPassing `yaml:"key"`
-	// JobIDField is the field of the call's structured result that holds
-	// the provider's job ID.
-	JobIDField string `yaml:"job_id_field"`
+	// RemoteJobIDField is the field of the call's structured result that
+	// holds the remote job ID. Formerly job_id_field, still accepted with a
+	// warning.
+	RemoteJobIDField string `yaml:"remote_job_id_field" deprecated:"job_id_field"`
 	// Lookup finds what the provider knows of an operation ID. Needed by
 	// retry_policy lookup_then_attach.
 	Lookup *Lookup `yaml:"lookup"`
@@ -224,8 +229,10 @@ type KeyPassing struct {
 }
 
 // Call is a provider tool invocation. Argument values that are exactly
-// "{operation_id}" or "{job_id}" are replaced; "{argument:NAME}" copies an
-// argument of the original call; anything else is sent as written.
+// "{operation_id}" or "{remote_job_id}" are replaced ("{job_id}", the
+// deprecated spelling of the latter, is accepted with a warning);
+// "{argument:NAME}" copies an argument of the original call; anything else
+// is sent as written.
 type Call struct {
 	// Tool is the upstream tool's own name (without the prefix). Required.
 	Tool string `yaml:"tool"`
@@ -236,13 +243,15 @@ type Call struct {
 // Lookup finds what the provider knows of an operation ID.
 type Lookup struct {
 	Call `yaml:",inline"`
-	// StatusField (required), JobIDField and JobsField name fields of the
-	// lookup's structured result: the status, the first job's ID, and the
-	// list of every job for the key (each an object with JobIDField,
-	// default job_id, and StatusField), used to find duplicates.
-	StatusField string `yaml:"status_field"`
-	JobIDField  string `yaml:"job_id_field"`
-	JobsField   string `yaml:"jobs_field"`
+	// StatusField (required), RemoteJobIDField and JobsField name fields
+	// of the lookup's structured result: the status, the first job's ID,
+	// and the list of every job for the key (each an object with
+	// RemoteJobIDField, default job_id, and StatusField), used to find
+	// duplicates. RemoteJobIDField was job_id_field, still accepted with a
+	// warning.
+	StatusField      string `yaml:"status_field"`
+	RemoteJobIDField string `yaml:"remote_job_id_field" deprecated:"job_id_field"`
+	JobsField        string `yaml:"jobs_field"`
 	// Statuses maps each answer (not_found, accepted, running, completed,
 	// failed, cancelled) to the provider's status strings. Anything else —
 	// and an error — is indeterminate. Required.
@@ -271,9 +280,10 @@ type Charges struct {
 	ListField string `yaml:"list_field"`
 	// IDField is the provider's charge ID in each charge. Required.
 	IDField string `yaml:"id_field"`
-	// JobIDField is the job a charge belongs to. Unset: every listed charge
-	// is the queried job's.
-	JobIDField string `yaml:"job_id_field"`
+	// RemoteJobIDField is the remote job a charge belongs to. Unset: every
+	// listed charge is the queried job's. Formerly job_id_field, still
+	// accepted with a warning.
+	RemoteJobIDField string `yaml:"remote_job_id_field" deprecated:"job_id_field"`
 	// AmountField is the amount, a decimal string or number. Required.
 	AmountField string `yaml:"amount_field"`
 	// CurrencyField is the charge's currency. Unset: cost.currency.

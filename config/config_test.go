@@ -246,7 +246,7 @@ func TestInvalid(t *testing.T) {
 
 		// Shapes and types, before any value is looked at.
 		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, wait, task_ttl, poll_interval, retention, worker, auth, upstreams)"},
-		{"unknown nested field", base + "        consequential: true\n        contract:\n          lookup: {tool: l, stauts_field: s}\n", "t.yaml:8: upstreams[0].tools.t.contract.lookup.stauts_field: unknown field (known: tool, arguments, status_field, job_id_field, jobs_field, statuses, not_found_safe_after)"},
+		{"unknown nested field", base + "        consequential: true\n        contract:\n          lookup: {tool: l, stauts_field: s}\n", "t.yaml:8: upstreams[0].tools.t.contract.lookup.stauts_field: unknown field (known: tool, arguments, status_field, remote_job_id_field, jobs_field, statuses, not_found_safe_after)"},
 		{"number for a duration", "wait: 30\n", "t.yaml:1: wait: 30 is not a duration; write 30s"},
 		{"word for a duration", "worker:\n  lease: soon\n", `t.yaml:2: worker.lease: "soon" is not a duration; write it like 30s, 5m or 1h`},
 		{"word for a number", "worker:\n  workers: many\n", `t.yaml:2: worker.workers: "many" is not a whole number`},
@@ -280,7 +280,7 @@ func TestInvalid(t *testing.T) {
 		{"two estimates", base + "        consequential: true\n        contract:\n          cost: {estimate: \"1\", estimate_tool: {tool: e, field: f}}\n", "upstreams[0].tools.t.contract.cost: set estimate or estimate_tool, not both"},
 		{"two key channels", base + "        consequential: true\n        contract:\n          key: {argument: k, header: K}\n", "contract.key: set one of argument, meta or header"},
 		{"lookup without statuses", base + "        consequential: true\n        contract:\n          key: {argument: k}\n          lookup: {tool: l, status_field: s}\n", "contract.lookup.statuses: is required"},
-		{"lookup naming no job", base + "        consequential: true\n        contract:\n          key: {argument: k}\n          lookup: {tool: l, status_field: s, statuses: {running: [r]}}\n", "contract.lookup.job_id_field: is required (or jobs_field)"},
+		{"lookup naming no job", base + "        consequential: true\n        contract:\n          key: {argument: k}\n          lookup: {tool: l, status_field: s, statuses: {running: [r]}}\n", "contract.lookup.remote_job_id_field: is required (or jobs_field)"},
 		{"unknown lookup answer", base + "        consequential: true\n        contract:\n          key: {argument: k}\n          lookup: {tool: l, status_field: s, statuses: {done: [ok]}}\n", "contract.lookup.statuses.done: is not one of"},
 		{"unknown placeholder", base + "        consequential: true\n        contract:\n          key: {argument: k}\n          lookup: {tool: l, status_field: s, statuses: {running: [r]}, arguments: {k: \"{key}\"}}\n", "unknown placeholder \"{key}\""},
 		{"lookup by a key never passed", base + "        consequential: true\n        contract:\n" + lookup, "upstreams[0].tools.t.contract.lookup.arguments.k: looks the operation up by {operation_id}, but contract.key does not pass the operation ID to the provider"},
@@ -302,6 +302,55 @@ func TestInvalid(t *testing.T) {
 				t.Errorf("errors.Is(%v, ErrInvalid) = false", err)
 			}
 		})
+	}
+}
+
+// A field under its deprecated name parses to the same configuration as
+// under its current name, with a warning naming both; the example itself
+// uses current names only.
+func TestDeprecatedFieldNames(t *testing.T) {
+	vars := env(map[string]string{"HOSTED_TEST_TOKEN": "x"})
+	current, err := Parse(strings.NewReader(exampleText(t)), "t.yaml", vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(current.Warnings) != 0 {
+		t.Errorf("the example has warnings: %v", current.Warnings)
+	}
+	old := strings.ReplaceAll(exampleText(t), "remote_job_id_field:", "job_id_field:")
+	old = strings.ReplaceAll(old, `"{remote_job_id}"`, `"{job_id}"`)
+	deprecated, err := Parse(strings.NewReader(old), "t.yaml", vars)
+	if err != nil {
+		t.Fatalf("Parse(example with job_id_field): %v", err)
+	}
+	var got []string
+	for _, w := range deprecated.Warnings {
+		got = append(got, w.Error())
+	}
+	const (
+		reason      = ": is deprecated and will be removed in the next release; rename it to remote_job_id_field"
+		placeholder = ": the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}"
+	)
+	want := []string{
+		"t.yaml:60: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
+		"t.yaml:65: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
+		"t.yaml:85: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
+		"t.yaml:77: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:82: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:92: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	deprecated.Warnings = nil
+	if !reflect.DeepEqual(deprecated, current) {
+		t.Errorf("job_id_field and {job_id} parse differently from remote_job_id_field and {remote_job_id}:\nold     %+v\ncurrent %+v", deprecated.Upstreams[0].Tools["run_suite"].Contract, current.Upstreams[0].Tools["run_suite"].Contract)
+	}
+
+	both := "upstreams:\n  - name: up\n    url: http://127.0.0.1:1/mcp\n    tools:\n      t:\n        contract:\n          job_id_field: a\n          remote_job_id_field: b\n"
+	_, err = Parse(strings.NewReader(both), "t.yaml", nil)
+	if want := "t.yaml:7: upstreams[0].tools.t.contract.job_id_field: is the deprecated name of remote_job_id_field, which is also given; keep only remote_job_id_field"; err == nil || err.Error() != want {
+		t.Errorf("both names: error = %v, want %s", err, want)
 	}
 }
 

@@ -36,22 +36,36 @@ func (e *FieldError) Error() string {
 // Unwrap makes errors.Is(err, ErrInvalid) hold.
 func (e *FieldError) Unwrap() error { return ErrInvalid }
 
-// validator collects the FieldErrors of one file; lines maps field paths
-// to their line in it.
+// validator collects the FieldErrors of one file, and the warnings;
+// lines maps field paths to their line in it. renamed says a deprecated
+// field name was replaced in the parsed tree.
 type validator struct {
-	file  string
-	lines map[string]int
-	errs  []error
+	file    string
+	lines   map[string]int
+	errs    []error
+	warns   []*FieldError
+	renamed bool
 }
 
 // fail reports field as invalid, at its line in the file, or at the line
 // of the nearest enclosing field when it is not written there.
 func (v *validator) fail(field, format string, args ...any) {
+	v.failAt(field, v.line(field), format, args...)
+}
+
+// warn records a warning about field, at its line as fail finds it.
+func (v *validator) warn(field, format string, args ...any) {
+	v.warns = append(v.warns, &FieldError{File: v.file, Field: field, Line: v.line(field), Reason: fmt.Sprintf(format, args...)})
+}
+
+// line is field's line in the file, or that of the nearest enclosing
+// field written there; 0 if none is.
+func (v *validator) line(field string) int {
 	line := 0
 	for p := field; p != "" && line == 0; p = parentPath(p) {
 		line = v.lines[p]
 	}
-	v.failAt(field, line, format, args...)
+	return line
 }
 
 // parentPath is the path of the field that holds field: "a.b[2]" for

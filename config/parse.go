@@ -48,6 +48,13 @@ func Parse(r io.Reader, file string, lookupEnv func(string) (string, bool)) (*Co
 	if len(v.errs) > 0 {
 		return nil, errors.Join(v.errs...)
 	}
+	if v.renamed {
+		// shape gave deprecated fields their current names in root; decode
+		// that, not the file as written.
+		if raw, err = yaml.Marshal(&root); err != nil {
+			return nil, fmt.Errorf("%s: re-encode after renaming deprecated fields: %w", file, err)
+		}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	c := &Config{}
@@ -63,6 +70,7 @@ func Parse(r io.Reader, file string, lookupEnv func(string) (string, bool)) (*Co
 	if len(v.errs) > 0 {
 		return nil, errors.Join(v.errs...)
 	}
+	c.Warnings = v.warns
 	return c, nil
 }
 

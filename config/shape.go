@@ -67,8 +67,12 @@ func (v *validator) shape(n *yaml.Node, t reflect.Type, path string, line int) {
 			v.failAt(path, line, "must be a mapping of fields (%s), got %s", strings.Join(fields.names, ", "), describeNode(n))
 			return
 		}
+		v.renameDeprecated(n, path, fields)
 		v.eachEntry(n, path, func(key *yaml.Node, val *yaml.Node, p string) {
 			ft, ok := fields.types[key.Value]
+			if _, deprecated := fields.renamed[key.Value]; !ok && deprecated {
+				return // given beside its current name; renameDeprecated said so
+			}
 			if !ok {
 				v.failAt(p, key.Line, "unknown field (known: %s)", strings.Join(fields.names, ", "))
 				return
@@ -126,6 +130,36 @@ func (v *validator) eachEntry(n *yaml.Node, path string, f func(key, val *yaml.N
 	}
 }
 
+// renameDeprecated gives every key of mapping n that is a field's
+// deprecated name the field's current name, with a warning, so that the
+// rest of Parse sees only current names. Both names at once is an error.
+func (v *validator) renameDeprecated(n *yaml.Node, path string, fields structFields) {
+	given := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		given[n.Content[i].Value] = true
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key := n.Content[i]
+		current, ok := fields.renamed[key.Value]
+		if !ok {
+			continue
+		}
+		old, p := key.Value, key.Value
+		if path != "" {
+			p = path + "." + key.Value
+		}
+		if given[current] {
+			v.failAt(p, key.Line, "is the deprecated name of %s, which is also given; keep only %s", current, current)
+			continue
+		}
+		v.warns = append(v.warns, &FieldError{File: v.file, Field: p, Line: key.Line,
+			Reason: fmt.Sprintf("is deprecated and will be removed in the next release; rename it to %s", current)})
+		key.Value = current
+		given[old], given[current] = false, true
+		v.renamed = true
+	}
+}
+
 // derefType is t without its pointers.
 func derefType(t reflect.Type) reflect.Type {
 	for t.Kind() == reflect.Pointer {
@@ -135,14 +169,16 @@ func derefType(t reflect.Type) reflect.Type {
 }
 
 // structFields are the YAML fields of a struct type, in declaration order,
-// with the fields of inlined structs in place.
+// with the fields of inlined structs in place. renamed maps a field's
+// deprecated name, from its `deprecated:"old_name"` tag, to its name.
 type structFields struct {
-	names []string
-	types map[string]reflect.Type
+	names   []string
+	types   map[string]reflect.Type
+	renamed map[string]string
 }
 
 func yamlFields(t reflect.Type) structFields {
-	fs := structFields{types: map[string]reflect.Type{}}
+	fs := structFields{types: map[string]reflect.Type{}, renamed: map[string]string{}}
 	var add func(t reflect.Type)
 	add = func(t reflect.Type) {
 		for i := range t.NumField() {
@@ -162,6 +198,9 @@ func yamlFields(t reflect.Type) structFields {
 			}
 			fs.names = append(fs.names, name)
 			fs.types[name] = sf.Type
+			if old := sf.Tag.Get("deprecated"); old != "" {
+				fs.renamed[old] = name
+			}
 		}
 	}
 	add(t)

@@ -284,8 +284,8 @@ func validateTool(v *validator, f string, t *Tool) {
 		if l.StatusField == "" {
 			v.fail(p+".status_field", "is required")
 		}
-		if l.JobIDField == "" && l.JobsField == "" {
-			v.fail(p+".job_id_field", "is required (or jobs_field): a lookup that finds a job must say which one, or the gateway cannot attach to it")
+		if l.RemoteJobIDField == "" && l.JobsField == "" {
+			v.fail(p+".remote_job_id_field", "is required (or jobs_field): a lookup that finds a job must say which one, or the gateway cannot attach to it")
 		}
 		checkStatuses(v, p+".statuses", l.Statuses, lookupAnswers(), true)
 		if l.NotFoundSafeAfter != nil && *l.NotFoundSafeAfter < 0 {
@@ -326,8 +326,15 @@ func requireCall(v *validator, f string, c Call) {
 		if !ok || !strings.HasPrefix(s, "{") {
 			continue
 		}
-		if s != "{operation_id}" && s != "{job_id}" && !strings.HasPrefix(s, "{argument:") {
-			v.fail(f+".arguments."+k, "unknown placeholder %q (known: {operation_id}, {job_id}, {argument:NAME})", s)
+		if s == "{job_id}" {
+			// The deprecated spelling: the rest of the gateway sees only the
+			// current one.
+			v.warn(f+".arguments."+k, "the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}")
+			c.Arguments[k] = "{remote_job_id}"
+			continue
+		}
+		if s != "{operation_id}" && s != "{remote_job_id}" && !strings.HasPrefix(s, "{argument:") {
+			v.fail(f+".arguments."+k, "unknown placeholder %q (known: {operation_id}, {remote_job_id}, {argument:NAME})", s)
 		}
 	}
 }

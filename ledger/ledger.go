@@ -205,7 +205,7 @@ type RemoteJob struct {
 	// Endpoint is where the job lives (the upstream's URL or command), so a
 	// job ID is never read against the wrong server.
 	Endpoint          string
-	RemoteID          string
+	RemoteJobID       string
 	UpstreamTaskID    string // the upstream's MCP task, when the job runs as one
 	Kind              RemoteJobKind
 	Status            JobStatus

@@ -55,11 +55,11 @@ type Lease struct {
 }
 
 // RemoteJobUpsert records a remote job or what was learnt about it, keyed
-// by (upstream, RemoteID). Zero fields leave stored values unchanged.
+// by (upstream, RemoteJobID). Zero fields leave stored values unchanged.
 type RemoteJobUpsert struct {
 	Upstream       string
 	Endpoint       string
-	RemoteID       string
+	RemoteJobID    string
 	UpstreamTaskID string
 	// RenameFrom re-keys a job first known by another ID (an upstream task
 	// ID) to its provider job ID.
@@ -77,7 +77,7 @@ type RemoteJobUpsert struct {
 
 // ChargeUpsert records a charge, keyed by the provider's charge ID.
 type ChargeUpsert struct {
-	RemoteID         string // the job it belongs to, if known
+	RemoteJobID      string // the job it belongs to, if known
 	ProviderChargeID string
 	Amount           money.Amount
 	Status           ChargeStatus

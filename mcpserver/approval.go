@@ -66,10 +66,10 @@ func approvalQuestion(a *approvalCall) *mcp.ElicitParams {
 		RequestedSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
-				"max_total_cost_usd": map[string]any{"type": "string", "title": "Spend ceiling (" + a.estimate.Currency + ")", "default": a.estimate.String()},
-				"max_remote_jobs":    map[string]any{"type": "integer", "title": "Remote jobs", "default": 1, "minimum": 1},
+				"max_total_cost":  map[string]any{"type": "string", "title": "Spend ceiling (" + a.estimate.Currency + ")", "default": a.estimate.String()},
+				"max_remote_jobs": map[string]any{"type": "integer", "title": "Remote jobs", "default": 1, "minimum": 1},
 			},
-			"required": []string{"max_total_cost_usd"},
+			"required": []string{"max_total_cost"},
 		},
 	}
 }
@@ -166,7 +166,7 @@ func (h *host) approveFromAnswer(ctx context.Context, a *approvalCall, answer *m
 		return h.refuse(ctx, a.log, a.tenant, a.opID, a.fp, a.requestID, a.source, "approval_declined",
 			fmt.Sprintf("the user did not approve this call (%s); nothing was started", action), nil)
 	}
-	ceiling, err := money.Parse(numberText(answer.Content["max_total_cost_usd"]), a.r.policy.Contract.Cost.Currency)
+	ceiling, err := money.Parse(numberText(answer.Content["max_total_cost"]), a.r.policy.Contract.Cost.Currency)
 	jobs := 1
 	if v, ok := answer.Content["max_remote_jobs"].(float64); ok && v >= 1 && v == float64(int(v)) {
 		jobs = int(v)
@@ -203,7 +203,7 @@ func numberText(v any) string {
 // (the operation ID by the model), and a command built from them must not
 // do anything but approve.
 func howToApprove(a *approvalCall) string {
-	return fmt.Sprintf("taskgate approve --tenant %s --operation-id %s --tool %s --max-cost %s --max-remote-jobs 1 --expires-in 24h",
+	return fmt.Sprintf("taskgate approve --tenant %s --operation-id %s --tool %s --max-total-cost %s --max-remote-jobs 1 --expires-in 24h",
 		shellQuote(a.tenant), shellQuote(a.opID), shellQuote(a.tool()), shellQuote(a.estimate.String()))
 }
 

@@ -61,7 +61,7 @@ func TestApprovalByElicitation(t *testing.T) {
 	}{{"2025-11-25 elicitation", "2025-11-25"}, {"2026-07-28 input_required", ""}} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
-			cs := elicitingClient(t, h, tt.version, map[string]any{"max_total_cost_usd": "20.00", "max_remote_jobs": 1})
+			cs := elicitingClient(t, h, tt.version, map[string]any{"max_total_cost": "20.00", "max_remote_jobs": 1})
 			res, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall("op-elicited", nil))
 			if err != nil || res.IsError {
 				t.Fatalf("tools/call = %+v, %v", res, err)
@@ -191,7 +191,7 @@ func approvalsOf(t *testing.T, h *fixtures.Harness, opID string) []*ledger.Appro
 // and nothing is approved or started.
 func TestUnsolicitedApprovalIsRefused(t *testing.T) {
 	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
-	self := map[string]any{"max_total_cost_usd": "1000000", "max_remote_jobs": 50}
+	self := map[string]any{"max_total_cost": "1000000", "max_remote_jobs": 50}
 	for _, tt := range []struct {
 		name    string
 		elicits bool
@@ -229,7 +229,7 @@ func TestUnsolicitedApprovalIsRefused(t *testing.T) {
 // replies to — that operation, once — and a forged question counts never.
 func TestApprovalAnswerCountsOnce(t *testing.T) {
 	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
-	answer := map[string]any{"max_total_cost_usd": "20.00", "max_remote_jobs": 1}
+	answer := map[string]any{"max_total_cost": "20.00", "max_remote_jobs": 1}
 	asked := func(msg map[string]any) string {
 		t.Helper()
 		res, _ := msg["result"].(map[string]any)
@@ -263,7 +263,7 @@ func TestApprovalAnswerCountsOnce(t *testing.T) {
 	}
 	// Replaying it, with a larger ceiling, changes nothing: the question
 	// was taken, and the retry attaches to the operation it approved.
-	replay := rawCall(t, h, "op-a", true, map[string]any{"max_total_cost_usd": "1000000", "max_remote_jobs": 50}, state)
+	replay := rawCall(t, h, "op-a", true, map[string]any{"max_total_cost": "1000000", "max_remote_jobs": 50}, state)
 	if r, _ := replay["result"].(map[string]any); r == nil || r["taskId"] != res["taskId"] {
 		t.Fatalf("replayed answer: %v; want the same task %v", replay, res["taskId"])
 	}

@@ -42,7 +42,7 @@ type Decision struct {
 func Decide(l *LookupResult, retryPolicy ledger.RetryPolicy, notFoundSafeAfter *time.Duration, sinceSend time.Duration) Decision {
 	switch l.Answer {
 	case Accepted, Running, Completed, Failed, Cancelled:
-		if l.JobID == "" {
+		if l.RemoteJobID == "" {
 			// A job that exists but has no name cannot be attached,
 			// fetched or recorded: the answer settles nothing.
 			return Decision{Action: ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}

@@ -120,10 +120,10 @@ func decodeArguments(raw json.RawMessage) (map[string]any, error) {
 	return args, nil
 }
 
-// JobID reads the provider's job ID from a call's result, if the contract
-// names where it is.
-func (c *Contract) JobID(res *mcp.CallToolResult) string {
-	f := c.spec().JobIDField
+// RemoteJobID reads the remote job ID from a call's result, if the
+// contract names where it is.
+func (c *Contract) RemoteJobID(res *mcp.CallToolResult) string {
+	f := c.spec().RemoteJobIDField
 	if f == "" || res == nil {
 		return ""
 	}
@@ -134,8 +134,8 @@ func (c *Contract) JobID(res *mcp.CallToolResult) string {
 // LookupResult is what a lookup found.
 type LookupResult struct {
 	Answer Answer
-	// JobID is the job the provider associates with the operation ID.
-	JobID string
+	// RemoteJobID is the job the provider associates with the operation ID.
+	RemoteJobID string
 	// Jobs is every job the provider holds for the operation ID, when the
 	// contract can list them.
 	Jobs []JobRef
@@ -169,14 +169,14 @@ func (c *Contract) Lookup(ctx context.Context, caller Caller, operationID string
 	sc := structured(res)
 	status, _ := field(sc, l.StatusField).(string)
 	out := &LookupResult{Answer: classify(l.Statuses, status)}
-	if l.JobIDField != "" {
-		out.JobID, _ = field(sc, l.JobIDField).(string)
+	if l.RemoteJobIDField != "" {
+		out.RemoteJobID, _ = field(sc, l.RemoteJobIDField).(string)
 	}
 	if l.JobsField != "" {
 		list, _ := field(sc, l.JobsField).([]any)
 		for _, item := range list {
 			m, _ := item.(map[string]any)
-			id, _ := field(m, cmpOr(l.JobIDField, "job_id")).(string)
+			id, _ := field(m, cmpOr(l.RemoteJobIDField, "job_id")).(string)
 			st, _ := field(m, l.StatusField).(string)
 			if id != "" {
 				out.Jobs = append(out.Jobs, JobRef{ID: id, Answer: classify(l.Statuses, st)})
@@ -186,8 +186,8 @@ func (c *Contract) Lookup(ctx context.Context, caller Caller, operationID string
 	if out.Answer == Indeterminate {
 		out.Detail = fmt.Sprintf("lookup answered status %q, which the contract does not map", status)
 	}
-	if out.JobID == "" && len(out.Jobs) > 0 {
-		out.JobID = out.Jobs[0].ID
+	if out.RemoteJobID == "" && len(out.Jobs) > 0 {
+		out.RemoteJobID = out.Jobs[0].ID
 	}
 	return out
 }
@@ -226,10 +226,10 @@ func (c *Contract) Fetch(ctx context.Context, caller Caller, jobID, operationID 
 
 // Charge is one charge as the provider reports it.
 type Charge struct {
-	ID     string
-	JobID  string
-	Amount money.Amount
-	Status ledger.ChargeStatus
+	ID          string
+	RemoteJobID string
+	Amount      money.Amount
+	Status      ledger.ChargeStatus
 }
 
 // Priced reports whether the contract can read charges.
@@ -270,15 +270,15 @@ func (c *Contract) Charges(ctx context.Context, caller Caller, jobID, operationI
 			return nil, fmt.Errorf("charge %q: %w", id, err)
 		}
 		job := jobID
-		if ch.JobIDField != "" {
-			if j, _ := field(m, ch.JobIDField).(string); j != "" {
+		if ch.RemoteJobIDField != "" {
+			if j, _ := field(m, ch.RemoteJobIDField).(string); j != "" {
 				job = j
 			}
 		}
 		if id == "" {
 			return nil, fmt.Errorf("charge %d has no %q", i, ch.IDField)
 		}
-		out = append(out, Charge{ID: id, JobID: job, Amount: amount, Status: cs})
+		out = append(out, Charge{ID: id, RemoteJobID: job, Amount: amount, Status: cs})
 	}
 	return out, nil
 }
@@ -416,9 +416,9 @@ func render(tmpl map[string]any, v vars) (map[string]any, error) {
 		switch {
 		case s == "{operation_id}":
 			out[k] = v.operationID
-		case s == "{job_id}":
+		case s == "{remote_job_id}":
 			if v.jobID == "" {
-				return nil, fmt.Errorf("argument %q needs a job ID and none is known yet", k)
+				return nil, fmt.Errorf("argument %q needs a remote job ID and none is known yet", k)
 			}
 			out[k] = v.jobID
 		case strings.HasPrefix(s, "{argument:") && strings.HasSuffix(s, "}"):

@@ -34,11 +34,11 @@ func TestDecide(t *testing.T) {
 			provider.Decision{Action: provider.ActionResend}},
 		{"not_found under no_automatic_resend", provider.LookupResult{Answer: provider.NotFound}, ledger.RetryNoAutomaticResend, dur(0), time.Hour,
 			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonNoAutomaticResend}},
-		{"accepted", provider.LookupResult{Answer: provider.Accepted, JobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionAttach}},
-		{"running", provider.LookupResult{Answer: provider.Running, JobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionAttach}},
-		{"completed", provider.LookupResult{Answer: provider.Completed, JobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionFetch}},
-		{"failed", provider.LookupResult{Answer: provider.Failed, JobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionRecordFailure}},
-		{"cancelled", provider.LookupResult{Answer: provider.Cancelled, JobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionRecordFailure}},
+		{"accepted", provider.LookupResult{Answer: provider.Accepted, RemoteJobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionAttach}},
+		{"running", provider.LookupResult{Answer: provider.Running, RemoteJobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionAttach}},
+		{"completed", provider.LookupResult{Answer: provider.Completed, RemoteJobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionFetch}},
+		{"failed", provider.LookupResult{Answer: provider.Failed, RemoteJobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionRecordFailure}},
+		{"cancelled", provider.LookupResult{Answer: provider.Cancelled, RemoteJobID: "job-7"}, ledger.RetryLookupThenAttach, nil, 0, provider.Decision{Action: provider.ActionRecordFailure}},
 		{"accepted without a job ID", provider.LookupResult{Answer: provider.Accepted}, ledger.RetryLookupThenAttach, nil, 0,
 			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
 		{"running without a job ID", provider.LookupResult{Answer: provider.Running}, ledger.RetryLookupThenAttach, nil, 0,
@@ -116,20 +116,20 @@ func TestContractAgainstProviderSim(t *testing.T) {
 	if err != nil || res.IsError {
 		t.Fatalf("run_suite: %v %v", res, err)
 	}
-	job := c.JobID(res)
+	job := c.RemoteJobID(res)
 	if !strings.HasPrefix(job, "hosted-suite-") {
 		t.Fatalf("job ID from result = %q", job)
 	}
 	l := c.Lookup(ctx, s, "op-1", args)
-	if l.Answer != provider.Completed || l.JobID != job || len(l.Jobs) != 1 {
+	if l.Answer != provider.Completed || l.RemoteJobID != job || len(l.Jobs) != 1 {
 		t.Fatalf("lookup after completion = %+v", l)
 	}
 	f, err := c.Fetch(ctx, s, job, "op-1", args)
-	if err != nil || f.Answer != provider.Completed || c.JobID(f.Result) != job {
+	if err != nil || f.Answer != provider.Completed || c.RemoteJobID(f.Result) != job {
 		t.Fatalf("fetch = %+v, %v", f, err)
 	}
 	charges, err := c.Charges(ctx, s, job, "op-1", args)
-	if err != nil || len(charges) != 1 || charges[0].Amount.String() != "17.84" || charges[0].Status != ledger.ChargeFinal || charges[0].JobID != job {
+	if err != nil || len(charges) != 1 || charges[0].Amount.String() != "17.84" || charges[0].Status != ledger.ChargeFinal || charges[0].RemoteJobID != job {
 		t.Fatalf("charges = %+v, %v", charges, err)
 	}
 	cancel, err := c.Cancel(ctx, s, job, "op-1", args)

@@ -51,17 +51,17 @@ func (f *facts) nextActions(r *Receipt) []NextAction {
 
 	for i, j := range f.jobs {
 		if j.Duplicate {
-			evidence = append(evidence, "duplicate remote job "+j.RemoteID)
+			evidence = append(evidence, "duplicate remote job "+j.RemoteJobID)
 		}
 		if duplicateOpen(j) {
-			add(NextAction{Action: ActionCancelDuplicate, Target: j.RemoteID,
+			add(NextAction{Action: ActionCancelDuplicate, Target: j.RemoteJobID,
 				Reason: fmt.Sprintf("duplicate remote job (status %s) beyond the %d intended; cancel it, or accept it deliberately", jobStatus(j), f.op.IntendedRemoteJobs)})
 		}
 		if j.Duplicate && j.DuplicateResolved != "accepted" {
 			for _, c := range f.jobCharges[j.ID] {
 				if c.Status == ledger.ChargeFinal || c.Status == ledger.ChargePending {
 					add(NextAction{Action: ActionRequestRefund, Target: chargeID(c),
-						Reason: fmt.Sprintf("%s charge of %s on duplicate remote job %s", c.Status, c.Amount.Display(), j.RemoteID)})
+						Reason: fmt.Sprintf("%s charge of %s on duplicate remote job %s", c.Status, c.Amount.Display(), j.RemoteJobID)})
 				}
 			}
 		}
@@ -74,7 +74,7 @@ func (f *facts) nextActions(r *Receipt) []NextAction {
 			if done := f.completedAt[j.ID]; !done.IsZero() {
 				due = utc(done.Add(grace))
 			}
-			add(NextAction{Action: ActionCheckLateInvoice, Target: j.RemoteID, Reason: reason, Due: due})
+			add(NextAction{Action: ActionCheckLateInvoice, Target: j.RemoteJobID, Reason: reason, Due: due})
 		}
 	}
 	for _, b := range r.Breaches {
@@ -129,7 +129,7 @@ func (f *facts) indeterminateReason(last *Reconciliation) string {
 	var unknown []string
 	for i, j := range f.jobs {
 		if f.out.Jobs[i].Unknown {
-			unknown = append(unknown, j.RemoteID)
+			unknown = append(unknown, j.RemoteJobID)
 		}
 	}
 	if len(unknown) == 0 {

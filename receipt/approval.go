@@ -18,7 +18,7 @@ func (f *facts) approvalTerms(r *Receipt) *ApprovalTerms {
 	jobs := max(used.RemoteJobs, len(f.jobs))
 	return &ApprovalTerms{
 		ID:                 a.ID,
-		MaxTotalCostUSD:    Money{a.MaxTotalCost},
+		MaxTotalCost:       Money{a.MaxTotalCost},
 		MaxRemoteJobs:      a.MaxRemoteJobs,
 		RetryPolicy:        string(a.RetryPolicy),
 		ExpiresAt:          utc(a.ExpiresAt),

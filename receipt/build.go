@@ -82,7 +82,7 @@ func (f *facts) countAttempts(r *Receipt) {
 
 func (f *facts) remoteJob(j *ledger.RemoteJob) RemoteJob {
 	out := RemoteJob{
-		RemoteJobID:       j.RemoteID,
+		RemoteJobID:       j.RemoteJobID,
 		Upstream:          j.Upstream,
 		Endpoint:          j.Endpoint,
 		Kind:              string(j.Kind),
@@ -111,7 +111,7 @@ func (f *facts) listCharges(r *Receipt) {
 	for _, c := range f.charges {
 		r.Charges = append(r.Charges, Charge{
 			ChargeID:    chargeID(c),
-			RemoteJobID: f.jobRemoteID(c.RemoteJobRef),
+			RemoteJobID: f.remoteJobID(c.RemoteJobRef),
 			Amount:      Money{c.Amount},
 			Currency:    currencyOf(c.Amount),
 			Status:      string(c.Status),
@@ -126,14 +126,14 @@ func (f *facts) resultUsed() string {
 	var completed []*ledger.RemoteJob
 	for _, j := range f.jobs {
 		if j.Intended {
-			return j.RemoteID
+			return j.RemoteJobID
 		}
 		if j.Status == ledger.JobCompleted {
 			completed = append(completed, j)
 		}
 	}
 	if len(completed) == 1 {
-		return completed[0].RemoteID
+		return completed[0].RemoteJobID
 	}
 	return ""
 }

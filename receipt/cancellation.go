@@ -35,7 +35,7 @@ func (f *facts) cancellation() *Cancellation {
 	}
 	for _, j := range f.jobs {
 		if !j.CancelRequestedAt.IsZero() {
-			requests = append(requests, cancelRequest{at: j.CancelRequestedAt, job: j.RemoteID})
+			requests = append(requests, cancelRequest{at: j.CancelRequestedAt, job: j.RemoteJobID})
 		}
 	}
 	// reversal is the latest recorded reversal fact per job ("" for the
@@ -70,7 +70,7 @@ func (f *facts) cancellation() *Cancellation {
 		c.CancellationRequested = true
 		for _, j := range f.jobs {
 			done, ok := f.completedAt[j.ID]
-			if ok && (rq.job == "" || rq.job == j.RemoteID) && !rq.at.Before(done) {
+			if ok && (rq.job == "" || rq.job == j.RemoteJobID) && !rq.at.Before(done) {
 				c.RequestedAfterEffect = true
 			}
 		}
@@ -97,16 +97,16 @@ func (f *facts) effectReversed(requests []cancelRequest, reversal map[string]str
 	var values []string
 	for _, j := range f.jobs {
 		concerned := j.EffectReversed == ledger.Yes || j.EffectReversed == ledger.No
-		_, recorded := reversal[j.RemoteID]
+		_, recorded := reversal[j.RemoteJobID]
 		concerned = concerned || recorded || slices.ContainsFunc(requests, func(rq cancelRequest) bool {
-			return rq.job == "" || rq.job == j.RemoteID
+			return rq.job == "" || rq.job == j.RemoteJobID
 		})
 		if !concerned {
 			continue
 		}
 		v := string(j.EffectReversed)
 		if v != string(ledger.Yes) && v != string(ledger.No) {
-			v = cmp.Or(reversal[j.RemoteID], reversal[""], string(ledger.Unknown))
+			v = cmp.Or(reversal[j.RemoteJobID], reversal[""], string(ledger.Unknown))
 		}
 		values = append(values, v)
 	}

@@ -93,7 +93,7 @@ func (f *facts) completion(j *ledger.RemoteJob) time.Time {
 			continue
 		}
 		// An observation the receipt cannot read proves nothing.
-		if d, err := ledger.DecodeEventData[ledger.RemoteJobData](e); err == nil && d.RemoteJobID == j.RemoteID && d.Status == ledger.JobCompleted {
+		if d, err := ledger.DecodeEventData[ledger.RemoteJobData](e); err == nil && d.RemoteJobID == j.RemoteJobID && d.Status == ledger.JobCompleted {
 			return e.CreatedAt
 		}
 	}
@@ -143,9 +143,9 @@ func utc(t time.Time) time.Time {
 	return t.UTC()
 }
 
-func (f *facts) jobRemoteID(ref int64) string {
+func (f *facts) remoteJobID(ref int64) string {
 	if j := f.jobByID[ref]; j != nil {
-		return j.RemoteID
+		return j.RemoteJobID
 	}
 	return ""
 }

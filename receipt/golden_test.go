@@ -61,7 +61,7 @@ func clean() *receipt.Input {
 		},
 		RemoteJobs: []*ledger.RemoteJob{{
 			ID: 201, OperationRef: 42, AttemptRef: 101, Upstream: "hosted_test", Endpoint: "https://suite.example.test/mcp",
-			RemoteID: "hosted-suite-9912", Kind: "provider_job", Status: ledger.JobCompleted, Intended: true,
+			RemoteJobID: "hosted-suite-9912", Kind: "provider_job", Status: ledger.JobCompleted, Intended: true,
 			EffectReversed: ledger.Unknown, CreatedAt: at(10 * time.Second), UpdatedAt: at(6 * time.Minute),
 		}},
 		Charges: []*ledger.Charge{{
@@ -98,7 +98,7 @@ func duplicate() *receipt.Input {
 	in.Operation.CostBreach = true
 	in.RemoteJobs = append(in.RemoteJobs, &ledger.RemoteJob{
 		ID: 202, OperationRef: 42, AttemptRef: 102, Upstream: "hosted_test", Endpoint: "https://suite.example.test/mcp",
-		RemoteID: "hosted-suite-9913", Kind: "provider_job", Status: ledger.JobCompleted, Duplicate: true,
+		RemoteJobID: "hosted-suite-9913", Kind: "provider_job", Status: ledger.JobCompleted, Duplicate: true,
 		EffectReversed: ledger.Unknown, CreatedAt: at(2*time.Minute + 5*time.Second), UpdatedAt: at(7 * time.Minute),
 	})
 	in.Charges = append(in.Charges, &ledger.Charge{

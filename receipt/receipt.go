@@ -101,12 +101,12 @@ type Reconciliation struct {
 // ApprovalTerms is the approval an operation ran under and what is left of
 // it.
 type ApprovalTerms struct {
-	ID              int64     `json:"id" yaml:"id"`
-	MaxTotalCostUSD Money     `json:"max_total_cost_usd" yaml:"max_total_cost_usd"`
-	MaxRemoteJobs   int       `json:"max_remote_jobs" yaml:"max_remote_jobs"`
-	RetryPolicy     string    `json:"retry_policy" yaml:"retry_policy"`
-	ExpiresAt       time.Time `json:"expires_at" yaml:"expires_at"`
-	RevokedAt       time.Time `json:"revoked_at,omitzero" yaml:"revoked_at,omitempty"`
+	ID            int64     `json:"id" yaml:"id"`
+	MaxTotalCost  Money     `json:"max_total_cost" yaml:"max_total_cost"`
+	MaxRemoteJobs int       `json:"max_remote_jobs" yaml:"max_remote_jobs"`
+	RetryPolicy   string    `json:"retry_policy" yaml:"retry_policy"`
+	ExpiresAt     time.Time `json:"expires_at" yaml:"expires_at"`
+	RevokedAt     time.Time `json:"revoked_at,omitzero" yaml:"revoked_at,omitempty"`
 	// HeadroomUSD is the ceiling minus the larger of what reservations
 	// commit and what final and pending charges add up to; negative once
 	// the ceiling is breached.

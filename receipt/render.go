@@ -99,7 +99,7 @@ func (r *Receipt) Markdown() []byte {
 	}
 	row("review", string(r.ReviewStatus))
 	if a := r.Approval; a != nil {
-		v := fmt.Sprintf("#%d: up to %s and %s, %s, expires %s", a.ID, a.MaxTotalCostUSD.Display(), plural(a.MaxRemoteJobs, "remote job"), a.RetryPolicy, stamp(a.ExpiresAt))
+		v := fmt.Sprintf("#%d: up to %s and %s, %s, expires %s", a.ID, a.MaxTotalCost.Display(), plural(a.MaxRemoteJobs, "remote job"), a.RetryPolicy, stamp(a.ExpiresAt))
 		if !a.RevokedAt.IsZero() {
 			v += ", revoked " + stamp(a.RevokedAt)
 		}

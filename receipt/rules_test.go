@@ -30,7 +30,7 @@ func base() *receipt.Input {
 }
 
 func job(id, attempt int64, remoteID string, s ledger.JobStatus) *ledger.RemoteJob {
-	return &ledger.RemoteJob{ID: id, OperationRef: 42, AttemptRef: attempt, RemoteID: remoteID, Status: s, Intended: id == 10,
+	return &ledger.RemoteJob{ID: id, OperationRef: 42, AttemptRef: attempt, RemoteJobID: remoteID, Status: s, Intended: id == 10,
 		CreatedAt: at(time.Duration(id) * time.Second), UpdatedAt: at(time.Duration(id) * time.Minute)}
 }
 

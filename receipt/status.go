@@ -42,10 +42,10 @@ func (f *facts) reconcileFacts(last *Reconciliation) *reconcile.Facts {
 		Attempts:      f.attempts, Events: f.events,
 	}
 	for _, j := range f.jobs {
-		rf.Jobs = append(rf.Jobs, reconcile.Job{ID: j.RemoteID, Attempt: j.AttemptRef, Status: j.Status, Intended: j.Intended, Duplicate: j.Duplicate})
+		rf.Jobs = append(rf.Jobs, reconcile.Job{ID: j.RemoteJobID, Attempt: j.AttemptRef, Status: j.Status, Intended: j.Intended, Duplicate: j.Duplicate})
 	}
 	for _, c := range f.charges {
-		rf.Charges = append(rf.Charges, reconcile.Charge{ID: chargeID(c), JobID: f.jobRemoteID(c.RemoteJobRef), Amount: c.Amount, Status: c.Status})
+		rf.Charges = append(rf.Charges, reconcile.Charge{ID: chargeID(c), RemoteJobID: f.remoteJobID(c.RemoteJobRef), Amount: c.Amount, Status: c.Status})
 	}
 	return rf
 }

@@ -85,7 +85,7 @@ type Facts struct {
 
 // Job is one remote job of the operation.
 type Job struct {
-	// ID names the job; a [Charge]'s JobID refers to it.
+	// ID names the job; a [Charge]'s RemoteJobID refers to it.
 	ID string
 	// Attempt is the ledger ID of the attempt that caused the job; zero
 	// when none is known.
@@ -99,10 +99,10 @@ type Job struct {
 
 // Charge is one priced effect of a remote job.
 type Charge struct {
-	ID     string
-	JobID  string
-	Amount money.Amount
-	Status ledger.ChargeStatus
+	ID          string
+	RemoteJobID string
+	Amount      money.Amount
+	Status      ledger.ChargeStatus
 }
 
 // Reservation is what happens to the operation's spend reservation.
@@ -174,7 +174,7 @@ func Assess(f *Facts) Outcome {
 	invoiced := map[string]bool{}
 	for _, c := range f.Charges {
 		if settled(c.Status) {
-			invoiced[c.JobID] = true
+			invoiced[c.RemoteJobID] = true
 		}
 	}
 
@@ -273,7 +273,7 @@ func unpricedAttempts(f *Facts) int {
 	}
 	charged := map[string]bool{}
 	for _, c := range f.Charges {
-		charged[c.JobID] = true
+		charged[c.RemoteJobID] = true
 	}
 	// Jobs are grouped by attempt; a job bound to no attempt is its own
 	// group.

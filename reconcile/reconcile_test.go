@@ -44,7 +44,7 @@ func failedWithoutJob(f *reconcile.Facts, events ...*ledger.Event) {
 }
 
 func charge(id, job, amount string, s ledger.ChargeStatus) reconcile.Charge {
-	return reconcile.Charge{ID: id, JobID: job, Amount: usd(amount), Status: s}
+	return reconcile.Charge{ID: id, RemoteJobID: job, Amount: usd(amount), Status: s}
 }
 
 func event(kind ledger.EventKind, data string) *ledger.Event {
@@ -119,7 +119,7 @@ func TestAssess(t *testing.T) {
 		},
 		{
 			name: "a final charge in another currency: incomplete, the reservation cannot settle, nothing charged in USD",
-			edit: priced(reconcile.Charge{ID: "ch-eur", JobID: "job-a", Amount: money.MustParse("7.00", "EUR"), Status: ledger.ChargeFinal}),
+			edit: priced(reconcile.Charge{ID: "ch-eur", RemoteJobID: "job-a", Amount: money.MustParse("7.00", "EUR"), Status: ledger.ChargeFinal}),
 			want: want{status: reconcile.Incomplete, reservation: reconcile.Hold, final: "0.00", charged: ledger.No},
 		},
 		{
@@ -128,7 +128,7 @@ func TestAssess(t *testing.T) {
 				f.Priced = true
 				f.Charges = []reconcile.Charge{
 					charge("ch-1", "job-a", "17.84", ledger.ChargeFinal),
-					{ID: "ch-eur", JobID: "job-a", Amount: money.MustParse("1.00", "EUR"), Status: ledger.ChargeRefunded},
+					{ID: "ch-eur", RemoteJobID: "job-a", Amount: money.MustParse("1.00", "EUR"), Status: ledger.ChargeRefunded},
 				}
 			},
 			want: want{status: reconcile.Incomplete, reservation: reconcile.Settle, final: "17.84", charged: ledger.Yes},

@@ -60,14 +60,14 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 	taken := cancelsTaken(w.logger(op), evs)
 	targets := map[string]*ledger.RemoteJob{}
 	for _, j := range jobs {
-		if (only == "" || j.RemoteID == only) && !taken[j.RemoteID] {
-			targets[j.RemoteID] = j
+		if (only == "" || j.RemoteJobID == only) && !taken[j.RemoteJobID] {
+			targets[j.RemoteJobID] = j
 		}
 	}
 	// A send that started without a binding may still have created a job.
 	if only == "" && len(jobs) == 0 && op.SendCount > 0 && c.CanLookup() {
-		if lr := c.Lookup(ctx, up, op.ProviderKey(), op.Arguments); lr.JobID != "" && !taken[lr.JobID] {
-			targets[lr.JobID] = &ledger.RemoteJob{RemoteID: lr.JobID, Kind: ledger.JobKindProviderJob, Status: lr.Answer.JobStatus()}
+		if lr := c.Lookup(ctx, up, op.ProviderKey(), op.Arguments); lr.RemoteJobID != "" && !taken[lr.RemoteJobID] {
+			targets[lr.RemoteJobID] = &ledger.RemoteJob{RemoteJobID: lr.RemoteJobID, Kind: ledger.JobKindProviderJob, Status: lr.Answer.JobStatus()}
 		}
 	}
 	var failed []string
@@ -75,7 +75,7 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 		if j.Status == ledger.JobCancelled {
 			continue
 		}
-		u := &ledger.RemoteJobUpsert{Upstream: op.Upstream, Endpoint: up.Endpoint(), RemoteID: id, Kind: j.Kind, CancelRequested: true}
+		u := &ledger.RemoteJobUpsert{Upstream: op.Upstream, Endpoint: up.Endpoint(), RemoteJobID: id, Kind: j.Kind, CancelRequested: true}
 		var res *provider.CancelResult
 		switch {
 		case c.CanCancel():

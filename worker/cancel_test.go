@@ -128,7 +128,7 @@ func TestCancelWhileSending(t *testing.T) {
 			waitFor(t, ctx, "the provider started a job", func() (ok bool) { pj, ok = simJob(sim); return ok })
 			waitFor(t, ctx, "the provider's job is in the ledger", func() bool {
 				jobs, err := g.Store.RemoteJobList(ctx, op.ID)
-				return err == nil && len(jobs) == 1 && jobs[0].RemoteID == pj.ID
+				return err == nil && len(jobs) == 1 && jobs[0].RemoteJobID == pj.ID
 			})
 			waitFor(t, ctx, "the provider was asked to cancel the job", func() bool {
 				for _, ev := range events(t, ctx, g.Store, op, ledger.EventCancelSent) {

@@ -91,7 +91,7 @@ func (w *Worker) settle(ctx context.Context, l *lease, p *ledger.TransitionParam
 	for _, j := range p.RemoteJobs {
 		data := ledger.RemoteJobData{
 			Detail: "recorded after the operation changed under the worker", Kind: j.Kind, OperationState: cur.State,
-			RemoteJobID: j.RemoteID, Status: j.Status,
+			RemoteJobID: j.RemoteJobID, Status: j.Status,
 		}
 		kind := ledger.EventRemoteJobObserved
 		if bound {
@@ -99,7 +99,7 @@ func (w *Worker) settle(ctx context.Context, l *lease, p *ledger.TransitionParam
 		}
 		keep.Events = append(keep.Events, ledger.EventParams{Kind: kind, Data: data})
 		if !cur.CancelRequestedAt.IsZero() {
-			keep.Enqueue = append(keep.Enqueue, job(CancelArgs{Operation: l.opRef, Job: j.RemoteID}, 0))
+			keep.Enqueue = append(keep.Enqueue, job(CancelArgs{Operation: l.opRef, Job: j.RemoteJobID}, 0))
 		}
 	}
 	if len(keep.Enqueue) == 0 && cur.State.Terminal() {
@@ -139,7 +139,7 @@ func (w *Worker) fetchAndFinish(ctx context.Context, l *lease, t *target, jobID 
 	return w.settle(ctx, l, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
-			Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: ledger.JobKindProviderJob, Status: ledger.JobCompleted,
+			Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteJobID: jobID, Kind: ledger.JobKindProviderJob, Status: ledger.JobCompleted,
 			Intended: new(true), AttemptRef: t.creator, Result: raw,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes},

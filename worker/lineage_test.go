@@ -33,8 +33,8 @@ type opsShow struct {
 		ClientResult ledger.ClientResult `json:"client_result"`
 	} `json:"attempts"`
 	RemoteJobs []struct {
-		RemoteID string `json:"remote_job_id"`
-		Intended bool   `json:"intended"`
+		RemoteJobID string `json:"remote_job_id"`
+		Intended    bool   `json:"intended"`
 	} `json:"remote_jobs"`
 	Events []struct {
 		Kind string          `json:"kind"`
@@ -154,7 +154,7 @@ func TestLineageAfterLostResponse(t *testing.T) {
 				if show.Attempts[0].RequestID == show.Attempts[1].RequestID {
 					t.Errorf("both attempts have request ID %s", show.Attempts[0].RequestID)
 				}
-				if len(show.RemoteJobs) != 1 || show.RemoteJobs[0].RemoteID != jobs[0].ID || !show.RemoteJobs[0].Intended {
+				if len(show.RemoteJobs) != 1 || show.RemoteJobs[0].RemoteJobID != jobs[0].ID || !show.RemoteJobs[0].Intended {
 					t.Errorf("remote jobs = %+v, want the one intended job %s", show.RemoteJobs, jobs[0].ID)
 				}
 			})

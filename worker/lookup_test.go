@@ -146,7 +146,7 @@ func TestLookupAnswers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(jobs) != 1 || jobs[0].RemoteID != scriptedJob || !jobs[0].Intended {
+				if len(jobs) != 1 || jobs[0].RemoteJobID != scriptedJob || !jobs[0].Intended {
 					t.Errorf("remote jobs = %+v, want the one intended job %s", jobs, scriptedJob)
 				}
 			}

@@ -81,19 +81,19 @@ func (w *Worker) pollJob(ctx context.Context, l *lease, t *target, bound *ledger
 	op := l.op
 	if !t.contract.CanFetch() && !t.contract.CanLookup() {
 		return w.review(ctx, l, ledger.ReasonUpstreamOutcomeUnknown, fmt.Sprintf(
-			"job %s cannot be followed: the provider contract can neither fetch a job nor look the operation up; resolve it with --fail once the provider's own record shows how it ended", bound.RemoteID))
+			"job %s cannot be followed: the provider contract can neither fetch a job nor look the operation up; resolve it with --fail once the provider's own record shows how it ended", bound.RemoteJobID))
 	}
-	f, err := t.contract.Fetch(ctx, t.up, bound.RemoteID, op.ProviderKey(), op.Arguments)
+	f, err := t.contract.Fetch(ctx, t.up, bound.RemoteJobID, op.ProviderKey(), op.Arguments)
 	if err != nil {
-		w.logger(op).Warn("poll failed; trying again", "remote_job_id", bound.RemoteID, "err", err)
+		w.logger(op).Warn("poll failed; trying again", "remote_job_id", bound.RemoteJobID, "err", err)
 		return errStillRunning
 	}
 	crashpoint.Reach(crashpoint.WhilePolling)
 	switch f.Answer {
 	case provider.Completed:
-		return w.fetchAndFinish(ctx, l, t, bound.RemoteID, nil)
+		return w.fetchAndFinish(ctx, l, t, bound.RemoteJobID, nil)
 	case provider.Failed, provider.Cancelled:
-		return w.finishFailed(ctx, l, t, bound.RemoteID, f.Answer.JobStatus(), fmt.Sprintf("the provider reports job %s %s", bound.RemoteID, f.Answer), nil)
+		return w.finishFailed(ctx, l, t, bound.RemoteJobID, f.Answer.JobStatus(), fmt.Sprintf("the provider reports job %s %s", bound.RemoteJobID, f.Answer), nil)
 	default:
 		return errStillRunning
 	}
@@ -138,7 +138,7 @@ func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledge
 		if err != nil {
 			var rpcErr *jsonrpc.Error
 			if errors.As(err, &rpcErr) {
-				return w.finishFailed(ctx, l, t, bound.RemoteID, ledger.JobFailed, rpcErr.Message, rpcError(rpcErr.Code, rpcErr.Message))
+				return w.finishFailed(ctx, l, t, bound.RemoteJobID, ledger.JobFailed, rpcErr.Message, rpcError(rpcErr.Code, rpcErr.Message))
 			}
 			return fmt.Errorf("read the result of upstream task %s: %w", task.ID, err)
 		}
@@ -150,9 +150,9 @@ func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledge
 			raw, _ = json.Marshal(task.Error)
 			msg = task.Error.Message
 		}
-		return w.finishFailed(ctx, l, t, bound.RemoteID, ledger.JobFailed, msg, raw)
+		return w.finishFailed(ctx, l, t, bound.RemoteJobID, ledger.JobFailed, msg, raw)
 	default: // cancelled upstream
-		return w.finishFailed(ctx, l, t, bound.RemoteID, ledger.JobCancelled, "the upstream cancelled the task", nil)
+		return w.finishFailed(ctx, l, t, bound.RemoteJobID, ledger.JobCancelled, "the upstream cancelled the task", nil)
 	}
 }
 
@@ -163,8 +163,8 @@ func (w *Worker) finishTask(ctx context.Context, l *lease, t *target, bound *led
 	if err != nil {
 		return err
 	}
-	jobID := bound.RemoteID
-	if id := t.contract.JobID(res); id != "" {
+	jobID := bound.RemoteJobID
+	if id := t.contract.RemoteJobID(res); id != "" {
 		jobID = id
 	}
 	status, effect := ledger.JobCompleted, ledger.Yes
@@ -174,7 +174,7 @@ func (w *Worker) finishTask(ctx context.Context, l *lease, t *target, bound *led
 	return w.settle(ctx, l, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
-			Upstream: l.op.Upstream, RemoteID: jobID, RenameFrom: bound.RemoteID, Status: status, Result: raw,
+			Upstream: l.op.Upstream, RemoteJobID: jobID, RenameFrom: bound.RemoteJobID, Status: status, Result: raw,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteEffect: effect},
 		Events:  []ledger.EventParams{{Kind: ledger.EventResultStored, Data: ledger.ResultStoredData{IsError: new(res.IsError), RemoteJobID: jobID}}},
@@ -193,7 +193,7 @@ func (w *Worker) finishFailed(ctx context.Context, l *lease, t *target, jobID st
 	}
 	return w.settle(ctx, l, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateRunning, ledger.StateSending}, To: to, Error: rpcErr, StatusMessage: &msg,
-		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Status: status}},
+		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteJobID: jobID, Status: status}},
 		Events:     []ledger.EventParams{{Kind: ledger.EventFailed, Data: ledger.FailedData{Message: msg, RemoteJobID: jobID}}},
 		Enqueue:    []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 	})

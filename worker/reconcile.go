@@ -43,8 +43,8 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 	r := &reconciliation{op: op, lookup: reconcile.LookupAnswered}
 	byID := map[string]*ledger.RemoteJob{}
 	for _, j := range known {
-		byID[j.RemoteID] = j
-		r.jobs = append(r.jobs, jobView{id: j.RemoteID, taskID: j.UpstreamTaskID, attempt: j.AttemptRef, status: j.Status, intended: j.Intended, duplicate: j.Duplicate, known: true})
+		byID[j.RemoteJobID] = j
+		r.jobs = append(r.jobs, jobView{id: j.RemoteJobID, taskID: j.UpstreamTaskID, attempt: j.AttemptRef, status: j.Status, intended: j.Intended, duplicate: j.Duplicate, known: true})
 	}
 
 	// Every job the provider holds for this operation ID.
@@ -66,8 +66,8 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 			}
 		default:
 			refs := lr.Jobs
-			if len(refs) == 0 && lr.JobID != "" {
-				refs = []provider.JobRef{{ID: lr.JobID, Answer: lr.Answer}}
+			if len(refs) == 0 && lr.RemoteJobID != "" {
+				refs = []provider.JobRef{{ID: lr.RemoteJobID, Answer: lr.Answer}}
 			}
 			if len(refs) == 0 {
 				r.indeterminate(fmt.Sprintf("the lookup answered %s without naming a job", lr.Answer))
@@ -139,7 +139,7 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 		facts.Jobs = append(facts.Jobs, reconcile.Job{ID: j.id, Attempt: j.attempt, Status: j.status, Intended: j.intended, Duplicate: j.duplicate, New: !j.known})
 	}
 	for _, ch := range charges {
-		facts.Charges = append(facts.Charges, reconcile.Charge{ID: ch.ID, JobID: ch.JobID, Amount: ch.Amount, Status: ch.Status})
+		facts.Charges = append(facts.Charges, reconcile.Charge{ID: ch.ID, RemoteJobID: ch.RemoteJobID, Amount: ch.Amount, Status: ch.Status})
 	}
 	out := reconcile.Assess(facts)
 	// Zero jobs after a send mean "none known", not "none": unless the
@@ -233,7 +233,7 @@ func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up
 		if j.known && !j.changed && o.Intended == j.intended && o.Duplicate == j.duplicate {
 			continue
 		}
-		u := &ledger.RemoteJobUpsert{Upstream: op.Upstream, Endpoint: up.Endpoint(), RemoteID: j.id, RenameFrom: j.renameFrom, Status: j.status,
+		u := &ledger.RemoteJobUpsert{Upstream: op.Upstream, Endpoint: up.Endpoint(), RemoteJobID: j.id, RenameFrom: j.renameFrom, Status: j.status,
 			Intended: new(o.Intended), Duplicate: new(o.Duplicate)}
 		if !j.known {
 			u.Kind = ledger.JobKindProviderJob
@@ -246,7 +246,7 @@ func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up
 	}
 
 	for _, ch := range charges {
-		p.Charges = append(p.Charges, &ledger.ChargeUpsert{RemoteID: ch.JobID, ProviderChargeID: ch.ID, Amount: ch.Amount, Status: ch.Status, Source: "provider:" + c.Tool})
+		p.Charges = append(p.Charges, &ledger.ChargeUpsert{RemoteJobID: ch.RemoteJobID, ProviderChargeID: ch.ID, Amount: ch.Amount, Status: ch.Status, Source: "provider:" + c.Tool})
 	}
 	final := out.Totals.Final
 	uncounted := out.Totals.UncountedFinal()

@@ -41,37 +41,37 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 		return ctx.Err()
 	}
 	d := provider.Decide(lr, retry, t.contract.Policy.Contract.Lookup.NotFoundSafeAfter, since)
-	w.logger(op).Info("looked up after an uncertain send", "answer", lr.Answer, "job", lr.JobID, "action", d.Action, "retry_policy", retry, "detail", lr.Detail)
+	w.logger(op).Info("looked up after an uncertain send", "answer", lr.Answer, "job", lr.RemoteJobID, "action", d.Action, "retry_policy", retry, "detail", lr.Detail)
 	lookupEvent := ledger.EventParams{Kind: ledger.EventLookup, Data: ledger.LookupData{
-		Action: string(d.Action), Answer: string(lr.Answer), Detail: lr.Detail, RemoteJobID: new(lr.JobID),
+		Action: string(d.Action), Answer: string(lr.Answer), Detail: lr.Detail, RemoteJobID: new(lr.RemoteJobID),
 		RetryPolicy: retry, SinceSendMS: new(since.Milliseconds()),
 	}}
 
 	switch d.Action {
 	case provider.ActionAttach:
 		return w.settle(ctx, l, &ledger.TransitionParams{
-			From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: new("attached to " + lr.JobID),
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: new("attached to " + lr.RemoteJobID),
 			RemoteJobs: []*ledger.RemoteJobUpsert{{
-				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: lr.JobID, Kind: ledger.JobKindProviderJob,
+				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteJobID: lr.RemoteJobID, Kind: ledger.JobKindProviderJob,
 				Status: lr.Answer.JobStatus(), Intended: new(true), AttemptRef: t.creator,
 			}},
 			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
-			Events:  []ledger.EventParams{lookupEvent, boundVia(lr.JobID, "lookup")},
+			Events:  []ledger.EventParams{lookupEvent, boundVia(lr.RemoteJobID, "lookup")},
 			Enqueue: []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, 0)},
 		})
 	case provider.ActionFetch:
-		return w.fetchAndFinish(ctx, l, t, lr.JobID, &lookupEvent)
+		return w.fetchAndFinish(ctx, l, t, lr.RemoteJobID, &lookupEvent)
 	case provider.ActionRecordFailure:
 		return w.settle(ctx, l, &ledger.TransitionParams{
-			From: []ledger.State{ledger.StateSending}, To: ledger.StateFailed, StatusMessage: new("the provider reports job " + lr.JobID + " " + string(lr.Answer)),
-			Error: rpcError(-32603, fmt.Sprintf("the provider reports job %s %s; it is not re-run automatically", lr.JobID, lr.Answer)),
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateFailed, StatusMessage: new("the provider reports job " + lr.RemoteJobID + " " + string(lr.Answer)),
+			Error: rpcError(-32603, fmt.Sprintf("the provider reports job %s %s; it is not re-run automatically", lr.RemoteJobID, lr.Answer)),
 			RemoteJobs: []*ledger.RemoteJobUpsert{{
-				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: lr.JobID, Kind: ledger.JobKindProviderJob,
+				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteJobID: lr.RemoteJobID, Kind: ledger.JobKindProviderJob,
 				Status: lr.Answer.JobStatus(), Intended: new(true), AttemptRef: t.creator,
 			}},
 			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
-			Events: []ledger.EventParams{lookupEvent, boundVia(lr.JobID, "lookup"),
-				{Kind: ledger.EventFailed, Data: ledger.FailedData{RemoteJobID: lr.JobID}}},
+			Events: []ledger.EventParams{lookupEvent, boundVia(lr.RemoteJobID, "lookup"),
+				{Kind: ledger.EventFailed, Data: ledger.FailedData{RemoteJobID: lr.RemoteJobID}}},
 			Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 		})
 	case provider.ActionWait:
@@ -93,7 +93,7 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 		detail := lr.Detail
 		if detail == "" {
 			detail = fmt.Sprintf("the provider answered %s", lr.Answer)
-			if lr.JobID == "" && lr.Answer != provider.NotFound {
+			if lr.RemoteJobID == "" && lr.Answer != provider.NotFound {
 				detail += " without naming a job"
 			}
 		}

@@ -40,7 +40,7 @@ func Resolve(ctx context.Context, s ledger.Store, op *ledger.Operation, r Resolu
 	case r.Attach != "":
 		p.From, p.To = review, ledger.StateRunning
 		p.StatusMessage = new("attached to " + r.Attach + " by " + r.Actor)
-		p.RemoteJobs = []*ledger.RemoteJobUpsert{{Upstream: op.Upstream, RemoteID: r.Attach, Kind: ledger.JobKindProviderJob, Status: ledger.JobRunning, Intended: new(true)}}
+		p.RemoteJobs = []*ledger.RemoteJobUpsert{{Upstream: op.Upstream, RemoteJobID: r.Attach, Kind: ledger.JobKindProviderJob, Status: ledger.JobRunning, Intended: new(true)}}
 		p.Creator = &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes}
 		p.Lease = &ledger.Lease{Owner: ledger.LeaseQueued}
 		p.Enqueue = []river.InsertManyParams{{Args: PollArgs{Operation: op.ID}}}
@@ -59,7 +59,7 @@ func Resolve(ctx context.Context, s ledger.Store, op *ledger.Operation, r Resolu
 		p.Lease = &ledger.Lease{}
 		p.Enqueue = []river.InsertManyParams{{Args: ReconcileArgs{Operation: op.ID}}}
 	case r.AcceptDuplicate != "":
-		p.RemoteJobs = []*ledger.RemoteJobUpsert{{Upstream: op.Upstream, RemoteID: r.AcceptDuplicate, DuplicateResolved: "accepted"}}
+		p.RemoteJobs = []*ledger.RemoteJobUpsert{{Upstream: op.Upstream, RemoteJobID: r.AcceptDuplicate, DuplicateResolved: "accepted"}}
 	case r.CancelDuplicate != "":
 		p.Enqueue = []river.InsertManyParams{{Args: CancelArgs{Operation: op.ID, Job: r.CancelDuplicate}}}
 	default:

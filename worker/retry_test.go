@@ -159,7 +159,7 @@ func TestRemoteJobIsBoundToItsAttempt(t *testing.T) {
 		t.Fatalf("remote jobs = %d, %v; want 1", len(jobs), err)
 	}
 	if jobs[0].AttemptRef != attempts[0].ID {
-		t.Errorf("remote job %s is bound to attempt %d, want %d", jobs[0].RemoteID, jobs[0].AttemptRef, attempts[0].ID)
+		t.Errorf("remote job %s is bound to attempt %d, want %d", jobs[0].RemoteJobID, jobs[0].AttemptRef, attempts[0].ID)
 	}
 	if len(sim.Jobs()) != 1 {
 		t.Errorf("provider jobs = %d, want 1", len(sim.Jobs()))

@@ -120,7 +120,7 @@ func (w *Worker) bindTask(ctx context.Context, l *lease, t *target, task *taskwi
 	return w.settle(ctx, l, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: new(statusOr(task.StatusMessage, "running at "+l.op.Upstream)),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
-			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: task.ID, UpstreamTaskID: task.ID,
+			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteJobID: task.ID, UpstreamTaskID: task.ID,
 			Kind: ledger.JobKindUpstreamTask, Status: ledger.JobRunning, Intended: new(true), AttemptRef: t.creator,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
@@ -139,7 +139,7 @@ func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp
 		})
 		return err
 	}
-	jobID := t.contract.JobID(res)
+	jobID := t.contract.RemoteJobID(res)
 	if jobID == "" {
 		// The provider names no job: the operation ID is its only handle.
 		jobID = "call:" + l.op.ProviderKey()
@@ -156,7 +156,7 @@ func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp
 	return w.settle(ctx, l, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
-			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteID: jobID, Kind: ledger.JobKindProviderJob, Status: status,
+			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteJobID: jobID, Kind: ledger.JobKindProviderJob, Status: status,
 			Intended: new(true), AttemptRef: t.creator, Result: raw,
 		}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: effect},

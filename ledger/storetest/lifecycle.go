@@ -79,7 +79,7 @@ func testTransitions(t *testing.T, newStore Factory) {
 	yes := true
 	running, err := s.Transition(ctx, &ledger.TransitionParams{
 		OperationRef: op.ID, Owner: "w1", From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning,
-		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", Endpoint: "http://127.0.0.1:1/mcp", RemoteID: "task-abc", UpstreamTaskID: "task-abc",
+		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", Endpoint: "http://127.0.0.1:1/mcp", RemoteJobID: "task-abc", UpstreamTaskID: "task-abc",
 			Kind: "upstream_task", Status: ledger.JobRunning, Intended: &yes, AttemptRef: res.Attempt.ID}},
 		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
 		Events:  []ledger.EventParams{{Kind: ledger.EventRemoteJobBound, Data: ledger.RemoteJobData{RemoteJobID: "task-abc"}}},
@@ -92,8 +92,8 @@ func testTransitions(t *testing.T, newStore Factory) {
 	done, err := s.Transition(ctx, &ledger.TransitionParams{
 		OperationRef: op.ID, Owner: "w1", From: []ledger.State{ledger.StateRunning}, To: ledger.StateCompleted,
 		Result: []byte(`{"content":[{"type":"text","text":"ok"}]}`), Lease: &ledger.Lease{},
-		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteID: "hosted-suite-9912", RenameFrom: "task-abc", Status: ledger.JobCompleted}},
-		Charges:    []*ledger.ChargeUpsert{{RemoteID: "hosted-suite-9912", ProviderChargeID: "ch-1", Amount: final, Status: ledger.ChargePending}},
+		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteJobID: "hosted-suite-9912", RenameFrom: "task-abc", Status: ledger.JobCompleted}},
+		Charges:    []*ledger.ChargeUpsert{{RemoteJobID: "hosted-suite-9912", ProviderChargeID: "ch-1", Amount: final, Status: ledger.ChargePending}},
 		Creator:    &ledger.AttemptKnowledge{RemoteEffect: ledger.Yes},
 	})
 	if err != nil || done.State != ledger.StateCompleted || done.EndedAt.IsZero() || done.LeaseOwner != "" || string(done.Result) != `{"content":[{"type":"text","text":"ok"}]}` {
@@ -102,8 +102,8 @@ func testTransitions(t *testing.T, newStore Factory) {
 	// A later observation never moves a terminal job back, and charges upsert by ID.
 	if _, err := s.Transition(ctx, &ledger.TransitionParams{
 		OperationRef: op.ID,
-		RemoteJobs:   []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteID: "hosted-suite-9912", Status: ledger.JobRunning}},
-		Charges:      []*ledger.ChargeUpsert{{RemoteID: "hosted-suite-9912", ProviderChargeID: "ch-1", Amount: final, Status: ledger.ChargeFinal}},
+		RemoteJobs:   []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteJobID: "hosted-suite-9912", Status: ledger.JobRunning}},
+		Charges:      []*ledger.ChargeUpsert{{RemoteJobID: "hosted-suite-9912", ProviderChargeID: "ch-1", Amount: final, Status: ledger.ChargeFinal}},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func testTransitions(t *testing.T, newStore Factory) {
 		t.Fatalf("remote jobs = %d, %v; want 1", len(jobs), err)
 	}
 	j := jobs[0]
-	if j.RemoteID != "hosted-suite-9912" || j.UpstreamTaskID != "task-abc" || j.Status != ledger.JobCompleted || !j.Intended || j.AttemptRef != res.Attempt.ID || j.Endpoint != "http://127.0.0.1:1/mcp" {
+	if j.RemoteJobID != "hosted-suite-9912" || j.UpstreamTaskID != "task-abc" || j.Status != ledger.JobCompleted || !j.Intended || j.AttemptRef != res.Attempt.ID || j.Endpoint != "http://127.0.0.1:1/mcp" {
 		t.Fatalf("remote job = %+v", j)
 	}
 	charges, err := s.ChargeList(ctx, op.ID)
@@ -143,8 +143,8 @@ func testIllegalTransitions(t *testing.T, newStore Factory) {
 			Result: []byte(`{"content":[]}`), Error: []byte(`{"code":-32603,"message":"x"}`),
 			IncrementSend: true, Lease: &ledger.Lease{Owner: "w9", Until: time.Now().Add(time.Hour)},
 			CancelRequested: true, CostBreach: true, ExpireKey: true,
-			RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteID: "job-illegal", Kind: "provider_job", Status: ledger.JobCompleted, Intended: &yes}},
-			Charges:    []*ledger.ChargeUpsert{{RemoteID: "job-illegal", ProviderChargeID: "ch-illegal", Amount: money.MustParse("1.00", "USD"), Status: ledger.ChargeFinal}},
+			RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteJobID: "job-illegal", Kind: "provider_job", Status: ledger.JobCompleted, Intended: &yes}},
+			Charges:    []*ledger.ChargeUpsert{{RemoteJobID: "job-illegal", ProviderChargeID: "ch-illegal", Amount: money.MustParse("1.00", "USD"), Status: ledger.ChargeFinal}},
 			Creator:    &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes, ChargeStatus: ledger.Yes},
 			Events:     []ledger.EventParams{{Kind: ledger.EventResultStored}},
 			Enqueue:    []river.InsertManyParams{{Args: ProbeArgs{OperationRef: res.Operation.ID}}},

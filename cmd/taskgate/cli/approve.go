@@ -16,17 +16,16 @@ import (
 )
 
 // approveHint is a complete approve command to copy from.
-const approveHint = "taskgate approve --tenant acme --operation-id settlement-regression-842 --tool hosted_test.run_suite --max-cost 20.00 --max-remote-jobs 1 --expires-in 24h"
+const approveHint = "taskgate approve --tenant acme --operation-id settlement-regression-842 --tool hosted_test.run_suite --max-total-cost 20.00 --max-remote-jobs 1 --expires-in 24h"
 
 // approveFlag names the flag that sets an approval term, so that a bad
-// term is reported under the name the user typed.
-func approveFlag(field string) string {
-	switch field {
-	case "max_total_cost_usd":
-		return "--max-cost"
-	default:
-		return "--" + strings.ReplaceAll(field, "_", "-")
+// term is reported under the name the user typed: ceiling is the flag that
+// gave max_total_cost, which may be its deprecated name.
+func approveFlag(field, ceiling string) string {
+	if field == "max_total_cost" {
+		return "--" + ceiling
 	}
+	return "--" + strings.ReplaceAll(field, "_", "-")
 }
 
 func (e *env) approveCmd() *cobra.Command {
@@ -45,7 +44,14 @@ func (e *env) approveCmd() *cobra.Command {
 		Example: "  " + approveHint,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := requireFlags(cmd, approveHint, "tenant", "operation-id", "tool", "max-cost", "max-remote-jobs"); err != nil {
+			ceiling := "max-total-cost"
+			if cmd.Flags().Changed("max-cost") {
+				if cmd.Flags().Changed("max-total-cost") {
+					return &usageError{msg: "--max-cost is the deprecated name of --max-total-cost; give only --max-total-cost", hint: approveHint}
+				}
+				ceiling = "max-cost"
+			}
+			if err := requireFlags(cmd, approveHint, "tenant", "operation-id", "tool", ceiling, "max-remote-jobs"); err != nil {
 				return err
 			}
 			if err := exactlyOne(cmd, approveHint, "expires-in", "expires-at"); err != nil {
@@ -64,7 +70,7 @@ func (e *env) approveCmd() *cobra.Command {
 			if err != nil {
 				var fe *api.FieldError
 				if errors.As(err, &fe) {
-					return &usageError{msg: approveFlag(fe.Field) + ": " + fe.Problem, hint: approveHint}
+					return &usageError{msg: approveFlag(fe.Field, ceiling) + ": " + fe.Problem, hint: approveHint}
 				}
 				return err
 			}
@@ -86,7 +92,7 @@ func (e *env) approveCmd() *cobra.Command {
 			fmt.Fprintf(tw, "tenant\t%s\n", v.Tenant)
 			fmt.Fprintf(tw, "operation_id\t%s\n", v.OperationID)
 			fmt.Fprintf(tw, "tool\t%s\n", v.Tool)
-			fmt.Fprintf(tw, "max_total_cost\t%s %s\n", v.MaxTotalCostUSD, v.Currency)
+			fmt.Fprintf(tw, "max_total_cost\t%s %s\n", v.MaxTotalCost, v.Currency)
 			fmt.Fprintf(tw, "max_remote_jobs\t%d\n", v.MaxRemoteJobs)
 			fmt.Fprintf(tw, "retry_policy\t%s\n", v.RetryPolicy)
 			fmt.Fprintf(tw, "expires_at\t%s\n", v.ExpiresAt.Format(time.RFC3339))
@@ -97,8 +103,13 @@ func (e *env) approveCmd() *cobra.Command {
 	f.StringVar(&tenant, "tenant", "", "the tenant whose agent will run the operation")
 	f.StringVar(&terms.OperationID, "operation-id", "", "the operation ID the agent will call the tool with")
 	f.StringVar(&terms.Tool, "tool", "", "the tool, qualified by its upstream: UPSTREAM.TOOL")
-	f.StringVar(&terms.MaxTotalCost, "max-cost", "", "the most the operation may cost in total, a decimal such as 20.00")
-	f.StringVar(&terms.Currency, "currency", "USD", "the currency of --max-cost")
+	f.StringVar(&terms.MaxTotalCost, "max-total-cost", "", "the most the operation may cost in total, a decimal such as 20.00")
+	f.StringVar(&terms.MaxTotalCost, "max-cost", "", "the old name of --max-total-cost")
+	_ = f.MarkDeprecated("max-cost", "use --max-total-cost; --max-cost will be removed in the next release")
+	// The flag library writes the deprecation notice to the flag set's
+	// output, which cobra would copy to stdout, into --json's answer.
+	f.SetOutput(e.stderr)
+	f.StringVar(&terms.Currency, "currency", "USD", "the currency of --max-total-cost")
 	f.IntVar(&terms.MaxRemoteJobs, "max-remote-jobs", 0, "how many remote jobs the operation may start")
 	f.StringVar(&terms.RetryPolicy, "retry-policy", "lookup_then_attach", "lookup_then_attach or no_automatic_resend")
 	f.DurationVar(&terms.ExpiresIn, "expires-in", 0, "the approval expires this long from now, e.g. 24h")
@@ -148,9 +159,9 @@ func (e *env) approvalsListCmd() *cobra.Command {
 				return writeJSON(e.stdout, views)
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tOPERATION ID\tTOOL\tMAX COST\tMAX JOBS\tRETRY POLICY\tEXPIRES\tSTATUS")
+			fmt.Fprintln(tw, "ID\tOPERATION ID\tTOOL\tMAX TOTAL COST\tMAX JOBS\tRETRY POLICY\tEXPIRES\tSTATUS")
 			for _, v := range views {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s %s\t%d\t%s\t%s\t%s\n", v.ID, v.OperationID, v.Tool, v.MaxTotalCostUSD, v.Currency,
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s %s\t%d\t%s\t%s\t%s\n", v.ID, v.OperationID, v.Tool, v.MaxTotalCost, v.Currency,
 					v.MaxRemoteJobs, v.RetryPolicy, stamp(v.ExpiresAt), v.Status)
 			}
 			return tw.Flush()

@@ -16,7 +16,7 @@ import (
 // expiry, followed by extra.
 func approveArgs(extra ...string) []string {
 	return append([]string{"approve", "--tenant", "acme", "--operation-id", "settlement-regression-842",
-		"--tool", "hosted_test.run_suite", "--max-cost", "20.00", "--max-remote-jobs", "1"}, extra...)
+		"--tool", "hosted_test.run_suite", "--max-total-cost", "20.00", "--max-remote-jobs", "1"}, extra...)
 }
 
 func TestApproveListRevoke(t *testing.T) {
@@ -29,13 +29,13 @@ func TestApproveListRevoke(t *testing.T) {
 		t.Fatalf("approve --json printed %q: %v", out, err)
 	}
 	if v.ID == 0 || v.Tenant != "acme" || v.OperationID != "settlement-regression-842" || v.Tool != "hosted_test.run_suite" ||
-		v.MaxTotalCostUSD != "20.00" || v.Currency != "USD" || v.MaxRemoteJobs != 1 || v.RetryPolicy != "lookup_then_attach" || v.Status != api.ApprovalActive {
+		v.MaxTotalCost != "20.00" || v.Currency != "USD" || v.MaxRemoteJobs != 1 || v.RetryPolicy != "lookup_then_attach" || v.Status != api.ApprovalActive {
 		t.Errorf("approve --json = %+v, want acme's active approval of hosted_test.run_suite up to 20.00 USD, 1 job, lookup_then_attach", v)
 	}
 	if v.ExpiresAt.Before(before.Add(24*time.Hour).Truncate(time.Microsecond)) || v.ExpiresAt.After(after.Add(24*time.Hour)) {
 		t.Errorf("expires_at = %s, want 24h after the command ran (%s to %s)", v.ExpiresAt, before, after)
 	}
-	if !strings.Contains(out, `"max_total_cost_usd": "20.00"`) {
+	if !strings.Contains(out, `"max_total_cost": "20.00"`) {
 		t.Errorf("approve --json = %s, want the ceiling as the string \"20.00\"", out)
 	}
 
@@ -97,6 +97,61 @@ func listApprovals(t *testing.T, l *ledgerFile, args ...string) []api.ApprovalVi
 	return list
 }
 
+// --max-cost, the old name of --max-total-cost, is accepted until the next
+// release: it approves the same ceiling, says on stderr that it is
+// deprecated, and is reported under its own name. Both at once is refused.
+func TestApproveDeprecatedMaxCost(t *testing.T) {
+	l := newLedger(t)
+	oldArgs := func(extra ...string) []string {
+		args := approveArgs(extra...)
+		for i, a := range args {
+			if a == "--max-total-cost" {
+				args[i] = "--max-cost"
+			}
+		}
+		return args
+	}
+	current := l.run(t, approveArgs("--expires-in", "1h", "--json")...)
+	old := l.run(t, oldArgs("--operation-id", "old-flag-op", "--expires-in", "1h", "--json")...)
+	if current.code != 0 || old.code != 0 {
+		t.Fatalf("approve: exit %d (stderr %q) with --max-total-cost, %d (stderr %q) with --max-cost", current.code, current.stderr, old.code, old.stderr)
+	}
+	if current.stderr != "" {
+		t.Errorf("approve --max-total-cost: stderr %q, want nothing", current.stderr)
+	}
+	if want := "Flag --max-cost has been deprecated, use --max-total-cost; --max-cost will be removed in the next release\n"; old.stderr != want {
+		t.Errorf("approve --max-cost: stderr %q, want %q", old.stderr, want)
+	}
+	var c, o api.ApprovalView
+	if err := json.Unmarshal([]byte(current.stdout), &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(old.stdout), &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.MaxTotalCost != c.MaxTotalCost || o.Currency != c.Currency || o.MaxRemoteJobs != c.MaxRemoteJobs || o.OperationID != "old-flag-op" {
+		t.Errorf("approve --max-cost = %+v, --max-total-cost = %+v; want the same terms", o, c)
+	}
+	if help := l.ok(t, "approve", "--help"); strings.Contains(help, "--max-cost") {
+		t.Errorf("approve --help lists the deprecated --max-cost:\n%s", help)
+	}
+
+	r := l.run(t, append(oldArgs("--expires-in", "1h"), "--max-total-cost", "20.00")...)
+	checkFailure(t, withoutDeprecation(r), "--max-cost is the deprecated name of --max-total-cost; give only --max-total-cost", true)
+	r = l.run(t, "approve", "--tenant", "acme", "--operation-id", "op", "--tool", "hosted_test.run_suite", "--max-cost", "-5", "--max-remote-jobs", "1", "--expires-in", "1h")
+	checkFailure(t, withoutDeprecation(r), "--max-cost: -5.00 is negative", true)
+}
+
+// withoutDeprecation is r without the flag library's deprecation notice
+// at the head of stderr.
+func withoutDeprecation(r result) result {
+	_, rest, ok := strings.Cut(r.stderr, "will be removed in the next release\n")
+	if ok {
+		r.stderr = rest
+	}
+	return r
+}
+
 func TestApproveRejectsBadInput(t *testing.T) {
 	l := newLedger(t)
 	base := approveArgs
@@ -117,16 +172,16 @@ func TestApproveRejectsBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"exponent amount", []string{"approve", "--tenant", "acme", "--operation-id", "op", "--tool", "hosted_test.run_suite", "--max-cost", "1e3", "--max-remote-jobs", "1", "--expires-in", "1h"}, `--max-cost: invalid amount: "1e3"`},
-		{"seven decimal places", []string{"approve", "--tenant", "acme", "--operation-id", "op", "--tool", "hosted_test.run_suite", "--max-cost", "0.1234567", "--max-remote-jobs", "1", "--expires-in", "1h"}, "more than six decimal places"},
-		{"negative amount", []string{"approve", "--tenant", "acme", "--operation-id", "op", "--tool", "hosted_test.run_suite", "--max-cost", "-5", "--max-remote-jobs", "1", "--expires-in", "1h"}, "--max-cost: -5.00 is negative"},
+		{"exponent amount", []string{"approve", "--tenant", "acme", "--operation-id", "op", "--tool", "hosted_test.run_suite", "--max-total-cost", "1e3", "--max-remote-jobs", "1", "--expires-in", "1h"}, `--max-total-cost: invalid amount: "1e3"`},
+		{"seven decimal places", []string{"approve", "--tenant", "acme", "--operation-id", "op", "--tool", "hosted_test.run_suite", "--max-total-cost", "0.1234567", "--max-remote-jobs", "1", "--expires-in", "1h"}, "more than six decimal places"},
+		{"negative amount", []string{"approve", "--tenant", "acme", "--operation-id", "op", "--tool", "hosted_test.run_suite", "--max-total-cost", "-5", "--max-remote-jobs", "1", "--expires-in", "1h"}, "--max-total-cost: -5.00 is negative"},
 		{"no tenant", without("--tenant"), "--tenant is required"},
 		{"empty tenant", approveArgs("--tenant", "", "--expires-in", "1h"), "--tenant is empty"},
-		{"no max cost", without("--max-cost"), "--max-cost is required"},
+		{"no max cost", without("--max-total-cost"), "--max-total-cost is required"},
 		{"no max remote jobs", without("--max-remote-jobs"), "--max-remote-jobs is required"},
-		{"several missing", []string{"approve", "--tenant", "acme", "--expires-in", "1h"}, "--operation-id, --tool, --max-cost, --max-remote-jobs are required"},
-		{"zero remote jobs", []string{"approve", "--tenant", "acme", "--operation-id", "op", "--tool", "hosted_test.run_suite", "--max-cost", "5", "--max-remote-jobs", "0", "--expires-in", "1h"}, "--max-remote-jobs: must be at least 1"},
-		{"unqualified tool", []string{"approve", "--tenant", "acme", "--operation-id", "op", "--tool", "run_suite", "--max-cost", "5", "--max-remote-jobs", "1", "--expires-in", "1h"}, `--tool: "run_suite" is not a qualified tool name`},
+		{"several missing", []string{"approve", "--tenant", "acme", "--expires-in", "1h"}, "--operation-id, --tool, --max-total-cost, --max-remote-jobs are required"},
+		{"zero remote jobs", []string{"approve", "--tenant", "acme", "--operation-id", "op", "--tool", "hosted_test.run_suite", "--max-total-cost", "5", "--max-remote-jobs", "0", "--expires-in", "1h"}, "--max-remote-jobs: must be at least 1"},
+		{"unqualified tool", []string{"approve", "--tenant", "acme", "--operation-id", "op", "--tool", "run_suite", "--max-total-cost", "5", "--max-remote-jobs", "1", "--expires-in", "1h"}, `--tool: "run_suite" is not a qualified tool name`},
 		{"unknown retry policy", base("--retry-policy", "resend_always", "--expires-in", "1h"), `--retry-policy: "resend_always" is not a retry policy`},
 		{"both expiries", base("--expires-in", "1h", "--expires-at", "2099-01-01T00:00:00Z"), "--expires-in and --expires-at cannot be combined"},
 		{"no expiry", base(), "one of --expires-in, --expires-at is required"},

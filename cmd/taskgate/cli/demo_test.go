@@ -84,7 +84,7 @@ func TestDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs) != 1 || jobs[0].RemoteID != "hosted-suite-9912" || jobs[0].Status != ledger.JobCompleted {
+	if len(jobs) != 1 || jobs[0].RemoteJobID != "hosted-suite-9912" || jobs[0].Status != ledger.JobCompleted {
 		t.Errorf("remote jobs = %+v, want hosted-suite-9912 completed alone", jobs)
 	}
 

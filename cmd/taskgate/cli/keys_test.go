@@ -98,7 +98,7 @@ func TestKeyRoles(t *testing.T) {
 	}
 	approver := strings.TrimSpace(r.stdout)
 
-	body := `{"operation_id":"op-1","tool":"hosted_test.run_suite","max_total_cost_usd":"20.00","max_remote_jobs":1,"expires_in":"1h"}`
+	body := `{"operation_id":"op-1","tool":"hosted_test.run_suite","max_total_cost":"20.00","max_remote_jobs":1,"expires_in":"1h"}`
 	if status, b := post(t, url, agent, body); status != http.StatusForbidden {
 		t.Errorf("POST /v1/approvals with an agent key: %d %s, want 403", status, b)
 	}

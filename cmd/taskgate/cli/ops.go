@@ -236,7 +236,7 @@ type attemptView struct {
 }
 
 type remoteJobView struct {
-	RemoteID          string               `json:"remote_job_id"`
+	RemoteJobID       string               `json:"remote_job_id"`
 	Upstream          string               `json:"upstream"`
 	Endpoint          string               `json:"endpoint"`
 	Kind              ledger.RemoteJobKind `json:"kind"`
@@ -291,7 +291,7 @@ func loadDetail(ctx context.Context, s ledger.Store, op *ledger.Operation) (*det
 	}
 	for _, j := range jobs {
 		d.RemoteJobs = append(d.RemoteJobs, remoteJobView{
-			RemoteID: j.RemoteID, Upstream: j.Upstream, Endpoint: j.Endpoint, Kind: j.Kind, Status: j.Status,
+			RemoteJobID: j.RemoteJobID, Upstream: j.Upstream, Endpoint: j.Endpoint, Kind: j.Kind, Status: j.Status,
 			Intended: j.Intended, Duplicate: j.Duplicate, DuplicateResolved: j.DuplicateResolved, EffectReversed: j.EffectReversed, At: j.CreatedAt,
 		})
 	}
@@ -355,7 +355,7 @@ func (d *detail) writeText(w io.Writer) error {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  JOB\tSTATUS\tINTENDED\tDUPLICATE\tUPSTREAM\tENDPOINT")
 		for _, j := range d.RemoteJobs {
-			fmt.Fprintf(tw, "  %s\t%s\t%t\t%t\t%s\t%s\n", j.RemoteID, j.Status, j.Intended, j.Duplicate, j.Upstream, j.Endpoint)
+			fmt.Fprintf(tw, "  %s\t%s\t%t\t%t\t%s\t%s\n", j.RemoteJobID, j.Status, j.Intended, j.Duplicate, j.Upstream, j.Endpoint)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

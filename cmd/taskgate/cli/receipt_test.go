@@ -31,9 +31,9 @@ func (l *ledgerFile) completed(t *testing.T, tenant, operationID string) *ledger
 		OperationRef: op.ID, From: []ledger.State{ledger.StateSending}, To: ledger.StateCompleted,
 		Result: json.RawMessage(`{"content":[{"type":"text","text":"suite passed"}]}`),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
-			Upstream: "hosted_test", RemoteID: "hosted-suite-9912", Kind: "provider_job", Status: ledger.JobCompleted, Intended: new(true),
+			Upstream: "hosted_test", RemoteJobID: "hosted-suite-9912", Kind: "provider_job", Status: ledger.JobCompleted, Intended: new(true),
 		}},
-		Charges:     []*ledger.ChargeUpsert{{RemoteID: "hosted-suite-9912", ProviderChargeID: "ch-9912", Amount: final, Status: ledger.ChargeFinal, Source: "test"}},
+		Charges:     []*ledger.ChargeUpsert{{RemoteJobID: "hosted-suite-9912", ProviderChargeID: "ch-9912", Amount: final, Status: ledger.ChargeFinal, Source: "test"}},
 		Creator:     &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes, ChargeStatus: ledger.Yes},
 		Reservation: &ledger.ReservationUpdate{Status: ledger.ReservationSettled, Settled: final},
 		Events: []ledger.EventParams{

@@ -131,3 +131,20 @@ func TestReconcileInvalidConfiguration(t *testing.T) {
 		t.Errorf("reconcile with an invalid configuration: exit %d, stderr\n%s\nwant exit 1 and\n%s", r.code, r.stderr, want)
 	}
 }
+
+// A configuration that uses a deprecated field name still loads, and the
+// command warns on stderr, naming the field, its line and its new name.
+func TestReconcileWarnsOfDeprecatedFields(t *testing.T) {
+	l := newLedger(t)
+	l.accept(t, "acme", "op-1", false)
+	cfg := l.gatewayConfig(t, runSuite+"        contract:\n          job_id_field: job_id\n")
+
+	r := reconcile(t, "op-1", "--config", cfg)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "op-1\tacme\tjobs 0\t") {
+		t.Fatalf("reconcile op-1: exit %d, stdout %q, stderr %q; want op-1's figures", r.code, r.stdout, r.stderr)
+	}
+	want := cfg + ":11: upstreams[0].tools.run_suite.contract.job_id_field: is deprecated and will be removed in the next release; rename it to remote_job_id_field"
+	if !strings.Contains(r.stderr, "level=WARN") || !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr = %q, want a warning containing %q", r.stderr, want)
+	}
+}

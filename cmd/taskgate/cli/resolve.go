@@ -83,7 +83,7 @@ func checkResolvable(cmd *cobra.Command, s ledger.Store, op *ledger.Operation, r
 	if err != nil {
 		return fmt.Errorf("load remote jobs of operation %s: %w", op.OperationID, err)
 	}
-	i := slices.IndexFunc(jobs, func(j *ledger.RemoteJob) bool { return j.RemoteID == id })
+	i := slices.IndexFunc(jobs, func(j *ledger.RemoteJob) bool { return j.RemoteJobID == id })
 	switch {
 	case i < 0:
 		return fmt.Errorf("operation %s has no remote job %s (see taskgate ops show %s)", op.OperationID, id, op.OperationID)

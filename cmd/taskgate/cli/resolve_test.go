@@ -63,7 +63,7 @@ func TestResolveReview(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(jobs) != 1 || jobs[0].RemoteID != "hosted-suite-9912" || !jobs[0].Intended || jobs[0].Status != ledger.JobRunning {
+				if len(jobs) != 1 || jobs[0].RemoteJobID != "hosted-suite-9912" || !jobs[0].Intended || jobs[0].Status != ledger.JobRunning {
 					t.Errorf("remote jobs = %+v, want hosted-suite-9912 bound, intended and running", jobs)
 				}
 			}
@@ -107,9 +107,9 @@ func TestResolveDuplicates(t *testing.T) {
 	if _, err := l.store.Transition(context.Background(), &ledger.TransitionParams{
 		OperationRef: op.ID, From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning,
 		RemoteJobs: []*ledger.RemoteJobUpsert{
-			{Upstream: "hosted_test", RemoteID: "job-intended", Kind: "provider_job", Status: ledger.JobRunning, Intended: new(true)},
-			{Upstream: "hosted_test", RemoteID: "job-dup-1", Kind: "provider_job", Status: ledger.JobRunning, Duplicate: new(true)},
-			{Upstream: "hosted_test", RemoteID: "job-dup-2", Kind: "provider_job", Status: ledger.JobRunning, Duplicate: new(true)},
+			{Upstream: "hosted_test", RemoteJobID: "job-intended", Kind: "provider_job", Status: ledger.JobRunning, Intended: new(true)},
+			{Upstream: "hosted_test", RemoteJobID: "job-dup-1", Kind: "provider_job", Status: ledger.JobRunning, Duplicate: new(true)},
+			{Upstream: "hosted_test", RemoteJobID: "job-dup-2", Kind: "provider_job", Status: ledger.JobRunning, Duplicate: new(true)},
 		},
 	}); err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestResolveDuplicates(t *testing.T) {
 	}
 	resolved := map[string]string{}
 	for _, j := range jobs {
-		resolved[j.RemoteID] = j.DuplicateResolved
+		resolved[j.RemoteJobID] = j.DuplicateResolved
 	}
 	if len(jobs) != 3 || resolved["job-dup-1"] != "accepted" || resolved["job-dup-2"] != "" {
 		t.Errorf("remote jobs resolved = %v, want job-dup-1 accepted and job-dup-2 still open until the provider cancels it", resolved)

@@ -23,6 +23,9 @@ func (e *env) loadConfig(cmd *cobra.Command, path string) (*config.Config, error
 	if err != nil {
 		return nil, err
 	}
+	for _, w := range cfg.Warnings {
+		e.logger().Warn("configuration: "+w.Error(), "field", w.Field)
+	}
 	if cmd.Flags().Changed("db") || e.getenv("TASKGATE_DB") != "" {
 		cfg.Database = e.db
 	}

@@ -181,14 +181,14 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 }
 
 func (s *Store) upsertRemoteJob(ctx context.Context, tx Tx, op *ledger.Operation, j *ledger.RemoteJobUpsert, now time.Time) error {
-	if j.RemoteID == "" || j.Upstream == "" {
+	if j.RemoteJobID == "" || j.Upstream == "" {
 		return errors.New("remote job: upstream and remote ID are required")
 	}
-	if j.RenameFrom != "" && j.RenameFrom != j.RemoteID {
+	if j.RenameFrom != "" && j.RenameFrom != j.RemoteJobID {
 		if _, err := tx.Exec(ctx, `UPDATE remote_jobs SET remote_id = $1, updated_at = $2
 			WHERE operation_ref = $3 AND upstream = $4 AND remote_id = $5
 			AND NOT EXISTS (SELECT 1 FROM remote_jobs WHERE operation_ref = $3 AND upstream = $4 AND remote_id = $1)`,
-			j.RemoteID, now, op.ID, j.Upstream, j.RenameFrom); err != nil {
+			j.RemoteJobID, now, op.ID, j.Upstream, j.RenameFrom); err != nil {
 			return fmt.Errorf("re-key remote job %s: %w", j.RenameFrom, err)
 		}
 	}
@@ -219,10 +219,10 @@ func (s *Store) upsertRemoteJob(ctx context.Context, tx Tx, op *ledger.Operation
 			cancel_requested_at = COALESCE(remote_jobs.cancel_requested_at, excluded.cancel_requested_at),
 			effect_reversed = CASE WHEN excluded.effect_reversed = 'unknown' THEN remote_jobs.effect_reversed ELSE excluded.effect_reversed END,
 			updated_at = excluded.updated_at`,
-		op.ID, idOrNull(j.AttemptRef), j.Upstream, j.Endpoint, j.RemoteID, j.UpstreamTaskID, j.Kind, string(j.Status),
+		op.ID, idOrNull(j.AttemptRef), j.Upstream, j.Endpoint, j.RemoteJobID, j.UpstreamTaskID, j.Kind, string(j.Status),
 		intended, duplicate, j.DuplicateResolved, jsonOrNull(j.Result), cancelAt, knowledgeOrUnknown(j.EffectReversed), now)
 	if err != nil {
-		return fmt.Errorf("record remote job %s: %w", j.RemoteID, err)
+		return fmt.Errorf("record remote job %s: %w", j.RemoteJobID, err)
 	}
 	return nil
 }
@@ -244,7 +244,7 @@ func (s *Store) upsertCharge(ctx context.Context, tx Tx, op *ledger.Operation, c
 			remote_job_ref = COALESCE(excluded.remote_job_ref, charges.remote_job_ref),
 			amount_micros = excluded.amount_micros, currency = excluded.currency,
 			status = excluded.status, source = excluded.source, updated_at = excluded.updated_at`,
-		op.ID, c.RemoteID, c.ProviderChargeID, c.Amount.Micros, c.Amount.Currency, c.Status, c.Source, now)
+		op.ID, c.RemoteJobID, c.ProviderChargeID, c.Amount.Micros, c.Amount.Currency, c.Status, c.Source, now)
 	if err != nil {
 		return fmt.Errorf("record charge %s: %w", c.ProviderChargeID, err)
 	}

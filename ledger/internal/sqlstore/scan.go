@@ -132,7 +132,7 @@ const remoteJobColumns = `id, operation_ref, attempt_ref, upstream, endpoint, re
 
 func scanRemoteJob(r Row) (*ledger.RemoteJob, error) {
 	var j ledger.RemoteJob
-	err := r.Scan(&j.ID, &j.OperationRef, nullInt{&j.AttemptRef}, &j.Upstream, &j.Endpoint, &j.RemoteID, &j.UpstreamTaskID, &j.Kind, &j.Status,
+	err := r.Scan(&j.ID, &j.OperationRef, nullInt{&j.AttemptRef}, &j.Upstream, &j.Endpoint, &j.RemoteJobID, &j.UpstreamTaskID, &j.Kind, &j.Status,
 		&j.Intended, &j.Duplicate, &j.DuplicateResolved, nullJSON{&j.Result}, ts{&j.CancelRequestedAt}, &j.EffectReversed,
 		ts{&j.CreatedAt}, ts{&j.UpdatedAt})
 	if err != nil {
