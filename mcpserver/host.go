@@ -145,9 +145,11 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		}
 	}
 	if err != nil {
+		// Usually nothing was recorded, but a commit whose answer was lost
+		// may have been: the message promises only what holds either way.
 		log.Error("acceptance failed", "err", err)
 		g.metrics.errors.WithLabelValues("acceptance_failed").Inc()
-		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the gateway could not record this call; nothing was started; retry with the same operation ID", map[string]any{"reason": "ledger_unavailable"})}, nil
+		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the gateway could not confirm that it recorded this call; retry with the same operation ID: if the call was recorded, the retry attaches to it, so nothing runs twice", map[string]any{"reason": "ledger_unavailable"})}, nil
 	}
 	crashpoint.Reach(crashpoint.AfterAcceptCommit)
 	g.metrics.decisions.WithLabelValues(string(res.Decision), res.Reason).Inc()

@@ -362,6 +362,13 @@ func (r *reconcileWorker) Timeout(*river.Job[ReconcileArgs]) time.Duration {
 func (r *reconcileWorker) Work(ctx context.Context, j *river.Job[ReconcileArgs]) error {
 	crashpoint.Reach(crashpoint.WhileReconciling)
 	open, err := r.w.Reconcile(ctx, j.Args.Operation)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// A run cut by reconcileTimeout (a slow provider) tries again
+		// later: a snooze, unlike a failure, never uses up the job's
+		// attempts, so the operation is never left unreconciled for good.
+		r.w.log.Warn("a reconciliation ran out of time; it runs again later", "operation", j.Args.Operation, "timeout", reconcileTimeout(r.w.cfg), "err", err)
+		return river.JobSnooze(r.w.cfg.Worker.Reconcile)
+	}
 	if err != nil {
 		return err
 	}
