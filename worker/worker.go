@@ -10,7 +10,8 @@
 // operation up at the provider before anything else, and acts per
 // the lookup table: attach, fetch, record the failure, or require review.
 // When a worker dies, its lease lapses and the sweeper re-enqueues the
-// operation's job.
+// operation's job; a reconcile job it left running is rescued by the job
+// queue of any replica once it has run past twice its timeout.
 //
 // Reconciliation gathers facts (the ledger's jobs and what the provider
 // says of them), lets package reconcile assess them and records the
