@@ -12,7 +12,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,7 +21,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/taskgate/taskgate/bench/internal/profile"
+	"github.com/taskgate/taskgate/bench/internal/command"
 	"github.com/taskgate/taskgate/bench/internal/report"
 )
 
@@ -45,66 +44,36 @@ type options struct {
 }
 
 func (o *options) validate() error {
-	switch {
-	case o.duration <= 0:
-		return fmt.Errorf("-duration must be positive, got %s", o.duration)
-	case o.warmup < 0:
-		return fmt.Errorf("-warmup may not be negative, got %s", o.warmup)
-	case o.rounds < 1:
-		return fmt.Errorf("-rounds must be at least 1, got %d", o.rounds)
-	case o.concurrency < 2:
+	if err := command.CheckWindow(o.duration, o.warmup, o.rounds); err != nil {
+		return err
+	}
+	if o.concurrency < 2 {
 		return fmt.Errorf("-concurrency must be at least 2 (c=1 is always measured), got %d", o.concurrency)
 	}
-	st, err := os.Stat(o.dir)
-	if err != nil {
-		return fmt.Errorf("-dir %s: %w", o.dir, err)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("-dir %s is not a directory; point it at a directory on the disk to measure", o.dir)
-	}
-	return nil
+	return command.CheckDir(o.dir, "; point it at a directory on the disk to measure")
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o options
-	fs := flag.NewFlagSet("acceptbench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each measurement")
-	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each measurement")
-	fs.StringVar(&o.dir, "dir", os.TempDir(), "directory (on the disk to measure) for the temporary database files")
-	fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
-	fs.IntVar(&o.concurrency, "concurrency", 64, "goroutines of the concurrent measurements")
-	fs.IntVar(&o.rounds, "rounds", 1, "run every measurement this many times, interleaved, and report the median")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "acceptbench: unexpected arguments %q; all settings are flags (see -h)\n", fs.Args())
-		return 2
-	}
-	if err := o.validate(); err != nil {
-		fmt.Fprintf(stderr, "acceptbench: %v\n", err)
-		return 2
-	}
-	stopProfile, err := profile.Start(o.cpuProfile, "")
-	if err != nil {
-		fmt.Fprintf(stderr, "acceptbench: %v\n", err)
-		return 1
-	}
-	defer stopProfile()
-	rep, err := measureAll(ctx, &o, stderr)
-	if err == nil {
-		err = report.Print(stdout, o.json, rep, func(w io.Writer) { printTable(w, rep) })
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "acceptbench: %v\n", err)
-		return 1
-	}
-	return 0
+	return command.Run(ctx, args, stdout, stderr, command.Program[*results]{
+		Name: "acceptbench",
+		Flags: func(fs *flag.FlagSet) {
+			fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each measurement")
+			fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each measurement")
+			fs.StringVar(&o.dir, "dir", os.TempDir(), "directory (on the disk to measure) for the temporary database files")
+			fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
+			fs.IntVar(&o.concurrency, "concurrency", 64, "goroutines of the concurrent measurements")
+			fs.IntVar(&o.rounds, "rounds", 1, "run every measurement this many times, interleaved, and report the median")
+			fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+		},
+		Check:      o.validate,
+		JSON:       &o.json,
+		CPUProfile: &o.cpuProfile,
+		Measure: func(ctx context.Context, progress io.Writer) (*results, error) {
+			return measureAll(ctx, &o, progress)
+		},
+		Table: printTable,
+	})
 }
 
 // results are everything one run measured; -json prints them as they are.
