@@ -78,9 +78,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // results are everything one run measured; -json prints them as they are.
 type results struct {
-	Machine      machine       `json:"machine"`
-	Measurements []measurement `json:"measurements"`
-	Ratios       []ratio       `json:"ratios"`
+	Machine      machine        `json:"machine"`
+	Measurements []measurement  `json:"measurements"`
+	Ratios       []report.Ratio `json:"ratios"`
 }
 
 type machine struct {
@@ -114,24 +114,9 @@ type measurement struct {
 	Rounds []float64 `json:"rounds_ops_per_second,omitempty"`
 }
 
-type ratio struct {
-	Name  string  `json:"name"`
-	Value float64 `json:"value"`
-	// Target is the minimum wanted; zero means informational only.
-	Target float64 `json:"target,omitempty"`
-	Met    *bool   `json:"met,omitempty"`
-}
-
-func newRatio(name string, num, den measurement, target float64) ratio {
-	r := ratio{Name: name, Target: target}
-	if den.OpsPerSec > 0 {
-		r.Value = num.OpsPerSec / den.OpsPerSec
-	}
-	if target > 0 {
-		met := r.Value >= target
-		r.Met = &met
-	}
-	return r
+// newRatio is the rate of num as a multiple of den's.
+func newRatio(name string, num, den measurement, target float64) report.Ratio {
+	return report.NewRatio(name, num.OpsPerSec, den.OpsPerSec, target)
 }
 
 func printTable(w io.Writer, rep *results) {
@@ -159,12 +144,7 @@ func printTable(w io.Writer, rep *results) {
 	tw.Flush()
 	fmt.Fprintln(w)
 
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ratio\tvalue\ttarget\t")
-	for _, r := range rep.Ratios {
-		fmt.Fprintf(tw, "%s\t%.2f\t%s\t\n", r.Name, r.Value, report.Target(fmt.Sprintf(">= %.2f", r.Target), r.Met))
-	}
-	tw.Flush()
+	report.PrintRatios(w, rep.Ratios, "")
 }
 
 func machineFacts(o *options) machine {

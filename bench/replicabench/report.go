@@ -16,9 +16,9 @@ const targetAcceptRaw = 0.5
 
 // results are everything one run measured; -json prints them as they are.
 type results struct {
-	Machine      machine       `json:"machine"`
-	Measurements []measurement `json:"measurements"`
-	Ratios       []ratio       `json:"ratios"`
+	Machine      machine        `json:"machine"`
+	Measurements []measurement  `json:"measurements"`
+	Ratios       []report.Ratio `json:"ratios"`
 }
 
 type machine struct {
@@ -115,24 +115,9 @@ func (m *measurement) label() string {
 	return m.Name
 }
 
-type ratio struct {
-	Name  string  `json:"name"`
-	Value float64 `json:"value"`
-	// Target is the minimum wanted; zero means informational only.
-	Target float64 `json:"target,omitempty"`
-	Met    *bool   `json:"met,omitempty"`
-}
-
-func newRatio(name string, num, den measurement, target float64) ratio {
-	r := ratio{Name: name, Target: target}
-	if den.PerSecond > 0 {
-		r.Value = num.PerSecond / den.PerSecond
-	}
-	if target > 0 {
-		met := r.Value >= target
-		r.Met = &met
-	}
-	return r
+// newRatio is the rate of num as a multiple of den's.
+func newRatio(name string, num, den measurement, target float64) report.Ratio {
+	return report.NewRatio(name, num.PerSecond, den.PerSecond, target)
 }
 
 // ratios derives, from the measurements (raw insert first, then the MCP
@@ -140,7 +125,7 @@ func newRatio(name string, num, den measurement, target float64) ratio {
 // one replica): per replica count accept/raw, against its target, and
 // accept/ceiling; pass-through/ceiling; and the scaling of each count
 // against one replica.
-func ratios(ms []measurement) []ratio {
+func ratios(ms []measurement) []report.Ratio {
 	var (
 		raw, ceiling measurement
 		pass         *measurement
@@ -158,7 +143,7 @@ func ratios(ms []measurement) []ratio {
 			accepts = append(accepts, m)
 		}
 	}
-	var out []ratio
+	var out []report.Ratio
 	for _, a := range accepts {
 		out = append(out,
 			newRatio(fmt.Sprintf("accept %d replica(s) / raw, %d clients", a.Replicas, a.Clients), a, raw, targetAcceptRaw),
@@ -224,10 +209,5 @@ func printTable(w io.Writer, rep *results) {
 	fmt.Fprintln(w, "           MCP ceiling is what the same clients' MCP calls reach with nothing behind the server; an accept is such a call with a gateway and commits behind it")
 	fmt.Fprintln(w)
 
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ratio\tvalue\ttarget\t")
-	for _, r := range rep.Ratios {
-		fmt.Fprintf(tw, "%s\t%.2fx\t%s\t\n", r.Name, r.Value, report.Target(fmt.Sprintf(">= %.2fx", r.Target), r.Met))
-	}
-	tw.Flush()
+	report.PrintRatios(w, rep.Ratios, "x")
 }
