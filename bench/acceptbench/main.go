@@ -129,7 +129,7 @@ func printTable(w io.Writer, rep *results) {
 	}
 	fmt.Fprintf(w, "dir %s (%s); SQLite %s, journal_mode %s, synchronous %s\n", m.Dir, fs, m.SQLiteVersion, m.JournalMode, m.Synchronous)
 	fmt.Fprintf(w, "each measurement: fresh database, %s warm-up, %s measured; %d round(s), median shown\n\n",
-		time.Duration(m.WarmupSec*float64(time.Second)), time.Duration(m.DurationSec*float64(time.Second)), m.Rounds)
+		report.Seconds(m.WarmupSec), report.Seconds(m.DurationSec), m.Rounds)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "measurement\tc\tops\tops/s\tcommits\tops/commit\tp50 ms\tp99 ms\trounds ops/s\t")

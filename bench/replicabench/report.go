@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 
 	"github.com/taskgate/taskgate/bench/internal/load"
 	"github.com/taskgate/taskgate/bench/internal/report"
@@ -168,8 +167,6 @@ func median(ms []measurement) measurement {
 	return m
 }
 
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
 func printTable(w io.Writer, rep *results) {
 	m := rep.Machine
 	fmt.Fprintf(w, "taskgate replica benchmark: durable accepts on PostgreSQL with 1..N gateway replicas vs. the raw commit rate and the MCP call ceiling\n")
@@ -185,7 +182,7 @@ func printTable(w io.Writer, rep *results) {
 	fmt.Fprintf(w, "MCP ceiling: the same %d clients calling a tool that returns its argument at once on a go-sdk MCP server (Streamable HTTP, defaults but stateless, as 2026-07-28 needs), no gateway, no database;\n", m.Clients)
 	fmt.Fprintf(w, "        pass-through: that tool through one replica as a non-consequential tool\n")
 	fmt.Fprintf(w, "each measurement: %s warm-up, %s measured; %d round(s), median shown\n\n",
-		seconds(m.WarmupSec), seconds(m.DurationSec), m.Rounds)
+		report.Seconds(m.WarmupSec), report.Seconds(m.DurationSec), m.Rounds)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "measurement\tclients\tcalls\tcalls/s\tp50 ms\tp99 ms\tcalls/commit\tcores: gateways\tupstream\tpostgres\tbench\tother\tmachine\tcpu ms/call: gateways\tupstream\tpostgres\tbench\trounds calls/s\t")

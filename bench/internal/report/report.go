@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // Machine are the Go runtime's and the host's facts. A report embeds them
@@ -40,6 +41,10 @@ func ThisMachine() Machine {
 func (m Machine) String() string {
 	return fmt.Sprintf("%s %s/%s, NumCPU %d, GOMAXPROCS %d", m.GoVersion, m.OS, m.Arch, m.NumCPU, m.GOMAXPROCS)
 }
+
+// Seconds is the duration of s seconds, as a report's JSON holds a
+// duration, for a table to show.
+func Seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // Rounds is a table cell with the rate of every round, or "-" when there
 // was a single round.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRounds(t *testing.T) {
@@ -95,5 +96,11 @@ func TestPrintRatios(t *testing.T) {
 		"scaling       0.80x  -               \n"
 	if b.String() != want {
 		t.Errorf("PrintRatios =\n%q\nwant\n%q", b.String(), want)
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	if got, want := Seconds(0.5), 500*time.Millisecond; got != want {
+		t.Errorf("Seconds(0.5) = %s, want %s", got, want)
 	}
 }
