@@ -12,7 +12,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,7 +21,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/taskgate/taskgate/bench/internal/profile"
+	"github.com/taskgate/taskgate/bench/internal/command"
 	"github.com/taskgate/taskgate/bench/internal/report"
 )
 
@@ -45,73 +44,43 @@ type options struct {
 }
 
 func (o *options) validate() error {
-	switch {
-	case o.duration <= 0:
-		return fmt.Errorf("-duration must be positive, got %s", o.duration)
-	case o.warmup < 0:
-		return fmt.Errorf("-warmup may not be negative, got %s", o.warmup)
-	case o.rounds < 1:
-		return fmt.Errorf("-rounds must be at least 1, got %d", o.rounds)
-	case o.concurrency < 2:
+	if err := command.CheckWindow(o.duration, o.warmup, o.rounds); err != nil {
+		return err
+	}
+	if o.concurrency < 2 {
 		return fmt.Errorf("-concurrency must be at least 2 (c=1 is always measured), got %d", o.concurrency)
 	}
-	st, err := os.Stat(o.dir)
-	if err != nil {
-		return fmt.Errorf("-dir %s: %w", o.dir, err)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("-dir %s is not a directory; point it at a directory on the disk to measure", o.dir)
-	}
-	return nil
+	return command.CheckDir(o.dir, "; point it at a directory on the disk to measure")
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o options
-	fs := flag.NewFlagSet("acceptbench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each measurement")
-	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each measurement")
-	fs.StringVar(&o.dir, "dir", os.TempDir(), "directory (on the disk to measure) for the temporary database files")
-	fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
-	fs.IntVar(&o.concurrency, "concurrency", 64, "goroutines of the concurrent measurements")
-	fs.IntVar(&o.rounds, "rounds", 1, "run every measurement this many times, interleaved, and report the median")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "acceptbench: unexpected arguments %q; all settings are flags (see -h)\n", fs.Args())
-		return 2
-	}
-	if err := o.validate(); err != nil {
-		fmt.Fprintf(stderr, "acceptbench: %v\n", err)
-		return 2
-	}
-	stopProfile, err := profile.Start(o.cpuProfile, "")
-	if err != nil {
-		fmt.Fprintf(stderr, "acceptbench: %v\n", err)
-		return 1
-	}
-	defer stopProfile()
-	rep, err := measureAll(ctx, &o, stderr)
-	if err == nil {
-		err = report.Print(stdout, o.json, rep, func(w io.Writer) { printTable(w, rep) })
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "acceptbench: %v\n", err)
-		return 1
-	}
-	return 0
+	return command.Run(ctx, args, stdout, stderr, command.Program[*results]{
+		Name: "acceptbench",
+		Flags: func(fs *flag.FlagSet) {
+			fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each measurement")
+			fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each measurement")
+			fs.StringVar(&o.dir, "dir", os.TempDir(), "directory (on the disk to measure) for the temporary database files")
+			fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
+			fs.IntVar(&o.concurrency, "concurrency", 64, "goroutines of the concurrent measurements")
+			fs.IntVar(&o.rounds, "rounds", 1, "run every measurement this many times, interleaved, and report the median")
+			fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+		},
+		Check:      o.validate,
+		JSON:       &o.json,
+		CPUProfile: &o.cpuProfile,
+		Measure: func(ctx context.Context, progress io.Writer) (*results, error) {
+			return measureAll(ctx, &o, progress)
+		},
+		Table: printTable,
+	})
 }
 
 // results are everything one run measured; -json prints them as they are.
 type results struct {
-	Machine      machine       `json:"machine"`
-	Measurements []measurement `json:"measurements"`
-	Ratios       []ratio       `json:"ratios"`
+	Machine      machine        `json:"machine"`
+	Measurements []measurement  `json:"measurements"`
+	Ratios       []report.Ratio `json:"ratios"`
 }
 
 type machine struct {
@@ -145,24 +114,9 @@ type measurement struct {
 	Rounds []float64 `json:"rounds_ops_per_second,omitempty"`
 }
 
-type ratio struct {
-	Name  string  `json:"name"`
-	Value float64 `json:"value"`
-	// Target is the minimum wanted; zero means informational only.
-	Target float64 `json:"target,omitempty"`
-	Met    *bool   `json:"met,omitempty"`
-}
-
-func newRatio(name string, num, den measurement, target float64) ratio {
-	r := ratio{Name: name, Target: target}
-	if den.OpsPerSec > 0 {
-		r.Value = num.OpsPerSec / den.OpsPerSec
-	}
-	if target > 0 {
-		met := r.Value >= target
-		r.Met = &met
-	}
-	return r
+// newRatio is the rate of num as a multiple of den's.
+func newRatio(name string, num, den measurement, target float64) report.Ratio {
+	return report.NewRatio(name, num.OpsPerSec, den.OpsPerSec, target)
 }
 
 func printTable(w io.Writer, rep *results) {
@@ -175,7 +129,7 @@ func printTable(w io.Writer, rep *results) {
 	}
 	fmt.Fprintf(w, "dir %s (%s); SQLite %s, journal_mode %s, synchronous %s\n", m.Dir, fs, m.SQLiteVersion, m.JournalMode, m.Synchronous)
 	fmt.Fprintf(w, "each measurement: fresh database, %s warm-up, %s measured; %d round(s), median shown\n\n",
-		time.Duration(m.WarmupSec*float64(time.Second)), time.Duration(m.DurationSec*float64(time.Second)), m.Rounds)
+		report.Seconds(m.WarmupSec), report.Seconds(m.DurationSec), m.Rounds)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "measurement\tc\tops\tops/s\tcommits\tops/commit\tp50 ms\tp99 ms\trounds ops/s\t")
@@ -190,12 +144,7 @@ func printTable(w io.Writer, rep *results) {
 	tw.Flush()
 	fmt.Fprintln(w)
 
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ratio\tvalue\ttarget\t")
-	for _, r := range rep.Ratios {
-		fmt.Fprintf(tw, "%s\t%.2f\t%s\t\n", r.Name, r.Value, report.Target(fmt.Sprintf(">= %.2f", r.Target), r.Met))
-	}
-	tw.Flush()
+	report.PrintRatios(w, rep.Ratios, "")
 }
 
 func machineFacts(o *options) machine {

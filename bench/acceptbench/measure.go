@@ -17,6 +17,7 @@ import (
 	sqlite3 "modernc.org/sqlite"
 
 	"github.com/taskgate/taskgate/bench/internal/load"
+	"github.com/taskgate/taskgate/bench/internal/report"
 	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/sqlite"
@@ -112,7 +113,7 @@ func measureAll(ctx context.Context, o *options, progress io.Writer) (*results, 
 	}
 	raw, accept1, acceptN, replay1, replayN := rep.Measurements[0], rep.Measurements[1], rep.Measurements[2], rep.Measurements[3], rep.Measurements[4]
 	n := o.concurrency
-	rep.Ratios = []ratio{
+	rep.Ratios = []report.Ratio{
 		newRatio("accept c=1 / raw", accept1, raw, 0.70),
 		newRatio(fmt.Sprintf("accept c=%d / raw", n), acceptN, raw, 4.0),
 		newRatio("replay c=1 / raw", replay1, raw, 0),

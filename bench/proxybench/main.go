@@ -28,7 +28,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/taskgate/taskgate/bench/internal/profile"
+	"github.com/taskgate/taskgate/bench/internal/command"
 	"github.com/taskgate/taskgate/bench/internal/report"
 	"github.com/taskgate/taskgate/internal/daemon"
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
@@ -91,13 +91,10 @@ func eraVersion(era fixtures.Era) string {
 }
 
 func (o *options) validate() error {
+	if err := command.CheckWindow(o.duration, o.warmup, o.rounds); err != nil {
+		return err
+	}
 	switch {
-	case o.duration <= 0:
-		return fmt.Errorf("-duration must be positive, got %s", o.duration)
-	case o.warmup < 0:
-		return fmt.Errorf("-warmup may not be negative, got %s", o.warmup)
-	case o.rounds < 1:
-		return fmt.Errorf("-rounds must be at least 1, got %d", o.rounds)
 	case o.jobDuration <= 0 || o.upstreamPoll <= 0:
 		return fmt.Errorf("-job-duration and -upstream-poll must be positive, got %s and %s", o.jobDuration, o.upstreamPoll)
 	case o.sessions < 2:
@@ -107,14 +104,7 @@ func (o *options) validate() error {
 	case len(o.eras) == 0:
 		return errors.New("-eras names no protocol era; use 2026-07-28, 2025-11-25 or both, comma-separated")
 	}
-	st, err := os.Stat(o.dir)
-	if err != nil {
-		return fmt.Errorf("-dir %s: %w", o.dir, err)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("-dir %s is not a directory", o.dir)
-	}
-	return nil
+	return command.CheckDir(o.dir, "")
 }
 
 func parseEras(s string) ([]fixtures.Era, error) {
@@ -141,59 +131,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc stri
 		eras string
 	)
 	o.gogc = gogc
-	fs := flag.NewFlagSet("proxybench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each measurement")
-	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each measurement, on the same sessions")
-	fs.IntVar(&o.sessions, "sessions", 8, "client sessions of the concurrent measurements")
-	fs.StringVar(&eras, "eras", "2026-07-28,2025-11-25", "protocol eras of the pass-through measurements, comma-separated")
-	fs.IntVar(&o.rounds, "rounds", 1, "run every pass-through measurement this many times, interleaved, and report the median")
-	fs.BoolVar(&o.pass, "pass", true, "measure pass-through calls, direct and through the gateway")
-	fs.BoolVar(&o.accept, "accept", true, "measure the acceptance path of a consequential call")
-	fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
-	fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the gateway's temporary SQLite ledger")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file; samples carry the label role=client, gateway or upstream")
-	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file")
-	fs.DurationVar(&o.jobDuration, "job-duration", 10*time.Minute, "how long each remote job the worker dispatches runs at the provider")
-	fs.DurationVar(&o.upstreamPoll, "upstream-poll", time.Second, "the worker's upstream_poll: how often it looks at a running remote job")
-	fs.BoolVar(&o.verbose, "v", false, "log the gateway's and the provider's warnings and errors to stderr")
-	fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the whole run to this file (go tool trace)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "proxybench: unexpected arguments %q; all settings are flags (see -h)\n", fs.Args())
-		return 2
-	}
-	var err error
-	if o.eras, err = parseEras(eras); err == nil {
-		err = o.validate()
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "proxybench: %v\n", err)
-		return 2
-	}
-	stopProfile, err := profile.Start(o.cpuProfile, o.trace)
-	if err != nil {
-		fmt.Fprintf(stderr, "proxybench: %v\n", err)
-		return 1
-	}
-	defer stopProfile()
-	rep, err := measureAll(ctx, &o, stderr)
-	if err == nil && o.memProfile != "" {
-		err = profile.WriteAllocs(o.memProfile)
-	}
-	if err == nil {
-		err = report.Print(stdout, o.json, rep, func(w io.Writer) { printTable(w, rep) })
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "proxybench: %v\n", err)
-		return 1
-	}
-	return 0
+	return command.Run(ctx, args, stdout, stderr, command.Program[*results]{
+		Name: "proxybench",
+		Flags: func(fs *flag.FlagSet) {
+			fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each measurement")
+			fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each measurement, on the same sessions")
+			fs.IntVar(&o.sessions, "sessions", 8, "client sessions of the concurrent measurements")
+			fs.StringVar(&eras, "eras", "2026-07-28,2025-11-25", "protocol eras of the pass-through measurements, comma-separated")
+			fs.IntVar(&o.rounds, "rounds", 1, "run every pass-through measurement this many times, interleaved, and report the median")
+			fs.BoolVar(&o.pass, "pass", true, "measure pass-through calls, direct and through the gateway")
+			fs.BoolVar(&o.accept, "accept", true, "measure the acceptance path of a consequential call")
+			fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
+			fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the gateway's temporary SQLite ledger")
+			fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file; samples carry the label role=client, gateway or upstream")
+			fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file")
+			fs.DurationVar(&o.jobDuration, "job-duration", 10*time.Minute, "how long each remote job the worker dispatches runs at the provider")
+			fs.DurationVar(&o.upstreamPoll, "upstream-poll", time.Second, "the worker's upstream_poll: how often it looks at a running remote job")
+			fs.BoolVar(&o.verbose, "v", false, "log the gateway's and the provider's warnings and errors to stderr")
+			fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the whole run to this file (go tool trace)")
+		},
+		Check: func() (err error) {
+			if o.eras, err = parseEras(eras); err != nil {
+				return err
+			}
+			return o.validate()
+		},
+		JSON:       &o.json,
+		CPUProfile: &o.cpuProfile,
+		Trace:      &o.trace,
+		MemProfile: &o.memProfile,
+		Measure: func(ctx context.Context, progress io.Writer) (*results, error) {
+			return measureAll(ctx, &o, progress)
+		},
+		Table: printTable,
+	})
 }
 
 func machineFacts(o *options) machine {

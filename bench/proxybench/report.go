@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 
 	"github.com/taskgate/taskgate/bench/internal/load"
 	"github.com/taskgate/taskgate/bench/internal/report"
@@ -139,18 +138,16 @@ func median(ms []measurement) measurement {
 	return m
 }
 
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
 func printTable(w io.Writer, rep *results) {
 	m := rep.Machine
 	fmt.Fprintf(w, "taskgate proxy benchmark: tools/call through the gateway vs. direct to the same upstream\n")
 	fmt.Fprintf(w, "%s, GOGC %s, GOMEMLIMIT %s\n", m.Machine, m.GOGC, m.GOMEMLIMIT)
 	fmt.Fprintf(w, "upstream %s; gateway: the daemon in this process, API key auth, ledger %s (synchronous %s)\n", m.Upstream, m.Ledger, m.Synchronous)
 	fmt.Fprintf(w, "each measurement: %s warm-up, %s measured; %d round(s), median shown; cpu, alloc and GC figures are the whole process's\n",
-		seconds(m.WarmupSec), seconds(m.DurationSec), m.Rounds)
+		report.Seconds(m.WarmupSec), report.Seconds(m.DurationSec), m.Rounds)
 	if m.Accept {
 		fmt.Fprintf(w, "accept: %s with a new operation_id per call, a fresh gateway and ledger per measurement; remote jobs run %s, worker upstream_poll %s\n",
-			acceptTool, seconds(m.JobDurationSec), seconds(m.UpstreamPollSec))
+			acceptTool, report.Seconds(m.JobDurationSec), report.Seconds(m.UpstreamPollSec))
 	}
 	fmt.Fprintln(w)
 

@@ -32,8 +32,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/taskgate/taskgate/bench/internal/profile"
-	"github.com/taskgate/taskgate/bench/internal/report"
+	"github.com/taskgate/taskgate/bench/internal/command"
 	"github.com/taskgate/taskgate/internal/daemon"
 )
 
@@ -75,13 +74,10 @@ type options struct {
 }
 
 func (o *options) validate() error {
+	if err := command.CheckWindow(o.duration, o.warmup, o.rounds); err != nil {
+		return err
+	}
 	switch {
-	case o.duration <= 0:
-		return fmt.Errorf("-duration must be positive, got %s", o.duration)
-	case o.warmup < 0:
-		return fmt.Errorf("-warmup may not be negative, got %s", o.warmup)
-	case o.rounds < 1:
-		return fmt.Errorf("-rounds must be at least 1, got %d", o.rounds)
 	case o.clients < 1:
 		return fmt.Errorf("-clients must be at least 1, got %d", o.clients)
 	case len(o.replicas) == 0:
@@ -129,52 +125,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc stri
 		replicas string
 	)
 	o.gogc = gogc
-	fs := flag.NewFlagSet("replicabench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.postgres, "postgres", defaultPostgres, "PostgreSQL server and database; each run creates a schema of its own there and drops it afterwards")
-	fs.StringVar(&o.taskgate, "taskgate", "", "the taskgate binary the replicas run; empty builds ./cmd/taskgate (CGO_ENABLED=0) into a temporary directory; unused with -inprocess")
-	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each measurement")
-	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up before each measurement, on the same clients")
-	fs.IntVar(&o.clients, "clients", 64, "concurrent clients (MCP sessions, spread evenly over the replicas) and raw insert connections")
-	fs.StringVar(&replicas, "replicas", "1,2,4", "gateway replica counts to measure, comma-separated, starting with 1")
-	fs.IntVar(&o.rounds, "rounds", 1, "run every measurement this many times, interleaved, and report the median")
-	fs.BoolVar(&o.passThrough, "passthrough", true, "also measure the MCP ceiling's echo tool called through one replica, as a non-consequential (pass-through) tool")
-	fs.BoolVar(&o.inProcess, "inprocess", false, "run the replicas as daemons in this process instead of child processes, so that -cpuprofile covers them (samples carry role=client|gateway|upstream)")
-	fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process's whole run to this file (with -inprocess it includes the gateways)")
-	fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of this process's whole run to this file (go tool trace)")
-	fs.BoolVar(&o.verbose, "v", false, "pass the gateways' warnings and errors to stderr")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "replicabench: unexpected arguments %q; all settings are flags (see -h)\n", fs.Args())
-		return 2
-	}
-	var err error
-	if o.replicas, err = parseReplicas(replicas); err == nil {
-		err = o.validate()
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "replicabench: %v\n", err)
-		return 2
-	}
-	stopProfile, err := profile.Start(o.cpuProfile, o.trace)
-	if err != nil {
-		fmt.Fprintf(stderr, "replicabench: %v\n", err)
-		return 1
-	}
-	defer stopProfile()
-	rep, err := measureAll(ctx, &o, stderr)
-	if err == nil {
-		err = report.Print(stdout, o.json, rep, func(w io.Writer) { printTable(w, rep) })
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "replicabench: %v\n", err)
-		return 1
-	}
-	return 0
+	return command.Run(ctx, args, stdout, stderr, command.Program[*results]{
+		Name: "replicabench",
+		Flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&o.postgres, "postgres", defaultPostgres, "PostgreSQL server and database; each run creates a schema of its own there and drops it afterwards")
+			fs.StringVar(&o.taskgate, "taskgate", "", "the taskgate binary the replicas run; empty builds ./cmd/taskgate (CGO_ENABLED=0) into a temporary directory; unused with -inprocess")
+			fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each measurement")
+			fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up before each measurement, on the same clients")
+			fs.IntVar(&o.clients, "clients", 64, "concurrent clients (MCP sessions, spread evenly over the replicas) and raw insert connections")
+			fs.StringVar(&replicas, "replicas", "1,2,4", "gateway replica counts to measure, comma-separated, starting with 1")
+			fs.IntVar(&o.rounds, "rounds", 1, "run every measurement this many times, interleaved, and report the median")
+			fs.BoolVar(&o.passThrough, "passthrough", true, "also measure the MCP ceiling's echo tool called through one replica, as a non-consequential (pass-through) tool")
+			fs.BoolVar(&o.inProcess, "inprocess", false, "run the replicas as daemons in this process instead of child processes, so that -cpuprofile covers them (samples carry role=client|gateway|upstream)")
+			fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
+			fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process's whole run to this file (with -inprocess it includes the gateways)")
+			fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of this process's whole run to this file (go tool trace)")
+			fs.BoolVar(&o.verbose, "v", false, "pass the gateways' warnings and errors to stderr")
+		},
+		Check: func() (err error) {
+			if o.replicas, err = parseReplicas(replicas); err != nil {
+				return err
+			}
+			return o.validate()
+		},
+		JSON:       &o.json,
+		CPUProfile: &o.cpuProfile,
+		Trace:      &o.trace,
+		Measure: func(ctx context.Context, progress io.Writer) (*results, error) {
+			return measureAll(ctx, &o, progress)
+		},
+		Table: printTable,
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
-	"time"
 
 	"github.com/taskgate/taskgate/bench/internal/load"
 	"github.com/taskgate/taskgate/bench/internal/report"
@@ -16,9 +15,9 @@ const targetAcceptRaw = 0.5
 
 // results are everything one run measured; -json prints them as they are.
 type results struct {
-	Machine      machine       `json:"machine"`
-	Measurements []measurement `json:"measurements"`
-	Ratios       []ratio       `json:"ratios"`
+	Machine      machine        `json:"machine"`
+	Measurements []measurement  `json:"measurements"`
+	Ratios       []report.Ratio `json:"ratios"`
 }
 
 type machine struct {
@@ -115,24 +114,9 @@ func (m *measurement) label() string {
 	return m.Name
 }
 
-type ratio struct {
-	Name  string  `json:"name"`
-	Value float64 `json:"value"`
-	// Target is the minimum wanted; zero means informational only.
-	Target float64 `json:"target,omitempty"`
-	Met    *bool   `json:"met,omitempty"`
-}
-
-func newRatio(name string, num, den measurement, target float64) ratio {
-	r := ratio{Name: name, Target: target}
-	if den.PerSecond > 0 {
-		r.Value = num.PerSecond / den.PerSecond
-	}
-	if target > 0 {
-		met := r.Value >= target
-		r.Met = &met
-	}
-	return r
+// newRatio is the rate of num as a multiple of den's.
+func newRatio(name string, num, den measurement, target float64) report.Ratio {
+	return report.NewRatio(name, num.PerSecond, den.PerSecond, target)
 }
 
 // ratios derives, from the measurements (raw insert first, then the MCP
@@ -140,7 +124,7 @@ func newRatio(name string, num, den measurement, target float64) ratio {
 // one replica): per replica count accept/raw, against its target, and
 // accept/ceiling; pass-through/ceiling; and the scaling of each count
 // against one replica.
-func ratios(ms []measurement) []ratio {
+func ratios(ms []measurement) []report.Ratio {
 	var (
 		raw, ceiling measurement
 		pass         *measurement
@@ -158,7 +142,7 @@ func ratios(ms []measurement) []ratio {
 			accepts = append(accepts, m)
 		}
 	}
-	var out []ratio
+	var out []report.Ratio
 	for _, a := range accepts {
 		out = append(out,
 			newRatio(fmt.Sprintf("accept %d replica(s) / raw, %d clients", a.Replicas, a.Clients), a, raw, targetAcceptRaw),
@@ -183,8 +167,6 @@ func median(ms []measurement) measurement {
 	return m
 }
 
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
 func printTable(w io.Writer, rep *results) {
 	m := rep.Machine
 	fmt.Fprintf(w, "taskgate replica benchmark: durable accepts on PostgreSQL with 1..N gateway replicas vs. the raw commit rate and the MCP call ceiling\n")
@@ -200,7 +182,7 @@ func printTable(w io.Writer, rep *results) {
 	fmt.Fprintf(w, "MCP ceiling: the same %d clients calling a tool that returns its argument at once on a go-sdk MCP server (Streamable HTTP, defaults but stateless, as 2026-07-28 needs), no gateway, no database;\n", m.Clients)
 	fmt.Fprintf(w, "        pass-through: that tool through one replica as a non-consequential tool\n")
 	fmt.Fprintf(w, "each measurement: %s warm-up, %s measured; %d round(s), median shown\n\n",
-		seconds(m.WarmupSec), seconds(m.DurationSec), m.Rounds)
+		report.Seconds(m.WarmupSec), report.Seconds(m.DurationSec), m.Rounds)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "measurement\tclients\tcalls\tcalls/s\tp50 ms\tp99 ms\tcalls/commit\tcores: gateways\tupstream\tpostgres\tbench\tother\tmachine\tcpu ms/call: gateways\tupstream\tpostgres\tbench\trounds calls/s\t")
@@ -224,10 +206,5 @@ func printTable(w io.Writer, rep *results) {
 	fmt.Fprintln(w, "           MCP ceiling is what the same clients' MCP calls reach with nothing behind the server; an accept is such a call with a gateway and commits behind it")
 	fmt.Fprintln(w)
 
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ratio\tvalue\ttarget\t")
-	for _, r := range rep.Ratios {
-		fmt.Fprintf(tw, "%s\t%.2fx\t%s\t\n", r.Name, r.Value, report.Target(fmt.Sprintf(">= %.2fx", r.Target), r.Met))
-	}
-	tw.Flush()
+	report.PrintRatios(w, rep.Ratios, "x")
 }

@@ -1,7 +1,8 @@
 // Package report holds what the benchmark programs' reports share: the
-// facts about the machine every figure depends on, how a table shows a
-// measurement's rounds and a figure's verdict against its target, and how a
-// report is printed, as JSON or as a table. It must never judge a run: a
+// facts about the machine every figure depends on, the ratio of one rate to
+// another, how a table shows a measurement's rounds, a figure's verdict
+// against its target and a list of ratios, and how a report is printed, as
+// JSON or as a table. It must never judge a run: a
 // figure below its target is printed as such, never turned into a failure.
 package report
 
@@ -11,6 +12,8 @@ import (
 	"io"
 	"runtime"
 	"strings"
+	"text/tabwriter"
+	"time"
 )
 
 // Machine are the Go runtime's and the host's facts. A report embeds them
@@ -38,6 +41,10 @@ func ThisMachine() Machine {
 func (m Machine) String() string {
 	return fmt.Sprintf("%s %s/%s, NumCPU %d, GOMAXPROCS %d", m.GoVersion, m.OS, m.Arch, m.NumCPU, m.GOMAXPROCS)
 }
+
+// Seconds is the duration of s seconds, as a report's JSON holds a
+// duration, for a table to show.
+func Seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // Rounds is a table cell with the rate of every round, or "-" when there
 // was a single round.
@@ -75,4 +82,39 @@ func Print(w io.Writer, asJSON bool, doc any, table func(io.Writer)) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(doc)
+}
+
+// Ratio is one measurement's rate as a multiple of another's, with the
+// minimum it is wanted to reach when it has one.
+type Ratio struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	// Target is the minimum wanted; zero means informational only.
+	Target float64 `json:"target,omitempty"`
+	Met    *bool   `json:"met,omitempty"`
+}
+
+// NewRatio is the ratio called name of the rate num to the rate den (zero
+// when den is not positive), held to target when target is positive.
+func NewRatio(name string, num, den, target float64) Ratio {
+	r := Ratio{Name: name, Target: target}
+	if den > 0 {
+		r.Value = num / den
+	}
+	if target > 0 {
+		met := r.Value >= target
+		r.Met = &met
+	}
+	return r
+}
+
+// PrintRatios prints rs as a table of name, value and target, each value
+// and target followed by unit ("" or "x").
+func PrintRatios(w io.Writer, rs []Ratio, unit string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ratio\tvalue\ttarget\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%.2f%s\t%s\t\n", r.Name, r.Value, unit, Target(fmt.Sprintf(">= %.2f%s", r.Target, unit), r.Met))
+	}
+	tw.Flush()
 }

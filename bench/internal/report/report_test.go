@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRounds(t *testing.T) {
@@ -60,5 +61,46 @@ func TestPrint(t *testing.T) {
 	b.Reset()
 	if err := Print(&b, false, d, func(w io.Writer) { io.WriteString(w, "table\n") }); err != nil || b.String() != "table\n" {
 		t.Errorf("Print without JSON wrote %q, %v; want the table", b.String(), err)
+	}
+}
+
+func TestNewRatio(t *testing.T) {
+	tests := []struct {
+		num, den, target float64
+		value            float64
+		met              any
+	}{
+		{num: 70, den: 100, target: 0.7, value: 0.7, met: true},
+		{num: 69, den: 100, target: 0.7, value: 0.69, met: false},
+		{num: 50, den: 100, value: 0.5, met: nil},
+		{num: 50, den: 0, target: 0.7, value: 0, met: false},
+	}
+	for _, tt := range tests {
+		r := NewRatio("r", tt.num, tt.den, tt.target)
+		var met any
+		if r.Met != nil {
+			met = *r.Met
+		}
+		if d := r.Value - tt.value; d > 1e-9 || d < -1e-9 || met != tt.met || r.Target != tt.target {
+			t.Errorf("NewRatio(%v, %v, %v) = %+v (met %v), want %v (met %v)", tt.num, tt.den, tt.target, r, met, tt.value, tt.met)
+		}
+	}
+}
+
+func TestPrintRatios(t *testing.T) {
+	rs := []Ratio{NewRatio("accept / raw", 150, 100, 0.5), NewRatio("scaling", 80, 100, 0)}
+	var b bytes.Buffer
+	PrintRatios(&b, rs, "x")
+	want := "ratio         value  target          \n" +
+		"accept / raw  1.50x  >= 0.50x  PASS  \n" +
+		"scaling       0.80x  -               \n"
+	if b.String() != want {
+		t.Errorf("PrintRatios =\n%q\nwant\n%q", b.String(), want)
+	}
+}
+
+func TestSeconds(t *testing.T) {
+	if got, want := Seconds(0.5), 500*time.Millisecond; got != want {
+		t.Errorf("Seconds(0.5) = %s, want %s", got, want)
 	}
 }
