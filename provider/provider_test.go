@@ -70,9 +70,16 @@ func (s session) CallTool(ctx context.Context, name string, args map[string]any)
 
 func connect(t *testing.T, sim *providersim.Sim) session {
 	t.Helper()
+	return connectServer(t, sim.Server())
+}
+
+// connectServer connects a client session to server over in-memory
+// transports, both closed when the test ends.
+func connectServer(t *testing.T, server *mcp.Server) session {
+	t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
 	ctx := context.Background()
-	ss, err := sim.Server().Connect(ctx, st, nil)
+	ss, err := server.Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,19 +199,7 @@ func numberProvider(t *testing.T, amount, estimate json.RawMessage) session {
 	server.AddTool(&mcp.Tool{Name: "list_charges", InputSchema: object},
 		answer(`{"charges":[{"charge_id":"ch-1","amount":`+string(amount)+`,"status":"final"}]}`))
 	server.AddTool(&mcp.Tool{Name: "estimate", InputSchema: object}, answer(`{"estimate":`+string(estimate)+`}`))
-	ct, st := mcp.NewInMemoryTransports()
-	ctx := context.Background()
-	ss, err := server.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return session{cs}
+	return connectServer(t, server)
 }
 
 // Amounts that arrive as JSON numbers are read as the decimals they are,

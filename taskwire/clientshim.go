@@ -177,24 +177,7 @@ func clientRewriteBody(body []byte) ([]byte, string) {
 
 // clientRewriteIncoming applies the incoming shim to a response body of one
 // message or a batch.
-func clientRewriteIncoming(body []byte) []byte {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		var batch []json.RawMessage
-		if json.Unmarshal(trimmed, &batch) != nil {
-			return body
-		}
-		for i, m := range batch {
-			batch[i] = clientRewriteMessage(m)
-		}
-		out, err := marshalJSON(batch)
-		if err != nil {
-			return body
-		}
-		return out
-	}
-	return clientRewriteMessage(body)
-}
+func clientRewriteIncoming(body []byte) []byte { return rewriteBody(body, clientRewriteMessage) }
 
 // clientRewriteMessage rewrites the result of one incoming response.
 func clientRewriteMessage(msg []byte) []byte {

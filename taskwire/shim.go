@@ -89,24 +89,7 @@ func shimRequest(msg []byte) []byte {
 }
 
 // shimBody rewrites an HTTP request body holding one message or a batch.
-func shimBody(body []byte) []byte {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 || trimmed[0] != '[' {
-		return shimRequest(body)
-	}
-	var batch []json.RawMessage
-	if err := json.Unmarshal(trimmed, &batch); err != nil {
-		return body
-	}
-	for i, m := range batch {
-		batch[i] = shimRequest(m)
-	}
-	out, err := marshalJSON(batch)
-	if err != nil {
-		return body
-	}
-	return out
-}
+func shimBody(body []byte) []byte { return rewriteBody(body, shimRequest) }
 
 // NewStdioTransport returns a transport for serving an *mcp.Server (set up
 // with [Install]) over newline-delimited JSON, like mcp.StdioTransport over

@@ -166,14 +166,7 @@ func TestClientRewriteParams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, name, _ := clientRewriteParams(tt.method, json.RawMessage(tt.in))
-			var g, w any
-			if err := json.Unmarshal(got, &g); err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal([]byte(tt.want), &w); err != nil {
-				t.Fatal(err)
-			}
-			compareJSON(t, g, w)
+			compareJSONText(t, got, tt.want)
 			if name != tt.wantName {
 				t.Errorf("Mcp-Name = %q, want %q", name, tt.wantName)
 			}
@@ -221,14 +214,7 @@ func TestClientRewriteResult(t *testing.T) {
 				}
 				return
 			}
-			var g, w any
-			if err := json.Unmarshal(got, &g); err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal([]byte(tt.want), &w); err != nil {
-				t.Fatal(err)
-			}
-			compareJSON(t, g, w)
+			compareJSONText(t, got, tt.want)
 		})
 	}
 }

@@ -259,6 +259,27 @@ func (r *rawResult) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// rewriteBody applies rewrite to the one JSON-RPC message in body, or to
+// each message of a batch. A batch that does not parse is left as it is.
+func rewriteBody(body []byte, rewrite func([]byte) []byte) []byte {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '[' {
+		return rewrite(body)
+	}
+	var batch []json.RawMessage
+	if err := json.Unmarshal(trimmed, &batch); err != nil {
+		return body
+	}
+	for i, m := range batch {
+		batch[i] = rewrite(m)
+	}
+	out, err := marshalJSON(batch)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
 // marshalJSON is json.Marshal without HTML escaping, so rewritten payloads
 // keep their bytes.
 func marshalJSON(v any) (json.RawMessage, error) {

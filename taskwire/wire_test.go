@@ -93,6 +93,19 @@ func compareJSON(t *testing.T, got, want any) {
 	}
 }
 
+// compareJSONText is compareJSON for the decoded forms of got and want.
+func compareJSONText(t *testing.T, got []byte, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatal(err)
+	}
+	compareJSON(t, g, w)
+}
+
 func TestWireShapesMatchSpecExamples(t *testing.T) {
 	working := &Task{
 		ID: specTaskID, Status: StatusWorking, StatusMessage: "The operation is now in progress.",

@@ -191,7 +191,7 @@ func (d *driver) Migrate(ctx context.Context) error {
 
 	db := stdlib.OpenDBFromPool(d.pool)
 	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, d.migrations, goose.WithTableName("taskgate_schema_version"))
+	p, err := sqlstore.NewMigrations(goose.DialectPostgres, db, d.migrations)
 	if err != nil {
 		return fmt.Errorf("prepare ledger migrations: %w", err)
 	}

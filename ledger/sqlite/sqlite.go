@@ -175,7 +175,7 @@ func (d *driver) Begin(ctx context.Context) (sqlstore.Tx, error) {
 func (d *driver) Reader() sqlstore.Querier { return querier{d.read} }
 
 func (d *driver) Migrate(ctx context.Context) error {
-	p, err := goose.NewProvider(goose.DialectSQLite3, d.write, d.migrations, goose.WithTableName("taskgate_schema_version"))
+	p, err := sqlstore.NewMigrations(goose.DialectSQLite3, d.write, d.migrations)
 	if err != nil {
 		return fmt.Errorf("prepare ledger migrations: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/internal/sqlstore"
 )
 
 // Ledger is a store with the database handle its migrations run on.
@@ -42,13 +43,7 @@ func ExerciseMigrations(t *testing.T, newLedger func(t *testing.T) Ledger) {
 func migrationCopiesAcceptancePolicy(t *testing.T, l Ledger) {
 	t.Helper()
 	ctx := context.Background()
-	p, err := goose.NewProvider(l.Dialect, l.DB, l.Migrations, goose.WithTableName("taskgate_schema_version"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
+	migrateTo(t, l, 4)
 	for _, q := range []string{
 		`INSERT INTO operations (id, tenant, operation_id, task_id, upstream, tool, fingerprint, arguments, state, created_at, updated_at)
 			VALUES (1, 'acme', 'op-priced', 'task-1', 'hosted_test', 'run_suite', 'fp', '{}', 'completed', ` + l.Now + `, ` + l.Now + `),
@@ -85,13 +80,7 @@ func migrationCopiesAcceptancePolicy(t *testing.T, l Ledger) {
 // while operations accepted before the migration still change state.
 func migrationRefusesOlderBinaries(t *testing.T, l Ledger) {
 	ctx := context.Background()
-	p, err := goose.NewProvider(l.Dialect, l.DB, l.Migrations, goose.WithTableName("taskgate_schema_version"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 5); err != nil {
-		t.Fatal(err)
-	}
+	p := migrateTo(t, l, 5)
 	// What the binaries of schemas 4 and 5 insert for an acceptance.
 	insert4 := func(id int) string {
 		return fmt.Sprintf(`INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
@@ -137,13 +126,27 @@ func migrateRefusesNewerSchema(t *testing.T, l Ledger) {
 	if err := l.Store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.DB.ExecContext(ctx, `INSERT INTO taskgate_schema_version (version_id, is_applied) VALUES (999, true)`); err != nil {
+	if _, err := l.DB.ExecContext(ctx, `INSERT INTO `+sqlstore.SchemaVersionTable+` (version_id, is_applied) VALUES (999, true)`); err != nil {
 		t.Fatal(err)
 	}
 	err := l.Store.Migrate(ctx)
 	if !errors.Is(err, ledger.ErrSchemaNewer) || !strings.Contains(err.Error(), "schema version 999") {
 		t.Fatalf("Migrate against a newer schema = %v; want ErrSchemaNewer naming version 999", err)
 	}
+}
+
+// migrateTo applies l's ledger migrations up to version and returns the
+// provider that did.
+func migrateTo(t *testing.T, l Ledger, version int64) *goose.Provider {
+	t.Helper()
+	p, err := sqlstore.NewMigrations(l.Dialect, l.DB, l.Migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func lastMigration(t *testing.T, p *goose.Provider) int64 {

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io/fs"
 
@@ -9,6 +10,16 @@ import (
 
 	"github.com/taskgate/taskgate/ledger"
 )
+
+// SchemaVersionTable is the table in which goose records the ledger's
+// schema version.
+const SchemaVersionTable = "taskgate_schema_version"
+
+// NewMigrations returns the goose provider that applies the ledger
+// migrations in fsys to db, recording them in [SchemaVersionTable].
+func NewMigrations(dialect goose.Dialect, db *sql.DB, fsys fs.FS) (*goose.Provider, error) {
+	return goose.NewProvider(dialect, db, fsys, goose.WithTableName(SchemaVersionTable))
+}
 
 // LatestVersion returns the highest migration number in fsys: the schema
 // version of a binary that embeds fsys, which it writes on every
