@@ -233,9 +233,10 @@ func (u *unreachableLedger) KeyByHash(ctx context.Context, hash string) (*ledger
 	return u.Store.KeyByHash(ctx, hash)
 }
 
-// A ledger that hangs does not hold up a request whose key is known: the
-// lookup gives up after apiKeyLookupWait, and the next one is put off.
-func TestVerifyAPIKeyLedgerHangs(t *testing.T) {
+// outageAuthenticator returns an authenticator on a ledger that a test can
+// take down or hang, the ledger underneath it, and the authenticator's clock.
+func outageAuthenticator(t *testing.T) (*Authenticator, ledger.Store, *unreachableLedger, *testClock) {
+	t.Helper()
 	inner, _ := newLedger(t)
 	store := &unreachableLedger{Store: inner}
 	clock := newTestClock()
@@ -243,6 +244,13 @@ func TestVerifyAPIKeyLedgerHangs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	return a, inner, store, clock
+}
+
+// A ledger that hangs does not hold up a request whose key is known: the
+// lookup gives up after apiKeyLookupWait, and the next one is put off.
+func TestVerifyAPIKeyLedgerHangs(t *testing.T) {
+	a, inner, store, clock := outageAuthenticator(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	key, _, err := NewAPIKey(ctx, inner, "acme", "")
@@ -274,13 +282,7 @@ func TestVerifyAPIKeyLedgerHangs(t *testing.T) {
 // (pass-through calls must keep working), one it no longer had is not, and
 // one never seen cannot be judged.
 func TestVerifyAPIKeyLedgerOutage(t *testing.T) {
-	inner, _ := newLedger(t)
-	store := &unreachableLedger{Store: inner}
-	clock := newTestClock()
-	a, err := New(&Options{Store: store, ResourceURL: testAudience, Clock: clock.Now})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	a, inner, store, clock := outageAuthenticator(t)
 	ctx := t.Context()
 	known, _, err := NewAPIKey(ctx, inner, "acme", "")
 	if err != nil {
@@ -332,13 +334,7 @@ func TestVerifyAPIKeyLedgerOutage(t *testing.T) {
 // An approver's key decides spend, so an outage never stretches the trust
 // in its last lookup.
 func TestVerifyApproverKeyLedgerOutage(t *testing.T) {
-	inner, _ := newLedger(t)
-	store := &unreachableLedger{Store: inner}
-	clock := newTestClock()
-	a, err := New(&Options{Store: store, ResourceURL: testAudience, Clock: clock.Now})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	a, inner, store, clock := outageAuthenticator(t)
 	ctx := t.Context()
 	approver, _, err := NewAPIKeyWithRole(ctx, inner, "acme", "", ledger.RoleApprover)
 	if err != nil {
