@@ -102,21 +102,13 @@ func (o *options) validate() error {
 // parseReplicas reads a comma-separated list of replica counts, in order,
 // without repeats.
 func parseReplicas(s string) ([]int, error) {
-	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
+	return command.List(s, func(f string) (int, error) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("-replicas: %q is not a replica count (a whole number, at least 1)", f)
+			return 0, fmt.Errorf("-replicas: %q is not a replica count (a whole number, at least 1)", f)
 		}
-		if !slices.Contains(out, n) {
-			out = append(out, n)
-		}
-	}
-	return out, nil
+		return n, nil
+	})
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc string) int {
