@@ -1,9 +1,12 @@
 // Package config holds taskgate's YAML configuration: the listener, the
-// ledger, tenants' credentials, the upstream MCP servers and, per upstream
-// tool, whether it is consequential, its policy and its provider contract.
+// ledger, how downstream callers authenticate (API keys on or off, a JWT
+// issuer, the stdio tenant), worker timings, the upstream MCP servers and,
+// per upstream tool, whether it is consequential, its policy and its
+// provider contract.
 //
 // Parsing is pure: Parse reads YAML from an io.Reader, expands ${VAR}
-// references, applies defaults and validates. Every error is a [FieldError]
+// references, applies defaults and validates. Every validation error is a
+// [FieldError] (several are joined)
 // that names the file, the line when known, the field's path and the reason,
 // for example
 //

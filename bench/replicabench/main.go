@@ -7,9 +7,12 @@
 // same run measures the database's raw commit rate: one single-row INSERT
 // per transaction from as many connections as there are clients.
 //
+// It also measures the MCP call ceiling (the echo tool with no gateway)
+// and, with -passthrough, the echo tool called through one replica.
+//
 // Everything runs on loopback: the simulated provider on an httptest server
-// in this process, the gateways and the echo server as child processes,
-// the clients here. Each
+// in this process, the gateways and the echo server as child processes
+// (with -inprocess, in this process too), the clients here. Each
 // run creates its own schema in the database and drops it afterwards; it
 // never touches another schema and never stops the server. Every call's
 // answer is checked, and every row a measurement claims is checked in the

@@ -5,7 +5,7 @@
 // and the exit code each outcome gets. It must never define what a program
 // measures, what its flags default to or how its report reads, and never
 // turn a figure below its target into a failure: only a usage error (exit
-// 2) or a failed measurement (exit 1) makes a run fail.
+// 2) or a failed measurement, profile or report (exit 1) makes a run fail.
 package command
 
 import (
