@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/taskwire"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -349,6 +350,11 @@ func (g *Gateway) readPassThrough(body []byte, mcpName string, legacy bool) (*pa
 		if strings.EqualFold(k, "idempotencyKey") {
 			delete(params, k)
 		}
+	}
+	// Arguments the SDK cannot decode are the client's mistake, which the
+	// ordinary path names; the upstream would answer its own error.
+	if canon.CheckDoubles(params["arguments"], "arguments") != nil {
+		return nil, false
 	}
 	c := &passThroughCall{up: up, tool: r.tool, id: env["id"], params: params}
 	if raw, ok := params["_meta"]; ok {
