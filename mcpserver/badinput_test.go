@@ -257,3 +257,59 @@ func TestArgumentsBeyondDoubles(t *testing.T) {
 		}
 	})
 }
+
+// TestOriginIsChecked: a browser's request from an origin that is not
+// allowed is refused with 403 and a JSON-RPC error naming allowed_origins,
+// before authentication and before anything is relayed; the gateway's own
+// origin, a loopback page (the gateway listens on loopback), a configured
+// origin and a client that sends no Origin are served.
+func TestOriginIsChecked(t *testing.T) {
+	rec, up := forwardingUpstream(t, 0)
+	url, keys := plumbingGatewayKeys(t, testCtx(t), up.URL, "  - name: plumbing",
+		fixtures.ConfigOptions{AllowedOrigins: []string{"https://console.example.com"}}, "acme")
+	own := strings.TrimSuffix(url, "/mcp")
+	call := func(t *testing.T, origin string, key string) (*http.Response, map[string]any) {
+		t.Helper()
+		headers := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "plumbing.meta"}
+		if origin != "" {
+			headers["Origin"] = origin
+		}
+		body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"plumbing.meta","arguments":{},"_meta":{` +
+			`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"0"},` +
+			`"io.modelcontextprotocol/clientCapabilities":{}}}}`
+		return postBody(t, url, key, headers, body)
+	}
+	for _, origin := range []string{"", own, "http://localhost:5173", "https://console.example.com"} {
+		t.Run("allowed "+origin, func(t *testing.T) {
+			if resp, msg := call(t, origin, keys[0]); resp.StatusCode != http.StatusOK || msg["result"] == nil {
+				t.Errorf("Origin %q answered HTTP %d %v; want the call served", origin, resp.StatusCode, msg)
+			}
+		})
+	}
+	served := len(rec.seen())
+	for _, origin := range []string{"http://evil.example", "null", "https://console.example.com.evil.example"} {
+		for _, key := range []string{keys[0], "not-a-key"} {
+			t.Run("refused "+origin, func(t *testing.T) {
+				resp, msg := call(t, origin, key)
+				e, _ := msg["error"].(map[string]any)
+				data, _ := e["data"].(map[string]any)
+				text, _ := e["message"].(string)
+				if resp.StatusCode != http.StatusForbidden || resp.Header.Get("Content-Type") != "application/json" ||
+					data["reason"] != "origin_not_allowed" || !strings.Contains(text, "allowed_origins") {
+					t.Errorf("Origin %q answered HTTP %d %q %v; want 403 with origin_not_allowed naming allowed_origins",
+						origin, resp.StatusCode, resp.Header.Get("Content-Type"), msg)
+				}
+			})
+		}
+	}
+	t.Run("refused on the session handler", func(t *testing.T) {
+		resp, _ := postBody(t, url, keys[0], map[string]string{"Origin": "http://evil.example"},
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"0"}}}`)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("initialize from another origin answered HTTP %d; want 403", resp.StatusCode)
+		}
+	})
+	if n := len(rec.seen()); n != served {
+		t.Errorf("the upstream saw %d calls after the refused ones began; want none", n-served)
+	}
+}

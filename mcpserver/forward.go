@@ -216,8 +216,7 @@ func (g *Gateway) forward(w http.ResponseWriter, ctx context.Context, f *forward
 // that is not loopback: a DNS rebinding attempt, which the SDK's handler
 // refuses. The forwarded path leaves it to that handler.
 func reboundHost(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && local != nil && loopbackHost(local.String()) && !loopbackHost(r.Host)
+	return onLoopback(r) && !loopbackHost(r.Host)
 }
 
 // loopbackHost reports whether a host, with or without a port, is a
