@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/canon"
 )
 
 // Options configures [Install].
@@ -196,6 +198,11 @@ func (s *serverTasks) callTool(ctx context.Context, next mcp.MethodHandler, meth
 		return next(ctx, method, req)
 	}
 	p := ctr.Params
+	// The 2026-07-28 HTTP router answers this before the SDK, which cannot
+	// decode such arguments; a session or stdio request gets here with them.
+	if err := canon.CheckDoubles(p.Arguments, "arguments"); err != nil {
+		return nil, errUnreadableArguments(err)
+	}
 	internal := takeInternalMeta(p.Meta)
 	version := requestProtocolVersion(req)
 	c := newCaller(req, version, p.Meta, internal.requestID)
