@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,20 +21,23 @@ func main() {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, logger, *addr); err != nil {
+	if err := run(ctx, logger, *addr, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "conformanceserver:", err)
 		os.Exit(1)
 	}
 }
 
-// run serves until ctx ends.
-func run(ctx context.Context, logger *slog.Logger, addr string) error {
+// run serves until ctx ends, after writing the URL it serves on to out.
+func run(ctx context.Context, logger *slog.Logger, addr string, out io.Writer) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s (pass a free loopback address with -http): %w", addr, err)
 	}
 	srv := &http.Server{Handler: newHandler(logger)}
-	fmt.Printf("http://%s/mcp\n", ln.Addr())
+	if _, err := fmt.Fprintf(out, "http://%s/mcp\n", ln.Addr()); err != nil {
+		ln.Close()
+		return fmt.Errorf("announce the URL: %w", err)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
