@@ -426,3 +426,43 @@ func TestAllowedOrigins(t *testing.T) {
 		t.Errorf("allowed_origins = %q, want %q", c.AllowedOrigins, want)
 	}
 }
+
+// The conformance harness substitutes the two placeholders of
+// conformance/tasks.yaml; the template must stay valid, and configure as
+// consequential exactly the tools the Tasks scenarios expect as tasks.
+func TestConformanceTemplateParses(t *testing.T) {
+	const path = "../conformance/tasks.yaml"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(strings.NewReader(string(b)), path, env(map[string]string{
+		"UPSTREAM_URL": "http://127.0.0.1:8960/mcp", "LEDGER": "/tmp/conformance.db",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Upstreams) != 1 || c.Upstreams[0].ToolPrefix() != "" {
+		t.Fatalf("want one upstream with prefix \"\", got %+v", c.Upstreams)
+	}
+	var consequential, taskOnly []string
+	for name, tool := range c.Upstreams[0].Tools {
+		if tool.Consequential {
+			consequential = append(consequential, name)
+			if tool.Contract.Lookup == nil || tool.Contract.Key.Argument == "" {
+				t.Errorf("%s has no key and lookup in its contract", name)
+			}
+		}
+		if tool.RequireTask {
+			taskOnly = append(taskOnly, name)
+		}
+	}
+	slices.Sort(consequential)
+	slices.Sort(taskOnly)
+	if want := []string{"confirm_delete", "failing_job", "multi_input", "protocol_error_job", "slow_compute", "test_tool_with_task"}; !slices.Equal(consequential, want) {
+		t.Errorf("consequential tools = %v, want %v", consequential, want)
+	}
+	if want := []string{"failing_job", "test_tool_with_task"}; !slices.Equal(taskOnly, want) {
+		t.Errorf("task-only tools = %v, want %v", taskOnly, want)
+	}
+}

@@ -442,6 +442,15 @@ func TestHTTPExtensionNonDeclaringClient(t *testing.T) {
 		}
 	})
 
+	t.Run("subscriptions/listen for task notifications needs the extension", func(t *testing.T) {
+		status, msg := f.rawPost(t, "alice", modernHeaders(methodSubscriptionsListen, ""),
+			modernRequest(5, methodSubscriptionsListen, map[string]any{"notifications": map[string]any{"taskIds": []string{"x"}}}, false))
+		errObj, _ := msg["error"].(map[string]any)
+		if status != http.StatusBadRequest || errObj["code"] != float64(mcp.CodeMissingRequiredClientCapabilities) {
+			t.Errorf("HTTP %d %v, want 400 with -32021", status, msg)
+		}
+	})
+
 	t.Run("tasks/get needs the extension", func(t *testing.T) {
 		status, msg := f.rawPost(t, "alice", modernHeaders(methodTasksGet, "x"),
 			modernRequest(4, methodTasksGet, map[string]any{"taskId": "x"}, false))
