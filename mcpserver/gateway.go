@@ -139,7 +139,10 @@ func (g *Gateway) newServer(defaultTenant string, opts *mcp.ServerOptions) (*mcp
 	}
 	so.Logger = g.log
 	so.Capabilities = &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	// Upstreams' log messages reach clients (askingOptions).
+	so.Capabilities.Logging = &mcp.LoggingCapabilities{}
 	s := mcp.NewServer(&mcp.Implementation{Name: "taskgate", Version: serverVersion()}, &so)
+	s.AddSendingMiddleware(restoreRequestedSchema)
 	h := &host{g: g, defaultTenant: defaultTenant}
 	if err := taskwire.Install(s, h, &taskwire.Options{Logger: g.log}); err != nil {
 		return nil, err
