@@ -50,6 +50,11 @@ func (g *Gateway) askingOptions(ctx context.Context, req *mcp.CallToolRequest, o
 			defer done()
 			return elicitAsSent(ctx, ss, p)
 		}
+		opts.ElicitationComplete = func(_ context.Context, p *mcp.ElicitationCompleteParams) {
+			if err := ss.NotifyElicitationComplete(ctx, p); err != nil {
+				g.log.Debug("forward the end of an elicitation", "err", err)
+			}
+		}
 	}
 	if caps.Sampling != nil {
 		opts.CreateMessage = func(actx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error) {

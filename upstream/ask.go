@@ -15,6 +15,8 @@ const (
 	methodElicit        = "elicitation/create"
 	methodCreateMessage = "sampling/createMessage"
 	methodListRoots     = "roots/list"
+	// methodElicitationComplete ends a URL-mode elicitation.
+	methodElicitationComplete = "notifications/elicitation/complete"
 )
 
 type (
@@ -27,6 +29,7 @@ type (
 // that holds the session, with its client's capabilities.
 type asker struct {
 	elicit        elicitFunc
+	elicited      func(ctx context.Context, p *mcp.ElicitationCompleteParams)
 	createMessage createMessageFunc
 	listRoots     listRootsFunc
 	// caps are declared in the session opened for the call.
@@ -42,7 +45,7 @@ func askerOf(o *CallOptions) *asker {
 	if o.Elicit == nil && o.CreateMessage == nil {
 		return nil
 	}
-	a := &asker{elicit: o.Elicit, createMessage: o.CreateMessage, listRoots: o.ListRoots, caps: o.Capabilities}
+	a := &asker{elicit: o.Elicit, elicited: o.ElicitationComplete, createMessage: o.CreateMessage, listRoots: o.ListRoots, caps: o.Capabilities}
 	if a.caps == nil {
 		a.caps = &mcp.ClientCapabilities{}
 		if a.elicit != nil {
@@ -56,6 +59,18 @@ func askerOf(o *CallOptions) *asker {
 		}
 	}
 	return a
+}
+
+// stdioCapabilities are what a stdio upstream's one session declares:
+// everything the gateway can relay to a call's client. What the call
+// holding the session cannot answer is declined (elicitation) or refused
+// with -32601 (sampling), and roots/list gets an empty list.
+func stdioCapabilities() *mcp.ClientCapabilities {
+	return &mcp.ClientCapabilities{
+		Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
+		Sampling:    &mcp.SamplingCapabilities{},
+		RootsV2:     &mcp.RootCapabilities{},
+	}
 }
 
 // askRoute names the call, if any, that answers a session's requests.
@@ -94,7 +109,8 @@ func declareCapabilities(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // answerQuestions is a receiving middleware: it hands elicitation,
-// sampling and roots requests to the call that holds their session. They
+// sampling and roots requests, and the end of a URL-mode elicitation, to
+// the call that holds their session. They
 // are taken before the go-sdk's own handling, which would validate an
 // elicitation's schema more strictly than the protocol does (titled
 // multi-select enums) and refuse what the client could answer; the client
@@ -102,7 +118,7 @@ func declareCapabilities(next mcp.MethodHandler) mcp.MethodHandler {
 func (u *Upstream) answerQuestions(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
-		case methodElicit, methodCreateMessage, methodListRoots:
+		case methodElicit, methodCreateMessage, methodListRoots, methodElicitationComplete:
 		default:
 			return next(ctx, method, req)
 		}
@@ -118,6 +134,10 @@ func (u *Upstream) answerQuestions(next mcp.MethodHandler) mcp.MethodHandler {
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the client of this call does not support sampling"}
 			}
 			return a.createMessage(ctx, r.Params)
+		case *mcp.ElicitationCompleteNotificationRequest:
+			if a != nil && a.elicited != nil && r.Params != nil {
+				a.elicited(ctx, r.Params)
+			}
 		case *mcp.ListRootsRequest:
 			if a == nil || a.listRoots == nil {
 				// As before there were calls to ask: the gateway has no

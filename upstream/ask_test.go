@@ -16,12 +16,29 @@ import (
 // addAskingTools adds the tiny server's tools that log and ask: chatty
 // interleaves progress and log messages, sample asks for a completion and
 // the roots, caps returns the capabilities its session's client declared,
-// and ask_enum elicits with the enum schemas of SEP-1330.
+// ask_enum elicits with the enum schemas of SEP-1330, and ask_url elicits
+// in URL mode and pings.
 func addAskingTools(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{Name: "chatty", Description: "Sends n progress notifications, each followed by a log message."}, chatty)
 	mcp.AddTool(s, &mcp.Tool{Name: "sample", Description: "Asks the client for a completion and its roots."}, sample)
 	mcp.AddTool(s, &mcp.Tool{Name: "caps", Description: "Returns the client's declared capabilities."}, clientCaps)
 	mcp.AddTool(s, &mcp.Tool{Name: "ask_enum", Description: "Elicits with enum schemas."}, askEnum)
+	mcp.AddTool(s, &mcp.Tool{Name: "ask_url", Description: "Elicits in URL mode, ends the elicitation, then pings the client."}, askURL)
+}
+
+func askURL(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+	res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "url", Message: "sign in", URL: "https://example.test/sign-in", ElicitationID: "e-1"})
+	if err != nil {
+		return textResult("elicitation failed: " + err.Error()), nil, nil
+	}
+	if err := req.Session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: "e-1"}); err != nil {
+		return nil, nil, err
+	}
+	// A ping the client answers: it has read the notification by then.
+	if err := req.Session.Ping(ctx, nil); err != nil {
+		return textResult("ping failed: " + err.Error()), nil, nil
+	}
+	return textResult(res.Action + " pong"), nil, nil
 }
 
 // chattyLevel is the level of chatty's i-th log message.
@@ -314,5 +331,41 @@ func TestLogLevelAdmits(t *testing.T) {
 		if got := logLevelAdmits(tt.min, tt.level); got != tt.want {
 			t.Errorf("logLevelAdmits(%q, %q) = %v, want %v", tt.min, tt.level, got, tt.want)
 		}
+	}
+}
+
+func TestURLElicitationEndsAndPingsAreAnswered(t *testing.T) {
+	for _, tu := range []tinyUpstream{tinyHTTPLegacy, tinyStdioLegacy} {
+		t.Run(tu.name, func(t *testing.T) {
+			ctx, u := startTiny(t, tu, nil)
+			var mu sync.Mutex
+			var events []string
+			opts := &CallOptions{
+				Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+				Elicit: func(_ context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					events = append(events, p.Mode+" "+p.URL)
+					return &mcp.ElicitResult{Action: "accept"}, nil
+				},
+				ElicitationComplete: func(_ context.Context, p *mcp.ElicitationCompleteParams) {
+					mu.Lock()
+					defer mu.Unlock()
+					events = append(events, "complete "+p.ElicitationID)
+				},
+			}
+			res, err := u.CallTool(ctx, &mcp.CallToolParams{Name: "ask_url"}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := text(res), "accept pong"; got != want {
+				t.Errorf("ask_url = %q, want %q", got, want)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if want := []string{"url https://example.test/sign-in", "complete e-1"}; !slices.Equal(events, want) {
+				t.Errorf("the call's client saw %q, want %q", events, want)
+			}
+		})
 	}
 }

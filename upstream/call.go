@@ -35,6 +35,10 @@ type CallOptions struct {
 	// sends during this call. Without it they are declined. See the package
 	// documentation for how requests are routed.
 	Elicit func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// ElicitationComplete receives the notifications/elicitation/complete
+	// of URL-mode elicitations that a 2025-11-25 upstream sends in the
+	// session of a call that passes Elicit.
+	ElicitationComplete func(ctx context.Context, p *mcp.ElicitationCompleteParams)
 	// CreateMessage answers the sampling/createMessage requests a
 	// 2025-11-25 upstream sends during this call. Without it they get
 	// -32601, as from a client without sampling.

@@ -382,6 +382,9 @@ func (u *Upstream) connect(ctx context.Context) (*conn, error) {
 			progress: &u.progress,
 			logs:     &u.logs,
 		})
+		// A stdio upstream has one session for every call, so it declares
+		// everything a call's client may answer (see stdioCapabilities).
+		ctx = context.WithValue(ctx, sessionCapabilitiesKey{}, stdioCapabilities())
 	}
 	cs, err := u.client.Connect(ctx, transport, nil)
 	if err != nil {
