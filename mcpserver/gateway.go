@@ -2,7 +2,8 @@
 // upstream listed under their namespaced names, consequential calls turned
 // into operations in the ledger (accepted once per tenant, returned as tasks
 // in either protocol era or awaited for clients without tasks), pass-through
-// calls forwarded with their progress and elicitation, and the HTTP surface
+// calls forwarded with their progress, log messages and the upstream's
+// questions to the client (elicitation, sampling, roots), and the HTTP surface
 // around it (authentication, health, readiness, metrics).
 //
 // The tenant of every request comes from authentication (or, for a stdio
