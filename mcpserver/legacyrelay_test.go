@@ -414,8 +414,9 @@ func TestLegacyCallInRelaySessionIsCancelled(t *testing.T) {
 // closes sessions whose client stops answering keeps it.
 func TestRelaySessionAnswersPings(t *testing.T) {
 	// Two pings unanswered in a row close a session; after each call the
-	// relay session answers four.
-	up, upURL := startSessionUpstream(t, sessionUpstreamOptions{keepAlive: 250 * time.Millisecond})
+	// relay session answers four. The interval leaves a loaded machine
+	// time to answer each ping before the next is due.
+	up, upURL := startSessionUpstream(t, sessionUpstreamOptions{keepAlive: time.Second})
 	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme")
 	cs := legacySession(t, url, keys[0], "legacy-client", false, nil)
 	for i := range 2 {
