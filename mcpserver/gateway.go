@@ -81,6 +81,9 @@ type Gateway struct {
 	// handling counts the MCP requests being handled and the HTTP requests
 	// carrying them, for Drain.
 	handling inflight
+
+	// surface holds the upstreams' resources and prompts (surface.go).
+	surface surfaceState
 }
 
 // route is where a downstream tool name leads.
@@ -117,6 +120,7 @@ func New(opts *Options) (*Gateway, error) {
 	if g.metrics == nil {
 		g.metrics = NewMetrics(nil, nil)
 	}
+	g.initSurface()
 	return g, nil
 }
 
@@ -138,17 +142,19 @@ func (g *Gateway) newServer(defaultTenant string, opts *mcp.ServerOptions) (*mcp
 		so = *opts
 	}
 	so.Logger = g.log
-	so.Capabilities = &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	g.surfaceOptions(&so)
 	s := mcp.NewServer(&mcp.Implementation{Name: "taskgate", Version: serverVersion()}, &so)
 	h := &host{g: g, defaultTenant: defaultTenant}
 	if err := taskwire.Install(s, h, &taskwire.Options{Logger: g.log}); err != nil {
 		return nil, err
 	}
+	s.AddReceivingMiddleware(g.listSurface)
 	// Outermost, so that Drain also waits for the task layer's work.
 	s.AddReceivingMiddleware(g.countHandling)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.servers = append(g.servers, s)
+	g.installSurface(s)
 	for name, raw := range g.listed {
 		var t mcp.Tool
 		if err := json.Unmarshal([]byte(raw), &t); err == nil {
@@ -235,7 +241,8 @@ func (f *inflight) wait(ctx context.Context) error {
 }
 
 // SyncTools lists every connected upstream's tools and publishes them under
-// their namespaced names; tools that disappeared are withdrawn.
+// their namespaced names; tools that disappeared are withdrawn. Prompts,
+// resources and templates are listed and published with them (syncSurface).
 func (g *Gateway) SyncTools(ctx context.Context) {
 	next := map[string]*mcp.Tool{}
 	routes := map[string]*route{}
@@ -280,6 +287,7 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 		}
 	}
 	g.publish(next, routes)
+	g.syncSurface(ctx)
 }
 
 // publish replaces the listed tools on every server, touching only changes.

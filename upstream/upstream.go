@@ -70,6 +70,8 @@ type Upstream struct {
 	toolsGen uint64 // bumped by reconnects and tools/list_changed
 	tools    toolCache
 	closeErr error // from stopping the last stdio child on shutdown
+
+	surface surface
 }
 
 // conn is one connected session.
@@ -111,6 +113,10 @@ func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 		Logger:                 u.logger,
 		ElicitationHandler:     u.elicit,
 		ToolListChangedHandler: u.toolsChanged,
+		// Resources and prompts: see surface.go.
+		ResourceListChangedHandler: u.resourcesChanged,
+		PromptListChangedHandler:   u.promptsChanged,
+		ResourceUpdatedHandler:     u.resourceUpdated,
 		// No roots: the gateway has no files to offer. The tasks extension
 		// is declared per request by CallToolAsTask and on tasks/*, not
 		// here: declared for the session, it would let a 2026-07-28
@@ -332,6 +338,7 @@ func (u *Upstream) run(ctx context.Context) {
 			attempt = 0
 			up := time.Now()
 			u.setUp(c)
+			u.sessionStarted(ctx, c)
 			reason := u.watch(ctx, c)
 			u.setDown(c, reason)
 			closeErr := c.cs.Close()

@@ -1,0 +1,761 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/upstream"
+)
+
+// Resources, resource templates, prompts and completion of every upstream
+// pass through. Prompts are namespaced as tools are; URIs and URI templates
+// keep their names and each goes to the upstream that listed it. A key two
+// upstreams list belongs to the first in configuration order (claim); the
+// other's item is withheld and the clash logged.
+//
+// Lists are answered page by page as the upstreams page them (one
+// downstream page is one upstream page), filtered by the catalog of owners
+// that syncSurface keeps from full listings. prompts/get goes through a
+// go-sdk prompt per listed prompt, resources/read through one hidden
+// catch-all template, so that the go-sdk's own handling of a result
+// (resultType, answering an input_required result itself for a client of
+// 2025-11-25) applies, and so that changing them sends list_changed.
+
+// catchAllTemplate matches every URI; it is never listed (the lists are
+// answered by listSurface) and routes each read to its upstream.
+const catchAllTemplate = "{+uri}"
+
+// surfaceState is what the gateway keeps about the upstreams' resources
+// and prompts.
+type surfaceState struct {
+	mu       sync.Mutex
+	listings map[string]*listing // by upstream: what it listed last
+	catalog  *catalog
+	clashes  map[clash]bool    // logged already
+	prompts  map[string]string // downstream prompt name -> JSON, to notice changes
+	// resourcesKey is the catalog's resources and templates as JSON, to
+	// notice changes.
+	resourcesKey string
+	subs         map[subscription]map[*mcp.ServerSession]bool
+	watched      map[*mcp.ServerSession]bool
+	syncBusy     chan struct{}
+}
+
+// listing is what one upstream listed in full.
+type listing struct {
+	prompts   []*mcp.Prompt
+	resources []*mcp.Resource
+	templates []*mcp.ResourceTemplate
+}
+
+// catalog says which upstream owns each listed key.
+type catalog struct {
+	prompts   map[string]promptRoute // by downstream name
+	resources map[string]string      // URI -> upstream
+	templates map[string]string      // URI template -> upstream
+	patterns  []templateRoute        // configuration order
+}
+
+type promptRoute struct {
+	upstream string
+	name     string      // the upstream's
+	prompt   *mcp.Prompt // as listed downstream
+}
+
+type templateRoute struct {
+	upstream string
+	pattern  *regexp.Regexp
+}
+
+type subscription struct{ upstream, uri string }
+
+func (g *Gateway) initSurface() {
+	g.surface.syncBusy = make(chan struct{}, 1)
+	g.surface.listings = map[string]*listing{}
+	g.surface.catalog = &catalog{}
+	g.surface.clashes = map[clash]bool{}
+	g.surface.prompts = map[string]string{}
+	g.surface.subs = map[subscription]map[*mcp.ServerSession]bool{}
+	g.surface.watched = map[*mcp.ServerSession]bool{}
+	for _, u := range g.pool.All() {
+		u.OnSurfaceChange(g.surfaceChanged)
+	}
+}
+
+// surfaceCapabilities are what every downstream server advertises beyond
+// tools. They are fixed when a server is made, before any upstream may have
+// connected, so they say what taskgate carries: an upstream that offers
+// less answers empty lists and its own errors.
+func surfaceCapabilities() *mcp.ServerCapabilities {
+	return &mcp.ServerCapabilities{
+		Tools:       &mcp.ToolCapabilities{ListChanged: true},
+		Resources:   &mcp.ResourceCapabilities{Subscribe: true, ListChanged: true},
+		Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+		Completions: &mcp.CompletionCapabilities{},
+	}
+}
+
+// surfaceOptions sets the handlers of so that the go-sdk routes completion
+// and subscriptions here.
+func (g *Gateway) surfaceOptions(so *mcp.ServerOptions) {
+	so.Capabilities = surfaceCapabilities()
+	so.CompletionHandler = g.complete
+	so.SubscribeHandler = g.subscribe
+	so.UnsubscribeHandler = g.unsubscribe
+}
+
+// installSurface gives a new server the current prompts and the catch-all
+// template. The caller holds g.mu.
+func (g *Gateway) installSurface(s *mcp.Server) {
+	g.surface.mu.Lock()
+	defer g.surface.mu.Unlock()
+	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "taskgate", URITemplate: catchAllTemplate}, g.readResource)
+	for _, r := range g.surface.catalog.prompts {
+		s.AddPrompt(r.prompt, g.getPrompt(r))
+	}
+}
+
+// surfaceChanged handles an upstream's announcement.
+func (g *Gateway) surfaceChanged(ch upstream.SurfaceChange) {
+	switch ch.Kind {
+	case upstream.ResourceUpdated:
+		g.resourceUpdated(ch.Upstream, ch.Updated)
+	case upstream.ResourcesChanged, upstream.PromptsChanged:
+		// Not on the notification handler: listing waits for the session.
+		go g.syncSurface(g.stopping)
+	}
+}
+
+// syncSurface lists every connected upstream's prompts, resources and
+// templates in full, decides their owners and publishes the changes. An
+// upstream that cannot be listed keeps what it listed before, so that a
+// reconnect does not make items flicker out.
+func (g *Gateway) syncSurface(ctx context.Context) {
+	select {
+	case g.surface.syncBusy <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-g.surface.syncBusy }()
+	fresh := map[string]*listing{}
+	for _, u := range g.pool.All() {
+		caps, connected := u.Capabilities()
+		if !connected {
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		l, err := listAll(lctx, u, caps)
+		cancel()
+		if err != nil {
+			g.log.Debug("upstream prompts and resources not available", "upstream", u.Name(), "err", err)
+			continue
+		}
+		fresh[u.Name()] = l
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.surface.mu.Lock()
+	defer g.surface.mu.Unlock()
+	maps.Copy(g.surface.listings, fresh)
+	next, clashes := g.catalogOf(g.surface.listings)
+	for _, c := range clashes {
+		if !g.surface.clashes[c] {
+			g.surface.clashes[c] = true
+			g.log.Error(fmt.Sprintf("two upstreams list the same %s; the first in configuration order keeps it and the other's is withheld", c.kind),
+				string(c.kind), c.key, "kept_from", c.owner, "withheld_from", c.other)
+		}
+	}
+	g.publishSurface(next)
+}
+
+// listAll lists every page of what an upstream offers.
+func listAll(ctx context.Context, u *upstream.Upstream, caps *mcp.ServerCapabilities) (*listing, error) {
+	l := &listing{}
+	if caps.Prompts != nil {
+		for cursor := ""; ; {
+			res, err := u.ListPrompts(ctx, cursor)
+			if err != nil {
+				return nil, err
+			}
+			l.prompts = append(l.prompts, res.Prompts...)
+			if cursor = res.NextCursor; cursor == "" {
+				break
+			}
+		}
+	}
+	if caps.Resources != nil {
+		for cursor := ""; ; {
+			res, err := u.ListResources(ctx, cursor)
+			if err != nil {
+				return nil, err
+			}
+			l.resources = append(l.resources, res.Resources...)
+			if cursor = res.NextCursor; cursor == "" {
+				break
+			}
+		}
+		for cursor := ""; ; {
+			res, err := u.ListResourceTemplates(ctx, cursor)
+			if err != nil {
+				return nil, err
+			}
+			l.templates = append(l.templates, res.ResourceTemplates...)
+			if cursor = res.NextCursor; cursor == "" {
+				break
+			}
+		}
+	}
+	return l, nil
+}
+
+// catalogOf decides the owners of everything listed, in configuration
+// order.
+func (g *Gateway) catalogOf(listings map[string]*listing) (*catalog, []clash) {
+	var prompts, resources, templates []offer
+	downstream := map[offer]*mcp.Prompt{}
+	for _, u := range g.pool.All() {
+		l := listings[u.Name()]
+		if l == nil {
+			continue
+		}
+		for _, p := range l.prompts {
+			name := g.promptName(u.Name(), p.Name)
+			o := offer{upstream: u.Name(), key: name}
+			prompts = append(prompts, o)
+			if downstream[o] == nil {
+				dp := *p
+				dp.Name = name
+				dp.Meta = forwardableMeta(p.Meta)
+				downstream[o] = &dp
+			}
+		}
+		for _, r := range l.resources {
+			resources = append(resources, offer{upstream: u.Name(), key: r.URI})
+		}
+		for _, t := range l.templates {
+			templates = append(templates, offer{upstream: u.Name(), key: t.URITemplate})
+		}
+	}
+	c := &catalog{prompts: map[string]promptRoute{}}
+	promptOwners, clashes := claim(kindPrompt, prompts)
+	for name, up := range promptOwners {
+		dp := downstream[offer{upstream: up, key: name}]
+		c.prompts[name] = promptRoute{upstream: up, name: g.upstreamPromptName(up, name), prompt: dp}
+	}
+	var more []clash
+	c.resources, more = claim(kindResource, resources)
+	clashes = append(clashes, more...)
+	c.templates, more = claim(kindTemplate, templates)
+	clashes = append(clashes, more...)
+	for _, o := range templates {
+		if c.templates[o.key] != o.upstream {
+			continue
+		}
+		if re, ok := templatePattern(o.key); ok {
+			c.patterns = append(c.patterns, templateRoute{upstream: o.upstream, pattern: re})
+		}
+	}
+	return c, clashes
+}
+
+// promptName is the downstream name of an upstream's prompt: namespaced by
+// the upstream's prefix, as its tools are.
+func (g *Gateway) promptName(up, name string) string {
+	u, ok := g.pool.Get(up)
+	if !ok || u.Config().ToolPrefix() == "" {
+		return name
+	}
+	return u.Config().ToolPrefix() + "." + name
+}
+
+func (g *Gateway) upstreamPromptName(up, name string) string {
+	u, ok := g.pool.Get(up)
+	if !ok || u.Config().ToolPrefix() == "" {
+		return name
+	}
+	return name[len(u.Config().ToolPrefix())+1:]
+}
+
+// publishSurface makes next the catalog and brings every server in step:
+// prompts added, replaced and removed (each change notifies the server's
+// sessions), and the catch-all template added again when resources or
+// templates changed, which sends notifications/resources/list_changed. The
+// caller holds g.mu and g.surface.mu.
+func (g *Gateway) publishSurface(next *catalog) {
+	var gone []string
+	for name := range g.surface.prompts {
+		if _, ok := next.prompts[name]; !ok {
+			gone = append(gone, name)
+			delete(g.surface.prompts, name)
+		}
+	}
+	for _, s := range g.servers {
+		if len(gone) > 0 {
+			s.RemovePrompts(gone...)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(next.prompts)) {
+		r := next.prompts[name]
+		raw, err := json.Marshal(struct {
+			Upstream string
+			Prompt   *mcp.Prompt
+		}{r.upstream, r.prompt})
+		if err != nil || g.surface.prompts[name] == string(raw) {
+			continue
+		}
+		g.surface.prompts[name] = string(raw)
+		for _, s := range g.servers {
+			s.AddPrompt(r.prompt, g.getPrompt(r))
+		}
+	}
+	key, _ := json.Marshal(struct{ Resources, Templates map[string]string }{next.resources, next.templates})
+	changed := g.surface.resourcesKey != "" && g.surface.resourcesKey != string(key)
+	g.surface.resourcesKey = string(key)
+	g.surface.catalog = next
+	if changed {
+		for _, s := range g.servers {
+			s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "taskgate", URITemplate: catchAllTemplate}, g.readResource)
+		}
+	}
+}
+
+func (g *Gateway) currentCatalog() *catalog {
+	g.surface.mu.Lock()
+	defer g.surface.mu.Unlock()
+	return g.surface.catalog
+}
+
+// resourceUpstream is the upstream a URI goes to: the one that listed it,
+// else the first (in configuration order) whose listed template it
+// matches, else the one upstream that may offer resources at all. Without
+// any, ok is false.
+func (g *Gateway) resourceUpstream(uri string) (string, bool) {
+	c := g.currentCatalog()
+	if up, ok := c.resources[uri]; ok {
+		return up, true
+	}
+	for _, t := range c.patterns {
+		if t.pattern.MatchString(uri) {
+			return t.upstream, true
+		}
+	}
+	return g.soleUpstream(func(caps *mcp.ServerCapabilities) bool { return caps.Resources != nil })
+}
+
+// soleUpstream is the one upstream that may offer what offers says (or is
+// not connected, so may offer it), if there is exactly one.
+func (g *Gateway) soleUpstream(offers func(*mcp.ServerCapabilities) bool) (string, bool) {
+	var found []string
+	for _, u := range g.pool.All() {
+		if caps, _ := u.Capabilities(); caps == nil || offers(caps) {
+			found = append(found, u.Name())
+		}
+	}
+	if len(found) != 1 {
+		return "", false
+	}
+	return found[0], true
+}
+
+// surfaceError is what a client hears when a request to an upstream
+// failed: as for a pass-through tool call, the upstream's own JSON-RPC
+// error as it is, else -32603 naming the upstream.
+func (g *Gateway) surfaceError(ctx context.Context, up, what string, err error) error {
+	return g.upstreamError(ctx, &route{upstream: up, tool: what}, err)
+}
+
+func (g *Gateway) upstreamOf(name string) (*upstream.Upstream, error) {
+	u, ok := g.pool.Get(name)
+	if !ok {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s is not configured", name)}
+	}
+	return u, nil
+}
+
+// getPrompt forwards prompts/get to the prompt's upstream under its own
+// name, with inputResponses and requestState as they came.
+func (g *Gateway) getPrompt(r promptRoute) mcp.PromptHandler {
+	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		u, err := g.upstreamOf(r.upstream)
+		if err != nil {
+			return nil, err
+		}
+		p := *req.Params
+		p.Name, p.Meta = r.name, forwardableMeta(req.Params.Meta)
+		res, err := u.GetPrompt(ctx, &p)
+		if err != nil {
+			return nil, g.surfaceError(ctx, r.upstream, "prompts/get "+r.name, err)
+		}
+		out := *res
+		out.Meta = forwardableMeta(res.Meta)
+		return &out, nil
+	}
+}
+
+// readResource forwards resources/read to the URI's upstream.
+func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	up, ok := g.resourceUpstream(uri)
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	u, err := g.upstreamOf(up)
+	if err != nil {
+		return nil, err
+	}
+	p := *req.Params
+	p.Meta = forwardableMeta(req.Params.Meta)
+	res, err := u.ReadResource(ctx, &p)
+	if err != nil {
+		return nil, g.surfaceError(ctx, up, "resources/read "+uri, err)
+	}
+	// The go-sdk client may keep res in its cache, and the go-sdk server
+	// fills in what a content leaves out: copy what it may change.
+	out := *res
+	out.Meta = forwardableMeta(res.Meta)
+	out.Contents = make([]*mcp.ResourceContents, len(res.Contents))
+	for i, c := range res.Contents {
+		cc := *c
+		out.Contents[i] = &cc
+	}
+	if res.Contents == nil {
+		out.Contents = nil
+	}
+	return &out, nil
+}
+
+// complete forwards completion/complete to the upstream that owns the
+// reference: the prompt's (under its own name) or the template's.
+func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	p := *req.Params
+	p.Meta = forwardableMeta(req.Params.Meta)
+	ref := *req.Params.Ref
+	p.Ref = &ref
+	var up string
+	switch ref.Type {
+	case "ref/prompt":
+		r, ok := g.currentCatalog().prompts[ref.Name]
+		if ok {
+			up, ref.Name = r.upstream, r.name
+		} else if up, ok = g.soleUpstream(func(caps *mcp.ServerCapabilities) bool { return caps.Prompts != nil }); !ok {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", ref.Name)}
+		}
+	case "ref/resource":
+		var ok bool
+		if up, ok = g.currentCatalog().templates[ref.URI]; !ok {
+			if up, ok = g.resourceUpstream(ref.URI); !ok {
+				return nil, mcp.ResourceNotFoundError(ref.URI)
+			}
+		}
+	default:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown reference type %q", ref.Type)}
+	}
+	u, err := g.upstreamOf(up)
+	if err != nil {
+		return nil, err
+	}
+	res, err := u.Complete(ctx, &p)
+	if err != nil {
+		return nil, g.surfaceError(ctx, up, "completion/complete", err)
+	}
+	out := *res
+	out.Meta = forwardableMeta(res.Meta)
+	return &out, nil
+}
+
+// subscribe subscribes a session to a URI: at the upstream for the first
+// subscriber of the URI, here only for later ones.
+func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	up, ok := g.resourceUpstream(uri)
+	if !ok {
+		return mcp.ResourceNotFoundError(uri)
+	}
+	u, err := g.upstreamOf(up)
+	if err != nil {
+		return err
+	}
+	key := subscription{upstream: up, uri: uri}
+	g.surface.mu.Lock()
+	first := len(g.surface.subs[key]) == 0
+	if g.surface.subs[key] == nil {
+		g.surface.subs[key] = map[*mcp.ServerSession]bool{}
+	}
+	g.surface.subs[key][req.Session] = true
+	watch := !g.surface.watched[req.Session]
+	g.surface.watched[req.Session] = true
+	g.surface.mu.Unlock()
+	if watch {
+		go g.dropSubscriptionsAtEnd(req.Session)
+	}
+	if !first {
+		return nil
+	}
+	if err := u.Subscribe(ctx, uri); err != nil {
+		g.surface.mu.Lock()
+		delete(g.surface.subs[key], req.Session)
+		g.surface.mu.Unlock()
+		return g.surfaceError(ctx, up, "resources/subscribe "+uri, err)
+	}
+	return nil
+}
+
+// unsubscribe ends a session's subscription, and the upstream's with the
+// last subscriber's.
+func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	g.surface.mu.Lock()
+	var last []subscription
+	for key, sessions := range g.surface.subs {
+		if key.uri == req.Params.URI && sessions[req.Session] {
+			delete(sessions, req.Session)
+			if len(sessions) == 0 {
+				delete(g.surface.subs, key)
+				last = append(last, key)
+			}
+		}
+	}
+	g.surface.mu.Unlock()
+	g.unsubscribeUpstream(ctx, last)
+	return nil
+}
+
+func (g *Gateway) unsubscribeUpstream(ctx context.Context, keys []subscription) {
+	for _, key := range keys {
+		u, ok := g.pool.Get(key.upstream)
+		if !ok {
+			continue
+		}
+		if err := u.Unsubscribe(ctx, key.uri); err != nil {
+			g.log.Warn("unsubscribing at the upstream failed", "upstream", key.upstream, "uri", key.uri, "err", err)
+		}
+	}
+}
+
+// dropSubscriptionsAtEnd ends a session's subscriptions when the session
+// ends without unsubscribing.
+func (g *Gateway) dropSubscriptionsAtEnd(ss *mcp.ServerSession) {
+	ss.Wait()
+	g.surface.mu.Lock()
+	delete(g.surface.watched, ss)
+	var last []subscription
+	for key, sessions := range g.surface.subs {
+		if sessions[ss] {
+			delete(sessions, ss)
+			if len(sessions) == 0 {
+				delete(g.surface.subs, key)
+				last = append(last, key)
+			}
+		}
+	}
+	g.surface.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(g.stopping), 10*time.Second)
+	defer cancel()
+	g.unsubscribeUpstream(ctx, last)
+}
+
+// resourceUpdated passes an upstream's notifications/resources/updated to
+// the sessions subscribed to the URI through that upstream.
+func (g *Gateway) resourceUpdated(up string, p *mcp.ResourceUpdatedNotificationParams) {
+	g.surface.mu.Lock()
+	subscribed := len(g.surface.subs[subscription{upstream: up, uri: p.URI}]) > 0
+	g.surface.mu.Unlock()
+	if !subscribed {
+		return
+	}
+	g.mu.Lock()
+	servers := slices.Clone(g.servers)
+	g.mu.Unlock()
+	for _, s := range servers {
+		if err := s.ResourceUpdated(g.stopping, &mcp.ResourceUpdatedNotificationParams{URI: p.URI, Meta: forwardableMeta(p.Meta)}); err != nil {
+			g.log.Debug("forward resources/updated", "uri", p.URI, "err", err)
+		}
+	}
+}
+
+// listSurface answers resources/list, resources/templates/list and
+// prompts/list across the upstreams, each downstream page one upstream's
+// page, without what another upstream owns.
+func (g *Gateway) listSurface(next mcp.MethodHandler) mcp.MethodHandler {
+	resources := func(caps *mcp.ServerCapabilities) bool { return caps.Resources != nil }
+	prompts := func(caps *mcp.ServerCapabilities) bool { return caps.Prompts != nil }
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "resources/list":
+			var cursor string
+			if p, ok := req.GetParams().(*mcp.ListResourcesParams); ok && p != nil {
+				cursor = p.Cursor
+			}
+			return g.listPage(ctx, cursor, resources, func(ctx context.Context, u *upstream.Upstream, cursor string) (*page, error) {
+				res, err := u.ListResources(ctx, cursor)
+				if err != nil {
+					return nil, err
+				}
+				c := g.currentCatalog()
+				out := *res
+				out.Resources = []*mcp.Resource{}
+				for _, r := range res.Resources {
+					if owner, ok := c.resources[r.URI]; !ok || owner == u.Name() {
+						out.Resources = append(out.Resources, r)
+					}
+				}
+				return &page{result: &out, next: &out.NextCursor, meta: &out.Meta, items: len(out.Resources)}, nil
+			}, func() mcp.Result { return &mcp.ListResourcesResult{Resources: []*mcp.Resource{}} })
+		case "resources/templates/list":
+			var cursor string
+			if p, ok := req.GetParams().(*mcp.ListResourceTemplatesParams); ok && p != nil {
+				cursor = p.Cursor
+			}
+			return g.listPage(ctx, cursor, resources, func(ctx context.Context, u *upstream.Upstream, cursor string) (*page, error) {
+				res, err := u.ListResourceTemplates(ctx, cursor)
+				if err != nil {
+					return nil, err
+				}
+				c := g.currentCatalog()
+				out := *res
+				out.ResourceTemplates = []*mcp.ResourceTemplate{}
+				for _, t := range res.ResourceTemplates {
+					if owner, ok := c.templates[t.URITemplate]; !ok || owner == u.Name() {
+						out.ResourceTemplates = append(out.ResourceTemplates, t)
+					}
+				}
+				return &page{result: &out, next: &out.NextCursor, meta: &out.Meta, items: len(out.ResourceTemplates)}, nil
+			}, func() mcp.Result {
+				return &mcp.ListResourceTemplatesResult{ResourceTemplates: []*mcp.ResourceTemplate{}}
+			})
+		case "prompts/list":
+			var cursor string
+			if p, ok := req.GetParams().(*mcp.ListPromptsParams); ok && p != nil {
+				cursor = p.Cursor
+			}
+			return g.listPage(ctx, cursor, prompts, func(ctx context.Context, u *upstream.Upstream, cursor string) (*page, error) {
+				res, err := u.ListPrompts(ctx, cursor)
+				if err != nil {
+					return nil, err
+				}
+				c := g.currentCatalog()
+				out := *res
+				out.Prompts = []*mcp.Prompt{}
+				for _, p := range res.Prompts {
+					name := g.promptName(u.Name(), p.Name)
+					if r, ok := c.prompts[name]; !ok || r.upstream == u.Name() {
+						dp := *p
+						dp.Name, dp.Meta = name, forwardableMeta(p.Meta)
+						out.Prompts = append(out.Prompts, &dp)
+					}
+				}
+				return &page{result: &out, next: &out.NextCursor, meta: &out.Meta, items: len(out.Prompts)}, nil
+			}, func() mcp.Result { return &mcp.ListPromptsResult{Prompts: []*mcp.Prompt{}} })
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// page is one upstream page of a list, already filtered.
+type page struct {
+	result mcp.Result
+	next   *string
+	meta   *mcp.Meta
+	items  int
+}
+
+// listPage answers one downstream page of a list: the page of the upstream
+// the cursor names (the first that may offer the list when there is none),
+// with a cursor to that upstream's next page or else to the next upstream.
+// An empty page is passed over when another upstream follows. With one
+// upstream the cursors are the upstream's own and its errors are the
+// client's; with several, an upstream that is down or fails without a
+// JSON-RPC error is left out of the list.
+func (g *Gateway) listPage(ctx context.Context, cursor string, offers func(*mcp.ServerCapabilities) bool,
+	fetch func(context.Context, *upstream.Upstream, string) (*page, error), empty func() mcp.Result) (mcp.Result, error) {
+	ups := g.pool.All()
+	start, upCursor, err := decodeCursor(cursor, ups)
+	if err != nil {
+		return nil, err
+	}
+	candidate := func(u *upstream.Upstream) bool {
+		if len(ups) == 1 {
+			return true
+		}
+		caps, connected := u.Capabilities()
+		return connected && offers(caps)
+	}
+	var last mcp.Result
+	for i := start; i < len(ups); i++ {
+		u := ups[i]
+		if i != start {
+			upCursor = ""
+		}
+		if !candidate(u) {
+			continue
+		}
+		pg, err := fetch(ctx, u, upCursor)
+		if err != nil {
+			var werr *jsonrpc.Error
+			if len(ups) == 1 || errors.As(err, &werr) {
+				return nil, g.surfaceError(ctx, u.Name(), "list", err)
+			}
+			g.log.Warn("listing an upstream failed; its items are left out", "upstream", u.Name(), "err", err)
+			continue
+		}
+		*pg.meta = forwardableMeta(*pg.meta)
+		if *pg.next != "" {
+			*pg.next = encodeCursor(u.Name(), *pg.next, ups)
+			return pg.result, nil
+		}
+		later := slices.IndexFunc(ups[i+1:], candidate)
+		if later < 0 {
+			return pg.result, nil
+		}
+		if pg.items == 0 {
+			last = pg.result
+			continue
+		}
+		*pg.next = encodeCursor(ups[i+1+later].Name(), "", ups)
+		return pg.result, nil
+	}
+	if last != nil {
+		return last, nil
+	}
+	return empty(), nil
+}
+
+// encodeCursor names a page of one upstream. With a single upstream it is
+// that upstream's cursor as it is.
+func encodeCursor(up, cursor string, ups []*upstream.Upstream) string {
+	if len(ups) == 1 {
+		return cursor
+	}
+	b, _ := json.Marshal([2]string{up, cursor})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(cursor string, ups []*upstream.Upstream) (int, string, error) {
+	if cursor == "" || len(ups) == 1 {
+		return 0, cursor, nil
+	}
+	bad := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid cursor: pass a nextCursor this list returned"}
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return 0, "", bad
+	}
+	var c [2]string
+	if json.Unmarshal(b, &c) != nil {
+		return 0, "", bad
+	}
+	i := slices.IndexFunc(ups, func(u *upstream.Upstream) bool { return u.Name() == c[0] })
+	if i < 0 {
+		return 0, "", bad
+	}
+	return i, c[1], nil
+}
