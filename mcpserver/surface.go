@@ -526,7 +526,9 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 		}
 	}
 	g.surface.mu.Unlock()
-	g.unsubscribeUpstream(ctx, last)
+	// The go-sdk ends a 2026-07-28 subscription when its listen request has
+	// ended, with that request's context.
+	g.unsubscribeUpstream(context.WithoutCancel(ctx), last)
 	return nil
 }
 

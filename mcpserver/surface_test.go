@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -22,6 +23,8 @@ import (
 	"github.com/taskgate/taskgate/internal/daemon"
 	"github.com/taskgate/taskgate/internal/dburl"
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
+	"github.com/taskgate/taskgate/internal/syncbuf"
+	"github.com/taskgate/taskgate/internal/testwait"
 )
 
 // surfaceUpstream is a go-sdk server with resources (text, binary, more
@@ -98,6 +101,23 @@ func newSurfaceUpstream(tag string, versions ...string) *surfaceUpstream {
 			{Role: "user", Content: &mcp.TextContent{Text: fmt.Sprintf("confirmed by %s with %s in %s", tag, answer, req.Params.RequestState)}},
 		}}, nil
 	})
+	// Tools let a test make the upstream change, also over stdio.
+	type uriArgs struct {
+		URI string `json:"uri"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "touch", Description: "Announces that a resource was updated."}, func(ctx context.Context, _ *mcp.CallToolRequest, a uriArgs) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "touched"}}}, nil, s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: a.URI})
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Adds a prompt and a resource named name."}, func(_ context.Context, _ *mcp.CallToolRequest, a struct {
+		Name string `json:"name"`
+	}) (*mcp.CallToolResult, any, error) {
+		s.AddPrompt(&mcp.Prompt{Name: a.Name}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: a.Name + " from " + tag}}}}, nil
+		})
+		uri := "test://" + tag + "/added/" + a.Name
+		s.AddResource(&mcp.Resource{URI: uri, Name: a.Name}, text(uri, a.Name+" from "+tag))
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "added"}}}, nil, nil
+	})
 	u.server = s
 	return u
 }
@@ -120,6 +140,12 @@ func (u *surfaceUpstream) serve(t *testing.T, stateless bool) string {
 // returns its MCP endpoint and an API key.
 func surfaceGateway(t *testing.T, upstreams string) (url, key string) {
 	t.Helper()
+	return surfaceGatewayLogging(t, upstreams, nil)
+}
+
+// surfaceGatewayLogging is surfaceGateway logging to log.
+func surfaceGatewayLogging(t *testing.T, upstreams string, log *slog.Logger) (url, key string) {
+	t.Helper()
 	ctx := testCtx(t)
 	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
 	y := fmt.Sprintf("listen: 127.0.0.1:0\npublic_url: http://127.0.0.1:1\ndatabase: %q\nupstreams:\n%s", db, upstreams)
@@ -127,7 +153,7 @@ func surfaceGateway(t *testing.T, upstreams string) (url, key string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg})
+	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +260,7 @@ func jsonOf(t *testing.T, v any) string {
 // The eras of upstream and client, every pairing.
 var surfaceEras = []struct {
 	name      string
-	stateless bool   // upstream: stateless 2026-07-28, else 2025-11-25 sessions
+	stateless bool // upstream: stateless 2026-07-28, else 2025-11-25 sessions
 	versions  []string
 	client    string
 }{
@@ -325,5 +351,312 @@ func TestSurfacePassesThrough(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func readText(t *testing.T, cs *mcp.ClientSession, uri string) string {
+	t.Helper()
+	res, err := cs.ReadResource(testCtx(t), &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		t.Fatalf("read %s: %v", uri, err)
+	}
+	if len(res.Contents) != 1 {
+		t.Fatalf("read %s = %s; want one content", uri, jsonOf(t, res))
+	}
+	return res.Contents[0].Text
+}
+
+func promptText(t *testing.T, cs *mcp.ClientSession, name string) string {
+	t.Helper()
+	res, err := cs.GetPrompt(testCtx(t), &mcp.GetPromptParams{Name: name, Arguments: map[string]string{"who": "ada"}})
+	if err != nil {
+		t.Fatalf("prompts/get %s: %v", name, err)
+	}
+	return res.Messages[0].Content.(*mcp.TextContent).Text
+}
+
+// TestSurfaceCollision: two upstreams without namespaces that list the same
+// URI and prompts. The first in configuration order keeps each, the other's
+// is withheld from the lists and never reached, and the clash is logged
+// naming both; everything else of both passes through.
+func TestSurfaceCollision(t *testing.T) {
+	a, b := newSurfaceUpstream("a"), newSurfaceUpstream("b")
+	// Un-namespaced, b's a.greet is a_second's greet in its namespace a.
+	b.server.AddPrompt(&mcp.Prompt{Name: "a.greet"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "a.greet from b"}}}}, nil
+	})
+	var logs syncbuf.Buffer
+	url, key := surfaceGatewayLogging(t, fmt.Sprintf("  - name: b_first\n    url: %s\n    prefix: \"\"\n  - name: a_second\n    url: %s\n    prefix: a\n",
+		b.serve(t, false), a.serve(t, true)), slog.New(slog.NewTextHandler(&logs, nil)))
+	for _, version := range []string{"2026-07-28", "2025-11-25"} {
+		cs := dialSurface(t, url, key, version, nil)
+		uris, _ := resourceURIs(t, cs)
+		want := []string{"test://a/blob", "test://a/text", "test://b/blob", "test://b/text", "test://shared"}
+		if !reflect.DeepEqual(uris, want) {
+			t.Errorf("%s: resources = %v; want %v", version, uris, want)
+		}
+		if names := promptNames(t, cs); !reflect.DeepEqual(names, []string{"a.confirm", "a.greet", "confirm", "greet"}) {
+			t.Errorf("%s: prompts = %v; want a.greet once", version, names)
+		}
+		for uri, want := range map[string]string{
+			"test://shared": "shared from b", "test://a/text": "text from a", "test://b/text": "text from b",
+			"test://a/items/7": "item 7 from a", "test://b/items/8": "item 8 from b",
+		} {
+			if got := readText(t, cs, uri); got != want {
+				t.Errorf("%s: read %s = %q; want %q", version, uri, got, want)
+			}
+		}
+		if got := promptText(t, cs, "a.greet"); got != "a.greet from b" {
+			t.Errorf("%s: a.greet = %q; want b's", version, got)
+		}
+		res, err := cs.Complete(testCtx(t), &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/resource", URI: "test://a/items/{id}"}, Argument: mcp.CompleteParamsArgument{Name: "id", Value: "1"}})
+		if err != nil || !slices.Equal(res.Completion.Values, []string{"a|ref/resource|test://a/items/{id}|1"}) {
+			t.Errorf("%s: completing a's template = %v, %v", version, res, err)
+		}
+	}
+	for _, item := range []string{"resource=test://shared", "prompt=a.greet"} {
+		if line := logLine(logs.String(), item); !strings.Contains(line, "level=ERROR") || !strings.Contains(line, "kept_from=b_first") || !strings.Contains(line, "withheld_from=a_second") {
+			t.Errorf("clash over %s logged as %q; want an error naming both upstreams", item, line)
+		}
+	}
+}
+
+func logLine(logs, item string) string {
+	for line := range strings.Lines(logs) {
+		if strings.Contains(line, " "+item+" ") {
+			return line
+		}
+	}
+	return ""
+}
+
+// TestSurfaceNamespaces: with prefixes, each upstream's prompts are listed
+// under its namespace and get and complete reach it under their own names.
+func TestSurfaceNamespaces(t *testing.T) {
+	a, b := newSurfaceUpstream("a"), newSurfaceUpstream("b")
+	url, key := surfaceGateway(t, fmt.Sprintf("  - name: a\n    url: %s\n  - name: b\n    url: %s\n", a.serve(t, true), b.serve(t, false)))
+	cs := dialSurface(t, url, key, "2026-07-28", nil)
+	if names := promptNames(t, cs); !reflect.DeepEqual(names, []string{"a.confirm", "a.greet", "b.confirm", "b.greet"}) {
+		t.Errorf("prompts = %v", names)
+	}
+	if got := promptText(t, cs, "b.greet"); got != "hello ada from b" {
+		t.Errorf("b.greet = %q", got)
+	}
+	res, err := cs.Complete(testCtx(t), &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "b.greet"}, Argument: mcp.CompleteParamsArgument{Name: "who", Value: "x"}})
+	if err != nil || !slices.Equal(res.Completion.Values, []string{"b|ref/prompt|greet|x"}) {
+		t.Errorf("completing b.greet = %v, %v", res, err)
+	}
+	if _, err := cs.GetPrompt(testCtx(t), &mcp.GetPromptParams{Name: "greet"}); err == nil {
+		t.Error("an un-namespaced prompt name was served")
+	}
+}
+
+// updates records the notifications/resources/updated a client receives.
+type updates struct {
+	mu   sync.Mutex
+	uris []string
+}
+
+func (u *updates) add(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.uris = append(u.uris, req.Params.URI)
+}
+
+func (u *updates) seen() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Compact(slices.Sorted(slices.Values(u.uris)))
+}
+
+func (u *updates) count(uri string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, x := range u.uris {
+		if x == uri {
+			n++
+		}
+	}
+	return n
+}
+
+func touch(t *testing.T, cs *mcp.ClientSession, uri string) {
+	t.Helper()
+	if res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "touch", Arguments: map[string]any{"uri": uri}}); err != nil || res.IsError {
+		t.Fatalf("touch %s = %v, %v", uri, res, err)
+	}
+}
+
+// subscribe subscribes cs to uri. A 2026-07-28 subscription is a
+// subscriptions/listen stream the go-sdk holds open until Unsubscribe, so
+// it is started in the background.
+func subscribe(t *testing.T, cs *mcp.ClientSession, version, uri string) {
+	t.Helper()
+	if version == "2025-11-25" {
+		if err := cs.Subscribe(testCtx(t), &mcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatalf("subscribe %s: %v", uri, err)
+		}
+		return
+	}
+	go cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri})
+}
+
+// TestSurfaceSubscriptions: an upstream's resources/updated reaches the
+// sessions subscribed to that URI and no other; the upstream is subscribed
+// once for all of them and unsubscribed when the last one goes.
+func TestSurfaceSubscriptions(t *testing.T) {
+	for _, era := range surfaceEras {
+		t.Run(era.name, func(t *testing.T) {
+			up := newSurfaceUpstream("one", era.versions...)
+			url, key := surfaceGateway(t, fmt.Sprintf("  - name: one\n    url: %s\n    prefix: \"\"\n", up.serve(t, era.stateless)))
+			text, blob := "test://one/text", "test://one/blob"
+			var seenA, seenB, seenC updates
+			a := dialSurface(t, url, key, era.client, &mcp.ClientOptions{ResourceUpdatedHandler: seenA.add})
+			b := dialSurface(t, url, key, era.client, &mcp.ClientOptions{ResourceUpdatedHandler: seenB.add})
+			c := dialSurface(t, url, key, era.client, &mcp.ClientOptions{ResourceUpdatedHandler: seenC.add})
+			subscribe(t, a, era.client, text)
+			subscribe(t, b, era.client, blob)
+			subscribe(t, c, era.client, text)
+			ctx := testCtx(t)
+			// Subscriptions of 2026-07-28 take effect in the background:
+			// announce until they have.
+			testwait.Until(t, ctx, "a and c told of "+text, func() (bool, error) {
+				touch(t, a, text)
+				return seenA.count(text) > 0 && seenC.count(text) > 0, fmt.Errorf("a saw %v, c saw %v", seenA.seen(), seenC.seen())
+			})
+			testwait.Until(t, ctx, "b told of "+blob, func() (bool, error) {
+				touch(t, a, blob)
+				return seenB.count(blob) > 0, fmt.Errorf("b saw %v", seenB.seen())
+			})
+			if got := seenB.seen(); !slices.Equal(got, []string{blob}) {
+				t.Errorf("b, subscribed to %s only, was told of %v", blob, got)
+			}
+			if got := seenA.seen(); !slices.Equal(got, []string{text}) {
+				t.Errorf("a, subscribed to %s only, was told of %v", text, got)
+			}
+			if sub, _ := up.counts(text); sub != 1 {
+				t.Errorf("the upstream was subscribed to %s %d times for two sessions; want once", text, sub)
+			}
+
+			if err := a.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: text}); err != nil {
+				t.Fatal(err)
+			}
+			before := seenC.count(text)
+			testwait.Until(t, ctx, "c still told of "+text, func() (bool, error) {
+				touch(t, b, text)
+				return seenC.count(text) > before, nil
+			})
+			if _, unsub := up.counts(text); unsub != 0 {
+				t.Errorf("the upstream was unsubscribed from %s while c still is subscribed", text)
+			}
+			// The last subscriber's session ends without unsubscribing.
+			c.Close()
+			testwait.Until(t, ctx, "the upstream unsubscribed from "+text, func() (bool, error) {
+				_, unsub := up.counts(text)
+				return unsub == 1, fmt.Errorf("unsubscribed %d times", unsub)
+			})
+		})
+	}
+}
+
+// listChanges counts list_changed notifications a client receives.
+type listChanges struct {
+	mu                 sync.Mutex
+	prompts, resources int
+}
+
+func (l *listChanges) options() *mcp.ClientOptions {
+	return &mcp.ClientOptions{
+		PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) {
+			l.mu.Lock()
+			l.prompts++
+			l.mu.Unlock()
+		},
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+			l.mu.Lock()
+			l.resources++
+			l.mu.Unlock()
+		},
+	}
+}
+
+func (l *listChanges) counts() (prompts, resources int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.prompts, l.resources
+}
+
+// TestSurfaceListChanged: an upstream that adds a prompt and a resource
+// makes taskgate tell its clients that both lists changed, and list them.
+func TestSurfaceListChanged(t *testing.T) {
+	for _, era := range surfaceEras {
+		t.Run(era.name, func(t *testing.T) {
+			up := newSurfaceUpstream("one", era.versions...)
+			url, key := surfaceGateway(t, fmt.Sprintf("  - name: one\n    url: %s\n    prefix: \"\"\n", up.serve(t, era.stateless)))
+			var changes listChanges
+			cs := dialSurface(t, url, key, era.client, changes.options())
+			ctx := testCtx(t)
+			n := 0
+			// A 2026-07-28 client hears of changes once its listen stream
+			// is open: add until it has heard.
+			testwait.Until(t, ctx, "prompts and resources list_changed", func() (bool, error) {
+				n++
+				if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"name": fmt.Sprintf("new%d", n)}}); err != nil || res.IsError {
+					return false, fmt.Errorf("add: %v, %v", res, err)
+				}
+				p, r := changes.counts()
+				return p > 0 && r > 0, fmt.Errorf("%d prompts and %d resources notifications", p, r)
+			})
+			if names := promptNames(t, cs); !slices.Contains(names, "new1") {
+				t.Errorf("prompts = %v; want new1 listed", names)
+			}
+			if got := promptText(t, cs, "new1"); got != "new1 from one" {
+				t.Errorf("prompts/get new1 = %q", got)
+			}
+			if uris, _ := resourceURIs(t, cs); !slices.Contains(uris, "test://one/added/new1") {
+				t.Errorf("resources = %v; want test://one/added/new1", uris)
+			}
+		})
+	}
+}
+
+// TestSurfaceInputRequired: a 2026-07-28 upstream's input_required answer
+// to prompts/get reaches a 2026-07-28 client as it is, and the retry with
+// inputResponses and requestState reaches the upstream as it is; a
+// 2025-11-25 client is asked by elicitation instead (the go-sdk's own
+// handling of such a result) and gets the final result.
+func TestSurfaceInputRequired(t *testing.T) {
+	up := newSurfaceUpstream("one")
+	url, key := surfaceGateway(t, fmt.Sprintf("  - name: one\n    url: %s\n    prefix: \"\"\n", up.serve(t, true)))
+	ctx := testCtx(t)
+
+	cs := dialSurface(t, url, key, "2026-07-28", &mcp.ClientOptions{MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true}})
+	res, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "confirm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask, ok := res.InputRequests["sure"].(*mcp.ElicitParams)
+	if !res.NeedsInput() || !ok || ask.Message != "sure?" || res.RequestState != "state-one" {
+		t.Fatalf("prompts/get = %s; want the upstream's input_required result", jsonOf(t, res))
+	}
+	res, err = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "confirm", RequestState: res.RequestState,
+		InputResponses: mcp.InputResponseMap{"sure": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Messages[0].Content.(*mcp.TextContent).Text; res.NeedsInput() || !strings.Contains(got, `"action":"accept"`) || !strings.HasSuffix(got, "in state-one") {
+		t.Errorf("retried prompts/get = %s; want the upstream to have had the answer and the state", jsonOf(t, res))
+	}
+
+	legacy := dialSurface(t, url, key, "2025-11-25", &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}, nil
+	}})
+	res, err = legacy.GetPrompt(ctx, &mcp.GetPromptParams{Name: "confirm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Messages[0].Content.(*mcp.TextContent).Text; !strings.Contains(got, `"action":"accept"`) {
+		t.Errorf("prompts/get for a 2025-11-25 client = %q; want it confirmed by elicitation", got)
 	}
 }
