@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -658,5 +659,47 @@ func TestSurfaceInputRequired(t *testing.T) {
 	}
 	if got := res.Messages[0].Content.(*mcp.TextContent).Text; !strings.Contains(got, `"action":"accept"`) {
 		t.Errorf("prompts/get for a 2025-11-25 client = %q; want it confirmed by elicitation", got)
+	}
+}
+
+// TestSurfaceStdioUpstream: resources, prompts, completion, subscriptions
+// and list changes of an upstream that taskgate runs as a stdio child.
+func TestSurfaceStdioUpstream(t *testing.T) {
+	cmdLine, _ := json.Marshal([]string{os.Args[0]})
+	url, key := surfaceGateway(t, fmt.Sprintf("  - name: one\n    command: %s\n    env: {%s: surface}\n    prefix: \"\"\n", cmdLine, helperEnv))
+	for _, version := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			var seen updates
+			var changes listChanges
+			opts := changes.options()
+			opts.ResourceUpdatedHandler = seen.add
+			cs := dialSurface(t, url, key, version, opts)
+			ctx := testCtx(t)
+			if uris, pages := resourceURIs(t, cs); !slices.Contains(uris, "test://stdio/text") || pages < 2 {
+				t.Errorf("resources = %v in %d pages", uris, pages)
+			}
+			if got := readText(t, cs, "test://stdio/items/3"); got != "item 3 from stdio" {
+				t.Errorf("read = %q", got)
+			}
+			if got := promptText(t, cs, "greet"); got != "hello ada from stdio" {
+				t.Errorf("greet = %q", got)
+			}
+			res, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "greet"}, Argument: mcp.CompleteParamsArgument{Name: "who", Value: "x"}})
+			if err != nil || !slices.Equal(res.Completion.Values, []string{"stdio|ref/prompt|greet|x"}) {
+				t.Errorf("complete = %v, %v", res, err)
+			}
+			subscribe(t, cs, version, "test://stdio/text")
+			testwait.Until(t, ctx, "told of the update", func() (bool, error) {
+				touch(t, cs, "test://stdio/text")
+				return seen.count("test://stdio/text") > 0, nil
+			})
+			name := "added" + strings.ReplaceAll(version, "-", "")
+			if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "add", Arguments: map[string]any{"name": name}}); err != nil || res.IsError {
+				t.Fatalf("add = %v, %v", res, err)
+			}
+			testwait.Until(t, ctx, "the added prompt listed", func() (bool, error) {
+				return slices.Contains(promptNames(t, cs), name), nil
+			})
+		})
 	}
 }
