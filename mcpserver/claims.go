@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"regexp"
 	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // An itemKind names what an upstream lists besides tools.
@@ -84,4 +86,36 @@ func templatePattern(tmpl string) (*regexp.Regexp, bool) {
 	b.WriteString("$")
 	re, err := regexp.Compile(b.String())
 	return re, err == nil
+}
+
+// advertise sets what caps says of resources, prompts and completion to
+// the union of what the upstreams offer, given each configured upstream's
+// capabilities (nil for one that has not connected yet). taskgate carries
+// list changes of its own (it notices them when it lists), so resources and
+// prompts are advertised with listChanged whenever they are at all. While
+// an upstream has not connected, it may offer anything, and everything
+// taskgate carries is advertised: a client that connects first still
+// learns of it, and until then it lists nothing.
+func advertise(caps *mcp.ServerCapabilities, upstreams []*mcp.ServerCapabilities) {
+	var resources, subscribe, prompts, completions bool
+	for _, u := range upstreams {
+		if u == nil {
+			resources, subscribe, prompts, completions = true, true, true, true
+			break
+		}
+		resources = resources || u.Resources != nil
+		subscribe = subscribe || u.Resources != nil && u.Resources.Subscribe
+		prompts = prompts || u.Prompts != nil
+		completions = completions || u.Completions != nil
+	}
+	caps.Resources, caps.Prompts, caps.Completions = nil, nil, nil
+	if resources {
+		caps.Resources = &mcp.ResourceCapabilities{Subscribe: subscribe, ListChanged: true}
+	}
+	if prompts {
+		caps.Prompts = &mcp.PromptCapabilities{ListChanged: true}
+	}
+	if completions {
+		caps.Completions = &mcp.CompletionCapabilities{}
+	}
 }

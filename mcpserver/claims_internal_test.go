@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"reflect"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestClaim(t *testing.T) {
@@ -58,5 +60,37 @@ func TestTemplatePattern(t *testing.T) {
 	}
 	if _, ok := templatePattern("test://items/{id"); ok {
 		t.Error("an unclosed expression made a pattern")
+	}
+}
+
+func TestAdvertise(t *testing.T) {
+	all := &mcp.ServerCapabilities{
+		Resources:   &mcp.ResourceCapabilities{Subscribe: true, ListChanged: true},
+		Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+		Completions: &mcp.CompletionCapabilities{},
+	}
+	toolsOnly := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
+	for _, tt := range []struct {
+		name      string
+		upstreams []*mcp.ServerCapabilities
+		want      *mcp.ServerCapabilities
+	}{
+		{"no upstreams", nil, &mcp.ServerCapabilities{}},
+		{"tools only", []*mcp.ServerCapabilities{toolsOnly}, &mcp.ServerCapabilities{}},
+		{"not connected yet: all taskgate carries", []*mcp.ServerCapabilities{toolsOnly, nil}, all},
+		{"resources without subscribe or list changes",
+			[]*mcp.ServerCapabilities{toolsOnly, {Resources: &mcp.ResourceCapabilities{}}},
+			&mcp.ServerCapabilities{Resources: &mcp.ResourceCapabilities{ListChanged: true}}},
+		{"the union of two",
+			[]*mcp.ServerCapabilities{{Prompts: &mcp.PromptCapabilities{}}, {Resources: &mcp.ResourceCapabilities{Subscribe: true}, Completions: &mcp.CompletionCapabilities{}}},
+			all},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := &mcp.ServerCapabilities{Resources: &mcp.ResourceCapabilities{Subscribe: true}, Completions: &mcp.CompletionCapabilities{}}
+			advertise(got, tt.upstreams)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("advertise = %+v; want %+v", got, tt.want)
+			}
+		})
 	}
 }

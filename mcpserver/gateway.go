@@ -144,6 +144,7 @@ func (g *Gateway) newServer(defaultTenant string, opts *mcp.ServerOptions) (*mcp
 	so.Logger = g.log
 	g.surfaceOptions(&so)
 	s := mcp.NewServer(&mcp.Implementation{Name: "taskgate", Version: serverVersion()}, &so)
+	s.AddReceivingMiddleware(g.advertiseSurface)
 	h := &host{g: g, defaultTenant: defaultTenant}
 	if err := taskwire.Install(s, h, &taskwire.Options{Logger: g.log}); err != nil {
 		return nil, err

@@ -93,10 +93,10 @@ func (g *Gateway) initSurface() {
 	}
 }
 
-// surfaceCapabilities are what every downstream server advertises beyond
-// tools. They are fixed when a server is made, before any upstream may have
-// connected, so they say what taskgate carries: an upstream that offers
-// less answers empty lists and its own errors.
+// surfaceCapabilities are the capabilities of every downstream server:
+// everything taskgate carries, so that the go-sdk serves it (it agrees to a
+// subscriptions/listen by these). What a client is told is narrowed to
+// what the upstreams offer by advertiseSurface.
 func surfaceCapabilities() *mcp.ServerCapabilities {
 	return &mcp.ServerCapabilities{
 		Tools:       &mcp.ToolCapabilities{ListChanged: true},
@@ -113,6 +113,40 @@ func (g *Gateway) surfaceOptions(so *mcp.ServerOptions) {
 	so.CompletionHandler = g.complete
 	so.SubscribeHandler = g.subscribe
 	so.UnsubscribeHandler = g.unsubscribe
+}
+
+// advertiseSurface tells a client, in the initialize or server/discover
+// result, the union of what the upstreams offer (advertise). It runs
+// inside the task layer, which adds the tasks capability after it.
+func (g *Gateway) advertiseSurface(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil {
+			return res, err
+		}
+		var caps **mcp.ServerCapabilities
+		switch r := res.(type) {
+		case *mcp.InitializeResult:
+			caps = &r.Capabilities
+		case *mcp.DiscoverResult:
+			caps = &r.Capabilities
+		default:
+			return res, nil
+		}
+		var ups []*mcp.ServerCapabilities
+		for _, u := range g.pool.All() {
+			c, _ := u.Capabilities()
+			ups = append(ups, c)
+		}
+		out := surfaceCapabilities()
+		if *caps != nil {
+			copied := **caps
+			out = &copied
+		}
+		advertise(out, ups)
+		*caps = out
+		return res, nil
+	}
 }
 
 // installSurface gives a new server the current prompts and the catch-all

@@ -703,3 +703,29 @@ func TestSurfaceStdioUpstream(t *testing.T) {
 		})
 	}
 }
+
+// TestSurfaceCapabilities: clients are told of resources, prompts and
+// completion when an upstream offers them or has not connected yet (and so
+// may), not when every upstream offers tools only.
+func TestSurfaceCapabilities(t *testing.T) {
+	tools := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plumbingServer("2025-11-25") }, nil))
+	t.Cleanup(tools.Close)
+	for _, tt := range []struct {
+		name, upstreams string
+		want            bool
+	}{
+		{"tools only", fmt.Sprintf("  - name: tools\n    url: %s\n", tools.URL), false},
+		{"not connected yet", fmt.Sprintf("  - name: tools\n    url: %s\n  - name: later\n    url: http://127.0.0.1:1/mcp\n    required: false\n", tools.URL), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			url, key := surfaceGateway(t, tt.upstreams)
+			for _, version := range []string{"2026-07-28", "2025-11-25"} {
+				caps := dialSurface(t, url, key, version, nil).InitializeResult().Capabilities
+				got := caps.Resources != nil && caps.Resources.Subscribe && caps.Prompts != nil && caps.Completions != nil
+				if got != tt.want || caps.Tools == nil || (!tt.want && (caps.Resources != nil || caps.Prompts != nil || caps.Completions != nil)) {
+					t.Errorf("%s: capabilities = %s; want resources, prompts and completions %v", version, jsonOf(t, caps), tt.want)
+				}
+			}
+		})
+	}
+}
