@@ -1,5 +1,7 @@
-// Package mcpserver is taskgate's downstream MCP server: the tools of every
-// upstream listed under their namespaced names, consequential calls turned
+// Package mcpserver is taskgate's downstream MCP server: the tools and
+// prompts of every upstream listed under their namespaced names, their
+// resources, templates, completion and subscriptions passed through to the
+// upstream that listed them (surface.go), consequential calls turned
 // into operations in the ledger (accepted once per tenant, returned as tasks
 // in either protocol era or awaited for clients without tasks), pass-through
 // calls forwarded with their progress and elicitation, and the HTTP surface

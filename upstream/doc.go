@@ -2,10 +2,12 @@
 // managed client per configured upstream server, reached over Streamable HTTP
 // or through a stdio command that taskgate starts, supervises and restarts.
 // An [Upstream] lists tools, makes plain calls and task calls in either
-// protocol era (through package taskwire), and carries the per-call plumbing
-// a gateway needs: extra HTTP headers such as the provider's idempotency key,
-// progress forwarded in wire order, and elicitation routed to the call that
-// caused it.
+// protocol era (through package taskwire), passes on requests for resources,
+// prompts and completion, keeps resource subscriptions across sessions
+// (reporting list changes and updates to [Upstream.OnSurfaceChange]), and
+// carries the per-call plumbing a gateway needs: extra HTTP headers such as
+// the provider's idempotency key, progress forwarded in wire order, and
+// elicitation routed to the call that caused it.
 //
 // # What this package must never do
 //
