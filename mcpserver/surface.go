@@ -50,10 +50,15 @@ type surfaceState struct {
 	subs         map[subscription]map[*mcp.ServerSession]bool
 	watched      map[*mcp.ServerSession]bool
 	syncBusy     chan struct{}
+	// resync asks for a syncSurface soon; one pending request stands for
+	// any number.
+	resync chan struct{}
 }
 
-// listing is what one upstream listed in full.
+// listing is what one upstream listed in full, as of its surface
+// generation gen.
 type listing struct {
+	gen       uint64
 	prompts   []*mcp.Prompt
 	resources []*mcp.Resource
 	templates []*mcp.ResourceTemplate
@@ -82,6 +87,7 @@ type subscription struct{ upstream, uri string }
 
 func (g *Gateway) initSurface() {
 	g.surface.syncBusy = make(chan struct{}, 1)
+	g.surface.resync = make(chan struct{}, 1)
 	g.surface.listings = map[string]*listing{}
 	g.surface.catalog = &catalog{}
 	g.surface.clashes = map[clash]bool{}
@@ -91,6 +97,16 @@ func (g *Gateway) initSurface() {
 	for _, u := range g.pool.All() {
 		u.OnSurfaceChange(g.surfaceChanged)
 	}
+	go func() {
+		for {
+			select {
+			case <-g.stopping.Done():
+				return
+			case <-g.surface.resync:
+				g.syncSurface(g.stopping)
+			}
+		}
+	}()
 }
 
 // surfaceCapabilities are the capabilities of every downstream server:
@@ -165,16 +181,20 @@ func (g *Gateway) surfaceChanged(ch upstream.SurfaceChange) {
 	switch ch.Kind {
 	case upstream.ResourceUpdated:
 		g.resourceUpdated(ch.Upstream, ch.Updated)
-	case upstream.ResourcesChanged, upstream.PromptsChanged:
+	case upstream.ResourcesChanged, upstream.PromptsChanged, upstream.SessionStarted:
 		// Not on the notification handler: listing waits for the session.
-		go g.syncSurface(g.stopping)
+		select {
+		case g.surface.resync <- struct{}{}:
+		default:
+		}
 	}
 }
 
-// syncSurface lists every connected upstream's prompts, resources and
-// templates in full, decides their owners and publishes the changes. An
-// upstream that cannot be listed keeps what it listed before, so that a
-// reconnect does not make items flicker out.
+// syncSurface lists the prompts, resources and templates of every
+// connected upstream whose lists may have changed since it was last listed
+// (its surface generation), decides their owners and publishes the
+// changes. An upstream that cannot be listed keeps what it listed before,
+// so that a reconnect does not make items flicker out.
 func (g *Gateway) syncSurface(ctx context.Context) {
 	select {
 	case g.surface.syncBusy <- struct{}{}:
@@ -185,7 +205,11 @@ func (g *Gateway) syncSurface(ctx context.Context) {
 	fresh := map[string]*listing{}
 	for _, u := range g.pool.All() {
 		caps, connected := u.Capabilities()
-		if !connected {
+		gen := u.SurfaceGeneration()
+		g.surface.mu.Lock()
+		last := g.surface.listings[u.Name()]
+		g.surface.mu.Unlock()
+		if !connected || last != nil && last.gen == gen {
 			continue
 		}
 		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -195,7 +219,11 @@ func (g *Gateway) syncSurface(ctx context.Context) {
 			g.log.Debug("upstream prompts and resources not available", "upstream", u.Name(), "err", err)
 			continue
 		}
+		l.gen = gen
 		fresh[u.Name()] = l
+	}
+	if len(fresh) == 0 {
+		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -258,6 +286,7 @@ func listAll(ctx context.Context, u *upstream.Upstream, caps *mcp.ServerCapabili
 func (g *Gateway) catalogOf(listings map[string]*listing) (*catalog, []clash) {
 	var prompts, resources, templates []offer
 	downstream := map[offer]*mcp.Prompt{}
+	original := map[offer]string{} // the upstream's own prompt name
 	for _, u := range g.pool.All() {
 		l := listings[u.Name()]
 		if l == nil {
@@ -271,7 +300,7 @@ func (g *Gateway) catalogOf(listings map[string]*listing) (*catalog, []clash) {
 				dp := *p
 				dp.Name = name
 				dp.Meta = forwardableMeta(p.Meta)
-				downstream[o] = &dp
+				downstream[o], original[o] = &dp, p.Name
 			}
 		}
 		for _, r := range l.resources {
@@ -284,8 +313,8 @@ func (g *Gateway) catalogOf(listings map[string]*listing) (*catalog, []clash) {
 	c := &catalog{prompts: map[string]promptRoute{}}
 	promptOwners, clashes := claim(kindPrompt, prompts)
 	for name, up := range promptOwners {
-		dp := downstream[offer{upstream: up, key: name}]
-		c.prompts[name] = promptRoute{upstream: up, name: g.upstreamPromptName(up, name), prompt: dp}
+		o := offer{upstream: up, key: name}
+		c.prompts[name] = promptRoute{upstream: up, name: original[o], prompt: downstream[o]}
 	}
 	var more []clash
 	c.resources, more = claim(kindResource, resources)
@@ -311,14 +340,6 @@ func (g *Gateway) promptName(up, name string) string {
 		return name
 	}
 	return u.Config().ToolPrefix() + "." + name
-}
-
-func (g *Gateway) upstreamPromptName(up, name string) string {
-	u, ok := g.pool.Get(up)
-	if !ok || u.Config().ToolPrefix() == "" {
-		return name
-	}
-	return name[len(u.Config().ToolPrefix())+1:]
 }
 
 // publishSurface makes next the catalog and brings every server in step:
@@ -472,6 +493,9 @@ func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 // complete forwards completion/complete to the upstream that owns the
 // reference: the prompt's (under its own name) or the template's.
 func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	if req.Params.Ref == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "completion/complete needs a ref"}
+	}
 	p := *req.Params
 	p.Meta = forwardableMeta(req.Params.Meta)
 	ref := *req.Params.Ref

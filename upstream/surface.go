@@ -24,6 +24,8 @@ const (
 	PromptsChanged
 	// ResourceUpdated: notifications/resources/updated for a subscribed URI.
 	ResourceUpdated
+	// SessionStarted: a new session, whose lists may differ from the last.
+	SessionStarted
 )
 
 // A SurfaceChange is one announcement of an upstream. Updated is set for
@@ -42,10 +44,11 @@ type surface struct {
 	listeners  []func(SurfaceChange)
 	subscribed map[string]bool
 	lastCaps   *mcp.ServerCapabilities // of the last session
+	gen        uint64                  // bumped by list changes and new sessions
 }
 
 // OnSurfaceChange registers fn to be told of every list change and resource
-// update the upstream announces. fn runs on the session's notification
+// update the upstream announces, and of every new session. fn runs on the session's notification
 // handler and must not block for long.
 func (u *Upstream) OnSurfaceChange(fn func(SurfaceChange)) {
 	u.surface.mu.Lock()
@@ -64,11 +67,29 @@ func (u *Upstream) announce(ch SurfaceChange) {
 }
 
 func (u *Upstream) resourcesChanged(context.Context, *mcp.ResourceListChangedRequest) {
+	u.bumpSurface()
 	u.announce(SurfaceChange{Kind: ResourcesChanged})
 }
 
 func (u *Upstream) promptsChanged(context.Context, *mcp.PromptListChangedRequest) {
+	u.bumpSurface()
 	u.announce(SurfaceChange{Kind: PromptsChanged})
+}
+
+func (u *Upstream) bumpSurface() {
+	u.surface.mu.Lock()
+	u.surface.gen++
+	u.surface.mu.Unlock()
+}
+
+// SurfaceGeneration changes whenever what the upstream lists besides tools
+// may have changed: on its resources or prompts list_changed and on every
+// new session. A listing made after reading it is current until it
+// changes again.
+func (u *Upstream) SurfaceGeneration() uint64 {
+	u.surface.mu.Lock()
+	defer u.surface.mu.Unlock()
+	return u.surface.gen
 }
 
 func (u *Upstream) resourceUpdated(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
@@ -250,8 +271,10 @@ func (u *Upstream) subscribeOn(ctx context.Context, c *conn, uri string) error {
 func (u *Upstream) sessionStarted(ctx context.Context, c *conn) {
 	u.surface.mu.Lock()
 	u.surface.lastCaps = c.cs.InitializeResult().Capabilities
+	u.surface.gen++
 	uris := slices.Sorted(maps.Keys(u.surface.subscribed))
 	u.surface.mu.Unlock()
+	u.announce(SurfaceChange{Kind: SessionStarted})
 	for _, uri := range uris {
 		sctx, cancel := u.bound(ctx)
 		err := u.subscribeOn(sctx, c, uri)
