@@ -44,12 +44,9 @@ type surfaceState struct {
 	catalog  *catalog
 	clashes  map[clash]bool    // logged already
 	prompts  map[string]string // downstream prompt name -> JSON, to notice changes
-	// resourcesKey is the catalog's resources and templates as JSON, to
-	// notice changes.
-	resourcesKey string
-	subs         map[subscription]map[*mcp.ServerSession]bool
-	watched      map[*mcp.ServerSession]bool
-	syncBusy     chan struct{}
+	subs     map[subscription]map[*mcp.ServerSession]bool
+	watched  map[*mcp.ServerSession]bool
+	syncBusy chan struct{}
 	// resync asks for a syncSurface soon; one pending request stands for
 	// any number.
 	resync chan struct{}
@@ -70,6 +67,9 @@ type catalog struct {
 	resources map[string]string      // URI -> upstream
 	templates map[string]string      // URI template -> upstream
 	patterns  []templateRoute        // configuration order
+	// resourcesKey is every listed resource and template as JSON, to
+	// notice changes.
+	resourcesKey string
 }
 
 type promptRoute struct {
@@ -287,11 +287,13 @@ func (g *Gateway) catalogOf(listings map[string]*listing) (*catalog, []clash) {
 	var prompts, resources, templates []offer
 	downstream := map[offer]*mcp.Prompt{}
 	original := map[offer]string{} // the upstream's own prompt name
+	var listed []any
 	for _, u := range g.pool.All() {
 		l := listings[u.Name()]
 		if l == nil {
 			continue
 		}
+		listed = append(listed, u.Name(), l.resources, l.templates)
 		for _, p := range l.prompts {
 			name := g.promptName(u.Name(), p.Name)
 			o := offer{upstream: u.Name(), key: name}
@@ -310,7 +312,8 @@ func (g *Gateway) catalogOf(listings map[string]*listing) (*catalog, []clash) {
 			templates = append(templates, offer{upstream: u.Name(), key: t.URITemplate})
 		}
 	}
-	c := &catalog{prompts: map[string]promptRoute{}}
+	key, _ := json.Marshal(listed)
+	c := &catalog{prompts: map[string]promptRoute{}, resourcesKey: string(key)}
 	promptOwners, clashes := claim(kindPrompt, prompts)
 	for name, up := range promptOwners {
 		o := offer{upstream: up, key: name}
@@ -374,9 +377,7 @@ func (g *Gateway) publishSurface(next *catalog) {
 			s.AddPrompt(r.prompt, g.getPrompt(r))
 		}
 	}
-	key, _ := json.Marshal(struct{ Resources, Templates map[string]string }{next.resources, next.templates})
-	changed := g.surface.resourcesKey != "" && g.surface.resourcesKey != string(key)
-	g.surface.resourcesKey = string(key)
+	changed := next.resourcesKey != g.surface.catalog.resourcesKey
 	g.surface.catalog = next
 	if changed {
 		for _, s := range g.servers {
