@@ -56,6 +56,21 @@
 // promises a direct result. An upstream that answers a plain call with a task
 // all the same is reported as an [UnrequestedTaskError].
 //
+// # Resources, prompts and subscriptions
+//
+// Lists (one page at a time, as the upstream pages them), resources/read,
+// prompts/get and completion/complete are sent on the upstream's session
+// like tool calls that do not elicit, and their answers, input_required
+// results included, are returned as they are. A resource subscription is
+// the one request the package makes again by itself: [Upstream.Subscribe]
+// holds until [Upstream.Unsubscribe], so every new session is subscribed
+// to the URIs subscribed before (a subscription changes no state an
+// operation depends on). On a 2026-07-28 session a subscription is a
+// subscriptions/listen stream that stays open. The upstream's list changes
+// and resource updates, and each new session, are reported to
+// [Upstream.OnSurfaceChange]; [Upstream.SurfaceGeneration] says whether a
+// listing may be stale.
+//
 // # Progress
 //
 // The go-sdk client dispatches progress notifications asynchronously, so a
