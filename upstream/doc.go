@@ -2,11 +2,13 @@
 // managed client per configured upstream server, reached over Streamable HTTP
 // or through a stdio command that taskgate starts, supervises and restarts.
 // An [Upstream] lists tools, makes plain calls and task calls in either
-// protocol era (through package taskwire), and carries the per-call plumbing
-// a gateway needs: extra HTTP headers such as the provider's idempotency key,
-// progress and log messages forwarded in wire order, and the upstream's
-// questions (elicitation, sampling, roots) routed to the call that caused
-// them.
+// protocol era (through package taskwire), passes on requests for resources,
+// prompts and completion, keeps resource subscriptions across sessions
+// (reporting list changes and updates to [Upstream.OnSurfaceChange]), and
+// carries the per-call plumbing a gateway needs: extra HTTP headers such as
+// the provider's idempotency key, progress and log messages forwarded in
+// wire order, and the upstream's questions (elicitation, sampling, roots)
+// routed to the call that caused them.
 //
 // # What this package must never do
 //
@@ -54,6 +56,21 @@
 // let the upstream answer any plain CallTool with a task, and CallTool
 // promises a direct result. An upstream that answers a plain call with a task
 // all the same is reported as an [UnrequestedTaskError].
+//
+// # Resources, prompts and subscriptions
+//
+// Lists (one page at a time, as the upstream pages them), resources/read,
+// prompts/get and completion/complete are sent on the upstream's session
+// like tool calls that do not elicit, and their answers, input_required
+// results included, are returned as they are. A resource subscription is
+// the one request the package makes again by itself: [Upstream.Subscribe]
+// holds until [Upstream.Unsubscribe], so every new session is subscribed
+// to the URIs subscribed before (a subscription changes no state an
+// operation depends on). On a 2026-07-28 session a subscription is a
+// subscriptions/listen stream that stays open. The upstream's list changes
+// and resource updates, and each new session, are reported to
+// [Upstream.OnSurfaceChange]; [Upstream.SurfaceGeneration] says whether a
+// listing may be stale.
 //
 // # Progress
 //

@@ -71,6 +71,8 @@ type Upstream struct {
 	toolsGen uint64 // bumped by reconnects and tools/list_changed
 	tools    toolCache
 	closeErr error // from stopping the last stdio child on shutdown
+
+	surface surface
 }
 
 // conn is one connected session.
@@ -112,6 +114,10 @@ func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 	u.client = mcp.NewClient(u.impl, &mcp.ClientOptions{
 		Logger:                 u.logger,
 		ToolListChangedHandler: u.toolsChanged,
+		// Resources and prompts: see surface.go.
+		ResourceListChangedHandler: u.resourcesChanged,
+		PromptListChangedHandler:   u.promptsChanged,
+		ResourceUpdatedHandler:     u.resourceUpdated,
 		// Elicitation, answered by the call that can (answerQuestions). No
 		// sampling, and roots answered with none: the gateway has neither
 		// a model nor files; a call whose client has them declares them in
@@ -338,6 +344,7 @@ func (u *Upstream) run(ctx context.Context) {
 			attempt = 0
 			up := time.Now()
 			u.setUp(c)
+			u.sessionStarted(ctx, c)
 			reason := u.watch(ctx, c)
 			u.setDown(c, reason)
 			closeErr := c.cs.Close()
