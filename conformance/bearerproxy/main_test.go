@@ -83,6 +83,50 @@ func TestProxyAddsTheKeyAndKeepsHostAndOrigin(t *testing.T) {
 	}
 }
 
+// A body the client streams reaches the gateway whole, with its length.
+func TestProxyForwardsBodiesWhole(t *testing.T) {
+	type seen struct {
+		length int64
+		body   string
+	}
+	got := make(chan seen, 1)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("backend read: %v", err)
+		}
+		got <- seen{r.ContentLength, string(b)}
+	}))
+	defer backend.Close()
+	proxy := startProxy(t, backend.URL)
+
+	const msg = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	pr, pw := io.Pipe()
+	go func() {
+		io.WriteString(pw, msg[:10])
+		io.WriteString(pw, msg[10:])
+		pw.Close()
+	}()
+	resp, err := http.Post(proxy+"/mcp", "application/json", pr) // chunked: no length
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if s := <-got; s != (seen{int64(len(msg)), msg}) {
+		t.Fatalf("the backend saw %+v, want the whole body with its length", s)
+	}
+
+	big := strings.NewReader(strings.Repeat("x", maxBody+1))
+	resp, err = http.Post(proxy+"/mcp", "application/json", big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body over %d bytes: status %d, want 413", maxBody, resp.StatusCode)
+	}
+}
+
 // An event reaches the client while the backend's response is still open:
 // the proxy does not buffer SSE streams.
 func TestProxyFlushesEventsAsTheyCome(t *testing.T) {
