@@ -15,9 +15,9 @@
 //	verdict -results DIR -baseline conformance/baseline.yml [-markdown FILE]
 //
 // DIR holds one directory per run (2025-11-25, 2026-07-28, tasks), each with
-// direct/ and gateway/ as written by the suite's -o option. The tasks run
-// may be missing: it is then reported as skipped and its baseline section is
-// not judged.
+// direct/ and gateway/ as written by the suite's -o option; the tasks run
+// has gateway/ only. The tasks run may be missing: it is then reported as
+// skipped and its baseline section is not judged.
 package main
 
 import (
@@ -65,9 +65,11 @@ func run(args []string, stdout io.Writer) (int, error) {
 			judged = append(judged, Judged{Run: r, Skipped: true})
 			continue
 		}
-		direct, err := readResults(filepath.Join(dir, "direct"))
-		if err != nil {
-			return 2, err
+		direct := map[string]Outcome{}
+		if !r.GatewayOnly() {
+			if direct, err = readResults(filepath.Join(dir, "direct")); err != nil {
+				return 2, err
+			}
 		}
 		gateway, err := readResults(filepath.Join(dir, "gateway"))
 		if err != nil {
@@ -157,7 +159,11 @@ func Markdown(judged []Judged) string {
 			continue
 		}
 		c := Count(j.Rows)
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d |\n", j.Run.Label(), j.Run.Upstream(), c.Scenarios, c.Direct, c.Gateway, c.Baselined)
+		direct := fmt.Sprint(c.Direct)
+		if j.Run.GatewayOnly() {
+			direct = "–"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d |\n", j.Run.Label(), j.Run.Upstream(), c.Scenarios, direct, c.Gateway, c.Baselined)
 	}
 	return b.String()
 }

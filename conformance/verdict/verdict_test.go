@@ -26,11 +26,10 @@ func TestDecide(t *testing.T) {
 		{"fails directly and baselined", Run20260728, Failed, Failed, true, Stale},
 		{"baselined but never ran", Run20260728, NotRun, NotRun, true, Stale},
 		{"only through taskgate", Run20260728, NotRun, Passed, false, Holds},
-		{"tasks: fails directly, passes through taskgate", RunTasks, Failed, Passed, false, Holds},
-		{"tasks: fails both ways", RunTasks, Failed, Failed, false, Regression},
-		{"tasks: fails both ways, baselined", RunTasks, Failed, Failed, true, Expected},
-		{"tasks: baselined but passes now", RunTasks, Failed, Passed, true, Stale},
-		{"tasks: no direct result, fails through taskgate", RunTasks, NotRun, Failed, false, Regression},
+		{"tasks: passes through taskgate", RunTasks, NotRun, Passed, false, Holds},
+		{"tasks: fails through taskgate", RunTasks, NotRun, Failed, false, Regression},
+		{"tasks: fails through taskgate, baselined", RunTasks, NotRun, Failed, true, Expected},
+		{"tasks: baselined but passes now", RunTasks, NotRun, Passed, true, Stale},
 		{"tasks: baselined but never ran", RunTasks, NotRun, NotRun, true, Stale},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -195,12 +194,16 @@ func TestRun(t *testing.T) {
 	}
 
 	// Once the tasks run exists, its baseline section is judged.
-	writeResult(t, filepath.Join(results, "tasks", "direct"), "tasks-lifecycle", failingChecks)
 	writeResult(t, filepath.Join(results, "tasks", "gateway"), "tasks-lifecycle", passingChecks)
+	writeResult(t, filepath.Join(results, "tasks", "gateway"), "tasks-mrtr-input", failingChecks)
 	write("server:\n  \"2025-11-25\":\n    completion-complete: not relayed\n  \"2026-07-28\":\n    completion-complete: not relayed\n  tasks:\n    tasks-lifecycle: not yet\n")
 	code, out = judge()
-	if code != 1 || !strings.Contains(out, "FAIL: 1 baseline entr(ies) are stale") || !strings.Contains(out, "tasks tasks-lifecycle") {
-		t.Fatalf("exit %d with a stale tasks entry:\n%s", code, out)
+	if code != 1 || !strings.Contains(out, "FAIL: 1 baseline entr(ies) are stale") || !strings.Contains(out, "  tasks tasks-lifecycle\n") ||
+		!strings.Contains(out, "FAIL: 1 scenario(s)") || !strings.Contains(out, "  tasks tasks-mrtr-input\n") {
+		t.Fatalf("exit %d with a stale tasks entry and a tasks failure:\n%s", code, out)
+	}
+	if table, err = os.ReadFile(md); err != nil || !strings.Contains(string(table), "| tasks extension (2026-07-28 wire) | internal/sim/conformanceserver | 2 | – | 1 | 0 |") {
+		t.Fatalf("Markdown table with the tasks run: %v\n%s", err, table)
 	}
 
 	if err := os.RemoveAll(filepath.Join(results, string(Run20260728))); err != nil {
