@@ -1,17 +1,19 @@
 // Package mcpserver is taskgate's downstream MCP server: the tools of every
-// upstream listed under their namespaced names, consequential calls turned
-// into operations in the ledger (accepted once per tenant, returned as tasks
-// in either protocol era or awaited for clients without tasks), pass-through
-// calls forwarded with their progress and elicitation, and the HTTP surface
-// around it (browser origin checks, authentication, health, readiness,
-// metrics).
+// upstream, listed under their namespaced names (or unprefixed when an
+// upstream's prefix is empty), consequential calls turned into operations in
+// the ledger (accepted once per tenant, returned as tasks in either protocol
+// era or awaited for clients without tasks), pass-through calls forwarded
+// with their progress, log messages and the upstream's questions to the
+// client (elicitation, sampling, roots), and the HTTP surface around it
+// (browser origin checks, authentication, health, readiness, metrics).
 //
 // The tenant of every request comes from authentication (or, for a stdio
 // front, from configuration), never from the request body. Every task lives
 // in the ledger; nothing about a task is held only in memory, so any
-// replica, or a restarted gateway, answers for it. The package never calls
-// providers for consequential work itself: the worker does, after the
-// acceptance has committed.
+// replica, or a restarted gateway, answers for it. The package never sends
+// a consequential call to its provider itself: the worker does, after the
+// acceptance has committed. The one provider call made here is the
+// contract's estimate tool, which prices a call before it is accepted.
 package mcpserver
 
 import (
@@ -140,7 +142,10 @@ func (g *Gateway) newServer(defaultTenant string, opts *mcp.ServerOptions) (*mcp
 	}
 	so.Logger = g.log
 	so.Capabilities = &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	// Upstreams' log messages reach clients (askingOptions).
+	so.Capabilities.Logging = &mcp.LoggingCapabilities{}
 	s := mcp.NewServer(&mcp.Implementation{Name: "taskgate", Version: serverVersion()}, &so)
+	s.AddSendingMiddleware(restoreRequestedSchema)
 	h := &host{g: g, defaultTenant: defaultTenant}
 	if err := taskwire.Install(s, h, &taskwire.Options{Logger: g.log}); err != nil {
 		return nil, err
