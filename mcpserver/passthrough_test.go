@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -80,12 +81,19 @@ func plumbingGatewayKeys(t *testing.T, ctx context.Context, upstreamURL, entry s
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg})
+	return startDaemon(t, ctx, cfg, nil, tenants...)
+}
+
+// startDaemon starts a gateway of cfg, logging to log (nil: nowhere), and
+// returns its MCP endpoint and an API key for each tenant.
+func startDaemon(t *testing.T, ctx context.Context, cfg *config.Config, log *slog.Logger, tenants ...string) (url string, keys []string) {
+	t.Helper()
+	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Stop(context.Background()) })
-	store, err := dburl.Open(ctx, db, nil)
+	store, err := dburl.Open(ctx, cfg.Database, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,10 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/config"
-	"github.com/taskgate/taskgate/internal/daemon"
-	"github.com/taskgate/taskgate/internal/dburl"
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/syncbuf"
 	"github.com/taskgate/taskgate/internal/testwait"
@@ -147,28 +144,14 @@ func surfaceGateway(t *testing.T, upstreams string) (url, key string) {
 // surfaceGatewayLogging is surfaceGateway logging to log.
 func surfaceGatewayLogging(t *testing.T, upstreams string, log *slog.Logger) (url, key string) {
 	t.Helper()
-	ctx := testCtx(t)
 	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
 	y := fmt.Sprintf("listen: 127.0.0.1:0\npublic_url: http://127.0.0.1:1\ndatabase: %q\nupstreams:\n%s", db, upstreams)
 	cfg, err := config.Parse(strings.NewReader(y), "surface.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Stop(context.Background()) })
-	store, err := dburl.Open(ctx, db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	key, _, err = authn.NewAPIKey(ctx, store, "acme", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d.URL + "/mcp", key
+	url, keys := startDaemon(t, testCtx(t), cfg, log, "acme")
+	return url, keys[0]
 }
 
 // dialSurface connects a client of protocol version to the gateway.
