@@ -71,10 +71,11 @@ type Store interface {
 
 	// SecretsReseal seals, under the newest key of the store's secrets key
 	// ring, the secret argument values that operations still hold in plain
-	// text (accepted before a key was configured) or under an older key,
-	// each operation in a transaction of its own. A store without a ring
-	// changes nothing. Either way it reports what the ledger holds.
-	SecretsReseal(ctx context.Context) (*SecretsReport, error)
+	// text (accepted before a key was configured) and, with p.Rotate,
+	// those sealed under an older key; each operation in a transaction of
+	// its own. A store without a ring changes nothing. Either way it
+	// reports what the ledger holds.
+	SecretsReseal(ctx context.Context, p *SecretsResealParams) (*SecretsReport, error)
 
 	// OperationGet loads one operation; ErrNotFound if none matches.
 	OperationGet(ctx context.Context, p *OperationGetParams) (*Operation, error)
@@ -127,6 +128,14 @@ type Store interface {
 	// Close releases the store's connections; pending Accept calls fail
 	// with ErrClosed.
 	Close() error
+}
+
+// SecretsResealParams say what SecretsReseal seals anew.
+type SecretsResealParams struct {
+	// Rotate reseals values sealed under an older key too. Only once every
+	// gateway on the ledger has the newest key may it run: one without it
+	// cannot open what is resealed.
+	Rotate bool
 }
 
 // SecretsReport is what the ledger holds of secret argument values: the

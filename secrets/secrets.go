@@ -131,6 +131,9 @@ func (r *Ring) Newest() string { return r.keys[len(r.keys)-1].id }
 // String shows the key IDs only, so that a ring printed by mistake
 // reveals nothing.
 func (r *Ring) String() string {
+	if r == nil {
+		return "secrets.Ring(none)"
+	}
 	return fmt.Sprintf("secrets.Ring%v", r.KeyIDs())
 }
 

@@ -206,3 +206,10 @@ func TestKeyFile(t *testing.T) {
 		t.Fatalf("a world-readable key file: %v, want a refusal", err)
 	}
 }
+
+func TestNilRingShows(t *testing.T) {
+	var r *Ring
+	if s := r.LogValue().String(); s != "secrets.Ring(none)" {
+		t.Fatalf("a nil ring shows %q", s)
+	}
+}

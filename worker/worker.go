@@ -25,6 +25,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,7 @@ import (
 	"github.com/taskgate/taskgate/internal/crashpoint"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/provider"
+	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
@@ -84,6 +86,9 @@ type Options struct {
 	Clock func() time.Time
 	// ID names this process in leases; default host-pid-random.
 	ID string
+	// Secrets opens the operations' sealed secret arguments before they
+	// are sent; nil when none are sealed (secrets.store: plaintext).
+	Secrets *secrets.Ring
 }
 
 // Worker runs the jobs.
@@ -97,6 +102,7 @@ type Worker struct {
 	id        string
 	river     ledger.JobClient
 	retry     retryPolicy
+	secrets   *secrets.Ring
 
 	stopSweep context.CancelFunc
 	wg        sync.WaitGroup
@@ -114,7 +120,7 @@ func New(opts *Options) (*Worker, error) {
 	w := &Worker{
 		store: opts.Store, upstreams: opts.Upstreams, catalog: opts.Catalog, cfg: opts.Config,
 		log: opts.Logger, clock: opts.Clock, id: opts.ID, stopping: make(chan struct{}),
-		retry: newRetryPolicy(opts.Config.Worker.Lease),
+		retry: newRetryPolicy(opts.Config.Worker.Lease), secrets: opts.Secrets,
 	}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
@@ -424,7 +430,11 @@ func (w *Worker) withLease(ctx context.Context, opRef int64, job *rivertype.JobR
 		defer close(done)
 		w.heartbeat(jobCtx, l, until, cancel)
 	}()
-	err = fn(jobCtx, l)
+	if l.args, err = w.arguments(op); err != nil {
+		err = w.undecryptable(jobCtx, l, err)
+	} else {
+		err = fn(jobCtx, l)
+	}
 	cancel(nil)
 	<-done
 	if errors.Is(err, ledger.ErrStateChanged) {
@@ -508,6 +518,10 @@ type lease struct {
 	owner    string
 	opRef    int64
 	op       *ledger.Operation
+	// args are the operation's arguments as the provider receives them:
+	// its sealed secret values opened. They never change while an
+	// operation may be sent, and are never written back.
+	args     json.RawMessage
 	handedOn bool
 }
 

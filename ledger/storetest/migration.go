@@ -62,7 +62,7 @@ func migrationMarksPlaintextSecrets(t *testing.T, l Ledger) {
 			t.Errorf("operation %d: secrets at rest %q, want %q", id, op.SecretsAtRest, want)
 		}
 	}
-	rep, err := l.Store.SecretsReseal(ctx)
+	rep, err := l.Store.SecretsReseal(ctx, nil)
 	if err != nil || rep.Plaintext != 1 {
 		t.Fatalf("report after the migration: %+v, %v; want one operation in plain text", rep, err)
 	}

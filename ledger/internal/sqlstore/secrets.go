@@ -15,7 +15,8 @@ import (
 const resealBatch = 200
 
 // SecretsReseal implements ledger.Store.
-func (s *Store) SecretsReseal(ctx context.Context) (*ledger.SecretsReport, error) {
+func (s *Store) SecretsReseal(ctx context.Context, p *ledger.SecretsResealParams) (*ledger.SecretsReport, error) {
+	rotate := p != nil && p.Rotate
 	rep := &ledger.SecretsReport{Sealed: map[string]int{}}
 	var after int64
 	for {
@@ -27,8 +28,8 @@ func (s *Store) SecretsReseal(ctx context.Context) (*ledger.SecretsReport, error
 		}
 		for _, op := range ops {
 			after = op.ID
-			if s.ring != nil && stale(op, s.ring.Newest()) {
-				resealed, err := s.reseal(ctx, op.ID)
+			if s.ring != nil && stale(op, s.ring.Newest(), rotate) {
+				resealed, err := s.reseal(ctx, op.ID, rotate)
 				switch {
 				case errors.Is(err, secrets.ErrOpen):
 					// Left as it is: its recovery goes to review with the
@@ -59,14 +60,14 @@ func (s *Store) SecretsReseal(ctx context.Context) (*ledger.SecretsReport, error
 
 // reseal seals one operation's secret values under the newest key, in a
 // transaction that holds the operation; nil if it no longer holds them.
-func (s *Store) reseal(ctx context.Context, opRef int64) (*ledger.Operation, error) {
+func (s *Store) reseal(ctx context.Context, opRef int64, rotate bool) (*ledger.Operation, error) {
 	var out *ledger.Operation
 	err := s.InTx(ctx, func(tx Tx) error {
 		op, err := s.operationByID(ctx, tx, opRef)
 		if err != nil {
 			return err
 		}
-		if !op.SecretsAtRest.Held() || !stale(op, s.ring.Newest()) {
+		if !op.SecretsAtRest.Held() || !stale(op, s.ring.Newest(), rotate) {
 			return nil
 		}
 		args, err := s.ring.Reseal(op.Arguments, op.SecretArguments, op.SecretScope(), op.SecretsAtRest == ledger.SecretsPlaintext)
@@ -84,11 +85,14 @@ func (s *Store) reseal(ctx context.Context, opRef int64) (*ledger.Operation, err
 	return out, err
 }
 
-// stale reports whether op keeps a secret value in plain text or under a
-// key other than newest.
-func stale(op *ledger.Operation, newest string) bool {
+// stale reports whether op keeps a secret value in plain text or, when
+// rotating, under a key other than newest.
+func stale(op *ledger.Operation, newest string, rotate bool) bool {
 	if op.SecretsAtRest == ledger.SecretsPlaintext {
 		return true
+	}
+	if !rotate {
+		return false
 	}
 	ids := sealedUnder(op)
 	return len(ids) > 0 && !slices.Equal(ids, []string{newest})
