@@ -17,14 +17,17 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/internal/crashpoint"
 	"github.com/taskgate/taskgate/internal/pgtest"
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/sqlite"
+	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/taskwire"
+	"github.com/taskgate/taskgate/worker"
 )
 
 // liveToken is a secret argument value no other test uses.
@@ -193,4 +196,81 @@ func startTaskWith(t *testing.T, ctx context.Context, cs *mcp.ClientSession, opI
 		t.Fatalf("tools/call %s = task %v, result %v, error %v; want a task", opID, task, res, err)
 	}
 	return task
+}
+
+// acceptDirect accepts a run_suite call as the gateway does, through the
+// harness's store, with its dispatch job.
+func acceptDirect(t *testing.T, ctx context.Context, h *fixtures.Harness, opID string, args map[string]any) *ledger.Operation {
+	t.Helper()
+	raw, err := json.Marshal(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp, err := canon.Compute("hosted_test", "run_suite", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Store.Accept(ctx, &ledger.AcceptParams{
+		Tenant: tenant, OperationID: opID, Upstream: "hosted_test", Tool: "run_suite", Fingerprint: string(fp), Arguments: raw,
+		RequestID: ledger.NewRequestID(), TaskID: ledger.NewTaskID(), Source: "test", RetryPolicy: ledger.RetryLookupThenAttach,
+		Priced: true, SecretArguments: []string{"token"}, Approval: ledger.ApprovalRequirement{Estimate: money.MustParse("18.00", "USD")},
+		Enqueue: worker.Dispatch, QueueLease: h.Config.Worker.Lease,
+	})
+	if err != nil || res.Decision != ledger.DecisionCreated {
+		t.Fatalf("accept %s: %+v, %v", opID, res, err)
+	}
+	return res.Operation
+}
+
+// TestMovedCiphertext: a sealed secret copied from one operation's row
+// into another's does not open there. That operation waits for review
+// with a reason that says so, and nothing is sent for it; the operation
+// the value belongs to runs as usual.
+func TestMovedCiphertext(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	h := newHarness(t, &fixtures.Options{Config: fixtures.ConfigOptions{SecretArguments: []string{"token"}, SecretsKeyFile: keyFile(t)}})
+	logHistory(t, h.Store, "op-moved")
+	logHistory(t, h.Store, "op-own")
+	if err := h.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	token := liveToken()
+	own := acceptDirect(t, ctx, h, "op-own", map[string]any{"suite": "settlement", "token": token})
+	moved := acceptDirect(t, ctx, h, "op-moved", map[string]any{"suite": "settlement", "token": liveToken()})
+	if _, err := h.Store.(*sqlite.Store).DB().ExecContext(ctx, `UPDATE operations SET arguments = (SELECT arguments FROM operations WHERE id = ?) WHERE id = ?`, own.ID, moved.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	review := awaitOperation(t, ctx, h.Store, "op-moved", endedOrReview)
+	if review.State != ledger.StateReview || review.ReviewReason != ledger.ReasonSecretUndecryptable || review.SendCount != 0 {
+		t.Fatalf("the operation with a moved secret is %s (reason %q, sends %d); want review for %s with nothing sent",
+			review.State, review.ReviewReason, review.SendCount, ledger.ReasonSecretUndecryptable)
+	}
+	if !strings.Contains(review.StatusMessage, "sealed for another operation") || !strings.Contains(review.StatusMessage, "nothing was sent") {
+		t.Errorf("status message %q does not say why, or that nothing was sent", review.StatusMessage)
+	}
+	if evs := events(t, ctx, h.Store, review, ledger.EventRequireReview); len(evs) != 1 || evs[0]["reason"] != ledger.ReasonSecretUndecryptable {
+		t.Errorf("require_review events %v, want one with reason %s", evs, ledger.ReasonSecretUndecryptable)
+	}
+	if strings.Contains(review.StatusMessage, token) {
+		t.Error("the status message shows the secret")
+	}
+	done := awaitOperation(t, ctx, h.Store, "op-own", ended)
+	jobs := h.Sim.Jobs()
+	if done.State != ledger.StateCompleted || len(jobs) != 1 || jobs[0].Token != token {
+		t.Fatalf("the owner ended %s; provider jobs %+v; want one job, the owner's, with its token", done.State, jobs)
+	}
+}
+
+// TestMissingSecretsKey: a tool declares secret arguments and no key is
+// configured: the gateway refuses to start and says how to create one.
+func TestMissingSecretsKey(t *testing.T) {
+	ctx := testCtx(t, 30*time.Second)
+	_, err := fixtures.New(ctx, &fixtures.Options{Dir: t.TempDir(), Config: fixtures.ConfigOptions{SecretArguments: []string{"token"}}})
+	if err == nil || !strings.Contains(err.Error(), "taskgate secrets-key create") || !strings.Contains(err.Error(), "hosted_test.run_suite") {
+		t.Fatalf("start without a secrets key: %v; want a refusal naming the tool and taskgate secrets-key create", err)
+	}
 }

@@ -514,10 +514,10 @@ const riverSchedulerLag = 5 * time.Second
 
 // lease is one job's hold on an operation.
 type lease struct {
-	w        *Worker
-	owner    string
-	opRef    int64
-	op       *ledger.Operation
+	w     *Worker
+	owner string
+	opRef int64
+	op    *ledger.Operation
 	// args are the operation's arguments as the provider receives them:
 	// its sealed secret values opened. They never change while an
 	// operation may be sent, and are never written back.
