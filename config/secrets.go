@@ -71,7 +71,7 @@ func (c *Config) CheckSecretsKey(haveKey bool) error {
 	if haveKey || c.Secrets.Store == SecretsPlaintext || len(tools) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: %w, but %s declare secret_arguments, whose values the ledger keeps for a recovery; "+
+	return fmt.Errorf("%s: %w, but tools declare secret_arguments (%s), whose values the ledger keeps for a recovery; "+
 		"create a key with taskgate secrets-key create --file taskgate.keys and set secrets.key_file: taskgate.keys "+
 		"(or put the key in the environment variable TASKGATE_SECRETS_KEYS), or set secrets.store: plaintext to keep them unencrypted",
 		c.File, ErrNoSecretsKey, strings.Join(tools, ", "))

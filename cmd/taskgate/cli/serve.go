@@ -75,6 +75,9 @@ func (e *env) serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := cfg.CheckSecretsKey(ring != nil); err != nil {
+				return err
+			}
 			log := e.logger()
 			gc := daemon.TuneGC(e.getenv)
 			ctx := cmd.Context()
