@@ -13,6 +13,12 @@
 // operation's job; a reconcile job it left running is rescued by the job
 // queue of any replica once it has run past twice its timeout.
 //
+// Secret arguments are sealed in the ledger. The worker opens them with
+// the secrets key ring in memory, only to pass them to the provider; a
+// value that does not open sends the operation to review with nothing
+// sent. It never writes or logs an opened value. It erases them, through
+// the store, once [ledger.SecretsErasable] says no re-send can need them.
+//
 // Reconciliation gathers facts (the ledger's jobs and what the provider
 // says of them), lets package reconcile assess them and records the
 // outcome. The package never answers MCP clients and never decides spend
