@@ -7,8 +7,10 @@
 // and receipts. Only approver credentials (scope taskgate:approve) may
 // create or revoke approvals: an agent's key must never let it approve its
 // own spend. Another tenant's approval or operation answers 404, exactly
-// like one that does not exist. Every answer, including every error, is JSON
-// (receipts excepted, which come in the format asked for):
+// like one that does not exist. Every answer these handlers write, including
+// every error, is JSON (receipts excepted, which come in the format asked
+// for); the 401 of the authentication in front of them and the 413 of the
+// gateway's body limit are not theirs:
 //
 //	{"error": {"code": "invalid_request", "message": "...", "field": "max_total_cost"}}
 //

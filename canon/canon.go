@@ -30,7 +30,9 @@
 //   - for [Compute], arguments that are not a JSON object ([ErrNotObject]).
 //
 // Every such error is an [*InputError]: the caller sent something that cannot
-// be fingerprinted, and the message says what to send instead.
+// be fingerprinted, and the message says what to send instead. [CheckDoubles]
+// applies the overflow rule alone to a value that is not fingerprinted but
+// must still be readable as doubles, such as a pass-through call's arguments.
 //
 // What RFC 8785 merges on purpose stays merged: 1, 1.0 and 1e0 are the same
 // number, -0 is 0, and a fraction is compared by its nearest double, so 0.1 and

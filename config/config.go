@@ -1,9 +1,12 @@
 // Package config holds taskgate's YAML configuration: the listener, the
-// ledger, tenants' credentials, the upstream MCP servers and, per upstream
-// tool, whether it is consequential, its policy and its provider contract.
+// ledger, how downstream callers authenticate (API keys on or off, a JWT
+// issuer, the stdio tenant), worker timings, the upstream MCP servers and,
+// per upstream tool, whether it is consequential, its policy and its
+// provider contract.
 //
 // Parsing is pure: Parse reads YAML from an io.Reader, expands ${VAR}
-// references, applies defaults and validates. Every error is a [FieldError]
+// references, applies defaults and validates. Every validation error is a
+// [FieldError] (several are joined)
 // that names the file, the line when known, the field's path and the reason,
 // for example
 //
@@ -36,6 +39,13 @@ type Config struct {
 	PublicURL string `yaml:"public_url"`
 	// MaxBodyBytes caps a request body. Default 1 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// AllowedOrigins are the browser origins (scheme://host[:port], such as
+	// https://console.example.com) allowed to call /mcp besides those always
+	// allowed: the request's own host, public_url's origin, and a loopback
+	// origin on a loopback listener. A request with another Origin header is
+	// refused with 403, against DNS rebinding; one without any (a client
+	// that is not a browser) is not concerned. Default none.
+	AllowedOrigins []string `yaml:"allowed_origins"`
 	// Wait is how long a consequential call from a client without tasks
 	// blocks for its result before it is told to retry with the same
 	// operation ID. Default 30s.

@@ -245,7 +245,7 @@ func TestInvalid(t *testing.T) {
 		{"doc example", base + "        consequential: true\n        retry_policy: lookup_then_attach\n", "t.yaml:7: upstreams[0].tools.t.retry_policy: lookup_then_attach needs contract.lookup: "},
 
 		// Shapes and types, before any value is looked at.
-		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, wait, task_ttl, poll_interval, retention, worker, auth, secrets, upstreams)"},
+		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, allowed_origins, wait, task_ttl, poll_interval, retention, worker, auth, secrets, upstreams)"},
 		{"unknown nested field", base + "        consequential: true\n        contract:\n          lookup: {tool: l, stauts_field: s}\n", "t.yaml:8: upstreams[0].tools.t.contract.lookup.stauts_field: unknown field (known: tool, arguments, status_field, remote_job_id_field, jobs_field, statuses, not_found_safe_after)"},
 		{"number for a duration", "wait: 30\n", "t.yaml:1: wait: 30 is not a duration; write 30s"},
 		{"unknown secrets store", "secrets:\n  store: vault\n", `t.yaml:2: secrets.store: "vault" is not encrypted or plaintext`},
@@ -289,6 +289,10 @@ func TestInvalid(t *testing.T) {
 		{"approval on a pass-through tool", base + "        approval: required\n", "approval: applies only to a consequential tool"},
 		{"contract on a pass-through tool", base + "        contract:\n          cost: {estimate: \"1.00\"}\n", "t.yaml:6: upstreams[0].tools.t.contract: applies only to a consequential tool; set consequential: true, or remove it"},
 		{"retry policy on a pass-through tool", base + "        consequential: false\n        retry_policy: no_automatic_resend\n", "t.yaml:7: upstreams[0].tools.t.retry_policy: applies only to a consequential tool"},
+		{"origin with a path", "allowed_origins:\n  - https://ok.example\n  - https://console.example.com/app\n", `t.yaml:3: allowed_origins[1]: "https://console.example.com/app" has a path, query or fragment, which an origin never has; write https://console.example.com`},
+		{"every origin", "allowed_origins: [\"*\"]\n", `t.yaml:1: allowed_origins[0]: "*" would let every web page call the gateway; list each origin`},
+		{"origin without scheme", "allowed_origins: [console.example.com]\n", `allowed_origins[0]: "console.example.com" is not an http or https origin`},
+		{"origin without host", "allowed_origins: [\"https://:8080\"]\n", `allowed_origins[0]: "https://:8080" names no host`},
 		{"negative estimate", base + "        consequential: true\n        contract:\n          cost: {estimate: \"-1\"}\n", "contract.cost.estimate: cannot be negative"},
 	}
 	for _, tt := range tests {
@@ -334,12 +338,12 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		placeholder = ": the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}"
 	)
 	want := []string{
-		"t.yaml:64: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
-		"t.yaml:69: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
-		"t.yaml:89: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
-		"t.yaml:81: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:86: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:96: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:65: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
+		"t.yaml:70: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
+		"t.yaml:90: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
+		"t.yaml:82: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:87: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:97: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -412,5 +416,55 @@ func TestLoadExpandsFromTheEnvironment(t *testing.T) {
 	}
 	if got := c.Upstreams[0].Headers["Authorization"]; got != "Bearer from-env" {
 		t.Errorf("header = %q, want %q", got, "Bearer from-env")
+	}
+}
+
+func TestAllowedOrigins(t *testing.T) {
+	c, err := Parse(strings.NewReader("allowed_origins: [https://console.example.com, 'http://127.0.0.1:3000/']\n"), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"https://console.example.com", "http://127.0.0.1:3000/"}; !slices.Equal(c.AllowedOrigins, want) {
+		t.Errorf("allowed_origins = %q, want %q", c.AllowedOrigins, want)
+	}
+}
+
+// The conformance harness substitutes the two placeholders of
+// conformance/tasks.yaml; the template must stay valid, and configure as
+// consequential exactly the tools the Tasks scenarios expect as tasks.
+func TestConformanceTemplateParses(t *testing.T) {
+	const path = "../conformance/tasks.yaml"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(strings.NewReader(string(b)), path, env(map[string]string{
+		"UPSTREAM_URL": "http://127.0.0.1:8960/mcp", "LEDGER": "/tmp/conformance.db",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Upstreams) != 1 || c.Upstreams[0].ToolPrefix() != "" {
+		t.Fatalf("want one upstream with prefix \"\", got %+v", c.Upstreams)
+	}
+	var consequential, taskOnly []string
+	for name, tool := range c.Upstreams[0].Tools {
+		if tool.Consequential {
+			consequential = append(consequential, name)
+			if tool.Contract.Lookup == nil || tool.Contract.Key.Argument == "" {
+				t.Errorf("%s has no key and lookup in its contract", name)
+			}
+		}
+		if tool.RequireTask {
+			taskOnly = append(taskOnly, name)
+		}
+	}
+	slices.Sort(consequential)
+	slices.Sort(taskOnly)
+	if want := []string{"confirm_delete", "failing_job", "multi_input", "protocol_error_job", "slow_compute", "test_tool_with_task"}; !slices.Equal(consequential, want) {
+		t.Errorf("consequential tools = %v, want %v", consequential, want)
+	}
+	if want := []string{"failing_job", "test_tool_with_task"}; !slices.Equal(taskOnly, want) {
+		t.Errorf("task-only tools = %v, want %v", taskOnly, want)
 	}
 }

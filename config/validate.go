@@ -76,6 +76,11 @@ func (c *Config) validate(v *validator) {
 	if c.MaxBodyBytes < 1024 {
 		v.fail("max_body_bytes", "must be at least 1024 (got %d)", c.MaxBodyBytes)
 	}
+	for i, o := range c.AllowedOrigins {
+		if err := checkOrigin(o); err != nil {
+			v.fail(fmt.Sprintf("allowed_origins[%d]", i), "%v", err)
+		}
+	}
 	if c.Worker.Workers < 1 {
 		v.fail("worker.workers", "must be at least 1 (got %d)", c.Worker.Workers)
 	}
@@ -173,6 +178,25 @@ func validateJWT(v *validator, j *JWT) {
 	if j.Leeway < 0 || j.Leeway > maxLeeway {
 		v.fail("auth.jwt.leeway", "must be between 0s and %s (got %s)", maxLeeway, j.Leeway)
 	}
+}
+
+// checkOrigin accepts a browser origin as an Origin header spells it:
+// http or https, a host, an optional port, and nothing after.
+func checkOrigin(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case raw == "*":
+		return fmt.Errorf("%q would let every web page call the gateway; list each origin, such as https://console.example.com", raw)
+	case err != nil:
+		return fmt.Errorf("%q is not a URL (%v); write scheme://host[:port], such as https://console.example.com", raw, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%q is not an http or https origin; write scheme://host[:port], such as https://console.example.com", raw)
+	case u.Host == "" || u.Hostname() == "" || u.User != nil || u.Opaque != "":
+		return fmt.Errorf("%q names no host; write scheme://host[:port], such as https://console.example.com", raw)
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(raw, "?") || strings.HasSuffix(raw, "#"):
+		return fmt.Errorf("%q has a path, query or fragment, which an origin never has; write %s://%s", raw, u.Scheme, u.Host)
+	}
+	return nil
 }
 
 // checkServerURL accepts an absolute https URL, or an http URL on a

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/taskwire"
 	"github.com/taskgate/taskgate/upstream"
 )
@@ -215,8 +216,7 @@ func (g *Gateway) forward(w http.ResponseWriter, ctx context.Context, f *forward
 // that is not loopback: a DNS rebinding attempt, which the SDK's handler
 // refuses. The forwarded path leaves it to that handler.
 func reboundHost(r *http.Request) bool {
-	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && local != nil && loopbackHost(local.String()) && !loopbackHost(r.Host)
+	return onLoopback(r) && !loopbackHost(r.Host)
 }
 
 // loopbackHost reports whether a host, with or without a port, is a
@@ -349,6 +349,11 @@ func (g *Gateway) readPassThrough(body []byte, mcpName string, legacy bool) (*pa
 		if strings.EqualFold(k, "idempotencyKey") {
 			delete(params, k)
 		}
+	}
+	// Arguments the SDK cannot decode are the client's mistake, which the
+	// ordinary path names; the upstream would answer its own error.
+	if canon.CheckDoubles(params["arguments"], "arguments") != nil {
+		return nil, false
 	}
 	c := &passThroughCall{up: up, tool: r.tool, id: env["id"], params: params}
 	if raw, ok := params["_meta"]; ok {

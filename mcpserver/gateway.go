@@ -3,7 +3,8 @@
 // into operations in the ledger (accepted once per tenant, returned as tasks
 // in either protocol era or awaited for clients without tasks), pass-through
 // calls forwarded with their progress and elicitation, and the HTTP surface
-// around it (authentication, health, readiness, metrics).
+// around it (browser origin checks, authentication, health, readiness,
+// metrics).
 //
 // The tenant of every request comes from authentication (or, for a stdio
 // front, from configuration), never from the request body. Every task lives

@@ -80,11 +80,11 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 
 	args, opID, err := operationID(call, r)
 	if err != nil {
-		return h.refuse(ctx, log, tenant, opID, "", requestID, source, "invalid_arguments", err.Error(), inputErrorData(err)), nil
+		return h.refuse(ctx, log, tenant, opID, "", requestID, source, taskwire.ReasonInvalidArguments, err.Error(), inputErrorData(err)), nil
 	}
 	fp, err := canon.Compute(r.upstream, r.tool, args)
 	if err != nil {
-		return h.refuse(ctx, log, tenant, opID, "", requestID, source, "invalid_arguments", err.Error(), inputErrorData(err)), nil
+		return h.refuse(ctx, log, tenant, opID, "", requestID, source, taskwire.ReasonInvalidArguments, err.Error(), inputErrorData(err)), nil
 	}
 	if opID == "" {
 		if w := r.policy.DeriveOperationID; w > 0 {

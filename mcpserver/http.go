@@ -40,7 +40,8 @@ const (
 	keepAliveMisses = 3
 )
 
-// Handler returns the gateway's HTTP surface: MCP at /mcp, RFC 9728
+// Handler returns the gateway's HTTP surface: MCP at /mcp (refusing a
+// browser origin that is not allowed, see originAllowed), RFC 9728
 // metadata, /healthz, /readyz, /metrics and the authenticated Extra routes.
 // It makes its own MCP servers: one for sessions, whose clients are pinged
 // and whose idle sessions end, and one for stateless 2026-07-28 requests,
@@ -67,7 +68,8 @@ func (g *Gateway) Handler(opts *HTTPOptions) (http.Handler, error) {
 	})
 	mux := http.NewServeMux()
 	legacy := newLegacySessions(sessions, sessionIdle, g.clock)
-	mux.Handle("/mcp", g.countRequests(opts.Auth.Middleware(limitBody(g.cfg.MaxBodyBytes, g.forwardPassThrough(legacy, trackDelivery(g, mcpHandler))))))
+	origins := allowedOrigins(g.cfg.PublicURL, g.cfg.AllowedOrigins)
+	mux.Handle("/mcp", g.countRequests(checkOrigin(origins, opts.Auth.Middleware(limitBody(g.cfg.MaxBodyBytes, g.forwardPassThrough(legacy, trackDelivery(g, mcpHandler)))))))
 	mux.Handle(opts.Auth.MetadataPath(), opts.Auth.MetadataHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

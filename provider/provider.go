@@ -2,11 +2,12 @@
 // the provider that creates the effect, how an operation is looked up by that
 // ID, how a job's status, result, charges and cancellation are read, and how
 // a lookup answer becomes an action (the "look up, then attach"
-// table, in [Decide]).
+// table, in [Decide]), and how a call is priced before it is accepted.
 //
 // The package reads providers through a [Caller]; it never writes the ledger
 // and never decides spend policy. A contract call that fails or answers
-// something unmapped is reported as indeterminate, never guessed.
+// something unmapped is reported as indeterminate (a lookup) or as an error
+// (fetch, charges, cancel, estimate), never guessed.
 package provider
 
 import (

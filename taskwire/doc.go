@@ -32,12 +32,16 @@
 // (Streamable HTTP, routing each request to a stateless or a stateful go-sdk
 // handler by era, optionally to a server of its own for each) or
 // [NewStdioTransport]. Both front doors move the fields the go-sdk drops
-// (params.task, params.idempotencyKey) into reserved _meta keys before the
-// SDK parses the request; serving the server another way loses them. The
+// (params.task, params.idempotencyKey, and subscriptions/listen's
+// notifications.taskIds) into reserved _meta keys before the SDK parses the
+// request; serving the server another way loses them. The
 // HTTP router reads the members it routes by (method, params.taskId) by
 // their exact names, as the SDK does, and refuses a message that spells one
-// of them twice. Errors a Host did not shape itself are logged and answered
-// with -32603 without their text.
+// of them twice, answers a body that is not JSON with -32700, and answers a
+// tools/call whose arguments the SDK cannot decode (a number beyond a
+// double's range) with -32602 [ReasonInvalidArguments], in either era, before
+// the Host sees it. Errors a Host did not shape itself are logged and
+// answered with -32603 without their text.
 //
 // # Client side
 //

@@ -14,6 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/canon"
 )
 
 // HTTPOptions configures [NewHTTPHandler].
@@ -45,10 +47,15 @@ type HTTPOptions struct {
 // Mcp-Session-Id traffic, GET and DELETE) to the stateful one.
 //
 // Before the SDK sees a POST body, the handler bounds its size (413 beyond
-// the limit), applies the inbound shim that keeps params.task and
-// params.idempotencyKey, and checks on 2026-07-28 tasks/get, tasks/update and
-// tasks/cancel that the Mcp-Name header equals params.taskId (-32020 with
-// HTTP 400 otherwise).
+// the limit), answers a body that is not JSON with the JSON-RPC parse error
+// (-32700, id null, HTTP 400) where the SDK would answer plain text, applies
+// the inbound shim that keeps params.task and params.idempotencyKey, and
+// checks on 2026-07-28 tasks/get, tasks/update and tasks/cancel that the
+// Mcp-Name header equals params.taskId (-32020 with HTTP 400 otherwise). A
+// 2026-07-28 tools/call whose arguments hold a number beyond a double's
+// range, which the SDK's header check cannot decode, is answered -32602 with
+// data.reason [ReasonInvalidArguments] and data.path (HTTP 400), as the
+// middleware of [Install] answers it in a session.
 //
 // Authentication belongs outside: wrap the returned handler with
 // auth.RequireBearerToken, whose TokenInfo reaches [Caller.TokenInfo] through
@@ -171,6 +178,7 @@ type probe struct {
 	ID              json.RawMessage
 	Method          string
 	TaskID          json.RawMessage
+	Arguments       json.RawMessage
 	ProtocolVersion string
 }
 
@@ -197,6 +205,7 @@ func readProbe(body []byte) (*probe, *jsonrpc.Error) {
 		return p, err
 	}
 	p.TaskID = params["taskId"]
+	p.Arguments = params["arguments"]
 	meta, err := members(params["_meta"], mcp.MetaKeyProtocolVersion)
 	if err != nil {
 		return p, err
@@ -266,6 +275,10 @@ func (h *httpRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "failed to read request body", http.StatusBadRequest)
 		return
 	}
+	if !json.Valid(body) {
+		writeParseError(w, body)
+		return
+	}
 	p, perr := readProbe(body)
 	if perr != nil {
 		writeRPCError(w, http.StatusBadRequest, p.ID, perr)
@@ -276,6 +289,15 @@ func (h *httpRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if werr := checkTaskName(r.Header, p); werr != nil {
 			writeRPCError(w, http.StatusBadRequest, p.ID, werr)
 			return
+		}
+		// The SDK's header check decodes the arguments into doubles and
+		// fails on one beyond their range with -32020 "failed to extract
+		// name"; the client's mistake is its arguments.
+		if p.Method == methodCallTool {
+			if err := canon.CheckDoubles(p.Arguments, "arguments"); err != nil {
+				writeRPCError(w, http.StatusBadRequest, p.ID, errUnreadableArguments(err))
+				return
+			}
 		}
 	}
 	body = shimBody(body)
@@ -317,6 +339,28 @@ func checkTaskName(header http.Header, p *probe) *jsonrpc.Error {
 		return &jsonrpc.Error{Code: mcp.CodeHeaderMismatch, Message: fmt.Sprintf("header mismatch: Mcp-Name header value %q does not match params.taskId %q", raw, taskID)}
 	}
 	return nil
+}
+
+// writeParseError answers a body that is not JSON as JSON-RPC 2.0 says: a
+// -32700 error whose id is null, since no id could be read. The SDK would
+// answer plain text. The status is 400, as the MCP transport asks for a body
+// it cannot accept.
+func writeParseError(w http.ResponseWriter, body []byte) {
+	msg := "parse error: the request body is not valid JSON"
+	var se *json.SyntaxError
+	if len(bytes.TrimSpace(body)) == 0 {
+		msg += " (it is empty)"
+	} else if err := json.Unmarshal(body, &struct{}{}); errors.As(err, &se) {
+		msg += fmt.Sprintf(" (%v, at offset %d)", se, se.Offset)
+	}
+	msg += "; send one JSON-RPC message as a JSON object"
+	out, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": jsonrpc.CodeParseError, "message": msg},
+	})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	w.Write(out)
 }
 
 func writeRPCError(w http.ResponseWriter, status int, rawID json.RawMessage, werr *jsonrpc.Error) {

@@ -442,6 +442,15 @@ func TestHTTPExtensionNonDeclaringClient(t *testing.T) {
 		}
 	})
 
+	t.Run("subscriptions/listen for task notifications needs the extension", func(t *testing.T) {
+		status, msg := f.rawPost(t, "alice", modernHeaders(methodSubscriptionsListen, ""),
+			modernRequest(5, methodSubscriptionsListen, map[string]any{"notifications": map[string]any{"taskIds": []string{"x"}}}, false))
+		errObj, _ := msg["error"].(map[string]any)
+		if status != http.StatusBadRequest || errObj["code"] != float64(mcp.CodeMissingRequiredClientCapabilities) {
+			t.Errorf("HTTP %d %v, want 400 with -32021", status, msg)
+		}
+	})
+
 	t.Run("tasks/get needs the extension", func(t *testing.T) {
 		status, msg := f.rawPost(t, "alice", modernHeaders(methodTasksGet, "x"),
 			modernRequest(4, methodTasksGet, map[string]any{"taskId": "x"}, false))
@@ -807,6 +816,13 @@ func modernHeaders(method, name string) map[string]string {
 // status and the decoded JSON-RPC response, from a JSON or an SSE body.
 func (f *httpFixture) rawPost(t *testing.T, token string, headers map[string]string, body string) (int, map[string]any) {
 	t.Helper()
+	resp, msg := f.rawExchange(t, token, headers, body)
+	return resp.StatusCode, msg
+}
+
+// rawExchange is rawPost returning the whole HTTP response, its body read.
+func (f *httpFixture) rawExchange(t *testing.T, token string, headers map[string]string, body string) (*http.Response, map[string]any) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(testContext(t), http.MethodPost, f.url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -831,7 +847,7 @@ func (f *httpFixture) rawPost(t *testing.T, token string, headers map[string]str
 	if err := json.Unmarshal(data, &msg); err != nil {
 		t.Fatalf("HTTP %d body %q is not JSON: %v", resp.StatusCode, data, err)
 	}
-	return resp.StatusCode, msg
+	return resp, msg
 }
 
 func lastSSEData(stream []byte) []byte {
@@ -846,3 +862,88 @@ func lastSSEData(stream []byte) []byte {
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// TestHTTPParseError: a body that is not JSON is answered, by whichever
+// handler the request would reach, as JSON-RPC 2.0 says (-32700, id null)
+// with the 400 the MCP transport asks for, never as plain text.
+func TestHTTPParseError(t *testing.T) {
+	f := startHTTP(t)
+	legacy := f.connect(t, "alice", protocolLegacy, true)
+	sessionHeaders := map[string]string{
+		"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Protocol-Version": protocolLegacy, "Mcp-Session-Id": legacy.ID(),
+	}
+	newSession := map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+	for _, era := range []struct {
+		name    string
+		headers map[string]string
+	}{
+		{"2026-07-28", modernHeaders(methodCallTool, "quick")},
+		{"2025-11-25 session", sessionHeaders},
+		{"no session yet", newSession},
+	} {
+		for _, body := range []struct{ name, body string }{
+			{"truncated", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{`},
+			{"not JSON", `jsonrpc 2.0 please`},
+			{"trailing garbage", `{"jsonrpc":"2.0","id":1,"method":"ping"} x`},
+			{"empty", ``},
+		} {
+			t.Run(era.name+"/"+body.name, func(t *testing.T) {
+				resp, msg := f.rawExchange(t, "alice", era.headers, body.body)
+				if resp.StatusCode != http.StatusBadRequest || mediaType(resp.Header.Get("Content-Type")) != "application/json" {
+					t.Errorf("HTTP %d %q, want 400 application/json", resp.StatusCode, resp.Header.Get("Content-Type"))
+				}
+				errObj, _ := msg["error"].(map[string]any)
+				id, hasID := msg["id"]
+				if msg["jsonrpc"] != "2.0" || !hasID || id != nil || errObj["code"] != float64(jsonrpc.CodeParseError) {
+					t.Errorf("response %v, want a -32700 error with id null", msg)
+				}
+				if text, _ := errObj["message"].(string); !strings.Contains(text, "not valid JSON") {
+					t.Errorf("message %q does not say the body is not JSON", text)
+				}
+			})
+		}
+	}
+	if calls := f.host.callsTo("quick"); len(calls) != 0 {
+		t.Errorf("host saw %d calls, want none", len(calls))
+	}
+}
+
+// TestHTTPArgumentsBeyondDoubles: a number no double holds, which the
+// go-sdk cannot decode, is the client's invalid argument in both eras: -32602
+// with data.reason invalid_arguments and the value's path, whether the tool is
+// the Host's or passed to the SDK's handler.
+func TestHTTPArgumentsBeyondDoubles(t *testing.T) {
+	f := startHTTP(t)
+	args := json.RawMessage(`{"outcome":"ok","items":[{"n":1e400}]}`)
+	check := func(t *testing.T, e map[string]any) {
+		t.Helper()
+		data, _ := e["data"].(map[string]any)
+		if e["code"] != float64(jsonrpc.CodeInvalidParams) || data["reason"] != ReasonInvalidArguments || data["path"] != "arguments.items[0].n" {
+			t.Errorf("error %v, want -32602 with reason %s and path arguments.items[0].n", e, ReasonInvalidArguments)
+		}
+	}
+	for _, tool := range []string{"quick", "plain"} {
+		t.Run("2026-07-28/"+tool, func(t *testing.T) {
+			body := modernRequest(5, methodCallTool, map[string]any{"name": tool, "arguments": nil}, true)
+			body = strings.Replace(body, `"arguments":null`, `"arguments":`+string(args), 1)
+			status, msg := f.rawPost(t, "alice", modernHeaders(methodCallTool, tool), body)
+			if status != http.StatusBadRequest || msg["id"] != float64(5) {
+				t.Errorf("HTTP %d, id %v; want 400 for request 5", status, msg["id"])
+			}
+			e, _ := msg["error"].(map[string]any)
+			check(t, e)
+		})
+		t.Run("2025-11-25/"+tool, func(t *testing.T) {
+			cs := f.connect(t, "alice", protocolLegacy, true)
+			_, err := cs.CallTool(testContext(t), &mcp.CallToolParams{Name: tool, Arguments: args})
+			werr := rpcError(t, err)
+			var data map[string]any
+			_ = json.Unmarshal(werr.Data, &data)
+			check(t, map[string]any{"code": float64(werr.Code), "data": data})
+		})
+	}
+	if calls := f.host.callsTo("quick"); len(calls) != 0 {
+		t.Errorf("host saw %d calls, want none", len(calls))
+	}
+}

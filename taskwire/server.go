@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/canon"
 )
 
 // Options configures [Install].
@@ -41,7 +43,8 @@ var legacyTaskCapability = json.RawMessage(`{"list":{},"cancel":{},"requests":{"
 
 // Install makes server speak MCP Tasks in both eras on behalf of host: it
 // registers the tasks/* methods, a receiving middleware that routes
-// tools/call through the Host and enforces the era rules, and the capability
+// tools/call through the Host and enforces the era rules (subscriptions/listen
+// for task notifications included), and the capability
 // advertisement (the extension in server/discover, capabilities.tasks in
 // 2025-11-25 initialize results, execution.taskSupport in 2025-11-25
 // tools/list results).
@@ -107,6 +110,11 @@ func (s *serverTasks) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return s.patchToolList(res)
 		case methodCallTool:
 			return s.callTool(ctx, next, method, req)
+		case methodSubscriptionsListen:
+			if err := checkListen(req); err != nil {
+				return nil, err
+			}
+			return next(ctx, method, req)
 		case methodTasksGet, methodTasksResult, methodTasksList, methodTasksCancel, methodTasksUpdate:
 			c, err := taskMethodCaller(method, req)
 			if err != nil {
@@ -196,6 +204,11 @@ func (s *serverTasks) callTool(ctx context.Context, next mcp.MethodHandler, meth
 		return next(ctx, method, req)
 	}
 	p := ctr.Params
+	// The 2026-07-28 HTTP router answers this before the SDK, which cannot
+	// decode such arguments; a session or stdio request gets here with them.
+	if err := canon.CheckDoubles(p.Arguments, "arguments"); err != nil {
+		return nil, errUnreadableArguments(err)
+	}
 	internal := takeInternalMeta(p.Meta)
 	version := requestProtocolVersion(req)
 	c := newCaller(req, version, p.Meta, internal.requestID)
@@ -319,6 +332,20 @@ func directResult(c *Caller, r *mcp.CallToolResult) (mcp.Result, error) {
 func (s *serverTasks) internal(method string, err error) *jsonrpc.Error {
 	s.logger.Warn("task host failed", "method", method, "error", err)
 	return hostError(err)
+}
+
+// checkListen refuses a subscriptions/listen that asks for task
+// notifications from a client that did not declare the extension, as
+// SEP-2663 requires. A declaring client is acknowledged without the task
+// IDs, since no notifications/tasks are sent: it polls tasks/get.
+func checkListen(req mcp.Request) error {
+	meta, _ := requestMeta(req)
+	_, asked := meta[metaTaskIDs]
+	delete(meta, metaTaskIDs)
+	if asked && requestProtocolVersion(req) >= protocolExtension && !extensionDeclared(req) {
+		return errMissingCapability()
+	}
+	return nil
 }
 
 // taskMethodCaller checks that method exists in the request's era and returns

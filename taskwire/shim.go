@@ -13,8 +13,9 @@ import (
 )
 
 // The go-sdk parses tools/call params into a struct without task or
-// idempotencyKey fields, so both are lost before any middleware runs. The
-// inbound shim moves them into reserved _meta keys while the request is
+// idempotencyKey fields, and subscriptions/listen params into one without
+// notifications.taskIds, so all three are lost before any middleware runs.
+// The inbound shim moves them into reserved _meta keys while the request is
 // still bytes, together with the JSON-RPC request ID, which middleware cannot
 // see either. Reserved keys a client sends itself are dropped first, so they
 // can only ever hold what the shim put there.
@@ -22,7 +23,8 @@ import (
 // shimRequest rewrites one JSON-RPC message. Messages it does not need to
 // touch, or cannot parse, are returned unchanged for the SDK to handle.
 func shimRequest(msg []byte) []byte {
-	if !bytes.Contains(msg, []byte(`"tools/call"`)) && !bytes.Contains(msg, []byte(`"tasks/`)) {
+	if !bytes.Contains(msg, []byte(`"tools/call"`)) && !bytes.Contains(msg, []byte(`"tasks/`)) &&
+		!bytes.Contains(msg, []byte(`"`+methodSubscriptionsListen+`"`)) {
 		return msg
 	}
 	var env map[string]json.RawMessage
@@ -33,7 +35,7 @@ func shimRequest(msg []byte) []byte {
 	if err := json.Unmarshal(env["method"], &method); err != nil {
 		return msg
 	}
-	if method != methodCallTool && !strings.HasPrefix(method, "tasks/") {
+	if method != methodCallTool && !strings.HasPrefix(method, "tasks/") && method != methodSubscriptionsListen {
 		return msg
 	}
 	raw, ok := env["params"]
@@ -53,6 +55,15 @@ func shimRequest(msg []byte) []byte {
 	delete(meta, metaTask)
 	delete(meta, MetaIdempotencyKey)
 	delete(meta, metaRequestID)
+	delete(meta, metaTaskIDs)
+	if method == methodSubscriptionsListen {
+		var n map[string]json.RawMessage
+		if json.Unmarshal(params["notifications"], &n) == nil {
+			if v, ok := n["taskIds"]; ok {
+				meta[metaTaskIDs] = v
+			}
+		}
+	}
 	if method == methodCallTool {
 		if v, ok := params["task"]; ok {
 			meta[metaTask] = v

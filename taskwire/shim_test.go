@@ -48,6 +48,17 @@ func TestShimRequest(t *testing.T) {
 			wantMeta: map[string]any{metaRequestID: `"abc"`, "dev.taskgate/operation-id": "op-9", "progressToken": float64(3)},
 		},
 		{
+			name: "listen's task IDs are copied into _meta, a client's own copy dropped",
+			in: `{"jsonrpc":"2.0","id":4,"method":"subscriptions/listen","params":{"notifications":{"taskIds":["t1"]},` +
+				`"_meta":{"dev.taskgate/task-ids":["spoof"]}}}`,
+			wantMeta: map[string]any{metaTaskIDs: []any{"t1"}, metaRequestID: "4"},
+		},
+		{
+			name:     "a listen without task IDs names none",
+			in:       `{"jsonrpc":"2.0","id":5,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true}}}`,
+			wantMeta: map[string]any{metaRequestID: "5"},
+		},
+		{
 			name:     "task methods get the request ID",
 			in:       `{"jsonrpc":"2.0","id":12,"method":"tasks/get","params":{"taskId":"x","idempotencyKey":"stays"}}`,
 			wantMeta: map[string]any{metaRequestID: "12"},

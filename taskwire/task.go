@@ -29,6 +29,9 @@ const (
 	metaTask = "dev.taskgate/task"
 	// metaRequestID carries the JSON text of the JSON-RPC request ID.
 	metaRequestID = "dev.taskgate/request-id"
+	// metaTaskIDs carries params.notifications.taskIds of a
+	// subscriptions/listen.
+	metaTaskIDs = "dev.taskgate/task-ids"
 	// metaTasksCapability carries the server's 2025-11-25 capabilities.tasks
 	// in an initialize result's _meta on the client side.
 	metaTasksCapability = "dev.taskgate/tasks-capability"
@@ -48,6 +51,8 @@ const (
 	methodTasksList   = "tasks/list"
 	methodTasksCancel = "tasks/cancel"
 	methodTasksUpdate = "tasks/update"
+
+	methodSubscriptionsListen = "subscriptions/listen"
 )
 
 // Era is the task wire design a request may be answered with.

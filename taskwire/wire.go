@@ -10,6 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/canon"
 )
 
 // This file holds the wire shapes of both eras and the conversions between
@@ -437,6 +439,24 @@ func errCancelTerminal(s Status) *jsonrpc.Error {
 		Code:    jsonrpc.CodeInvalidParams,
 		Message: fmt.Sprintf("Cannot cancel task: already in terminal status '%s'", s),
 	}
+}
+
+// ReasonInvalidArguments is the data.reason of a -32602 error for a tool
+// call's arguments that cannot be used as sent; data.path then names the
+// offending value, such as arguments.items[2].n.
+const ReasonInvalidArguments = "invalid_arguments"
+
+// errUnreadableArguments is the error for arguments the go-sdk cannot decode
+// (canon.CheckDoubles found a number beyond a double's range in them).
+func errUnreadableArguments(err error) *jsonrpc.Error {
+	data := map[string]string{"reason": ReasonInvalidArguments}
+	var ie *canon.InputError
+	if errors.As(err, &ie) {
+		data["path"] = ie.Path
+	}
+	e := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid arguments: " + err.Error()}
+	e.Data, _ = json.Marshal(data)
+	return e
 }
 
 func errInvalidParams(format string, args ...any) *jsonrpc.Error {

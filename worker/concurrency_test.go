@@ -31,16 +31,7 @@ func TestConcurrentAttemptsPostgres(t *testing.T) {
 	db := pgtest.Schema(t)
 	ctx := testCtx(t, 120*time.Second)
 	h := newHarness(t, &fixtures.Options{DB: db, Process: []string{gatewayBinary}, Sim: keyIgnoringProvider()})
-	replica, err := h.StartReplica(ctx)
-	if err != nil {
-		t.Fatalf("start a second gateway on the same ledger: %v", err)
-	}
-	t.Cleanup(func() {
-		closeIdleClients()
-		if err := replica.Stop(context.Background()); err != nil {
-			t.Errorf("stop the second gateway: %v", err)
-		}
-	})
+	replica := startReplica(t, ctx, h, "the second gateway")
 	runConcurrentAttempts(t, ctx, h, []string{h.MCPURL(), replica.MCPURL()}, func() error {
 		return errors.Join(replica.Stop(ctx), h.Stop(ctx))
 	})

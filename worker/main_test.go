@@ -82,6 +82,27 @@ func newHarness(t *testing.T, opts *fixtures.Options) *fixtures.Harness {
 	return h
 }
 
+// startReplica starts a second gateway process on h's ledger, stopped when
+// the test ends; name says which in failures, with its output when the
+// test failed.
+func startReplica(t *testing.T, ctx context.Context, h *fixtures.Harness, name string) *fixtures.Replica {
+	t.Helper()
+	r, err := h.StartReplica(ctx)
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		closeIdleClients()
+		if err := r.Stop(context.Background()); err != nil {
+			t.Errorf("stop %s: %v", name, err)
+		}
+		if t.Failed() {
+			t.Logf("%s's output:\n%s", name, r.Output())
+		}
+	})
+	return r
+}
+
 // closeIdleClients closes the test clients' idle connections before a
 // gateway stops: a graceful stop waits up to five seconds for a connection
 // the client's transport opened but never sent a request on.

@@ -83,20 +83,7 @@ func killReplica(t *testing.T, ctx context.Context, point string, cfg fixtures.C
 
 	startB := func() time.Time {
 		t.Helper()
-		b, err := h.StartReplica(ctx)
-		if err != nil {
-			t.Fatalf("start replica B: %v", err)
-		}
-		run.b = b
-		t.Cleanup(func() {
-			closeIdleClients()
-			if err := b.Stop(context.Background()); err != nil {
-				t.Errorf("stop replica B: %v", err)
-			}
-			if t.Failed() {
-				t.Logf("replica B's output:\n%s", b.Output())
-			}
-		})
+		run.b = startReplica(t, ctx, h, "replica B")
 		return time.Now()
 	}
 	// A crash point on the request path stops A before any worker could
@@ -378,19 +365,7 @@ func TestReplicaKilledWhileReconciling(t *testing.T) {
 	}
 	// B starts once A's worker holds the reconcile job, so that it is A's
 	// death that leaves the job running.
-	b, err := h.StartReplica(ctx)
-	if err != nil {
-		t.Fatalf("start replica B: %v", err)
-	}
-	t.Cleanup(func() {
-		closeIdleClients()
-		if err := b.Stop(context.Background()); err != nil {
-			t.Errorf("stop replica B: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("replica B's output:\n%s", b.Output())
-		}
-	})
+	startReplica(t, ctx, h, "replica B")
 	if err := h.Kill(); err != nil {
 		t.Fatalf("kill replica A: %v", err)
 	}

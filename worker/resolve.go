@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/riverqueue/river"
 
@@ -31,6 +32,9 @@ type Resolution struct {
 // Resolve records a human's resolution and queues the work it implies. It
 // needs only the ledger: the jobs run in the gateway.
 func Resolve(ctx context.Context, s ledger.Store, op *ledger.Operation, r Resolution) (*ledger.Operation, error) {
+	if err := checkResolvable(ctx, s, op, r); err != nil {
+		return nil, err
+	}
 	event := ledger.EventParams{Kind: ledger.EventResolved, Data: ledger.ResolvedData{
 		Action: r.action(), Actor: r.Actor, Note: r.Note, RemoteJobID: r.Attach + r.AcceptDuplicate + r.CancelDuplicate,
 	}}
@@ -66,10 +70,40 @@ func Resolve(ctx context.Context, s ledger.Store, op *ledger.Operation, r Resolu
 		return nil, errors.New("resolve: choose --attach JOB, --resend, --fail, --accept-duplicate JOB or --cancel-duplicate JOB")
 	}
 	out, err := s.Transition(ctx, p)
-	if errors.Is(err, ledger.ErrStateChanged) {
+	switch {
+	case errors.Is(err, ledger.ErrStateChanged):
 		return nil, fmt.Errorf("operation %s is %s, not waiting for review: %w", op.OperationID, op.State, err)
+	case err != nil:
+		return nil, fmt.Errorf("record the resolution of operation %s: %w", op.OperationID, err)
 	}
-	return out, err
+	return out, nil
+}
+
+// checkResolvable refuses a resolution that does not fit the operation,
+// before anything is written: attach, resend and fail need an operation in
+// review, and a duplicate decision needs a duplicate remote job of this
+// operation (naming an unknown job would record a new one).
+func checkResolvable(ctx context.Context, s ledger.Store, op *ledger.Operation, r Resolution) error {
+	if r.AcceptDuplicate == "" && r.CancelDuplicate == "" {
+		if op.State != ledger.StateReview {
+			return fmt.Errorf("operation %s is %s, not waiting for review; only an operation in review can be attached, re-sent or failed (see taskgate ops show %s)",
+				op.OperationID, op.State, op.OperationID)
+		}
+		return nil
+	}
+	id := r.AcceptDuplicate + r.CancelDuplicate
+	jobs, err := s.RemoteJobList(ctx, op.ID)
+	if err != nil {
+		return fmt.Errorf("load remote jobs of operation %s: %w", op.OperationID, err)
+	}
+	i := slices.IndexFunc(jobs, func(j *ledger.RemoteJob) bool { return j.RemoteJobID == id })
+	switch {
+	case i < 0:
+		return fmt.Errorf("operation %s has no remote job %s (see taskgate ops show %s)", op.OperationID, id, op.OperationID)
+	case !jobs[i].Duplicate:
+		return fmt.Errorf("remote job %s of operation %s is not a duplicate; only duplicates are accepted or cancelled here", id, op.OperationID)
+	}
+	return nil
 }
 
 func (r Resolution) action() string {

@@ -7,8 +7,9 @@
 // ledger before touching it and heartbeats while it works; "send started"
 // is committed before the upstream call and the remote job is bound after
 // it. A worker that finds "send started" without a binding looks the
-// operation up at the provider before anything else, and acts per
-// the lookup table: attach, fetch, record the failure, or require review.
+// operation up at the provider before anything else, and acts per the
+// lookup table: attach, fetch, record the failure, wait and ask again,
+// re-send once the contract says not_found is safe, or require review.
 // When a worker dies, its lease lapses and the sweeper re-enqueues the
 // operation's job; a reconcile job it left running is rescued by the job
 // queue of any replica once it has run past twice its timeout.

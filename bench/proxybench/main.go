@@ -23,8 +23,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -107,22 +105,16 @@ func (o *options) validate() error {
 	return command.CheckDir(o.dir, "")
 }
 
+// parseEras reads a comma-separated list of protocol eras, in order,
+// without repeats.
 func parseEras(s string) ([]fixtures.Era, error) {
-	var eras []fixtures.Era
-	for name := range strings.SplitSeq(s, ",") {
-		name = strings.TrimSpace(name)
-		if name == "" {
-			continue
-		}
+	return command.List(s, func(name string) (fixtures.Era, error) {
 		era, ok := eraOf(name)
 		if !ok {
-			return nil, fmt.Errorf("-eras: unknown protocol era %q; use 2026-07-28, 2025-11-25 or both, comma-separated", name)
+			return era, fmt.Errorf("-eras: unknown protocol era %q; use 2026-07-28, 2025-11-25 or both, comma-separated", name)
 		}
-		if !slices.Contains(eras, era) {
-			eras = append(eras, era)
-		}
-	}
-	return eras, nil
+		return era, nil
+	})
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc string) int {

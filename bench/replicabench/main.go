@@ -7,9 +7,12 @@
 // same run measures the database's raw commit rate: one single-row INSERT
 // per transaction from as many connections as there are clients.
 //
+// It also measures the MCP call ceiling (the echo tool with no gateway)
+// and, with -passthrough, the echo tool called through one replica.
+//
 // Everything runs on loopback: the simulated provider on an httptest server
-// in this process, the gateways and the echo server as child processes,
-// the clients here. Each
+// in this process, the gateways and the echo server as child processes
+// (with -inprocess, in this process too), the clients here. Each
 // run creates its own schema in the database and drops it afterwards; it
 // never touches another schema and never stops the server. Every call's
 // answer is checked, and every row a measurement claims is checked in the
@@ -102,21 +105,13 @@ func (o *options) validate() error {
 // parseReplicas reads a comma-separated list of replica counts, in order,
 // without repeats.
 func parseReplicas(s string) ([]int, error) {
-	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
+	return command.List(s, func(f string) (int, error) {
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 {
-			return nil, fmt.Errorf("-replicas: %q is not a replica count (a whole number, at least 1)", f)
+			return 0, fmt.Errorf("-replicas: %q is not a replica count (a whole number, at least 1)", f)
 		}
-		if !slices.Contains(out, n) {
-			out = append(out, n)
-		}
-	}
-	return out, nil
+		return n, nil
+	})
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc string) int {

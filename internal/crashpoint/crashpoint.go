@@ -1,9 +1,11 @@
 // Package crashpoint marks the places where crash tests kill the gateway.
-// In a normal build Reach does nothing. A binary built with the tag
+// Production code calls Reach at those places; in a normal build it does
+// nothing, so no behaviour depends on it. A binary built with the tag
 // "crashpoints" stops at the point named by TASKGATE_CRASHPOINT: it prints
-// "CRASHPOINT <name>" on stderr and stops the whole process (SIGSTOP), so
-// that a test can SIGKILL the real process exactly there, with nothing
-// after the point done. Production code paths never depend on it.
+// "CRASHPOINT <name>" on stderr and, on Unix, stops the whole process
+// (SIGSTOP), so that a test can SIGKILL the real process exactly there,
+// with nothing after the point done; elsewhere only the calling goroutine
+// blocks.
 package crashpoint
 
 // Points where crash tests stop the gateway.

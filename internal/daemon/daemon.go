@@ -1,7 +1,10 @@
 // Package daemon assembles a running gateway from a configuration: the
 // ledger, the upstream pool, the background worker, the MCP server and its
 // HTTP listener (or a stdio front), started in order and stopped in reverse.
-// It holds wiring only; every decision lives in the packages it wires.
+// It holds wiring and process-level settings only (start and stop order,
+// the GC target, how long to wait for upstreams' tools, refusing
+// --no-worker on SQLite); every decision about operations lives in the
+// packages it wires.
 package daemon
 
 import (

@@ -1,5 +1,6 @@
 // Package dburl opens the ledger store that a --db value names:
-// "sqlite:PATH" (optionally "?synchronous=normal") or a postgres:// URL.
+// "sqlite:PATH" (optionally "?synchronous=full" or "?synchronous=normal")
+// or a postgres:// or postgresql:// URL.
 // It holds no state and never decides anything about operations.
 package dburl
 

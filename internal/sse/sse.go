@@ -1,6 +1,6 @@
 // Package sse passes a server-sent event stream through event by event, so
-// that a reader can see — or rewrite — each event's data before any byte of
-// the events after it is released. It holds no protocol knowledge, bounds
+// that a reader can see, rewrite or drop each event before any byte of the
+// events after it is released. It holds no protocol knowledge, bounds
 // what it buffers, and never blocks on anything but its source.
 package sse
 

@@ -1,7 +1,7 @@
 // Package testwait holds what tests use to wait for a fact instead of
 // sleeping for a while: [Until] checks a condition until it holds, and
 // fails the test, naming what it waited for, when the condition does not
-// hold before the test's context ends. A sleep that stands in for such a
+// hold before the context it is given (one with a deadline) ends. A sleep that stands in for such a
 // wait passes without testing anything on a slow machine, and wastes time on
 // a fast one.
 //

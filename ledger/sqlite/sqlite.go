@@ -1,6 +1,7 @@
 // Package sqlite is the embedded ledger store: one SQLite file (pure Go,
-// modernc.org/sqlite) in WAL mode with durable commits, holding taskgate's
-// tables and River's. It is the zero-setup default for a single gateway
+// modernc.org/sqlite) in WAL mode, holding taskgate's tables and River's.
+// Commits are durable by default (synchronous=full); Options.Synchronous
+// "normal" trades the last commits on power loss for speed. It is the zero-setup default for a single gateway
 // process.
 //
 // SQLite allows one writer at a time, so every write (taskgate's and

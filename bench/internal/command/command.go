@@ -5,7 +5,7 @@
 // and the exit code each outcome gets. It must never define what a program
 // measures, what its flags default to or how its report reads, and never
 // turn a figure below its target into a failure: only a usage error (exit
-// 2) or a failed measurement (exit 1) makes a run fail.
+// 2) or a failed measurement, profile or report (exit 1) makes a run fail.
 package command
 
 import (
@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/taskgate/taskgate/bench/internal/profile"
@@ -116,4 +118,25 @@ func CheckDir(dir, hint string) error {
 		return fmt.Errorf("-dir %s is not a directory%s", dir, hint)
 	}
 	return nil
+}
+
+// List reads a comma-separated flag value: each item in order, blanks
+// skipped, repeats dropped. parse turns one item into a value or says why
+// it is not one.
+func List[T comparable](s string, parse func(item string) (T, error)) ([]T, error) {
+	var out []T
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		v, err := parse(item)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -158,4 +159,36 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+func TestList(t *testing.T) {
+	short := func(item string) (string, error) {
+		if len(item) > 3 {
+			return "", errors.New("too long: " + item)
+		}
+		return item, nil
+	}
+	tests := []struct {
+		in      string
+		want    []string
+		wantErr string
+	}{
+		{in: "", want: nil},
+		{in: " , ,", want: nil},
+		{in: "a,b", want: []string{"a", "b"}},
+		{in: " b , a ,b", want: []string{"b", "a"}},
+		{in: "a,long", wantErr: "too long: long"},
+	}
+	for _, tt := range tests {
+		got, err := List(tt.in, short)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("List(%q) error = %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("List(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
 }

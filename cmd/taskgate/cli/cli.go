@@ -1,7 +1,9 @@
 // Package cli builds the taskgate command line (cobra). Each command parses
 // its flags, opens what it needs and delegates to the packages that hold the
-// work; errors surface once, as one line on stderr, with a non-zero exit.
-// It must never hold decisions of its own about operations or money.
+// work; errors surface once on stderr with a non-zero exit: one line,
+// followed by a "Try:" hint for a usage error or by one line per invalid
+// field for a bad configuration. It must never hold decisions of its own
+// about operations or money.
 package cli
 
 import (

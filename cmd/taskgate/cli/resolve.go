@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -42,12 +41,9 @@ func (e *env) opsResolveCmd() *cobra.Command {
 			}
 			r.Actor = e.actor()
 			return e.withOperation(cmd.Context(), tenant, args[0], func(s ledger.Store, op *ledger.Operation) error {
-				if err := checkResolvable(cmd, s, op, r); err != nil {
-					return err
-				}
 				out, err := worker.Resolve(cmd.Context(), s, op, r)
 				if err != nil {
-					return fmt.Errorf("resolve operation %s: %w", op.OperationID, err)
+					return err
 				}
 				fmt.Fprintf(e.stdout, "operation %s (task %s) is %s\n", out.OperationID, out.TaskID, out.State)
 				fmt.Fprintf(e.stdout, "next: %s\n", nextAfter(r))
@@ -64,33 +60,6 @@ func (e *env) opsResolveCmd() *cobra.Command {
 	f.StringVar(&r.CancelDuplicate, "cancel-duplicate", "", "ask the provider to cancel this duplicate remote job")
 	f.StringVar(&r.Note, "note", "", "why, for the ledger and the receipt")
 	return cmd
-}
-
-// checkResolvable refuses a resolution that does not fit the operation,
-// before anything is written: attach, resend and fail need an operation in
-// review, and a duplicate decision needs a duplicate remote job of this
-// operation (naming an unknown job would record a new one).
-func checkResolvable(cmd *cobra.Command, s ledger.Store, op *ledger.Operation, r worker.Resolution) error {
-	if r.AcceptDuplicate == "" && r.CancelDuplicate == "" {
-		if op.State != ledger.StateReview {
-			return fmt.Errorf("operation %s is %s, not waiting for review; only an operation in review can be attached, re-sent or failed (see taskgate ops show %s)",
-				op.OperationID, op.State, op.OperationID)
-		}
-		return nil
-	}
-	id := r.AcceptDuplicate + r.CancelDuplicate
-	jobs, err := s.RemoteJobList(cmd.Context(), op.ID)
-	if err != nil {
-		return fmt.Errorf("load remote jobs of operation %s: %w", op.OperationID, err)
-	}
-	i := slices.IndexFunc(jobs, func(j *ledger.RemoteJob) bool { return j.RemoteJobID == id })
-	switch {
-	case i < 0:
-		return fmt.Errorf("operation %s has no remote job %s (see taskgate ops show %s)", op.OperationID, id, op.OperationID)
-	case !jobs[i].Duplicate:
-		return fmt.Errorf("remote job %s of operation %s is not a duplicate; only duplicates are accepted or cancelled here", id, op.OperationID)
-	}
-	return nil
 }
 
 // nextAfter says what the gateway does with a resolution.

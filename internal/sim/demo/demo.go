@@ -7,10 +7,11 @@
 //
 // Everything runs in this process over real MCP on loopback: a real gateway
 // on an embedded SQLite ledger in front of the simulated provider (package
-// fixtures' harness), driven by go-sdk clients. The demo judges the run only
-// by the receipt built from the ledger and by the provider's own record,
-// never by the answers its clients got, and it must never reach into the
-// gateway's internals to make the story come out right.
+// fixtures' harness), driven by go-sdk clients. The verdict rests on the
+// receipt built from the ledger and on the provider's own record; the demo
+// also checks that each client got the answer the story says it should and
+// that the ledger recorded the expected attempts. It must never reach into
+// the gateway's internals to make the story come out right.
 package demo
 
 import (

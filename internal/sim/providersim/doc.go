@@ -39,5 +39,7 @@
 //
 // The simulator stands in for a third party: it must never import or know
 // about taskgate's ledger, gateway or configuration (only the protocol layers,
-// go-sdk and taskwire), and nothing in taskgate proper may depend on it.
+// go-sdk and taskwire), and no package that serves (the daemon and all it
+// imports) may depend on it: only the provider-sim and demo commands, the
+// fixtures and the benchmarks use it.
 package providersim
