@@ -4,7 +4,7 @@
 # builds with CGO_ENABLED=0.
 GO ?= go
 
-.PHONY: test vet build bench-accept bench-proxy bench-replicas fuzz
+.PHONY: test vet build conformance bench-accept bench-proxy bench-replicas fuzz
 
 test: vet
 	CGO_ENABLED=1 $(GO) test -race -timeout 20m ./...
@@ -15,6 +15,12 @@ vet:
 
 build:
 	CGO_ENABLED=0 $(GO) build -o taskgate ./cmd/taskgate
+
+# The official MCP conformance suite, directly and through taskgate, judged
+# against conformance/baseline.yml; installs a pinned Node and the suite into
+# .cache/conformance (needs npm). See docs/conformance.md.
+conformance:
+	./conformance/run
 
 bench-accept:
 	./bench/accept

@@ -134,9 +134,9 @@ type Upstream struct {
 	// (UPSTREAM.TOOL) and receipts: lowercase letters, digits, '_' or '-'.
 	// Required.
 	Name string `yaml:"name"`
-	// Prefix namespaces the upstream's tools as PREFIX.tool. Unset means
-	// the name; an empty string lists tools unprefixed, so that taskgate
-	// can stand in transparently for a single server.
+	// Prefix namespaces the upstream's tools and prompts as PREFIX.tool.
+	// Unset means the name; an empty string lists them unprefixed, so that
+	// taskgate can stand in transparently for a single server.
 	Prefix *string `yaml:"prefix"`
 	// URL is a Streamable HTTP endpoint; Command starts a stdio server that
 	// taskgate supervises and restarts. Exactly one is set.

@@ -100,7 +100,7 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 			return
 		}
 		defer untrack()
-		relayed := g.relayInSession(w, ctx, c)
+		relayed := g.relayInSession(w, ctx, c, info.logLevel)
 		if !relayed && c.up.CanForward() {
 			if f, ok := c.stateless(info, true); ok {
 				relayed = g.forward(w, ctx, f, http.StatusOK)
@@ -117,10 +117,12 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 	next.ServeHTTP(w, r)
 }
 
-// relayInSession relays c in the upstream's own 2025-11-25 session. It
-// returns false, having written nothing, when the upstream offers none.
-func (g *Gateway) relayInSession(w http.ResponseWriter, ctx context.Context, c *passThroughCall) bool {
+// relayInSession relays c in the upstream's own 2025-11-25 session, with
+// the upstream's log messages at level or above. It returns false, having
+// written nothing, when the upstream offers none.
+func (g *Gateway) relayInSession(w http.ResponseWriter, ctx context.Context, c *passThroughCall, level mcp.LoggingLevel) bool {
 	call := c.relayed()
+	call.LogLevel = level
 	call.Unanswered = unavailable(&forwarded{up: c.up, tool: c.tool, id: c.id})
 	resp, err := c.up.RelayCall(ctx, call)
 	switch {
@@ -367,11 +369,12 @@ func (g *Gateway) readPassThrough(body []byte, mcpName string, legacy bool) (*pa
 }
 
 // stateless returns c as the 2026-07-28 request to forward. For a call of a
-// 2025-11-25 session (client is its client), _meta gains what a 2026-07-28
-// request carries: the protocol version, the client, and client
-// capabilities that declare nothing, so that the upstream asks no
-// questions that could not reach the session's client.
-func (c *passThroughCall) stateless(client *mcp.Implementation, legacy bool) (*forwarded, bool) {
+// 2025-11-25 session (session is what relaying knows of it), _meta gains
+// what a 2026-07-28 request carries: the protocol version, the client,
+// client capabilities that declare nothing, so that the upstream asks no
+// questions that could not reach the session's client, and the log level
+// the client set.
+func (c *passThroughCall) stateless(session *relayInfo, legacy bool) (*forwarded, bool) {
 	params := maps.Clone(c.params)
 	params["name"], _ = json.Marshal(c.tool)
 	meta := c.meta
@@ -382,12 +385,19 @@ func (c *passThroughCall) stateless(client *mcp.Implementation, legacy bool) (*f
 		}
 		meta[mcp.MetaKeyProtocolVersion] = json.RawMessage(`"2026-07-28"`)
 		meta[mcp.MetaKeyClientCapabilities] = json.RawMessage(`{}`)
-		if client != nil {
-			info, err := json.Marshal(client)
+		if session != nil && session.client != nil {
+			info, err := json.Marshal(session.client)
 			if err != nil {
 				return nil, false
 			}
 			meta[mcp.MetaKeyClientInfo] = info
+		}
+		if session != nil && session.logLevel != "" {
+			level, err := json.Marshal(session.logLevel)
+			if err != nil {
+				return nil, false
+			}
+			meta[mcp.MetaKeyLogLevel] = level
 		}
 	}
 	if meta != nil {

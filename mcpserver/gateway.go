@@ -1,17 +1,21 @@
-// Package mcpserver is taskgate's downstream MCP server: the tools of every
-// upstream listed under their namespaced names, consequential calls turned
-// into operations in the ledger (accepted once per tenant, returned as tasks
-// in either protocol era or awaited for clients without tasks), pass-through
-// calls forwarded with their progress and elicitation, and the HTTP surface
-// around it (browser origin checks, authentication, health, readiness,
-// metrics).
+// Package mcpserver is taskgate's downstream MCP server: the tools and
+// prompts of every upstream, listed under their namespaced names (or
+// unprefixed when an upstream's prefix is empty), their resources,
+// templates, completion and subscriptions passed through to the upstream
+// that listed them (surface.go), consequential calls turned into operations
+// in the ledger (accepted once per tenant, returned as tasks in either
+// protocol era or awaited for clients without tasks), pass-through calls
+// forwarded with their progress, log messages and the upstream's questions
+// to the client (elicitation, sampling, roots), and the HTTP surface around
+// it (browser origin checks, authentication, health, readiness, metrics).
 //
 // The tenant of every request comes from authentication (or, for a stdio
 // front, from configuration), never from the request body. Every task lives
 // in the ledger; nothing about a task is held only in memory, so any
-// replica, or a restarted gateway, answers for it. The package never calls
-// providers for consequential work itself: the worker does, after the
-// acceptance has committed.
+// replica, or a restarted gateway, answers for it. The package never sends
+// a consequential call to its provider itself: the worker does, after the
+// acceptance has committed. The one provider call made here is the
+// contract's estimate tool, which prices a call before it is accepted.
 package mcpserver
 
 import (
@@ -82,6 +86,9 @@ type Gateway struct {
 	// handling counts the MCP requests being handled and the HTTP requests
 	// carrying them, for Drain.
 	handling inflight
+
+	// surface holds the upstreams' resources and prompts (surface.go).
+	surface surfaceState
 }
 
 // route is where a downstream tool name leads.
@@ -118,6 +125,7 @@ func New(opts *Options) (*Gateway, error) {
 	if g.metrics == nil {
 		g.metrics = NewMetrics(nil, nil)
 	}
+	g.initSurface()
 	return g, nil
 }
 
@@ -139,17 +147,23 @@ func (g *Gateway) newServer(defaultTenant string, opts *mcp.ServerOptions) (*mcp
 		so = *opts
 	}
 	so.Logger = g.log
-	so.Capabilities = &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	g.surfaceOptions(&so)
+	// Upstreams' log messages reach clients (askingOptions).
+	so.Capabilities.Logging = &mcp.LoggingCapabilities{}
 	s := mcp.NewServer(&mcp.Implementation{Name: "taskgate", Version: serverVersion()}, &so)
+	s.AddSendingMiddleware(restoreRequestedSchema)
+	s.AddReceivingMiddleware(g.advertiseSurface)
 	h := &host{g: g, defaultTenant: defaultTenant}
 	if err := taskwire.Install(s, h, &taskwire.Options{Logger: g.log}); err != nil {
 		return nil, err
 	}
+	s.AddReceivingMiddleware(g.listSurface)
 	// Outermost, so that Drain also waits for the task layer's work.
 	s.AddReceivingMiddleware(g.countHandling)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.servers = append(g.servers, s)
+	g.installSurface(s)
 	for name, raw := range g.listed {
 		var t mcp.Tool
 		if err := json.Unmarshal([]byte(raw), &t); err == nil {
@@ -236,7 +250,8 @@ func (f *inflight) wait(ctx context.Context) error {
 }
 
 // SyncTools lists every connected upstream's tools and publishes them under
-// their namespaced names; tools that disappeared are withdrawn.
+// their namespaced names; tools that disappeared are withdrawn. Prompts,
+// resources and templates are listed and published with them (syncSurface).
 func (g *Gateway) SyncTools(ctx context.Context) {
 	next := map[string]*mcp.Tool{}
 	routes := map[string]*route{}
@@ -281,6 +296,7 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 		}
 	}
 	g.publish(next, routes)
+	g.syncSurface(ctx)
 }
 
 // publish replaces the listed tools on every server, touching only changes.

@@ -87,17 +87,29 @@ func TestLegacyPassThroughIsRelayed(t *testing.T) {
 }
 
 // TestElicitingClientTakesTheSDKPath: a client that can be asked questions
-// is called through the SDK, which carries an upstream's questions to it.
+// (elicitation or sampling) is called through the SDK, which carries an
+// upstream's questions to it.
 func TestElicitingClientTakesTheSDKPath(t *testing.T) {
-	rec, up := forwardingUpstream(t, 0)
-	url, keys := plumbingGatewayKeys(t, testCtx(t), up.URL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme")
-	cs := legacySession(t, url, keys[0], "asking-client", true, nil)
-	if res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}}); err != nil || res.IsError {
-		t.Fatalf("meta = %+v, %v", res, err)
-	}
-	seen := rec.seen()
-	if len(seen) != 1 || seen[0].clientName() == "asking-client" {
-		t.Fatalf("upstream saw %d calls (client %q); want one made by the gateway's own client", len(seen), seen[len(seen)-1].clientName())
+	sampling := &mcp.ClientOptions{CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+		return nil, fmt.Errorf("not asked")
+	}}
+	for _, tt := range []struct {
+		name   string
+		elicit bool
+		opts   *mcp.ClientOptions
+	}{{"elicitation", true, nil}, {"sampling", false, sampling}} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, up := forwardingUpstream(t, 0)
+			url, keys := plumbingGatewayKeys(t, testCtx(t), up.URL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme")
+			cs := legacySession(t, url, keys[0], "asking-client", tt.elicit, tt.opts)
+			if res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}}); err != nil || res.IsError {
+				t.Fatalf("meta = %+v, %v", res, err)
+			}
+			seen := rec.seen()
+			if len(seen) != 1 || seen[0].clientName() == "asking-client" {
+				t.Fatalf("upstream saw %d calls (client %q); want one made by the gateway's own client", len(seen), seen[len(seen)-1].clientName())
+			}
+		})
 	}
 }
 
@@ -402,8 +414,9 @@ func TestLegacyCallInRelaySessionIsCancelled(t *testing.T) {
 // closes sessions whose client stops answering keeps it.
 func TestRelaySessionAnswersPings(t *testing.T) {
 	// Two pings unanswered in a row close a session; after each call the
-	// relay session answers four.
-	up, upURL := startSessionUpstream(t, sessionUpstreamOptions{keepAlive: 250 * time.Millisecond})
+	// relay session answers four. The interval leaves a loaded machine
+	// time to answer each ping before the next is due.
+	up, upURL := startSessionUpstream(t, sessionUpstreamOptions{keepAlive: time.Second})
 	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme")
 	cs := legacySession(t, url, keys[0], "legacy-client", false, nil)
 	for i := range 2 {

@@ -10,12 +10,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/taskgate/taskgate/taskwire"
 	"github.com/taskgate/taskgate/upstream"
 )
 
 // passThrough forwards a non-consequential call to its upstream with its
-// _meta, progress and elicitation. Consequential calls never reach it: the
+// _meta, progress, log messages and questions (askingOptions). Consequential calls never reach it: the
 // task layer hands them to the host first.
 func (g *Gateway) passThrough(r *route) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -42,15 +41,7 @@ func (g *Gateway) passThrough(r *route) mcp.ToolHandler {
 				}
 			}
 		}
-		// Only a call that can ask its own user passes Elicit: such a call
-		// gets an upstream session to itself (HTTP) or holds a stdio
-		// upstream alone, which every other call would pay for.
-		if taskwire.CanElicit(req) {
-			ss := req.Session
-			opts.Elicit = func(ectx context.Context, ep *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-				return ss.Elicit(ectx, ep)
-			}
-		}
+		g.askingOptions(ctx, req, opts)
 		res, err := up.CallTool(ctx, params, opts)
 		if err != nil {
 			return nil, g.upstreamError(ctx, r, err)

@@ -19,7 +19,9 @@ import (
 // caller. It also keeps the handler's idle timer honest: only requests
 // the handler serves restart it, so a call is relayed only when it would
 // end within half the idle period after the handler last served the
-// session; a request after that goes to the handler.
+// session; a request after that goes to the handler. It notes each
+// session's log level (logging/setLevel), so that a relayed call's
+// upstream log messages are filtered as the session's Log would.
 type legacySessions struct {
 	server *mcp.Server
 	idle   time.Duration
@@ -27,6 +29,9 @@ type legacySessions struct {
 
 	mu   sync.Mutex
 	byID map[string]*legacySession
+	// levels holds each session's log level by session ID; apart from
+	// byID, since a client may set it before opened has run.
+	levels map[string]mcp.LoggingLevel
 }
 
 // legacySession is what relaying needs to know of one session.
@@ -34,9 +39,9 @@ type legacySession struct {
 	// userID is the TokenInfo user that opened the session; the SDK's
 	// handler refuses a request from anyone else, and so does relaying.
 	userID string
-	// canElicit: the client declared elicitation. Its calls stay on the
-	// SDK path, which carries an upstream's questions to it.
-	canElicit  bool
+	// canAsk: the client declared elicitation or sampling. Its calls stay
+	// on the SDK path, which carries an upstream's questions to it.
+	canAsk     bool
 	clientInfo *mcp.Implementation
 	// lastSDK is when the SDK's handler last finished a request of the
 	// session (its idle timer restarts then); sdkActive counts those in
@@ -48,8 +53,28 @@ type legacySession struct {
 	relayed map[string]context.CancelFunc
 }
 
+// newLegacySessions follows server's sessions; it installs a receiving
+// middleware on server to note log levels.
 func newLegacySessions(server *mcp.Server, idle time.Duration, now func() time.Time) *legacySessions {
-	return &legacySessions{server: server, idle: idle, now: now, byID: map[string]*legacySession{}}
+	l := &legacySessions{server: server, idle: idle, now: now, byID: map[string]*legacySession{}, levels: map[string]mcp.LoggingLevel{}}
+	server.AddReceivingMiddleware(l.noteLogLevel)
+	return l
+}
+
+// noteLogLevel records the level a session's client set, once the SDK
+// has accepted it.
+func (l *legacySessions) noteLogLevel(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		p, ok := req.GetParams().(*mcp.SetLoggingLevelParams)
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if err == nil && ok && method == "logging/setLevel" && ss != nil && ss.ID() != "" {
+			l.mu.Lock()
+			l.levels[ss.ID()] = p.Level
+			l.mu.Unlock()
+		}
+		return res, err
+	}
 }
 
 // watch wraps the SDK's handler: it notes each session the handler opens
@@ -108,7 +133,7 @@ func (l *legacySessions) opened(id, userID string) {
 	}
 	s := &legacySession{
 		userID: userID, lastSDK: l.now(), relayed: map[string]context.CancelFunc{},
-		canElicit: ip.Capabilities != nil && ip.Capabilities.Elicitation != nil, clientInfo: ip.ClientInfo,
+		canAsk: ip.Capabilities != nil && (ip.Capabilities.Elicitation != nil || ip.Capabilities.Sampling != nil), clientInfo: ip.ClientInfo,
 	}
 	l.mu.Lock()
 	l.byID[id] = s
@@ -117,6 +142,7 @@ func (l *legacySessions) opened(id, userID string) {
 		_ = ss.Wait()
 		l.mu.Lock()
 		delete(l.byID, id)
+		delete(l.levels, id)
 		l.mu.Unlock()
 	}()
 }
@@ -150,19 +176,27 @@ func (l *legacySessions) known(id string) bool {
 	return l.byID[id] != nil
 }
 
+// relayInfo is what relaying a call needs of its session.
+type relayInfo struct {
+	client *mcp.Implementation
+	// logLevel is the level the client set; empty: none, so it gets no
+	// log messages.
+	logLevel mcp.LoggingLevel
+}
+
 // relayable returns what relaying needs of session id for a call by userID
 // that may last maxCall, or false when the call must go to the SDK's
 // handler: the session is unknown, belongs to someone else, can be asked
 // questions, or the handler's idle timer, which relayed calls do not
 // pause, could run out before the call ends.
-func (l *legacySessions) relayable(id, userID string, maxCall time.Duration) (*mcp.Implementation, bool) {
+func (l *legacySessions) relayable(id, userID string, maxCall time.Duration) (*relayInfo, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.byID[id]
 	if !relayableSession(s, userID, l.now(), l.idle, maxCall) {
 		return nil, false
 	}
-	return s.clientInfo, true
+	return &relayInfo{client: s.clientInfo, logLevel: l.levels[id]}, true
 }
 
 // relayableSession is relayable's decision. The session's idle timer
@@ -170,7 +204,7 @@ func (l *legacySessions) relayable(id, userID string, maxCall time.Duration) (*m
 // serves one; half the idle period is kept in reserve.
 func relayableSession(s *legacySession, userID string, now time.Time, idle, maxCall time.Duration) bool {
 	switch {
-	case s == nil, s.canElicit:
+	case s == nil, s.canAsk:
 		return false
 	case s.userID != "" && s.userID != userID:
 		return false

@@ -573,15 +573,27 @@ func newCaller(req mcp.Request, version string, meta map[string]any, requestID s
 // request has no session to send it on (its client is asked with input
 // requests instead) and answers false.
 func CanElicit(req mcp.Request) bool {
+	caps := SessionClientCapabilities(req)
+	return caps != nil && caps.Elicitation != nil
+}
+
+// SessionClientCapabilities returns the capabilities the client of req
+// declared in initialize when the server may send it requests over its
+// session (elicitation/create, sampling/createMessage, roots/list): a
+// session of protocol 2025-11-25 or earlier. It is nil for a 2026-07-28
+// request, whose client is asked with input requests instead.
+func SessionClientCapabilities(req mcp.Request) *mcp.ClientCapabilities {
 	if req == nil || requestProtocolVersion(req) >= protocolExtension {
-		return false
+		return nil
 	}
 	ss, ok := req.GetSession().(*mcp.ServerSession)
 	if !ok || ss == nil {
-		return false
+		return nil
 	}
-	ip := ss.InitializeParams()
-	return ip != nil && ip.Capabilities != nil && ip.Capabilities.Elicitation != nil
+	if ip := ss.InitializeParams(); ip != nil {
+		return ip.Capabilities
+	}
+	return nil
 }
 
 // perRequestElicitation reports whether a 2026-07-28 request declares

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,9 +35,33 @@ type CallOptions struct {
 	// sends during this call. Without it they are declined. See the package
 	// documentation for how requests are routed.
 	Elicit func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// ElicitationComplete receives the notifications/elicitation/complete
+	// of URL-mode elicitations that a 2025-11-25 upstream sends in the
+	// session of a call that passes Elicit.
+	ElicitationComplete func(ctx context.Context, p *mcp.ElicitationCompleteParams)
+	// CreateMessage answers the sampling/createMessage requests a
+	// 2025-11-25 upstream sends during this call. Without it they get
+	// -32601, as from a client without sampling.
+	CreateMessage func(ctx context.Context, p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageWithToolsResult, error)
+	// ListRoots answers roots/list in a call that passes Elicit or
+	// CreateMessage. Other calls' roots/list get the gateway's own answer,
+	// an empty list.
+	ListRoots func(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
+	// Capabilities are the calling client's, declared to the upstream in
+	// the session of a call that passes Elicit or CreateMessage (HTTP).
+	// Nil declares what the funcs set answer.
+	Capabilities *mcp.ClientCapabilities
+	// Log receives the upstream's notifications/message sent during this
+	// call, in wire order with its progress, all of them before the call
+	// returns. Over HTTP they are the messages on the call's response
+	// stream; over stdio, those read while it is the only call in flight.
+	// Log runs on the connection's reader and must not block for long.
+	Log func(*mcp.LoggingMessageParams)
+	// LogLevel is the level a 2026-07-28 upstream is asked to log at for
+	// this call (per request); empty with Log set asks for debug. A
+	// 2025-11-25 session is set to debug once, for every call.
+	LogLevel mcp.LoggingLevel
 }
-
-type elicitFunc = func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
 
 // CallTool calls a tool plainly and returns the upstream's result, including
 // a 2026-07-28 input_required result (NeedsInput), which is returned as it
@@ -81,13 +104,28 @@ func (u *Upstream) call(ctx context.Context, params *mcp.CallToolParams, opts *C
 		unregister := u.progress.register(token, opts.Progress, params.GetProgressToken())
 		defer unregister()
 	}
-	ctx = withCallHeader(ctx, opts.Header)
+	if opts.Log != nil && c.protocol >= protocolExtension {
+		level := opts.LogLevel
+		if level == "" {
+			level = upstreamLogLevel
+		}
+		if p.Meta == nil {
+			p.Meta = mcp.Meta{}
+		}
+		p.Meta[mcp.MetaKeyLogLevel] = level
+	}
+	logs := &logSink{fn: opts.Log}
+	defer logs.close()
+	ctx = withCallLog(withCallHeader(ctx, opts.Header), logs)
 
-	cs, release, err := u.sessionFor(ctx, c, opts.Elicit, asTask)
+	cs, release, err := u.sessionFor(ctx, c, askerOf(opts), opts.Log != nil, asTask)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer release()
+	if u.httpClient == nil {
+		defer u.logs.track(logs)()
+	}
 
 	what := "tools/call " + params.Name
 	if asTask {
@@ -143,26 +181,28 @@ func (u *Upstream) outgoing(params *mcp.CallToolParams) *mcp.CallToolParams {
 }
 
 // sessionFor picks the session a tool call runs on and returns a func
-// releasing it; see the package documentation for why.
-func (u *Upstream) sessionFor(ctx context.Context, c *conn, elicit elicitFunc, asTask bool) (*mcp.ClientSession, func(), error) {
+// releasing it; see the package documentation for why. a is the call's
+// asker, nil for a call that cannot be asked anything; logs: the call
+// wants the upstream's log messages.
+func (u *Upstream) sessionFor(ctx context.Context, c *conn, a *asker, logs, asTask bool) (*mcp.ClientSession, func(), error) {
 	legacy := c.protocol < protocolExtension
 	switch {
-	case elicit == nil || !legacy:
+	case a == nil || !legacy:
 		if err := c.gate.share(ctx); err != nil {
-			return nil, nil, fmt.Errorf("upstream %s: waiting for a call that may elicit to finish: %w", u.cfg.Name, err)
+			return nil, nil, fmt.Errorf("upstream %s: waiting for a call that may ask its client to finish: %w", u.cfg.Name, err)
 		}
 		return c.cs, c.gate.unshare, nil
 	case u.httpClient != nil && !(asTask && c.era == taskwire.EraLegacy):
-		cs, err := u.openCallSession(ctx, elicit)
+		cs, err := u.openCallSession(ctx, c, a, logs)
 		if err != nil {
 			return nil, nil, err
 		}
 		return cs, func() { u.closeCallSession(cs) }, nil
 	default:
 		if err := c.gate.hold(ctx); err != nil {
-			return nil, nil, fmt.Errorf("upstream %s: waiting for the session to be free for a call that may elicit: %w", u.cfg.Name, err)
+			return nil, nil, fmt.Errorf("upstream %s: waiting for the session to be free for a call that may ask its client: %w", u.cfg.Name, err)
 		}
-		c.route.set(elicit)
+		c.route.set(a)
 		return c.cs, func() {
 			c.route.set(nil)
 			c.gate.unhold()
@@ -170,18 +210,20 @@ func (u *Upstream) sessionFor(ctx context.Context, c *conn, elicit elicitFunc, a
 	}
 }
 
-// openCallSession opens an HTTP session for one call, whose elicitation
-// requests all go to elicit.
-func (u *Upstream) openCallSession(ctx context.Context, elicit elicitFunc) (*mcp.ClientSession, error) {
+// openCallSession opens a 2025-11-25 HTTP session (c's protocol) for one
+// call, declaring its client's capabilities; every request the upstream
+// sends in it goes to a. With logs, the session is asked to log.
+func (u *Upstream) openCallSession(ctx context.Context, c *conn, a *asker, logs bool) (*mcp.ClientSession, error) {
 	transport := &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.httpClient}
 	// The call's own headers belong to the call, not to the session's
 	// handshake and streams.
-	cs, err := u.client.Connect(withCallHeader(ctx, nil), transport, nil)
+	hctx := context.WithValue(withCallHeader(ctx, nil), sessionCapabilitiesKey{}, a.caps)
+	cs, err := u.client.Connect(hctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: c.protocol})
 	if err != nil {
-		return nil, fmt.Errorf("upstream %s: opening a session for a call that may elicit: %w", u.cfg.Name, err)
+		return nil, fmt.Errorf("upstream %s: opening a session for a call that may ask its client: %w", u.cfg.Name, err)
 	}
-	route := &elicitRoute{}
-	route.set(elicit)
+	route := &askRoute{}
+	route.set(a)
 	u.mu.Lock()
 	closed := u.closed
 	if !closed {
@@ -192,7 +234,23 @@ func (u *Upstream) openCallSession(ctx context.Context, elicit elicitFunc) (*mcp
 		cs.Close()
 		return nil, &notConnectedError{name: u.cfg.Name, cause: errors.New("the upstream pool is closed")}
 	}
+	if logs {
+		u.askToLog(hctx, cs)
+	}
 	return cs, nil
+}
+
+// askToLog sets a 2025-11-25 session's log level to upstreamLogLevel, if
+// the upstream logs at all. An upstream that refuses only costs its
+// clients its log messages, not the session.
+func (u *Upstream) askToLog(ctx context.Context, cs *mcp.ClientSession) {
+	res := cs.InitializeResult()
+	if res == nil || res.Capabilities == nil || res.Capabilities.Logging == nil || res.ProtocolVersion >= protocolExtension {
+		return
+	}
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: upstreamLogLevel}); err != nil {
+		u.logger.Warn("the upstream refused logging/setLevel; its log messages will not reach clients", "error", err)
+	}
 }
 
 func (u *Upstream) closeCallSession(cs *mcp.ClientSession) {
@@ -202,46 +260,6 @@ func (u *Upstream) closeCallSession(cs *mcp.ClientSession) {
 	if err := cs.Close(); err != nil {
 		u.logger.Debug("closing a call's session", "error", err)
 	}
-}
-
-// elicitRoute names the call, if any, that answers a session's elicitation
-// requests.
-type elicitRoute struct{ fn atomic.Pointer[elicitFunc] }
-
-func (r *elicitRoute) set(fn elicitFunc) {
-	if fn == nil {
-		r.fn.Store(nil)
-		return
-	}
-	r.fn.Store(&fn)
-}
-
-func (r *elicitRoute) get() elicitFunc {
-	if p := r.fn.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// elicit is the client's elicitation handler: it routes a request to the
-// call that holds its session, and declines what belongs to no call.
-func (u *Upstream) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	if _, ok := req.Params.Meta[taskwire.RelatedTaskMetaKey]; ok {
-		u.logger.Info("declined an elicitation for an upstream task: task input is not answered here", "message", req.Params.Message)
-		return &mcp.ElicitResult{Action: "decline"}, nil
-	}
-	u.mu.Lock()
-	route := u.routes[req.Session]
-	u.mu.Unlock()
-	var fn elicitFunc
-	if route != nil {
-		fn = route.get()
-	}
-	if fn == nil {
-		u.logger.Info("declined an elicitation no call asked to answer", "message", req.Params.Message)
-		return &mcp.ElicitResult{Action: "decline"}, nil
-	}
-	return fn(ctx, req.Params)
 }
 
 // GetTask polls an upstream task with tasks/get. In the 2026-07-28 design

@@ -2,10 +2,13 @@
 // managed client per configured upstream server, reached over Streamable HTTP
 // or through a stdio command that taskgate starts, supervises and restarts.
 // An [Upstream] lists tools, makes plain calls and task calls in either
-// protocol era (through package taskwire), and carries the per-call plumbing
-// a gateway needs: extra HTTP headers such as the provider's idempotency key,
-// progress forwarded in wire order, and elicitation routed to the call that
-// caused it.
+// protocol era (through package taskwire), passes on requests for resources,
+// prompts and completion, keeps resource subscriptions across sessions
+// (reporting list changes and updates to [Upstream.OnSurfaceChange]), and
+// carries the per-call plumbing a gateway needs: extra HTTP headers such as
+// the provider's idempotency key, progress and log messages forwarded in
+// wire order, and the upstream's questions (elicitation, sampling, roots)
+// routed to the call that caused them.
 //
 // # What this package must never do
 //
@@ -54,6 +57,21 @@
 // promises a direct result. An upstream that answers a plain call with a task
 // all the same is reported as an [UnrequestedTaskError].
 //
+// # Resources, prompts and subscriptions
+//
+// Lists (one page at a time, as the upstream pages them), resources/read,
+// prompts/get and completion/complete are sent on the upstream's session
+// like tool calls that do not elicit, and their answers, input_required
+// results included, are returned as they are. A resource subscription is
+// the one request the package makes again by itself: [Upstream.Subscribe]
+// holds until [Upstream.Unsubscribe], so every new session is subscribed
+// to the URIs subscribed before (a subscription changes no state an
+// operation depends on). On a 2026-07-28 session a subscription is a
+// subscriptions/listen stream that stays open. The upstream's list changes
+// and resource updates, and each new session, are reported to
+// [Upstream.OnSurfaceChange]; [Upstream.SurfaceGeneration] says whether a
+// listing may be stale.
+//
 // # Progress
 //
 // The go-sdk client dispatches progress notifications asynchronously, so a
@@ -76,29 +94,49 @@
 // the upstream for that purpose, opened on first use with no client
 // capabilities. Calls of every client share it, so each goes out under a
 // request ID and progress token of the gateway's, and only its own answer
-// and progress come back, under the client's. The session keeps a
+// and progress come back, under the client's, with the log messages on its
+// stream that its client's level (RelayedCall.LogLevel) admits. The session keeps a
 // standalone stream open to answer pings, resumes a call's stream the
 // upstream closes early (Last-Event-ID), cancels a call whose answer is
 // given up on, and is opened again when the upstream has forgotten it.
 //
-// # Elicitation
+// # Log messages
+//
+// A 2025-11-25 session whose upstream advertises logging is set to debug,
+// the lowest level, so that any client's level can be honoured by whoever
+// relays the messages; a 2026-07-28 call carries its level per request
+// (CallOptions.LogLevel). notifications/message are read off the wire as
+// progress is: over HTTP those on a call's response stream are the call's
+// (CallOptions.Log); over stdio, where nothing ties a message to a call, a
+// message is the call's only while it is the one call in flight. Messages
+// of no call go to the gateway's log at debug level, never to a client: the
+// gateway cannot tell whose they are.
+//
+// # Questions: elicitation, sampling, roots
 //
 // Protocol 2026-07-28 has no server-to-client requests: an upstream that
 // needs input answers with an input_required result, and the client is
 // configured (MultiRoundTrip disabled) to return it to the caller as it is.
 //
-// A 2025-11-25 upstream sends elicitation/create, and the go-sdk gives no way
-// to tell which call caused it. Routing is made unambiguous instead:
+// A 2025-11-25 upstream sends elicitation/create, sampling/createMessage and
+// roots/list, and the go-sdk gives no way to tell which call caused them.
+// Routing is made unambiguous instead, for a call that can be asked (one
+// that passes CallOptions.Elicit or CreateMessage):
 //
-//   - over HTTP, a call that passes CallOptions.Elicit runs on a session of
-//     its own, opened for the call and closed after it, so whatever that
-//     session is asked belongs to the call;
-//   - over stdio there is one session, so a call that passes Elicit holds it
-//     alone: other tool calls wait until it returns, and it waits for theirs;
-//   - a task call with Elicit over HTTP holds the shared session alone in the
-//     same way, because the task it creates must stay reachable there.
+//   - over HTTP, such a call runs on a session of its own, opened for the
+//     call (declaring CallOptions.Capabilities, the client's) and closed
+//     after it, so whatever that session is asked belongs to the call;
+//   - over stdio there is one session, declaring everything a call may
+//     answer, so such a call holds it alone: other tool calls wait until it
+//     returns, and it waits for theirs;
+//   - a task call that can be asked over HTTP holds the shared session alone
+//     in the same way, because the task it creates must stay reachable there.
 //
-// An elicitation that belongs to no such call (a call without Elicit, or one
-// marked with a related task, which belongs to a task rather than a call) is
-// declined.
+// The requests are taken before the go-sdk's own client handling, which
+// checks elicitation schemas more narrowly than the protocol allows. What
+// belongs to no call that can answer it (no such call, or a request marked
+// with a related task, which belongs to a task rather than a call) gets what
+// a client without the capability would give: an elicitation is declined,
+// sampling is refused with -32601, and roots/list is answered with no roots.
+// Pings are answered by the go-sdk in every session.
 package upstream

@@ -62,8 +62,9 @@ func serveStdio(mode string) error {
 }
 
 // newTinyServer is a small go-sdk server whose tools exercise the per-call
-// plumbing: count sends progress, ask elicits, meta echoes _meta, and
-// need_input answers input_required (2026-07-28). legacyOnly restricts it to
+// plumbing: count sends progress, ask elicits, meta echoes _meta,
+// need_input answers input_required (2026-07-28), and the tools of
+// addAskingTools log, sample, list roots and elicit enums. legacyOnly restricts it to
 // protocol 2025-11-25, where a server may send elicitation/create.
 func newTinyServer(legacyOnly bool) *mcp.Server {
 	var opts mcp.ServerOptions
@@ -75,6 +76,7 @@ func newTinyServer(legacyOnly bool) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "Asks the client a question about label and returns the answer."}, ask)
 	mcp.AddTool(s, &mcp.Tool{Name: "meta", Description: "Returns the _meta it was called with."}, echoMeta)
 	s.AddTool(&mcp.Tool{Name: "need_input", Description: "Needs a confirmation first.", InputSchema: map[string]any{"type": "object"}}, needInput)
+	addAskingTools(s)
 	s.AddReceivingMiddleware(rogueTasks)
 	return s
 }

@@ -253,7 +253,7 @@ func TestToolsAreListedAgainAfterListChanged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := toolNames(tools), []string{"ask", "count", "meta", "need_input"}; !slices.Equal(got, want) {
+		if got, want := toolNames(tools), []string{"ask", "ask_enum", "ask_url", "caps", "chatty", "count", "meta", "need_input", "sample"}; !slices.Equal(got, want) {
 			t.Errorf("Tools() = %v, want %v", got, want)
 		}
 	}

@@ -55,6 +55,9 @@ type RelayedCall struct {
 	Meta map[string]json.RawMessage
 	// ProgressToken is the client's, or nil.
 	ProgressToken json.RawMessage
+	// LogLevel is the level the client set: the upstream's log messages
+	// on the call's stream at it or above are relayed. Empty relays none.
+	LogLevel mcp.LoggingLevel
 	// Unanswered is the message that ends the client's event stream when
 	// the upstream's ends without the answer and cannot be resumed.
 	Unanswered []byte
@@ -63,7 +66,8 @@ type RelayedCall struct {
 // relaySession is the gateway's own 2025-11-25 session with an HTTP
 // upstream, opened on first use. It declares no client capabilities, so
 // the upstream asks it nothing but pings, which its standalone stream
-// answers.
+// answers. It asks an upstream that logs to log at debug, the lowest
+// level, and each call's messages are filtered by its client's level.
 type relaySession struct {
 	// lock is held (a value in it) to read or open the session.
 	lock chan struct{}
@@ -295,6 +299,9 @@ func (u *Upstream) openRelaySession(ctx context.Context) (string, bool, error) {
 	var res struct {
 		Result *struct {
 			ProtocolVersion string `json:"protocolVersion"`
+			Capabilities    struct {
+				Logging json.RawMessage `json:"logging"`
+			} `json:"capabilities"`
 		} `json:"result"`
 	}
 	switch {
@@ -314,6 +321,9 @@ func (u *Upstream) openRelaySession(ctx context.Context) (string, bool, error) {
 			}
 		}
 	}
+	if err == nil && len(res.Result.Capabilities.Logging) > 0 && string(res.Result.Capabilities.Logging) != "null" {
+		u.relayLogLevel(ctx, sid)
+	}
 	if err != nil {
 		if sid != "" {
 			go u.deleteRelaySession(sid, u.timeout)
@@ -321,6 +331,24 @@ func (u *Upstream) openRelaySession(ctx context.Context) (string, bool, error) {
 		return "", false, err
 	}
 	return sid, jsonAnswers, nil
+}
+
+// relayLogLevel asks the upstream to log at upstreamLogLevel in relay
+// session sid. A refusal costs relayed calls their log messages only.
+func (u *Upstream) relayLogLevel(ctx context.Context, sid string) {
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-relay-log-level", "method": "logging/setLevel", "params": map[string]any{"level": upstreamLogLevel}})
+	resp, err := u.postRelay(ctx, sid, body)
+	if err == nil {
+		var msg []byte
+		msg, err = firstMessage(resp)
+		resp.Body.Close()
+		if err == nil && member(msg, "result") == nil {
+			err = fmt.Errorf("logging/setLevel answered %.200s", msg)
+		}
+	}
+	if err != nil {
+		u.logger.Warn("the upstream refused logging/setLevel in the relay session; relayed calls get no log messages", "err", err)
+	}
 }
 
 // listenRelay holds the relay session's standalone stream open, as a
@@ -512,9 +540,9 @@ func (b *relayedBody) resume() bool {
 }
 
 // restore passes one message of the call's stream to the client: the
-// answer and progress under the client's ID and token. A request from the
-// upstream is answered here; everything else is dropped, since the session
-// is shared and nothing else on it is this client's.
+// answer and progress under the client's ID and token, and log messages
+// its client's level admits, as they are. A request from the upstream is
+// answered here; everything else is dropped.
 func (b *relayedBody) restore(id string, data []byte) []byte {
 	if id != "" {
 		b.lastEventID = id
@@ -529,10 +557,17 @@ func (b *relayedBody) restore(id string, data []byte) []byte {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 		Params struct {
-			ProgressToken json.RawMessage `json:"progressToken"`
+			ProgressToken json.RawMessage  `json:"progressToken"`
+			Level         mcp.LoggingLevel `json:"level"`
 		} `json:"params"`
 	}
 	if json.Unmarshal(data, &msg) != nil {
+		return nil
+	}
+	if msg.Method == methodLog && len(msg.ID) == 0 {
+		if logLevelAdmits(b.call.LogLevel, msg.Params.Level) {
+			return data
+		}
 		return nil
 	}
 	switch {

@@ -94,6 +94,7 @@ func (r *progressRouter) deliverMessage(msg []byte) {
 type tapTransport struct {
 	inner    mcp.Transport
 	progress *progressRouter
+	logs     *logRouter
 }
 
 func (t *tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -101,18 +102,24 @@ func (t *tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tapConn{Connection: conn, progress: t.progress}, nil
+	return &tapConn{Connection: conn, progress: t.progress, logs: t.logs}, nil
 }
 
 type tapConn struct {
 	mcp.Connection
 	progress *progressRouter
+	logs     *logRouter
 }
 
 func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
-	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && !req.IsCall() && req.Method == methodProgress {
-		c.progress.deliver(req.Params)
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && !req.IsCall() {
+		switch req.Method {
+		case methodProgress:
+			c.progress.deliver(req.Params)
+		case methodLog:
+			c.logs.deliverStdio(req.Params)
+		}
 	}
 	return msg, err
 }
@@ -126,11 +133,13 @@ func withCallHeader(ctx context.Context, h http.Header) context.Context {
 }
 
 // roundTripper adds the configured and per-call headers, delivers progress
-// from response streams as they are read, and reports failed round trips.
+// and log messages from response streams as they are read, and reports
+// failed round trips.
 type roundTripper struct {
 	next     http.RoundTripper
 	static   http.Header
 	progress *progressRouter
+	logs     *logRouter
 	suspect  func()
 }
 
@@ -154,10 +163,13 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 && mediaType(resp.Header.Get("Content-Type")) == "text/event-stream" {
-		// Progress is delivered event by event, before the bytes of any
-		// later event — the response included — reach the SDK.
+		// Progress and log messages are delivered event by event, before
+		// the bytes of any later event — the response included — reach the
+		// SDK. Log messages go to the call whose stream this is.
+		logs := callLogOf(req.Context())
 		resp.Body = sse.NewReader(resp.Body, mcp.DefaultMaxEventSize, func(data []byte) []byte {
 			t.progress.deliverMessage(data)
+			t.logs.deliverMessage(data, logs)
 			return data
 		})
 	}

@@ -50,6 +50,7 @@ type Upstream struct {
 	httpTransport *http.Transport
 	httpClient    *http.Client
 	progress      progressRouter
+	logs          logRouter
 	tokens        atomic.Uint64
 	// impl is the gateway's client information; relay is the session
 	// RelayCall relays in (HTTP upstreams).
@@ -66,10 +67,12 @@ type Upstream struct {
 	lastErr  error         // why the upstream is not connected
 	lastEra  taskwire.Era  // what the last session offered
 	closed   bool
-	routes   map[*mcp.ClientSession]*elicitRoute
+	routes   map[*mcp.ClientSession]*askRoute
 	toolsGen uint64 // bumped by reconnects and tools/list_changed
 	tools    toolCache
 	closeErr error // from stopping the last stdio child on shutdown
+
+	surface surface
 }
 
 // conn is one connected session.
@@ -78,7 +81,7 @@ type conn struct {
 	protocol string
 	era      taskwire.Era
 	gate     *gate
-	route    *elicitRoute
+	route    *askRoute
 	pid      int // stdio child, 0 for HTTP
 }
 
@@ -99,27 +102,35 @@ func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 		suspect:    make(chan struct{}, 1),
 		toolsBusy:  make(chan struct{}, 1),
 		changed:    make(chan struct{}),
-		routes:     make(map[*mcp.ClientSession]*elicitRoute),
+		routes:     make(map[*mcp.ClientSession]*askRoute),
 		progress:   progressRouter{sinks: make(map[string]*progressSink)},
 		relay:      relaySession{lock: make(chan struct{}, 1)},
 	}
 	if u.timeout <= 0 {
 		u.timeout = DefaultTimeout
 	}
+	u.logs.logger = u.logger
 	u.impl = &mcp.Implementation{Name: o.ClientName, Version: o.ClientVersion}
 	u.client = mcp.NewClient(u.impl, &mcp.ClientOptions{
 		Logger:                 u.logger,
-		ElicitationHandler:     u.elicit,
 		ToolListChangedHandler: u.toolsChanged,
-		// No roots: the gateway has no files to offer. The tasks extension
+		// Resources and prompts: see surface.go.
+		ResourceListChangedHandler: u.resourcesChanged,
+		PromptListChangedHandler:   u.promptsChanged,
+		ResourceUpdatedHandler:     u.resourceUpdated,
+		// Elicitation, answered by the call that can (answerQuestions). No
+		// sampling, and roots answered with none: the gateway has neither
+		// a model nor files; a call whose client has them declares them in
+		// a session of its own (declareCapabilities). The tasks extension
 		// is declared per request by CallToolAsTask and on tasks/*, not
 		// here: declared for the session, it would let a 2026-07-28
 		// upstream answer a plain CallTool with a task.
-		Capabilities: &mcp.ClientCapabilities{},
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}},
 		// input_required results go back to the caller as they are.
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
-	u.client.AddSendingMiddleware(u.observeRequests)
+	u.client.AddSendingMiddleware(u.observeRequests, declareCapabilities)
+	u.client.AddReceivingMiddleware(u.answerQuestions)
 	if err := taskwire.InstallClient(u.client); err != nil {
 		u.setupErr = err
 	}
@@ -142,6 +153,7 @@ func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 			next:     u.httpTransport,
 			static:   header,
 			progress: &u.progress,
+			logs:     &u.logs,
 			suspect:  u.markSuspect,
 		})}
 	case len(cfg.Command) == 0:
@@ -332,6 +344,7 @@ func (u *Upstream) run(ctx context.Context) {
 			attempt = 0
 			up := time.Now()
 			u.setUp(c)
+			u.sessionStarted(ctx, c)
 			reason := u.watch(ctx, c)
 			u.setDown(c, reason)
 			closeErr := c.cs.Close()
@@ -374,7 +387,11 @@ func (u *Upstream) connect(ctx context.Context) (*conn, error) {
 		transport = taskwire.WrapClientTransport(&tapTransport{
 			inner:    &mcp.CommandTransport{Command: cmd},
 			progress: &u.progress,
+			logs:     &u.logs,
 		})
+		// A stdio upstream has one session for every call, so it declares
+		// everything a call's client may answer (see stdioCapabilities).
+		ctx = context.WithValue(ctx, sessionCapabilitiesKey{}, stdioCapabilities())
 	}
 	cs, err := u.client.Connect(ctx, transport, nil)
 	if err != nil {
@@ -385,11 +402,12 @@ func (u *Upstream) connect(ctx context.Context) (*conn, error) {
 		protocol: cs.InitializeResult().ProtocolVersion,
 		era:      taskwire.ServerOffersTasks(cs),
 		gate:     newGate(),
-		route:    &elicitRoute{},
+		route:    &askRoute{},
 	}
 	if cmd != nil && cmd.Process != nil {
 		c.pid = cmd.Process.Pid
 	}
+	u.askToLog(ctx, cs)
 	return c, nil
 }
 

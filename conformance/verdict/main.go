@@ -1,0 +1,169 @@
+// Command verdict judges a conformance run. It reads the official suite's
+// results for each run, directly against the upstream and through taskgate,
+// compares them scenario by scenario with the committed baseline
+// (conformance/baseline.yml), prints a summary table and writes the counts
+// as a Markdown table. It exits 1 when a scenario that must pass through
+// taskgate fails there without a baseline entry, or when a baseline entry is
+// stale (its scenario now passes, or is no longer judged), so the baseline
+// only ever shrinks as taskgate improves.
+//
+// It only reads results and writes the table: it never runs the suite or
+// starts a process (conformance/run does).
+//
+// Usage:
+//
+//	verdict -results DIR -baseline conformance/baseline.yml [-markdown FILE]
+//
+// DIR holds one directory per run (2025-11-25, 2026-07-28, tasks), each with
+// direct/ and gateway/ as written by the suite's -o option; the tasks run
+// has gateway/ only. The tasks run may be missing: it is then reported as
+// skipped and its baseline section is not judged.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+func main() {
+	code, err := run(os.Args[1:], os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "verdict:", err)
+	}
+	os.Exit(code)
+}
+
+// run returns 0 when the run holds, 1 when it fails, 2 when it cannot be
+// judged.
+func run(args []string, stdout io.Writer) (int, error) {
+	fs := flag.NewFlagSet("verdict", flag.ContinueOnError)
+	results := fs.String("results", "", "the directory with one directory per run (2025-11-25, 2026-07-28, tasks)")
+	baselinePath := fs.String("baseline", "", "the baseline file (conformance/baseline.yml)")
+	markdown := fs.String("markdown", "", "write the counts table as Markdown to this file")
+	if err := fs.Parse(args); err != nil {
+		return 2, err
+	}
+	if *results == "" || *baselinePath == "" {
+		return 2, errors.New("-results and -baseline are required")
+	}
+	base, err := loadBaseline(*baselinePath)
+	if err != nil {
+		return 2, err
+	}
+	var judged []Judged
+	for _, r := range allRuns() {
+		dir := filepath.Join(*results, string(r))
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			if !r.Optional() {
+				return 2, fmt.Errorf("no results for the %s run in %s: conformance/run writes them there", r, dir)
+			}
+			judged = append(judged, Judged{Run: r, Skipped: true})
+			continue
+		}
+		direct := map[string]Outcome{}
+		if !r.GatewayOnly() {
+			if direct, err = readResults(filepath.Join(dir, "direct")); err != nil {
+				return 2, err
+			}
+		}
+		gateway, err := readResults(filepath.Join(dir, "gateway"))
+		if err != nil {
+			return 2, err
+		}
+		judged = append(judged, Judged{Run: r, Rows: Judge(r, direct, gateway, base[r])})
+	}
+	printSummary(stdout, judged)
+	if *markdown != "" {
+		if err := os.WriteFile(*markdown, []byte(Markdown(judged)), 0o644); err != nil {
+			return 2, fmt.Errorf("write the Markdown table: %w", err)
+		}
+	}
+	if failing(judged) > 0 {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func failing(judged []Judged) int {
+	n := 0
+	for _, j := range judged {
+		for _, row := range j.Rows {
+			if row.Verdict.Fails() {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func printSummary(w io.Writer, judged []Judged) {
+	for _, j := range judged {
+		fmt.Fprintf(w, "\n== %s: %s\n", j.Run, j.Run.Describe())
+		if j.Skipped {
+			fmt.Fprintf(w, "   skipped: %s\n", j.Run.SkipReason())
+			continue
+		}
+		width := len("scenario")
+		for _, row := range j.Rows {
+			width = max(width, len(row.Scenario))
+		}
+		fmt.Fprintf(w, "   %-*s  %-8s  %-8s  %s\n", width, "scenario", "directly", "taskgate", "verdict")
+		for _, row := range j.Rows {
+			fmt.Fprintf(w, "   %-*s  %-8s  %-8s  %s\n", width, row.Scenario, row.Direct, row.Gateway, row.Explain())
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprint(w, Markdown(judged))
+	fmt.Fprintln(w)
+	var regressions, stale []string
+	for _, j := range judged {
+		for _, row := range j.Rows {
+			switch row.Verdict {
+			case Regression:
+				regressions = append(regressions, fmt.Sprintf("%s %s", j.Run, row.Scenario))
+			case Stale:
+				stale = append(stale, fmt.Sprintf("%s %s", j.Run, row.Scenario))
+			}
+		}
+	}
+	if len(regressions) > 0 {
+		fmt.Fprintf(w, "FAIL: %d scenario(s) fail through taskgate without a baseline entry (fix taskgate, or add the scenario with a reason under its run in conformance/baseline.yml):\n", len(regressions))
+		for _, s := range regressions {
+			fmt.Fprintf(w, "  %s\n", s)
+		}
+	}
+	if len(stale) > 0 {
+		fmt.Fprintf(w, "FAIL: %d baseline entr(ies) are stale (delete their lines from conformance/baseline.yml):\n", len(stale))
+		for _, s := range stale {
+			fmt.Fprintf(w, "  %s\n", s)
+		}
+	}
+	if len(regressions)+len(stale) == 0 {
+		fmt.Fprintln(w, "PASS: every scenario that must pass through taskgate passes there or is in the baseline, and no baseline entry is stale.")
+	}
+}
+
+// Markdown renders the counts of each run as a table.
+func Markdown(judged []Judged) string {
+	var b strings.Builder
+	b.WriteString("| requirement set | upstream | scenarios | pass directly | pass through taskgate | baselined |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for _, j := range judged {
+		if j.Skipped {
+			fmt.Fprintf(&b, "| %s | %s | not run: %s | | | |\n", j.Run.Label(), j.Run.Upstream(), j.Run.SkipReason())
+			continue
+		}
+		c := Count(j.Rows)
+		direct := fmt.Sprint(c.Direct)
+		if j.Run.GatewayOnly() {
+			direct = "–"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d |\n", j.Run.Label(), j.Run.Upstream(), c.Scenarios, direct, c.Gateway, c.Baselined)
+	}
+	return b.String()
+}
