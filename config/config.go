@@ -62,6 +62,8 @@ type Config struct {
 	Worker Worker `yaml:"worker"`
 	// Auth configures downstream authentication.
 	Auth Auth `yaml:"auth"`
+	// Secrets says how the ledger keeps the values of secret arguments.
+	Secrets Secrets `yaml:"secrets"`
 	// Upstreams are the MCP servers behind the gateway.
 	Upstreams []*Upstream `yaml:"upstreams"`
 
@@ -187,7 +189,9 @@ type Tool struct {
 	// one derived from its fingerprint; identical calls within this window
 	// are then one operation. Off by default.
 	DeriveOperationID time.Duration `yaml:"derive_operation_id"`
-	// SecretArguments are redacted from logs and receipts.
+	// SecretArguments are redacted from logs, receipts and displays, and
+	// their values are encrypted in the ledger (see Secrets) and erased
+	// from it once the operation has ended and been reconciled.
 	SecretArguments []string `yaml:"secret_arguments"`
 	// RequireTask refuses clients that cannot take a task (they get
 	// -32021 on 2026-07-28) instead of making them wait for the result.

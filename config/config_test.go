@@ -245,9 +245,11 @@ func TestInvalid(t *testing.T) {
 		{"doc example", base + "        consequential: true\n        retry_policy: lookup_then_attach\n", "t.yaml:7: upstreams[0].tools.t.retry_policy: lookup_then_attach needs contract.lookup: "},
 
 		// Shapes and types, before any value is looked at.
-		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, allowed_origins, wait, task_ttl, poll_interval, retention, worker, auth, upstreams)"},
+		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, allowed_origins, wait, task_ttl, poll_interval, retention, worker, auth, secrets, upstreams)"},
 		{"unknown nested field", base + "        consequential: true\n        contract:\n          lookup: {tool: l, stauts_field: s}\n", "t.yaml:8: upstreams[0].tools.t.contract.lookup.stauts_field: unknown field (known: tool, arguments, status_field, remote_job_id_field, jobs_field, statuses, not_found_safe_after)"},
 		{"number for a duration", "wait: 30\n", "t.yaml:1: wait: 30 is not a duration; write 30s"},
+		{"unknown secrets store", "secrets:\n  store: vault\n", `t.yaml:2: secrets.store: "vault" is not encrypted or plaintext`},
+		{"key file with plaintext", "secrets:\n  store: plaintext\n  key_file: k\n", "t.yaml:3: secrets.key_file: is set but secrets.store is plaintext"},
 		{"word for a duration", "worker:\n  lease: soon\n", `t.yaml:2: worker.lease: "soon" is not a duration; write it like 30s, 5m or 1h`},
 		{"word for a number", "worker:\n  workers: many\n", `t.yaml:2: worker.workers: "many" is not a whole number`},
 		{"word for a boolean", "auth:\n  api_keys: always\n", `t.yaml:2: auth.api_keys: "always" is not true or false`},
@@ -336,12 +338,12 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		placeholder = ": the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}"
 	)
 	want := []string{
-		"t.yaml:61: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
-		"t.yaml:66: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
-		"t.yaml:86: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
-		"t.yaml:78: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:83: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:93: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:65: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
+		"t.yaml:70: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
+		"t.yaml:90: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
+		"t.yaml:82: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:87: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:97: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -35,6 +35,7 @@ func (c *Config) applyDefaults() {
 		c.Auth.APIKeys = &t
 	}
 	c.Auth.StdioTenant = cmp.Or(c.Auth.StdioTenant, "local")
+	c.Secrets.Store = cmp.Or(c.Secrets.Store, SecretsEncrypted)
 	if j := c.Auth.JWT; j != nil {
 		j.TenantClaim = cmp.Or(j.TenantClaim, "sub")
 		j.Leeway = cmp.Or(j.Leeway, 30*time.Second)

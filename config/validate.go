@@ -90,6 +90,7 @@ func (c *Config) validate(v *validator) {
 	if !*c.Auth.APIKeys && c.Auth.JWT == nil {
 		v.fail("auth", "accepts no credentials: enable api_keys or configure jwt")
 	}
+	c.Secrets.validate(v)
 
 	names := map[string]int{}
 	prefixes := map[string]string{}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/money"
+	"github.com/taskgate/taskgate/secrets"
 )
 
 // Decision is the outcome of one attempt, per the acceptance table.
@@ -60,6 +61,10 @@ const (
 	// ReasonWorkerFailures: the operation's job kept failing, so it waits
 	// for a human instead of being retried without end.
 	ReasonWorkerFailures = "worker_failed_repeatedly"
+	// ReasonSecretUndecryptable: a secret argument's stored value did not
+	// decrypt (its key is not configured, or the value was sealed for
+	// another operation or changed), so nothing is sent with it.
+	ReasonSecretUndecryptable = "secret_arguments_undecryptable"
 )
 
 // State is where an operation is in its life. Task statuses shown to MCP
@@ -137,8 +142,12 @@ type Operation struct {
 	TTL                time.Duration // 0 means unlimited
 	// Priced and SecretArguments are what the tool's policy said when the
 	// operation was accepted; see AcceptParams.
-	Priced            bool
-	SecretArguments   []string
+	Priced          bool
+	SecretArguments []string
+	// SecretsAtRest says how Arguments keep the secret arguments' values:
+	// sealed values must be opened with the secrets key ring before they
+	// are sent anywhere.
+	SecretsAtRest     SecretsAtRest
 	CancelRequestedAt time.Time
 	LeaseOwner        string
 	LeaseUntil        time.Time
@@ -155,6 +164,13 @@ type Operation struct {
 func (o *Operation) ProviderKey() string {
 	h := sha256.Sum256([]byte(o.Tenant + "\x00" + o.OperationID + "\x00" + strconv.FormatInt(o.ID, 10)))
 	return "taskgate-" + idEncoding.EncodeToString(h[:20])
+}
+
+// SecretScope is the identity the operation's sealed secret values are
+// bound to. The task ID, unguessable and fixed at acceptance, tells apart
+// two operations that reuse one operation ID after its retention.
+func (o *Operation) SecretScope() secrets.Scope {
+	return secrets.Scope{Tenant: o.Tenant, OperationID: o.OperationID, TaskID: o.TaskID}
 }
 
 // Attempt is one network request that tried to obtain an operation.

@@ -69,6 +69,14 @@ type Store interface {
 	// still reserved and that ended before t.
 	OperationsEndedBefore(ctx context.Context, t time.Time, limit int) ([]*Operation, error)
 
+	// SecretsReseal seals, under the newest key of the store's secrets key
+	// ring, the secret argument values that operations still hold in plain
+	// text (accepted before a key was configured) and, with p.Rotate,
+	// those sealed under an older key; each operation in a transaction of
+	// its own. A store without a ring changes nothing. Either way it
+	// reports what the ledger holds.
+	SecretsReseal(ctx context.Context, p *SecretsResealParams) (*SecretsReport, error)
+
 	// OperationGet loads one operation; ErrNotFound if none matches.
 	OperationGet(ctx context.Context, p *OperationGetParams) (*Operation, error)
 	// OperationCount counts operations in the given states.
@@ -122,6 +130,25 @@ type Store interface {
 	Close() error
 }
 
+// SecretsResealParams say what SecretsReseal seals anew.
+type SecretsResealParams struct {
+	// Rotate reseals values sealed under an older key too. Only once every
+	// gateway on the ledger has the newest key may it run: one without it
+	// cannot open what is resealed.
+	Rotate bool
+}
+
+// SecretsReport is what the ledger holds of secret argument values: the
+// operations that hold them in plain text, and by key ID those that hold
+// them sealed. Resealed counts the operations SecretsReseal sealed anew,
+// Undecryptable those whose values it could not open (left as they are).
+type SecretsReport struct {
+	Plaintext     int
+	Sealed        map[string]int
+	Resealed      int
+	Undecryptable int
+}
+
 // ApprovalRequirement tells Accept how the tool's policy treats approvals.
 type ApprovalRequirement struct {
 	// Required means a created operation must fall under an active approval
@@ -159,7 +186,10 @@ type AcceptParams struct {
 	// that a completed job without an invoice is noticed.
 	Priced bool
 	// SecretArguments names arguments that displays of the operation must
-	// redact. The ledger keeps them: a recovery may need to re-send.
+	// redact. The ledger keeps them, because a recovery may need to
+	// re-send, sealed under the store's secrets key ring when it has one
+	// (see [SecretsAtRest]); Arguments are given in plain text and the
+	// fingerprint covers the real values.
 	SecretArguments []string
 	// QueueLease, with Jobs, marks the operation as held by its queued
 	// job for this long; if no worker claims it by then, recovery does.

@@ -38,14 +38,18 @@ type TransitionParams struct {
 	CancelRequested bool
 	CostBreach      bool
 	// ExpireKey frees the operation ID for reuse (after retention).
-	ExpireKey   bool
-	RemoteJobs  []*RemoteJobUpsert
-	Charges     []*ChargeUpsert
-	Creator     *AttemptKnowledge
-	Reservation *ReservationUpdate
-	Events      []EventParams
-	Enqueue     []river.InsertManyParams
-	Now         time.Time
+	ExpireKey bool
+	// EraseSecrets overwrites the values of the operation's secret
+	// arguments with "[redacted]"; see [SecretsErasable]. The operation
+	// must have ended (ErrStateChanged otherwise).
+	EraseSecrets bool
+	RemoteJobs   []*RemoteJobUpsert
+	Charges      []*ChargeUpsert
+	Creator      *AttemptKnowledge
+	Reservation  *ReservationUpdate
+	Events       []EventParams
+	Enqueue      []river.InsertManyParams
+	Now          time.Time
 }
 
 // Lease is who works on an operation until when.

@@ -45,3 +45,25 @@ const (
 	// JobKindProviderJob is a job the provider contract names by its ID.
 	JobKindProviderJob RemoteJobKind = "provider_job"
 )
+
+// SecretsAtRest says how the values of an operation's secret arguments are
+// kept in its stored arguments.
+type SecretsAtRest string
+
+const (
+	// SecretsNone: the operation has no secret arguments.
+	SecretsNone SecretsAtRest = ""
+	// SecretsPlaintext: the values are kept as they came, because the
+	// configuration says secrets.store: plaintext, or because the operation
+	// was accepted before secrets were encrypted.
+	SecretsPlaintext SecretsAtRest = "plaintext"
+	// SecretsSealed: the values are encrypted under a key of the gateway's
+	// secrets key ring, bound to the operation.
+	SecretsSealed SecretsAtRest = "sealed"
+	// SecretsErased: the values were overwritten with "[redacted]" once no
+	// re-send could need them.
+	SecretsErased SecretsAtRest = "erased"
+)
+
+// Held reports whether the values are still in the ledger, sealed or not.
+func (s SecretsAtRest) Held() bool { return s == SecretsPlaintext || s == SecretsSealed }

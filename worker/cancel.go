@@ -26,6 +26,9 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 	if err != nil {
 		return err
 	}
+	if op, err = w.opened(op); err != nil {
+		return err
+	}
 	p := &ledger.TransitionParams{OperationRef: op.ID, Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: op.ID}, 0)}}
 	if op.SendCount == 0 && op.State.Terminal() {
 		// Cancelled before anything was sent: no remote job can exist, and
@@ -141,15 +144,19 @@ func cancelsTaken(log *slog.Logger, evs []*ledger.Event) map[string]bool {
 }
 
 // expire frees the operation IDs of operations that ended longer ago than
-// the retention period. The operations stay in the ledger.
+// the retention period, and erases the secret arguments they still hold.
+// The operations stay in the ledger.
 func (w *Worker) expire(ctx context.Context) error {
 	for {
 		ops, err := w.store.OperationsEndedBefore(ctx, w.clock().Add(-w.cfg.Retention), 500)
 		if err != nil {
 			return err
 		}
+		now := w.clock()
 		for _, op := range ops {
-			if _, err := w.store.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, ExpireKey: true}); err != nil {
+			if _, err := w.store.Transition(ctx, &ledger.TransitionParams{
+				OperationRef: op.ID, ExpireKey: true, EraseSecrets: ledger.SecretsErasable(op, false, now, w.cfg.Retention),
+			}); err != nil {
 				return err
 			}
 		}

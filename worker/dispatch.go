@@ -119,7 +119,7 @@ func (w *Worker) fetchAndFinish(ctx context.Context, l *lease, t *target, jobID 
 	op := l.op
 	var res *mcp.CallToolResult
 	if t.contract.CanFetch() {
-		f, err := t.contract.Fetch(ctx, t.up, jobID, op.ProviderKey(), op.Arguments)
+		f, err := t.contract.Fetch(ctx, t.up, jobID, op.ProviderKey(), l.args)
 		if err != nil {
 			return fmt.Errorf("fetch the result of job %s: %w", jobID, err)
 		}

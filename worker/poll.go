@@ -83,7 +83,7 @@ func (w *Worker) pollJob(ctx context.Context, l *lease, t *target, bound *ledger
 		return w.review(ctx, l, ledger.ReasonUpstreamOutcomeUnknown, fmt.Sprintf(
 			"job %s cannot be followed: the provider contract can neither fetch a job nor look the operation up; resolve it with --fail once the provider's own record shows how it ended", bound.RemoteJobID))
 	}
-	f, err := t.contract.Fetch(ctx, t.up, bound.RemoteJobID, op.ProviderKey(), op.Arguments)
+	f, err := t.contract.Fetch(ctx, t.up, bound.RemoteJobID, op.ProviderKey(), l.args)
 	if err != nil {
 		w.logger(op).Warn("poll failed; trying again", "remote_job_id", bound.RemoteJobID, "err", err)
 		return errStillRunning

@@ -27,6 +27,11 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 	if err != nil {
 		return false, err
 	}
+	// The provider's lookups and charges may take the call's arguments,
+	// secret ones included.
+	if op, err = w.opened(op); err != nil {
+		return false, err
+	}
 	c := w.catalog.Contract(op.Upstream, op.Tool)
 	up, ok := w.upstreams.Upstream(op.Upstream)
 	if c == nil || !ok {
@@ -280,6 +285,7 @@ func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up
 		FinalCost: final.String(), Jobs: new(len(r.jobs)), Lookup: r.lookup, MissingInvoice: new(missingInvoice),
 	}
 	p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventReconciled, Data: data})
+	p.EraseSecrets = ledger.SecretsErasable(op, complete, w.clock(), w.cfg.Retention)
 	res, err := w.store.Transition(ctx, p)
 	if err != nil {
 		return false, fmt.Errorf("record reconciliation: %w", err)

@@ -35,7 +35,7 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 	if err != nil {
 		return err
 	}
-	lr := t.contract.Lookup(ctx, t.up, op.ProviderKey(), op.Arguments)
+	lr := t.contract.Lookup(ctx, t.up, op.ProviderKey(), l.args)
 	if ctx.Err() != nil {
 		// A lookup cut short by this worker stopping proves nothing.
 		return ctx.Err()

@@ -40,7 +40,7 @@ func (w *Worker) send(ctx context.Context, l *lease) error {
 	}
 	crashpoint.Reach(crashpoint.AfterSendStarted)
 
-	s, err := t.contract.PrepareSend(op.Arguments, op.ProviderKey())
+	s, err := t.contract.PrepareSend(l.args, op.ProviderKey())
 	if err != nil {
 		return w.refused(ctx, l, -32602, err.Error())
 	}

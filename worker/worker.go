@@ -14,6 +14,12 @@
 // operation's job; a reconcile job it left running is rescued by the job
 // queue of any replica once it has run past twice its timeout.
 //
+// Secret arguments are sealed in the ledger. The worker opens them with
+// the secrets key ring in memory, only to pass them to the provider; a
+// value that does not open sends the operation to review with nothing
+// sent. It never writes or logs an opened value. It erases them, through
+// the store, once [ledger.SecretsErasable] says no re-send can need them.
+//
 // Reconciliation gathers facts (the ledger's jobs and what the provider
 // says of them), lets package reconcile assess them and records the
 // outcome. The package never answers MCP clients and never decides spend
@@ -26,6 +32,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +49,7 @@ import (
 	"github.com/taskgate/taskgate/internal/crashpoint"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/provider"
+	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
@@ -85,6 +93,9 @@ type Options struct {
 	Clock func() time.Time
 	// ID names this process in leases; default host-pid-random.
 	ID string
+	// Secrets opens the operations' sealed secret arguments before they
+	// are sent; nil when none are sealed (secrets.store: plaintext).
+	Secrets *secrets.Ring
 }
 
 // Worker runs the jobs.
@@ -98,6 +109,7 @@ type Worker struct {
 	id        string
 	river     ledger.JobClient
 	retry     retryPolicy
+	secrets   *secrets.Ring
 
 	stopSweep context.CancelFunc
 	wg        sync.WaitGroup
@@ -115,7 +127,7 @@ func New(opts *Options) (*Worker, error) {
 	w := &Worker{
 		store: opts.Store, upstreams: opts.Upstreams, catalog: opts.Catalog, cfg: opts.Config,
 		log: opts.Logger, clock: opts.Clock, id: opts.ID, stopping: make(chan struct{}),
-		retry: newRetryPolicy(opts.Config.Worker.Lease),
+		retry: newRetryPolicy(opts.Config.Worker.Lease), secrets: opts.Secrets,
 	}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
@@ -425,7 +437,11 @@ func (w *Worker) withLease(ctx context.Context, opRef int64, job *rivertype.JobR
 		defer close(done)
 		w.heartbeat(jobCtx, l, until, cancel)
 	}()
-	err = fn(jobCtx, l)
+	if l.args, err = w.arguments(op); err != nil {
+		err = w.undecryptable(jobCtx, l, err)
+	} else {
+		err = fn(jobCtx, l)
+	}
 	cancel(nil)
 	<-done
 	if errors.Is(err, ledger.ErrStateChanged) {
@@ -505,10 +521,14 @@ const riverSchedulerLag = 5 * time.Second
 
 // lease is one job's hold on an operation.
 type lease struct {
-	w        *Worker
-	owner    string
-	opRef    int64
-	op       *ledger.Operation
+	w     *Worker
+	owner string
+	opRef int64
+	op    *ledger.Operation
+	// args are the operation's arguments as the provider receives them:
+	// its sealed secret values opened. They never change while an
+	// operation may be sent, and are never written back.
+	args     json.RawMessage
 	handedOn bool
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/postgres"
 	"github.com/taskgate/taskgate/mcpserver"
+	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/taskwire"
 	"github.com/taskgate/taskgate/upstream"
 	"github.com/taskgate/taskgate/worker"
@@ -38,8 +39,14 @@ type Options struct {
 	Config *config.Config
 	Logger *slog.Logger
 	// Store, when set, is used instead of opening Config.Database; the
-	// daemon then does not close it.
+	// daemon then does not close it, and it seals secret arguments with
+	// the ring it was opened with.
 	Store ledger.Store
+	// Secrets is the key ring that seals secret arguments in the ledger
+	// and opens them for a send; nil for none. Start refuses a
+	// configuration whose tools declare secret arguments without one,
+	// unless it says secrets.store: plaintext.
+	Secrets *secrets.Ring
 	// Listener, when set, is served instead of listening on Config.Listen.
 	Listener net.Listener
 	// NoHTTP starts no HTTP listener (a stdio front).
@@ -91,12 +98,22 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	if opts.NoWorker && !sharedLedger(opts) {
 		return nil, errors.New("a gateway without its worker needs a PostgreSQL ledger shared with a replica that runs one; on SQLite nothing would ever dispatch an accepted operation")
 	}
+	if err := cfg.CheckSecretsKey(opts.Secrets != nil); err != nil {
+		return nil, err
+	}
+	if tools := cfg.SecretTools(); len(tools) > 0 && opts.Secrets == nil {
+		log.Warn("secrets.store is plaintext: the secret arguments of these tools are kept unencrypted in the ledger, where anyone who reads its database or a backup reads them",
+			"tools", tools)
+	}
 	if d.Store == nil {
-		d.Store, err = dburl.Open(ctx, cfg.Database, &dburl.Options{Logger: log, Migrate: true})
+		d.Store, err = dburl.Open(ctx, cfg.Database, &dburl.Options{Logger: log, Migrate: true, Secrets: opts.Secrets})
 		if err != nil {
 			return nil, err
 		}
 		d.ownStore = true
+	}
+	if err := sealPlaintext(ctx, d.Store, log); err != nil {
+		return nil, err
 	}
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := mcpserver.NewMetrics(d.Registry, d.Store)
@@ -109,7 +126,7 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 		return nil, err
 	}
 	if !opts.NoWorker {
-		d.Worker, err = worker.New(&worker.Options{Store: d.Store, Upstreams: worker.FromPool(d.Pool), Catalog: d.Gateway.Catalog(), Config: cfg, Logger: log})
+		d.Worker, err = worker.New(&worker.Options{Store: d.Store, Upstreams: worker.FromPool(d.Pool), Catalog: d.Gateway.Catalog(), Config: cfg, Logger: log, Secrets: opts.Secrets})
 		if err != nil {
 			return nil, err
 		}
@@ -162,6 +179,25 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	go func() { d.httpDone <- d.http.Serve(ln) }()
 	log.Info("taskgate is serving", "mcp", d.URL+"/mcp", "ledger", dburl.Describe(cfg.Database), "upstreams", len(cfg.Upstreams))
 	return d, nil
+}
+
+// sealPlaintext seals the secret arguments that operations accepted before
+// a key was configured hold in plain text, or warns that they are there.
+// Values sealed under an older key are left to taskgate secrets-key
+// rotate: a replica not yet given the newest key could not open them.
+func sealPlaintext(ctx context.Context, store ledger.Store, log *slog.Logger) error {
+	rep, err := store.SecretsReseal(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("check the ledger for secret arguments kept in plain text: %w", err)
+	}
+	if rep.Resealed > 0 {
+		log.Info("encrypted the secret arguments that operations kept in plain text", "operations", rep.Resealed)
+	}
+	if rep.Plaintext > 0 {
+		log.Warn("operations keep secret arguments in plain text in the ledger; configure a secrets key (secrets.key_file) and restart to encrypt them",
+			"operations", rep.Plaintext)
+	}
+	return nil
 }
 
 // sharedLedger reports whether the ledger Start would use is PostgreSQL,

@@ -15,6 +15,7 @@ import (
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/postgres"
 	"github.com/taskgate/taskgate/ledger/sqlite"
+	"github.com/taskgate/taskgate/secrets"
 )
 
 // Default is the ledger used when none is named.
@@ -26,6 +27,9 @@ type Options struct {
 	Clock  func() time.Time
 	// Migrate applies pending migrations after opening.
 	Migrate bool
+	// Secrets is the key ring that seals secret argument values; nil
+	// keeps them in plain text.
+	Secrets *secrets.Ring
 }
 
 // Open opens the store named by raw.
@@ -50,9 +54,9 @@ func Open(ctx context.Context, raw string, opts *Options) (ledger.Store, error) 
 				return nil, fmt.Errorf("--db %q: unknown sqlite option %q (known: synchronous=full|normal)", raw, k)
 			}
 		}
-		s, err = sqlite.Open(ctx, path, &sqlite.Options{Logger: o.Logger, Clock: o.Clock, Synchronous: q.Get("synchronous")})
+		s, err = sqlite.Open(ctx, path, &sqlite.Options{Logger: o.Logger, Clock: o.Clock, Synchronous: q.Get("synchronous"), Secrets: o.Secrets})
 	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
-		s, err = postgres.Open(ctx, raw, &postgres.Options{Logger: o.Logger, Clock: o.Clock})
+		s, err = postgres.Open(ctx, raw, &postgres.Options{Logger: o.Logger, Clock: o.Clock, Secrets: o.Secrets})
 	default:
 		return nil, fmt.Errorf("unsupported --db value %q; try sqlite:./taskgate.db or postgres://user@host:5432/dbname", redact(raw))
 	}

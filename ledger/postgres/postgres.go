@@ -25,6 +25,7 @@ import (
 
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/internal/sqlstore"
+	"github.com/taskgate/taskgate/secrets"
 )
 
 //go:embed migrations/*.sql
@@ -34,6 +35,8 @@ var migrations embed.FS
 type Options struct {
 	Logger *slog.Logger
 	Clock  func() time.Time
+	// Secrets seals secret argument values; see sqlstore.Options.
+	Secrets *secrets.Ring
 	// MaxAcceptBatch caps group commits; see sqlstore.Options.
 	MaxAcceptBatch int
 	// StatementTimeout bounds each ledger statement in a transaction, and
@@ -134,7 +137,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	d := &driver{pool: pool, inserter: inserter, log: o.Logger, timeout: o.StatementTimeout, migrations: fsys, version: version,
 		where: fmt.Sprintf("at %s:%d (database %q)", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
 	return &Store{
-		Store: sqlstore.New(d, &sqlstore.Options{Logger: o.Logger, Clock: o.Clock, MaxAcceptBatch: o.MaxAcceptBatch}),
+		Store: sqlstore.New(d, &sqlstore.Options{Logger: o.Logger, Clock: o.Clock, MaxAcceptBatch: o.MaxAcceptBatch, Secrets: o.Secrets}),
 		drv:   d,
 	}, nil
 }

@@ -32,6 +32,7 @@ import (
 
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/internal/sqlstore"
+	"github.com/taskgate/taskgate/secrets"
 )
 
 //go:embed migrations/*.sql
@@ -45,6 +46,8 @@ type Options struct {
 	// a commit survives power loss) or "normal" (faster; the last commits
 	// may be lost on power loss, never corrupted).
 	Synchronous string
+	// Secrets seals secret argument values; see sqlstore.Options.
+	Secrets *secrets.Ring
 	// MaxAcceptBatch caps group commits; see sqlstore.Options.
 	MaxAcceptBatch int
 	// ReadConns is the size of the read pool; zero means 4.
@@ -84,8 +87,11 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 			return nil, fmt.Errorf("sqlite ledger directory %s: %w", dir, err)
 		}
 	}
-	// Temporary tables and indices SQLite builds for a statement stay in memory.
-	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=temp_store(memory)&_pragma=synchronous(" + sync + ")"
+	// Temporary tables and indices SQLite builds for a statement stay in
+	// memory. secure_delete zeroes the space a changed or deleted row
+	// frees, so that an erased secret argument's sealed value does not
+	// linger in the file's free space.
+	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=temp_store(memory)&_pragma=secure_delete(1)&_pragma=synchronous(" + sync + ")"
 	w := openCached("file:"+path+"?"+pragmas, "BEGIN IMMEDIATE")
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
@@ -113,7 +119,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	}
 	d.migrations = fsys
 	return &Store{
-		Store: sqlstore.New(d, &sqlstore.Options{Logger: o.Logger, Clock: o.Clock, MaxAcceptBatch: o.MaxAcceptBatch}),
+		Store: sqlstore.New(d, &sqlstore.Options{Logger: o.Logger, Clock: o.Clock, MaxAcceptBatch: o.MaxAcceptBatch, Secrets: o.Secrets}),
 		drv:   d,
 	}, nil
 }

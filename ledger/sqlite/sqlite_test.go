@@ -44,14 +44,7 @@ func newStore(t *testing.T) ledger.Store {
 // connection pool of its own.
 func openCopy(t *testing.T, n int) []ledger.Store {
 	t.Helper()
-	b, err := os.ReadFile(template)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "ledger.db")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := copyTemplate(t)
 	stores := make([]ledger.Store, n)
 	for i := range stores {
 		s, err := sqlite.Open(context.Background(), path, nil)
@@ -62,6 +55,20 @@ func openCopy(t *testing.T, n int) []ledger.Store {
 		stores[i] = s
 	}
 	return stores
+}
+
+// copyTemplate returns the path of a new copy of the template.
+func copyTemplate(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func TestStore(t *testing.T) {

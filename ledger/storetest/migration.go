@@ -34,6 +34,38 @@ func ExerciseMigrations(t *testing.T, newLedger func(t *testing.T) Ledger) {
 	t.Run("CopiesAcceptancePolicy", func(t *testing.T) { t.Parallel(); migrationCopiesAcceptancePolicy(t, newLedger(t)) })
 	t.Run("RefusesOlderBinaries", func(t *testing.T) { t.Parallel(); migrationRefusesOlderBinaries(t, newLedger(t)) })
 	t.Run("RefusesNewerSchema", func(t *testing.T) { t.Parallel(); migrateRefusesNewerSchema(t, newLedger(t)) })
+	t.Run("MarksPlaintextSecrets", func(t *testing.T) { t.Parallel(); migrationMarksPlaintextSecrets(t, newLedger(t)) })
+}
+
+// migrationMarksPlaintextSecrets checks migration 00007: operations
+// accepted before it hold their secret arguments in plain text; the
+// migration says so, so that SecretsReseal reports (or, with a key, seals)
+// them.
+func migrationMarksPlaintextSecrets(t *testing.T, l Ledger) {
+	ctx := context.Background()
+	migrateTo(t, l, 6)
+	if _, err := l.DB.ExecContext(ctx, `INSERT INTO operations (id, tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
+			state, retry_policy, estimate_micros, currency, ttl_ms, created_at, updated_at, intended_remote_jobs, priced, secret_arguments, schema_version)
+		VALUES (1, 'acme', 'op-secret', 'task-1', 'hosted_test', 'run_suite', 'fp', '{"token":"sk-old"}', 'running', 'lookup_then_attach', 0, 'USD', 0, `+l.Now+`, `+l.Now+`, 1, false, '["token"]', 6),
+		       (2, 'acme', 'op-plain', 'task-2', 'hosted_test', 'run_suite', 'fp', '{}', 'running', 'lookup_then_attach', 0, 'USD', 0, `+l.Now+`, `+l.Now+`, 1, false, NULL, 6)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[int64]ledger.SecretsAtRest{1: ledger.SecretsPlaintext, 2: ledger.SecretsNone} {
+		op, err := l.Store.OperationGet(ctx, &ledger.OperationGetParams{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.SecretsAtRest != want {
+			t.Errorf("operation %d: secrets at rest %q, want %q", id, op.SecretsAtRest, want)
+		}
+	}
+	rep, err := l.Store.SecretsReseal(ctx, nil)
+	if err != nil || rep.Plaintext != 1 {
+		t.Fatalf("report after the migration: %+v, %v; want one operation in plain text", rep, err)
+	}
 }
 
 // migrationCopiesAcceptancePolicy checks migration 00005: operations

@@ -111,7 +111,7 @@ func (e *env) root() *cobra.Command {
 		"debug, info, warn or error; unset: info for serve and provider-sim,\n"+
 			"warn for the other commands, nothing for demo and fixtures")
 	root.AddCommand(e.migrateCmd(), e.opsCmd(), e.approveCmd(), e.approvalsCmd(), e.keysCmd(), e.receiptCmd(),
-		e.serveCmd(), e.providerSimCmd(), e.reconcileCmd(), e.demoCmd(), e.fixturesCmd())
+		e.serveCmd(), e.providerSimCmd(), e.reconcileCmd(), e.demoCmd(), e.fixturesCmd(), e.secretsKeyCmd())
 	group(root)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{msg: err.Error(), hint: c.CommandPath() + " --help"}
@@ -167,7 +167,7 @@ func (e *env) openStore(ctx context.Context) (ledger.Store, error) {
 
 // openLedger opens the ledger at url and applies pending migrations.
 func (e *env) openLedger(ctx context.Context, url string) (ledger.Store, error) {
-	return dburl.Open(ctx, url, &dburl.Options{Logger: e.logger(), Migrate: true})
+	return e.openLedgerWith(ctx, url, nil)
 }
 
 func (e *env) migrateCmd() *cobra.Command {

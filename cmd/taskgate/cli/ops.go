@@ -15,6 +15,7 @@ import (
 
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
+	"github.com/taskgate/taskgate/secrets"
 )
 
 func (e *env) opsCmd() *cobra.Command {
@@ -434,21 +435,10 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// redact replaces the named top-level arguments' values.
+// redact replaces the named top-level arguments' values, sealed or not,
+// with [secrets.Redacted].
 func redact(args json.RawMessage, secret []string) json.RawMessage {
-	if len(secret) == 0 {
-		return args
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(args, &m) != nil {
-		return args
-	}
-	for _, k := range secret {
-		if _, ok := m[k]; ok {
-			m[k] = json.RawMessage(`"[redacted]"`)
-		}
-	}
-	b, err := json.Marshal(m)
+	b, err := secrets.Erase(args, secret)
 	if err != nil {
 		return args
 	}

@@ -39,8 +39,12 @@ func (e *env) reconcileCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ring, err := e.secretsRing(cfg)
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
-			store, err := e.openLedger(ctx, cfg.Database)
+			store, err := e.openLedgerWith(ctx, cfg.Database, ring)
 			if err != nil {
 				return err
 			}
@@ -67,7 +71,7 @@ func (e *env) reconcileCmd() *cobra.Command {
 			pool := upstream.NewPool(cfg.Upstreams, &upstream.Options{Logger: log})
 			pool.Start(ctx)
 			defer pool.Close()
-			w, err := worker.New(&worker.Options{Store: store, Upstreams: worker.FromPool(pool), Catalog: catalog, Config: cfg, Logger: log})
+			w, err := worker.New(&worker.Options{Store: store, Upstreams: worker.FromPool(pool), Catalog: catalog, Config: cfg, Logger: log, Secrets: ring})
 			if err != nil {
 				return err
 			}

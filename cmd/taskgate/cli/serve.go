@@ -71,11 +71,18 @@ func (e *env) serveCmd() *cobra.Command {
 				}
 				cfg.Listen = listen
 			}
+			ring, err := e.secretsRing(cfg)
+			if err != nil {
+				return err
+			}
+			if err := cfg.CheckSecretsKey(ring != nil); err != nil {
+				return err
+			}
 			log := e.logger()
 			gc := daemon.TuneGC(e.getenv)
 			ctx := cmd.Context()
-			log.Info("starting", "gogc", gc)
-			d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log, NoHTTP: stdio, NoWorker: noWorker})
+			log.Info("starting", "gogc", gc, "secrets", ring)
+			d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log, NoHTTP: stdio, NoWorker: noWorker, Secrets: ring})
 			if err != nil {
 				return err
 			}

@@ -49,6 +49,7 @@ type jobState struct {
 // startRequest is one request to run a suite.
 type startRequest struct {
 	Suite, Commit string
+	Token         string
 	Key           string
 	KeySource     KeySource
 	Protocol      string
@@ -186,6 +187,7 @@ func (e *engine) create(r startRequest) (*jobState, error) {
 			Protocol:       r.Protocol,
 			Suite:          r.Suite,
 			Commit:         r.Commit,
+			Token:          r.Token,
 			Status:         StatusQueued,
 			CreatedAt:      now,
 			UpdatedAt:      now,

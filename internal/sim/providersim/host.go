@@ -53,6 +53,7 @@ func (h taskHost) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskw
 	job, err := h.s.accept(ctx, startRequest{
 		Suite:     args.Suite,
 		Commit:    args.Commit,
+		Token:     args.Token,
 		Key:       key,
 		KeySource: source,
 		Protocol:  call.Caller.ProtocolVersion,

@@ -50,9 +50,12 @@ type Job struct {
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
 	KeySource      KeySource `json:"key_source"`
 	// Protocol is the MCP protocol version of the call that started the job.
-	Protocol  string    `json:"protocol_version,omitempty"`
-	Suite     string    `json:"suite"`
-	Commit    string    `json:"commit,omitempty"`
+	Protocol string `json:"protocol_version,omitempty"`
+	Suite    string `json:"suite"`
+	Commit   string `json:"commit,omitempty"`
+	// Token is the credential the call carried: what a provider receives
+	// of a secret argument.
+	Token     string    `json:"token,omitempty"`
 	Status    JobStatus `json:"status"`
 	Passed    int       `json:"passed"`
 	Failed    int       `json:"failed"`

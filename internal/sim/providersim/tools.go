@@ -36,6 +36,7 @@ type RunSuiteArgs struct {
 	Suite          string `json:"suite" jsonschema:"name of the test suite to run"`
 	Commit         string `json:"commit,omitempty" jsonschema:"commit to test; the default branch head if empty"`
 	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"reuse the same value when retrying: a key that already has a job returns that job instead of starting and charging for another"`
+	Token          string `json:"token,omitempty" jsonschema:"a credential the suite's machines use, e.g. for a paid service under test"`
 }
 
 // SuiteResult is run_suite's structured result, for a job that ended.
@@ -238,6 +239,7 @@ func (s *Sim) runSuite(ctx context.Context, req *mcp.CallToolRequest, args RunSu
 	accepted, err := s.accept(ctx, startRequest{
 		Suite:     args.Suite,
 		Commit:    args.Commit,
+		Token:     args.Token,
 		Key:       key,
 		KeySource: source,
 		Protocol:  req.ProtocolVersion(),

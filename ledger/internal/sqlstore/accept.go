@@ -354,15 +354,18 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := s.sealSecrets(op); err != nil {
+		return nil, nil, err
+	}
 	// Only the row ID comes back: the rest is what was just written.
 	id, err := tx.InsertID(ctx, `INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
 			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at,
-			intended_remote_jobs, priced, secret_arguments, schema_version)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $14, $14, $17, $18, $19, $20)
+			intended_remote_jobs, priced, secret_arguments, schema_version, secrets_at_rest)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $14, $14, $17, $18, $19, $20, $21)
 		ON CONFLICT (tenant, operation_id) WHERE NOT key_expired DO NOTHING`,
 		op.Tenant, op.OperationID, op.TaskID, op.Upstream, op.Tool, op.Fingerprint, string(op.Arguments),
 		op.State, idOrNull(approvalRef), op.RetryPolicy, op.Estimate.Micros, op.Estimate.Currency, op.TTL.Milliseconds(), now,
-		leaseOwner, leaseUntil, op.IntendedRemoteJobs, op.Priced, secret, s.drv.SchemaVersion())
+		leaseOwner, leaseUntil, op.IntendedRemoteJobs, op.Priced, secret, s.drv.SchemaVersion(), stringOrNull(string(op.SecretsAtRest)))
 	if err != nil {
 		if errors.Is(s.drv.Interpret(err), ledger.ErrNotFound) {
 			return nil, nil, nil
@@ -474,6 +477,27 @@ func attemptRemoteDefault(d ledger.Decision) ledger.Knowledge {
 		return ledger.Unknown
 	}
 	return ledger.No
+}
+
+// sealSecrets seals op's secret argument values in place with the store's
+// key ring, bound to the operation's identity, or notes that they stay in
+// plain text when the store has none. It runs before the operation is
+// written: no plaintext of a secret reaches the database when a key is
+// configured.
+func (s *Store) sealSecrets(op *ledger.Operation) error {
+	if len(op.SecretArguments) == 0 {
+		return nil
+	}
+	if s.ring == nil {
+		op.SecretsAtRest = ledger.SecretsPlaintext
+		return nil
+	}
+	sealed, err := s.ring.Seal(op.Arguments, op.SecretArguments, op.SecretScope())
+	if err != nil {
+		return fmt.Errorf("seal the secret arguments of operation %q: %w", op.OperationID, err)
+	}
+	op.Arguments, op.SecretsAtRest = sealed, ledger.SecretsSealed
+	return nil
 }
 
 // secretNames is the operation's own copy of the names, nil for none: as

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/secrets"
 )
 
 // LeaseClaim implements ledger.Store.
@@ -134,6 +135,19 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 	}
 	if p.ExpireKey {
 		set("key_expired", true)
+	}
+	if p.EraseSecrets {
+		if ended := p.To.Terminal() || (p.To == "" && op.State.Terminal()); !ended {
+			return nil, fmt.Errorf("operation %d is %s and may still need its secret arguments: %w", op.ID, op.State, ledger.ErrStateChanged)
+		}
+		if op.SecretsAtRest.Held() {
+			erased, err := secrets.Erase(op.Arguments, op.SecretArguments)
+			if err != nil {
+				return nil, fmt.Errorf("erase the secret arguments of operation %d: %w", op.ID, err)
+			}
+			set("arguments", string(erased))
+			set("secrets_at_rest", ledger.SecretsErased)
+		}
 	}
 	args = append(args, op.ID)
 	if _, err := tx.Exec(ctx, `UPDATE operations SET `+strings.Join(sets, ", ")+fmt.Sprintf(` WHERE id = $%d`, len(args)), args...); err != nil {

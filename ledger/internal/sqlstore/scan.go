@@ -80,7 +80,7 @@ func jsonOrNull(b json.RawMessage) any {
 const operationColumns = `id, tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
 	state, status_message, review_reason, result, error, approval_ref, retry_policy,
 	estimate_micros, currency, intended_remote_jobs, send_count, cost_breach, ttl_ms,
-	cancel_requested_at, lease_owner, lease_until, created_at, updated_at, ended_at, priced, secret_arguments`
+	cancel_requested_at, lease_owner, lease_until, created_at, updated_at, ended_at, priced, secret_arguments, secrets_at_rest`
 
 func scanOperation(r Row) (*ledger.Operation, error) {
 	var (
@@ -92,11 +92,12 @@ func scanOperation(r Row) (*ledger.Operation, error) {
 		intended int64
 		sends    int64
 		secret   sql.NullString
+		atRest   sql.NullString
 	)
 	err := r.Scan(&o.ID, &o.Tenant, &o.OperationID, &o.TaskID, &o.Upstream, &o.Tool, &o.Fingerprint, &args,
 		&o.State, &o.StatusMessage, &o.ReviewReason, nullJSON{&o.Result}, nullJSON{&o.Error}, nullInt{&o.ApprovalID}, &o.RetryPolicy,
 		&estimate, &currency, &intended, &sends, &o.CostBreach, &ttlMS,
-		ts{&o.CancelRequestedAt}, &o.LeaseOwner, ts{&o.LeaseUntil}, ts{&o.CreatedAt}, ts{&o.UpdatedAt}, ts{&o.EndedAt}, &o.Priced, &secret)
+		ts{&o.CancelRequestedAt}, &o.LeaseOwner, ts{&o.LeaseUntil}, ts{&o.CreatedAt}, ts{&o.UpdatedAt}, ts{&o.EndedAt}, &o.Priced, &secret, &atRest)
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +107,7 @@ func scanOperation(r Row) (*ledger.Operation, error) {
 		}
 	}
 	o.Arguments = json.RawMessage(args)
+	o.SecretsAtRest = ledger.SecretsAtRest(atRest.String)
 	o.Estimate = money.FromMicros(estimate, currency)
 	o.TTL = time.Duration(ttlMS) * time.Millisecond
 	o.IntendedRemoteJobs = int(intended)
@@ -230,4 +232,11 @@ func queryAll[T any](ctx context.Context, q Querier, scan func(Row) (*T, error),
 		out = append(out, v)
 	}
 	return out, rows.Err()
+}
+
+func stringOrNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/secrets"
 )
 
 // Options configure a Store. The zero value is usable.
@@ -20,6 +21,10 @@ type Options struct {
 	// MaxAcceptBatch caps how many acceptances commit in one transaction
 	// (group commit). Zero means 256; one disables batching.
 	MaxAcceptBatch int
+	// Secrets, when set, seals the values of secret arguments before an
+	// acceptance writes them, and reseals them in SecretsReseal. Without
+	// it they are written in plain text (secrets.store: plaintext).
+	Secrets *secrets.Ring
 }
 
 // Store implements ledger.Store over a Driver, all but NewJobClient, which
@@ -29,6 +34,7 @@ type Store struct {
 	log   *slog.Logger
 	clock func() time.Time
 	batch int
+	ring  *secrets.Ring
 
 	// Group commit: acceptances wait in pending until a leader takes them
 	// into one transaction. A caller that finds fewer than maxLeaders
@@ -64,6 +70,7 @@ func New(drv Driver, opts *Options) *Store {
 		log:        o.Logger,
 		clock:      o.Clock,
 		batch:      o.MaxAcceptBatch,
+		ring:       o.Secrets,
 		maxLeaders: max(1, drv.AcceptWorkers()),
 		closed:     make(chan struct{}),
 	}
