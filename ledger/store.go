@@ -161,6 +161,9 @@ type AcceptParams struct {
 	// SecretArguments names arguments that displays of the operation must
 	// redact. The ledger keeps them: a recovery may need to re-send.
 	SecretArguments []string
+	// InputChannel is how the client can answer a question the upstream
+	// asks during the operation.
+	InputChannel InputChannel
 	// QueueLease, with Jobs, marks the operation as held by its queued
 	// job for this long; if no worker claims it by then, recovery does.
 	QueueLease time.Duration

@@ -99,6 +99,9 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 		if !op.State.CanBecome(p.To) {
 			return nil, fmt.Errorf("operation %d cannot go from %s to %s: %w", op.ID, op.State, p.To, ledger.ErrIllegalTransition)
 		}
+		if p.To == ledger.StateInputRequired && (p.Input == nil || len(p.Input.Requests) == 0) {
+			return nil, fmt.Errorf("operation %d cannot become input_required without the question it waits on: %w", op.ID, ledger.ErrIllegalTransition)
+		}
 		set("state", p.To)
 		if p.To.Terminal() {
 			set("ended_at", now)
@@ -134,6 +137,14 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 	}
 	if p.ExpireKey {
 		set("key_expired", true)
+	}
+	if in := p.Input; in != nil {
+		if len(in.Requests) > 0 && p.To != ledger.StateInputRequired && (p.To != "" || op.State != ledger.StateInputRequired) {
+			return nil, fmt.Errorf("operation %d: input requests are kept only while it is input_required: %w", op.ID, ledger.ErrIllegalTransition)
+		}
+		set("input_requests", jsonOrNull(in.Requests))
+		set("request_state", in.RequestState)
+		set("input_responses", jsonOrNull(in.Responses))
 	}
 	args = append(args, op.ID)
 	if _, err := tx.Exec(ctx, `UPDATE operations SET `+strings.Join(sets, ", ")+fmt.Sprintf(` WHERE id = $%d`, len(args)), args...); err != nil {
