@@ -224,7 +224,7 @@ type RecoveredData struct {
 }
 
 // InputRequestedData is the data of an input_requested event: the
-// upstream's questions in the operation's Round'th round of questions,
+// upstream's questions in its answer to the operation's Send'th send,
 // keyed as the upstream keyed them ({method, params} each), with the
 // values of secret arguments redacted. RequestState says whether the
 // upstream sent state to return with the answers (the state itself is
@@ -233,18 +233,18 @@ type InputRequestedData struct {
 	Channel      InputChannel    `json:"channel"`
 	RequestState bool            `json:"request_state,omitempty"`
 	Requests     json.RawMessage `json:"requests"`
-	Round        int             `json:"round"`
+	Send         int             `json:"send"`
 }
 
 // InputAnsweredData is the data of input_answered and input_declined
-// events: the client's answers to the Round'th round, keyed as the
+// events: the client's answers to the questions of the Send'th send, keyed as the
 // questions were, with the values of secret arguments redacted; Actions
 // holds each elicitation answer's action (accept, decline, cancel).
 type InputAnsweredData struct {
 	Actions   map[string]string `json:"actions,omitempty"`
 	RequestID string            `json:"request_id,omitempty"`
 	Responses json.RawMessage   `json:"responses"`
-	Round     int               `json:"round"`
+	Send      int               `json:"send"`
 }
 
 // DecodeEventData reads the data of e as T, the payload type of its kind.

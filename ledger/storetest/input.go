@@ -40,7 +40,7 @@ func testInputRounds(t *testing.T, newStore Factory) {
 	question := json.RawMessage(`{"confirm":{"method":"elicitation/create","params":{"message":"Delete a.txt?"}}}`)
 	got, err := move(&ledger.TransitionParams{
 		To: ledger.StateInputRequired, Input: &ledger.InputUpdate{Requests: question, RequestState: "opaque-1"},
-		Events: []ledger.EventParams{{Kind: ledger.EventInputRequested, Data: ledger.InputRequestedData{Channel: op.InputChannel, Requests: question, RequestState: true, Round: 1}}},
+		Events: []ledger.EventParams{{Kind: ledger.EventInputRequested, Data: ledger.InputRequestedData{Channel: op.InputChannel, Requests: question, RequestState: true, Send: 1}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,386 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/authn"
+	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/daemon"
+	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/internal/sim/fixtures"
+	"github.com/taskgate/taskgate/internal/testwait"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/taskwire"
+)
+
+// confirmUpstream is a 2026-07-28 server whose confirm_delete asks the
+// user to confirm (an input_required result) and runs its one job only in
+// the round that carries the answer, as the conformance fixture's does.
+// Its jobs are keyed by the idempotency key, and lookup_job finds them.
+type confirmUpstream struct {
+	mu sync.Mutex
+	// jobs maps an idempotency key to the job the key started.
+	jobs map[string]confirmJob
+	// asked counts first rounds; answered the rounds with an answer.
+	asked, answered int
+	// badState counts answers whose requestState was not the one sent.
+	badState int
+}
+
+type confirmJob struct {
+	ID, Text string
+}
+
+type confirmArgs struct {
+	Filename       string `json:"filename"`
+	Token          string `json:"token,omitempty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+func newConfirmUpstream(t *testing.T) (*confirmUpstream, string) {
+	u := &confirmUpstream{jobs: map[string]confirmJob{}}
+	server := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "confirm_delete", Description: "Deletes a file once the user confirms."}, u.confirmDelete)
+	mcp.AddTool(server, &mcp.Tool{Name: "lookup_job"}, u.lookupJob)
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(srv.Close)
+	return u, srv.URL
+}
+
+func stateFor(a confirmArgs) string { return "confirm-state:" + a.Filename + ":" + a.IdempotencyKey }
+
+func (u *confirmUpstream) confirmDelete(_ context.Context, req *mcp.CallToolRequest, a confirmArgs) (*mcp.CallToolResult, any, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	resp, ok := req.Params.InputResponses["confirm"]
+	if !ok {
+		u.asked++
+		msg := fmt.Sprintf("Delete %s?", a.Filename)
+		if a.Token != "" {
+			msg = fmt.Sprintf("Delete %s with token %s?", a.Filename, a.Token)
+		}
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{
+			Mode: "form", Message: msg,
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"confirm": map[string]any{"type": "boolean"}}, "required": []string{"confirm"}},
+		}}, RequestState: stateFor(a)}, nil, nil
+	}
+	u.answered++
+	if req.Params.RequestState != stateFor(a) {
+		u.badState++
+		return nil, nil, fmt.Errorf("requestState %q is not the one this server sent", req.Params.RequestState)
+	}
+	answer, ok := resp.(*mcp.ElicitResult)
+	if !ok {
+		return nil, nil, fmt.Errorf("the answer to confirm is a %T, not an elicitation result", resp)
+	}
+	j, ok := u.jobs[a.IdempotencyKey]
+	if !ok {
+		text := "kept " + a.Filename
+		if answer.Action == "accept" && answer.Content["confirm"] == true {
+			text = "deleted " + a.Filename
+		}
+		j = confirmJob{ID: fmt.Sprintf("del-%d", len(u.jobs)+1), Text: text}
+		u.jobs[a.IdempotencyKey] = j
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: j.Text}}, StructuredContent: map[string]any{"job_id": j.ID}}, nil, nil
+}
+
+func (u *confirmUpstream) lookupJob(_ context.Context, _ *mcp.CallToolRequest, a confirmArgs) (*mcp.CallToolResult, any, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	j, ok := u.jobs[a.IdempotencyKey]
+	sc := map[string]any{"status": "not_found", "jobs": []any{}}
+	if ok {
+		sc = map[string]any{"status": "completed", "job_id": j.ID, "jobs": []any{map[string]any{"job_id": j.ID, "status": "completed"}}}
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "looked up"}}, StructuredContent: sc}, nil, nil
+}
+
+func (u *confirmUpstream) counts() (jobs, asked, answered, badState int) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.jobs), u.asked, u.answered, u.badState
+}
+
+// inputGateway is a gateway whose upstream files has confirm_delete as a
+// consequential tool with token a secret argument, on ledger db.
+type inputGateway struct {
+	d     *daemon.Daemon
+	store ledger.Store
+	url   string
+	key   string
+}
+
+// inputConfig is the harness configuration with files in place of the
+// simulated provider; edit changes the text.
+func inputConfig(upstreamURL, db string, edit func(string) string) string {
+	y := fixtures.ConfigYAML("unused", "127.0.0.1:0", db, fixtures.ConfigOptions{})
+	y = y[:strings.Index(y, "upstreams:")] + fmt.Sprintf(`upstreams:
+  - name: files
+    url: %s/mcp
+    timeout: 5s
+    tasks: "off"
+    tools:
+      confirm_delete:
+        consequential: true
+        retry_policy: lookup_then_attach
+        secret_arguments: [token]
+        contract:
+          key: {argument: idempotency_key}
+          remote_job_id_field: job_id
+          lookup:
+            tool: lookup_job
+            arguments: {idempotency_key: "{operation_id}"}
+            status_field: status
+            remote_job_id_field: job_id
+            jobs_field: jobs
+            statuses: {not_found: [not_found], completed: [completed]}
+      lookup_job: {}
+`, upstreamURL)
+	if edit != nil {
+		y = edit(y)
+	}
+	return y
+}
+
+func startInputGateway(t *testing.T, upstreamURL, db string, edit func(string) string) *inputGateway {
+	t.Helper()
+	ctx := testCtx(t)
+	cfg, err := config.Parse(strings.NewReader(inputConfig(upstreamURL, db, edit)), "input.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := dburl.Open(ctx, db, &dburl.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &inputGateway{d: d, store: store, url: d.URL + "/mcp"}
+	t.Cleanup(func() { g.stop() })
+	if g.key, _, err = authn.NewAPIKey(ctx, store, "acme", "test"); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func (g *inputGateway) stop() {
+	if g.d != nil {
+		g.d.Stop(context.Background())
+		g.d = nil
+	}
+}
+
+func (g *inputGateway) connect(t *testing.T, era fixtures.Era) *mcp.ClientSession {
+	t.Helper()
+	cs, err := fixtures.Dial(testCtx(t), g.url, g.key, era, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func deleteCall(opID string) *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: "files.confirm_delete", Arguments: map[string]any{
+		"filename": "report.txt", "token": "tok-s3cr3t", "operation_id": opID,
+	}}
+}
+
+// askedTask starts confirm_delete as a 2026-07-28 task and waits for the
+// question.
+func askedTask(t *testing.T, cs *mcp.ClientSession, opID string) *taskwire.Task {
+	t.Helper()
+	task, res, err := taskwire.CallToolAsTask(testCtx(t), cs, deleteCall(opID), nil)
+	if err != nil || task == nil {
+		t.Fatalf("tools/call = %v, %+v, %v; want a task", task, res, err)
+	}
+	got := awaitTask(t, cs, task.ID)
+	if got.Status != taskwire.StatusInputRequired {
+		t.Fatalf("task is %s (%s), want input_required", got.Status, got.StatusMessage)
+	}
+	return got
+}
+
+// question reads the elicitation of key from an input_required task.
+func question(t *testing.T, task *taskwire.Task, key string) *mcp.ElicitParams {
+	t.Helper()
+	var q struct {
+		Method string            `json:"method"`
+		Params *mcp.ElicitParams `json:"params"`
+	}
+	if err := json.Unmarshal(task.InputRequests[key], &q); err != nil || q.Method != "elicitation/create" || q.Params == nil {
+		t.Fatalf("inputRequests = %v; want an elicitation under %q (%v)", task.InputRequests, key, err)
+	}
+	return q.Params
+}
+
+func answerTask(t *testing.T, cs *mcp.ClientSession, id, key, answer string) {
+	t.Helper()
+	if err := taskwire.UpdateTask(testCtx(t), cs, id, map[string]json.RawMessage{key: json.RawMessage(answer)}); err != nil {
+		t.Fatalf("tasks/update: %v", err)
+	}
+}
+
+func operationOf(t *testing.T, s ledger.Store, opID string) *ledger.Operation {
+	t.Helper()
+	op, err := s.OperationGet(testCtx(t), &ledger.OperationGetParams{Tenant: "acme", OperationID: opID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
+// eventsOf returns the operation's events of kind.
+func eventsOf(t *testing.T, s ledger.Store, op *ledger.Operation, kind ledger.EventKind) []*ledger.Event {
+	t.Helper()
+	all, err := s.EventList(testCtx(t), op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*ledger.Event
+	for _, e := range all {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestUpstreamQuestionAnswered: the upstream's question reaches a
+// 2026-07-28 client through the task, the answer goes back with the
+// upstream's requestState under the same provider key, and the operation
+// completes with one job. The ledger records question and answer, without
+// the secret argument the question echoed.
+func TestUpstreamQuestionAnswered(t *testing.T) {
+	up, upURL := newConfirmUpstream(t)
+	g := startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), nil)
+	cs := g.connect(t, fixtures.EraExtension)
+
+	task := askedTask(t, cs, "op-confirm")
+	if q := question(t, task, "confirm"); q.Message != "Delete report.txt with token tok-s3cr3t?" {
+		t.Fatalf("question = %q", q.Message)
+	}
+	answerTask(t, cs, task.ID, "unknown_key", `{"action":"accept","content":{"confirm":true}}`)
+	if again, err := taskwire.GetTask(testCtx(t), cs, task.ID); err != nil || again.Status != taskwire.StatusInputRequired {
+		t.Fatalf("after an answer to no question: %+v, %v; want still input_required", again, err)
+	}
+	answerTask(t, cs, task.ID, "confirm", `{"action":"accept","content":{"confirm":true}}`)
+	done := awaitTask(t, cs, task.ID)
+	var res mcp.CallToolResult
+	if done.Status != taskwire.StatusCompleted || json.Unmarshal(done.Result, &res) != nil || fixtures.ResultText(&res) != "deleted report.txt" {
+		t.Fatalf("task = %s %s %s; want completed with deleted report.txt", done.Status, done.StatusMessage, done.Result)
+	}
+	jobs, asked, answered, bad := up.counts()
+	if jobs != 1 || asked != 1 || answered != 1 || bad != 0 {
+		t.Fatalf("upstream saw %d jobs, %d questions asked, %d answers, %d with a changed requestState; want 1, 1, 1, 0", jobs, asked, answered, bad)
+	}
+
+	op := operationOf(t, g.store, "op-confirm")
+	requested := eventsOf(t, g.store, op, ledger.EventInputRequested)
+	answeredEv := eventsOf(t, g.store, op, ledger.EventInputAnswered)
+	if len(requested) != 1 || len(answeredEv) != 1 {
+		t.Fatalf("events: %d input_requested, %d input_answered; want 1 each", len(requested), len(answeredEv))
+	}
+	q, err := ledger.DecodeEventData[ledger.InputRequestedData](requested[0])
+	if err != nil || q.Send != 1 || !q.RequestState || q.Channel != ledger.InputChannelTaskUpdate {
+		t.Fatalf("input_requested = %+v, %v", q, err)
+	}
+	if strings.Contains(string(requested[0].Data), "tok-s3cr3t") || !strings.Contains(string(requested[0].Data), "Delete report.txt with token [redacted]?") {
+		t.Fatalf("input_requested data = %s; want the question with the secret redacted", requested[0].Data)
+	}
+	a, err := ledger.DecodeEventData[ledger.InputAnsweredData](answeredEv[0])
+	if err != nil || a.Actions["confirm"] != "accept" || a.Send != 1 {
+		t.Fatalf("input_answered = %+v, %v", a, err)
+	}
+	sends := eventsOf(t, g.store, op, ledger.EventSendStarted)
+	if len(sends) != 2 || op.SendCount != 2 {
+		t.Fatalf("%d send_started events, send count %d; want the question's send and its continuation", len(sends), op.SendCount)
+	}
+}
+
+// TestUpstreamQuestionDeclined: a declined question ends the operation
+// with nothing more sent, and the task says why.
+func TestUpstreamQuestionDeclined(t *testing.T) {
+	for _, action := range []string{"decline", "cancel"} {
+		t.Run(action, func(t *testing.T) {
+			up, upURL := newConfirmUpstream(t)
+			g := startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), nil)
+			cs := g.connect(t, fixtures.EraExtension)
+			task := askedTask(t, cs, "op-declined")
+			answerTask(t, cs, task.ID, "confirm", `{"action":"`+action+`"}`)
+			done := awaitTask(t, cs, task.ID)
+			if done.Status != taskwire.StatusCancelled || !strings.Contains(done.StatusMessage, action) {
+				t.Fatalf("task = %s (%s); want cancelled, saying %s", done.Status, done.StatusMessage, action)
+			}
+			if jobs, asked, answered, _ := up.counts(); jobs != 0 || asked != 1 || answered != 0 {
+				t.Fatalf("upstream saw %d jobs, %d questions, %d answers; want 0, 1, 0", jobs, asked, answered)
+			}
+			op := operationOf(t, g.store, "op-declined")
+			if ev := eventsOf(t, g.store, op, ledger.EventInputDeclined); len(ev) != 1 || op.SendCount != 1 {
+				t.Fatalf("%d input_declined events, send count %d; want 1, 1", len(ev), op.SendCount)
+			}
+		})
+	}
+}
+
+// TestUpstreamQuestionSurvivesRestart: everything the question needs is in
+// the ledger, so a gateway restarted while it waits still shows it, and
+// its answer completes the operation with one job.
+func TestUpstreamQuestionSurvivesRestart(t *testing.T) {
+	up, upURL := newConfirmUpstream(t)
+	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
+	g := startInputGateway(t, upURL, db, nil)
+	task := askedTask(t, g.connect(t, fixtures.EraExtension), "op-restart")
+	g.stop()
+
+	g2 := startInputGateway(t, upURL, db, nil)
+	cs := g2.connect(t, fixtures.EraExtension)
+	again, err := taskwire.GetTask(testCtx(t), cs, task.ID)
+	if err != nil || again.Status != taskwire.StatusInputRequired {
+		t.Fatalf("after the restart: %+v, %v; want input_required", again, err)
+	}
+	if q := question(t, again, "confirm"); !strings.HasPrefix(q.Message, "Delete report.txt") {
+		t.Fatalf("question after the restart = %q", q.Message)
+	}
+	answerTask(t, cs, task.ID, "confirm", `{"action":"accept","content":{"confirm":true}}`)
+	if done := awaitTask(t, cs, task.ID); done.Status != taskwire.StatusCompleted {
+		t.Fatalf("task = %s (%s), want completed", done.Status, done.StatusMessage)
+	}
+	if jobs, asked, answered, bad := up.counts(); jobs != 1 || asked != 1 || answered != 1 || bad != 0 {
+		t.Fatalf("upstream saw %d jobs, %d questions, %d answers, %d bad states; want 1, 1, 1, 0", jobs, asked, answered, bad)
+	}
+}
+
+// TestUpstreamQuestionWithoutAWayToAnswer: a client without tasks cannot
+// be asked, so the operation waits for a human, as before.
+func TestUpstreamQuestionWithoutAWayToAnswer(t *testing.T) {
+	up, upURL := newConfirmUpstream(t)
+	g := startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), func(y string) string {
+		return strings.Replace(y, "wait: 20s", "wait: 300ms", 1)
+	})
+	cs := g.connect(t, fixtures.EraPlain)
+	if _, err := cs.CallTool(testCtx(t), deleteCall("op-plain")); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, testCtx(t), "the operation to wait for review", func() (bool, error) {
+		op := operationOf(t, g.store, "op-plain")
+		return op.State == ledger.StateReview && op.ReviewReason == ledger.ReasonUpstreamInputRequired, fmt.Errorf("state %s (%s)", op.State, op.ReviewReason)
+	})
+	if jobs, _, answered, _ := up.counts(); jobs != 0 || answered != 0 {
+		t.Fatalf("upstream saw %d jobs, %d answers; want none", jobs, answered)
+	}
+}
