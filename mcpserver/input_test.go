@@ -20,6 +20,7 @@ import (
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
@@ -333,6 +334,16 @@ func TestUpstreamQuestionDeclined(t *testing.T) {
 			if ev := eventsOf(t, g.store, op, ledger.EventInputDeclined); len(ev) != 1 || op.SendCount != 1 {
 				t.Fatalf("%d input_declined events, send count %d; want 1, 1", len(ev), op.SendCount)
 			}
+			in, err := receipt.Load(testCtx(t), g.store, op, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := receipt.Build(in)
+			if len(r.Questions) != 1 || r.Questions[0].Answer != receipt.QuestionDeclined || r.Questions[0].Action != action ||
+				r.State != string(ledger.StateCancelled) || r.ObservedRemoteJobs != 0 || r.ReviewStatus != receipt.ReviewReady {
+				t.Fatalf("receipt: state %s, %d remote jobs, %s, questions %+v; want cancelled, none, ready, one declined with %s",
+					r.State, r.ObservedRemoteJobs, r.ReviewStatus, r.Questions, action)
+			}
 		})
 	}
 }
@@ -382,5 +393,106 @@ func TestUpstreamQuestionWithoutAWayToAnswer(t *testing.T) {
 	})
 	if jobs, _, answered, _ := up.counts(); jobs != 0 || answered != 0 {
 		t.Fatalf("upstream saw %d jobs, %d answers; want none", jobs, answered)
+	}
+}
+
+// legacyElicitingClient opens a 2025-11-25 session with tasks whose user
+// answers every elicitation with answer, and records the questions.
+func legacyElicitingClient(t *testing.T, g *inputGateway, answer *mcp.ElicitResult, asked *[]*mcp.ElicitParams) *mcp.ClientSession {
+	t.Helper()
+	var mu sync.Mutex
+	client := mcp.NewClient(&mcp.Implementation{Name: "legacy-eliciting"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			*asked = append(*asked, req.Params)
+			mu.Unlock()
+			return answer, nil
+		},
+	})
+	if err := taskwire.InstallClient(client); err != nil {
+		t.Fatal(err)
+	}
+	transport := taskwire.WrapClientTransport(&mcp.StreamableClientTransport{
+		Endpoint: g.url, MaxRetries: -1, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: g.key}},
+	})
+	cs, err := client.Connect(testCtx(t), transport, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// TestLegacyClientIsAskedOnTasksResult: a 2025-11-25 client sees
+// input_required in tasks/get and is asked the upstream's question, tagged
+// with its task, on tasks/result; its answer completes the operation.
+func TestLegacyClientIsAskedOnTasksResult(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		answer *mcp.ElicitResult
+		jobs   int
+		status taskwire.Status
+	}{
+		{"accepted", &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, 1, taskwire.StatusCompleted},
+		{"declined", &mcp.ElicitResult{Action: "decline"}, 0, taskwire.StatusCancelled},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up, upURL := newConfirmUpstream(t)
+			g := startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), nil)
+			var asked []*mcp.ElicitParams
+			cs := legacyElicitingClient(t, g, tt.answer, &asked)
+			ctx := testCtx(t)
+			task, _, err := taskwire.CallToolAsTask(ctx, cs, deleteCall("op-legacy"), nil)
+			if err != nil || task == nil {
+				t.Fatalf("tools/call = %v, %v; want a task", task, err)
+			}
+			testwait.Until(t, ctx, "the task to need input", func() (bool, error) {
+				got, err := taskwire.GetTask(ctx, cs, task.ID)
+				return err == nil && got.Status == taskwire.StatusInputRequired, fmt.Errorf("task %+v, %v", got, err)
+			})
+			res, err := taskwire.TaskResult(ctx, cs, task.ID)
+			if tt.status == taskwire.StatusCompleted && (err != nil || fixtures.ResultText(res) != "deleted report.txt") {
+				t.Fatalf("tasks/result = %s, %v; want deleted report.txt", fixtures.ResultText(res), err)
+			}
+			if tt.status == taskwire.StatusCancelled && err == nil {
+				t.Fatalf("tasks/result of a declined question = %s; want an error", fixtures.ResultText(res))
+			}
+			if len(asked) != 1 || !strings.HasPrefix(asked[0].Message, "Delete report.txt") {
+				t.Fatalf("the client was asked %+v; want the upstream's question once", asked)
+			}
+			if rel, _ := asked[0].Meta[taskwire.RelatedTaskMetaKey].(map[string]any); rel["taskId"] != task.ID {
+				t.Fatalf("the question's _meta = %v; want it tagged with task %s", asked[0].Meta, task.ID)
+			}
+			if got, err := taskwire.GetTask(ctx, cs, task.ID); err != nil || got.Status != tt.status {
+				t.Fatalf("task = %+v, %v; want %s", got, err, tt.status)
+			}
+			if jobs, _, _, _ := up.counts(); jobs != tt.jobs {
+				t.Fatalf("upstream jobs = %d, want %d", jobs, tt.jobs)
+			}
+		})
+	}
+}
+
+// TestUnansweredQuestionEndsWithTheTask: a client that never answers
+// leaves the task input_required until its retention passes; then it
+// fails, and nothing more is sent.
+func TestUnansweredQuestionEndsWithTheTask(t *testing.T) {
+	up, upURL := newConfirmUpstream(t)
+	g := startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), func(y string) string {
+		return strings.Replace(y, "poll_interval: 100ms", "poll_interval: 100ms\ntask_ttl: 1s", 1)
+	})
+	cs := g.connect(t, fixtures.EraExtension)
+	task := askedTask(t, cs, "op-unanswered")
+	var done *taskwire.Task
+	testwait.Until(t, testCtx(t), "the unanswered task to end", func() (bool, error) {
+		var err error
+		done, err = taskwire.GetTask(testCtx(t), cs, task.ID)
+		return err == nil && done.Status.IsTerminal(), fmt.Errorf("task %+v, %v", done, err)
+	})
+	if done.Status != taskwire.StatusFailed || done.Error == nil || !strings.Contains(done.Error.Message, "nobody answered") {
+		t.Fatalf("task = %s %+v; want failed because nobody answered", done.Status, done.Error)
+	}
+	if jobs, asked, answered, _ := up.counts(); jobs != 0 || asked != 1 || answered != 0 {
+		t.Fatalf("upstream saw %d jobs, %d questions, %d answers; want 0, 1, 0", jobs, asked, answered)
 	}
 }
