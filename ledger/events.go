@@ -228,9 +228,12 @@ type RecoveredData struct {
 // keyed as the upstream keyed them ({method, params} each), with the
 // values of secret arguments redacted. RequestState says whether the
 // upstream sent state to return with the answers (the state itself is
-// kept with the operation, not here).
+// kept with the operation, not here). InFlight says that the question was
+// asked within the call (a 2025-11-25 elicitation/create), which waits for
+// the answer and dies with the gateway process that holds it.
 type InputRequestedData struct {
 	Channel      InputChannel    `json:"channel"`
+	InFlight     bool            `json:"in_flight,omitempty"`
 	RequestState bool            `json:"request_state,omitempty"`
 	Requests     json.RawMessage `json:"requests"`
 	Send         int             `json:"send"`

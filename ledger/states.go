@@ -30,6 +30,7 @@ var moves = map[State][]State{
 	},
 	StateInputRequired: {
 		StateAccepted,  // the answer is recorded: send again with it
+		StateSending,   // the answer goes to a call still waiting for it (2025-11-25), or that call gave up
 		StateReview,    // the question cannot be answered any more (its call died with the gateway)
 		StateCancelled, // the client declined the question, or cancellation was requested
 		StateFailed,    // the task expired unanswered

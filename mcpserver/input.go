@@ -18,14 +18,17 @@ import (
 )
 
 // A consequential call's upstream may ask a question while the operation
-// runs (a 2026-07-28 input_required result). The worker records the
-// question on the operation, which waits in input_required; the client
-// reads it in tasks/get (2026-07-28) or is asked it on tasks/result
-// (2025-11-25), and its answer is recorded here. Only answers to the
-// question outstanding are taken, each once; once every question is
-// answered the operation is queued to send again, carrying the answers and
-// the upstream's requestState. An answer that declines (or cancels) ends
-// the operation with nothing more sent.
+// runs: a 2026-07-28 input_required result, or a 2025-11-25
+// elicitation/create within the call. The worker records the question on
+// the operation, which waits in input_required; the client reads it in
+// tasks/get (2026-07-28) or is asked it on tasks/result (2025-11-25), and
+// its answer is recorded here. Only answers to the question outstanding
+// are taken, each once. Once every question is answered, an
+// input_required result's operation is queued to send again, carrying the
+// answers and the upstream's requestState; a call that asked within
+// itself gets the answer from its worker and goes on. An answer that
+// declines (or cancels) ends the operation: nothing more is sent, except
+// that a call waiting within itself is told the answer.
 
 // inputChannel is how the client of call can answer a question asked
 // during the operation it starts.
@@ -117,19 +120,39 @@ func (h *host) answer(ctx context.Context, op *ledger.Operation, requestID strin
 	if len(data.Actions) == 0 {
 		data.Actions = nil
 	}
+	inFlight, err := h.askedInFlight(ctx, op)
+	if err != nil {
+		return err
+	}
 	now := h.g.clock()
 	p := &ledger.TransitionParams{OperationRef: op.ID, From: []ledger.State{ledger.StateInputRequired}}
 	log := h.g.log.With("tenant", op.Tenant, "operation_id", op.OperationID, "keys", slices.Sorted(maps.Keys(taken)))
 	switch {
 	case declined != "":
 		msg := fmt.Sprintf("the user answered the upstream's question with %s; nothing more was sent to the upstream", declined)
+		if inFlight {
+			msg = fmt.Sprintf("the user answered the upstream's question with %s; the upstream was told so and nothing more is sent to it", declined)
+		}
 		p.To, p.StatusMessage = ledger.StateCancelled, &msg
 		p.Input = &ledger.InputUpdate{}
-		p.Lease = &ledger.Lease{}
+		if inFlight {
+			// The call that asked gets the answer as it was given.
+			p.Input.Responses = rawAll
+		} else {
+			// A call waiting for the answer (above) keeps its worker's
+			// lease: the worker tells the upstream and records what comes
+			// back.
+			p.Lease = &ledger.Lease{}
+		}
 		p.Reservation = &ledger.ReservationUpdate{Status: ledger.ReservationReleased}
 		p.Events = []ledger.EventParams{{Kind: ledger.EventInputDeclined, Data: data}}
 		p.Enqueue = []river.InsertManyParams{{Args: worker.ReconcileArgs{Operation: op.ID}}}
 		log.Info("the user declined the upstream's question; the operation ends", "action", declined)
+	case len(open) == 0 && inFlight:
+		p.To, p.StatusMessage = ledger.StateSending, new("answered; the call to "+op.Upstream+" goes on")
+		p.Input = &ledger.InputUpdate{Responses: rawAll}
+		p.Events = []ledger.EventParams{{Kind: ledger.EventInputAnswered, Data: data}}
+		log.Info("the upstream's question was answered; the call that asked it goes on")
 	case len(open) == 0:
 		p.To, p.StatusMessage = ledger.StateAccepted, new("answered; sending the answer to "+op.Upstream)
 		p.Input = &ledger.InputUpdate{RequestState: op.RequestState, Responses: rawAll}
@@ -153,6 +176,23 @@ func (h *host) answer(ctx context.Context, op *ledger.Operation, requestID strin
 		return nil
 	}
 	return err
+}
+
+// askedInFlight reports whether op's question was asked within a call
+// that waits for the answer (a 2025-11-25 elicitation), rather than in an
+// answer that a later send continues.
+func (h *host) askedInFlight(ctx context.Context, op *ledger.Operation) (bool, error) {
+	events, err := h.g.store.EventList(context.WithoutCancel(ctx), op.ID)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range slices.Backward(events) {
+		if e.Kind == ledger.EventInputRequested {
+			d, err := ledger.DecodeEventData[ledger.InputRequestedData](e)
+			return d.InFlight, err
+		}
+	}
+	return false, nil
 }
 
 // askOnResult asks a 2025-11-25 client, on its tasks/result, the questions

@@ -496,3 +496,142 @@ func TestUnansweredQuestionEndsWithTheTask(t *testing.T) {
 		t.Fatalf("upstream saw %d jobs, %d questions, %d answers; want 0, 1, 0", jobs, asked, answered)
 	}
 }
+
+// elicitingUpstream is a 2025-11-25 server whose confirm_delete asks the
+// user with elicitation/create within the call, and starts its one job,
+// keyed by the idempotency key, only when the user confirms.
+type elicitingUpstream struct {
+	mu      sync.Mutex
+	jobs    map[string]string
+	actions []string
+}
+
+func newElicitingUpstream(t *testing.T) (*elicitingUpstream, string) {
+	u := &elicitingUpstream{jobs: map[string]string{}}
+	server := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25"}})
+	mcp.AddTool(server, &mcp.Tool{Name: "confirm_delete"}, func(ctx context.Context, req *mcp.CallToolRequest, a confirmArgs) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Delete " + a.Filename + "?", RequestedSchema: map[string]any{
+			"type": "object", "properties": map[string]any{"confirm": map[string]any{"type": "boolean"}},
+		}})
+		if err != nil {
+			return nil, nil, err
+		}
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		u.actions = append(u.actions, res.Action)
+		if res.Action != "accept" || res.Content["confirm"] != true {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "kept " + a.Filename}}}, nil, nil
+		}
+		id, ok := u.jobs[a.IdempotencyKey]
+		if !ok {
+			id = fmt.Sprintf("del-%d", len(u.jobs)+1)
+			u.jobs[a.IdempotencyKey] = id
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted " + a.Filename}}, StructuredContent: map[string]any{"job_id": id}}, nil, nil
+	})
+	mcp.AddTool(server, &mcp.Tool{Name: "lookup_job"}, func(_ context.Context, _ *mcp.CallToolRequest, a confirmArgs) (*mcp.CallToolResult, any, error) {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		sc := map[string]any{"status": "not_found", "jobs": []any{}}
+		if id, ok := u.jobs[a.IdempotencyKey]; ok {
+			sc = map[string]any{"status": "completed", "job_id": id, "jobs": []any{map[string]any{"job_id": id, "status": "completed"}}}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "looked up"}}, StructuredContent: sc}, nil, nil
+	})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(srv.Close)
+	return u, srv.URL
+}
+
+func (u *elicitingUpstream) seen() (jobs int, actions []string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.jobs), append([]string(nil), u.actions...)
+}
+
+// TestUpstreamElicitationWithinTheCall: a 2025-11-25 upstream's
+// elicitation/create during a consequential call reaches a 2026-07-28
+// client through the task; the answer goes to the call that waits for it.
+func TestUpstreamElicitationWithinTheCall(t *testing.T) {
+	for _, tt := range []struct {
+		name, answer string
+		status       taskwire.Status
+		jobs         int
+	}{
+		{"accepted", `{"action":"accept","content":{"confirm":true}}`, taskwire.StatusCompleted, 1},
+		{"declined", `{"action":"decline"}`, taskwire.StatusCancelled, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up, upURL := newElicitingUpstream(t)
+			g := startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), nil)
+			cs := g.connect(t, fixtures.EraExtension)
+			task, _, err := taskwire.CallToolAsTask(testCtx(t), cs, deleteCall("op-elicit"), nil)
+			if err != nil || task == nil {
+				t.Fatalf("tools/call = %v, %v; want a task", task, err)
+			}
+			asked := awaitTask(t, cs, task.ID)
+			if asked.Status != taskwire.StatusInputRequired || len(asked.InputRequests) != 1 {
+				t.Fatalf("task = %s (%s) with %d input requests; want input_required with one", asked.Status, asked.StatusMessage, len(asked.InputRequests))
+			}
+			var key string
+			for k := range asked.InputRequests {
+				key = k
+			}
+			if q := question(t, asked, key); q.Message != "Delete report.txt?" {
+				t.Fatalf("question = %q", q.Message)
+			}
+			answerTask(t, cs, task.ID, key, tt.answer)
+			done := awaitTask(t, cs, task.ID)
+			if done.Status != tt.status {
+				t.Fatalf("task = %s (%s), want %s", done.Status, done.StatusMessage, tt.status)
+			}
+			testwait.Until(t, testCtx(t), "the upstream to get the answer", func() (bool, error) {
+				jobs, actions := up.seen()
+				return len(actions) == 1, fmt.Errorf("%d jobs, actions %v", jobs, actions)
+			})
+			if jobs, actions := up.seen(); jobs != tt.jobs || !strings.Contains(tt.answer, `"`+actions[0]+`"`) {
+				t.Fatalf("upstream: %d jobs, actions %v; want %d jobs and the answer's action", jobs, actions, tt.jobs)
+			}
+			op := operationOf(t, g.store, "op-elicit")
+			requested := eventsOf(t, g.store, op, ledger.EventInputRequested)
+			if d, err := ledger.DecodeEventData[ledger.InputRequestedData](requested[0]); err != nil || !d.InFlight || op.SendCount != 1 {
+				t.Fatalf("input_requested = %+v, %v, send count %d; want one in flight and one send", d, err, op.SendCount)
+			}
+		})
+	}
+}
+
+// TestUpstreamElicitationLostOnRestart: a question asked within a call
+// dies with the gateway that held the call, so after the restart the
+// operation waits for a human, with a reason that says so, and nothing is
+// re-sent.
+func TestUpstreamElicitationLostOnRestart(t *testing.T) {
+	up, upURL := newElicitingUpstream(t)
+	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
+	g := startInputGateway(t, upURL, db, nil)
+	cs := g.connect(t, fixtures.EraExtension)
+	task, _, err := taskwire.CallToolAsTask(testCtx(t), cs, deleteCall("op-lost"), nil)
+	if err != nil || task == nil {
+		t.Fatalf("tools/call = %v, %v; want a task", task, err)
+	}
+	if asked := awaitTask(t, cs, task.ID); asked.Status != taskwire.StatusInputRequired {
+		t.Fatalf("task = %s (%s), want input_required", asked.Status, asked.StatusMessage)
+	}
+	g.stop()
+
+	g2 := startInputGateway(t, upURL, db, nil)
+	testwait.Until(t, testCtx(t), "the operation to wait for a human", func() (bool, error) {
+		op := operationOf(t, g2.store, "op-lost")
+		return op.State == ledger.StateReview && op.ReviewReason == ledger.ReasonUpstreamInputLost, fmt.Errorf("state %s (%s): %s", op.State, op.ReviewReason, op.StatusMessage)
+	})
+	cs2 := g2.connect(t, fixtures.EraExtension)
+	if got, err := taskwire.GetTask(testCtx(t), cs2, task.ID); err != nil || got.Status != taskwire.StatusWorking || !strings.Contains(got.StatusMessage, ledger.ReasonUpstreamInputLost) {
+		t.Fatalf("task after the restart = %+v, %v; want working, waiting for a human (%s)", got, err, ledger.ReasonUpstreamInputLost)
+	}
+	if jobs, _ := up.seen(); jobs != 0 {
+		t.Fatalf("upstream jobs = %d, want 0", jobs)
+	}
+	if op := operationOf(t, g2.store, "op-lost"); op.SendCount != 1 {
+		t.Fatalf("send count = %d, want 1: nothing re-sent", op.SendCount)
+	}
+}

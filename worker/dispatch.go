@@ -24,7 +24,7 @@ func (w *Worker) dispatch(ctx context.Context, l *lease) error {
 	case ledger.StateRunning:
 		return w.poll(ctx, l)
 	case ledger.StateInputRequired:
-		return w.expireQuestion(ctx, l)
+		return w.waitingQuestion(ctx, l)
 	default:
 		return nil
 	}

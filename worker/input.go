@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -34,7 +35,10 @@ func (w *Worker) askClient(ctx context.Context, l *lease, res *mcp.CallToolResul
 		return fmt.Errorf("encode the upstream's input requests: %w", err)
 	}
 	p := &ledger.TransitionParams{
-		From: []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(questionSummary(res.InputRequests)),
+		// No worker holds a question that waits for a later send: recovery
+		// leaves it alone.
+		Lease: &ledger.Lease{},
+		From:  []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(questionSummary(res.InputRequests)),
 		Input: &ledger.InputUpdate{Requests: requests, RequestState: res.RequestState},
 		Events: []ledger.EventParams{{Kind: ledger.EventInputRequested, Data: ledger.InputRequestedData{
 			Channel: op.InputChannel, RequestState: res.RequestState != "",
@@ -86,25 +90,25 @@ func continuation(params *mcp.CallToolParams, op *ledger.Operation) error {
 	return nil
 }
 
-// expireQuestion ends an operation whose question went unanswered for the
-// task's retention. A job that comes early (a question asked again since)
-// waits until the latest question is due.
-func (w *Worker) expireQuestion(ctx context.Context, l *lease) error {
+// waitingQuestion handles a job for an operation that waits on a
+// question: one asked within a call that died with its worker goes to
+// review; one the client has not answered within the task's retention
+// ends the operation. A job that comes early (a question asked again
+// since) waits until the latest question is due.
+func (w *Worker) waitingQuestion(ctx context.Context, l *lease) error {
 	op := l.op
-	if op.TTL <= 0 {
-		return nil
-	}
-	events, err := w.store.EventList(ctx, op.ID)
+	e, q, err := w.latestQuestion(ctx, op)
 	if err != nil {
 		return err
 	}
-	var asked time.Time
-	for _, e := range events {
-		if e.Kind == ledger.EventInputRequested {
-			asked = e.CreatedAt
-		}
+	if q.InFlight {
+		// This job holds the lease: the worker that asked is gone.
+		return w.questionLost(ctx, l)
 	}
-	if due := asked.Add(op.TTL); w.clock().Before(due) {
+	if op.TTL <= 0 || e == nil {
+		return nil
+	}
+	if due := e.CreatedAt.Add(op.TTL); w.clock().Before(due) {
 		return river.JobSnooze(due.Sub(w.clock()))
 	}
 	msg := "nobody answered the upstream's question within the task's retention; nothing more was sent"
@@ -117,4 +121,109 @@ func (w *Worker) expireQuestion(ctx context.Context, l *lease) error {
 		Enqueue:     []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 	})
 	return err
+}
+
+// elicitThroughTask answers a 2025-11-25 upstream's elicitation/create
+// within the call by asking the operation's client through the task: the
+// operation waits in input_required with the question while this worker
+// holds its lease and the call, until the gateway records the answer (and
+// moves it back to sending) or the operation ends. A client that cannot be
+// asked gets nil: the upstream package then declines, as before. When the
+// upstream gives up on the question first, it is withdrawn, so that the
+// call's outcome is recovered as any uncertain send is; when this worker
+// stops (jobCtx ends), the question stays for recovery to find, which
+// sends the operation to review: nothing can answer the call any more.
+func (w *Worker) elicitThroughTask(jobCtx context.Context, l *lease) Elicit {
+	if l.op.InputChannel == ledger.InputChannelNone {
+		return nil
+	}
+	asked := 0
+	return func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+		asked++
+		op := l.op
+		key := fmt.Sprintf("send%d_elicitation%d", op.SendCount, asked)
+		q := mcp.InputRequestMap{key: p}
+		requests, err := json.Marshal(q)
+		if err != nil {
+			return nil, fmt.Errorf("encode the upstream's elicitation: %w", err)
+		}
+		if _, err := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(questionSummary(q)),
+			Input: &ledger.InputUpdate{Requests: requests},
+			Events: []ledger.EventParams{{Kind: ledger.EventInputRequested, Data: ledger.InputRequestedData{
+				Channel: op.InputChannel, InFlight: true, Requests: ledger.RedactSecrets(requests, op.Arguments, op.SecretArguments), Send: op.SendCount,
+			}}},
+		}); err != nil {
+			return nil, err
+		}
+		w.logger(op).Info("the upstream asked for input within the call; waiting for the client's answer", "key", key)
+		tick := time.NewTicker(w.cfg.PollInterval)
+		defer tick.Stop()
+		for {
+			cur, err := w.store.OperationGet(context.WithoutCancel(ctx), &ledger.OperationGetParams{ID: l.opRef})
+			if err != nil {
+				return nil, err
+			}
+			l.op = cur
+			switch {
+			case cur.State == ledger.StateSending:
+				var answers map[string]json.RawMessage
+				var res mcp.ElicitResult
+				if err := json.Unmarshal(cur.InputResponses, &answers); err != nil || json.Unmarshal(answers[key], &res) != nil {
+					return nil, fmt.Errorf("the recorded answer to %s is unreadable", key)
+				}
+				return &res, nil
+			case cur.State == ledger.StateCancelled:
+				// Declined (the answer is relayed as it was given), or
+				// the task was cancelled (the upstream is told so).
+				var answers map[string]json.RawMessage
+				var res mcp.ElicitResult
+				if json.Unmarshal(cur.InputResponses, &answers) == nil && json.Unmarshal(answers[key], &res) == nil && res.Action != "" {
+					return &res, nil
+				}
+				return &mcp.ElicitResult{Action: "cancel"}, nil
+			case cur.State != ledger.StateInputRequired:
+				return nil, fmt.Errorf("operation became %s while its question waited", cur.State)
+			}
+			select {
+			case <-jobCtx.Done():
+				return nil, fmt.Errorf("the worker stopped while the upstream's question waited: %w", context.Cause(jobCtx))
+			case <-ctx.Done():
+				_, terr := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
+					From: []ledger.State{ledger.StateInputRequired}, To: ledger.StateSending, Input: &ledger.InputUpdate{},
+					StatusMessage: new("the upstream's call ended before its question was answered"),
+				})
+				return nil, errors.Join(ctx.Err(), terr)
+			case <-tick.C:
+			}
+		}
+	}
+}
+
+// questionLost sends to review an operation whose question was asked
+// within a call that died with its worker: nothing can take the answer to
+// the upstream any more, and what the call did is unknown.
+func (w *Worker) questionLost(ctx context.Context, l *lease) error {
+	msg := "the upstream asked a question within a call that ended with the gateway process holding it; it can no longer be answered, and whether the call started work is unknown"
+	_, err := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateInputRequired}, To: ledger.StateReview, ReviewReason: new(ledger.ReasonUpstreamInputLost), StatusMessage: &msg,
+		Input:  &ledger.InputUpdate{},
+		Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: ledger.RequireReviewData{Message: msg, Reason: ledger.ReasonUpstreamInputLost}}},
+	})
+	return err
+}
+
+// latestQuestion is the data of op's latest input_requested event.
+func (w *Worker) latestQuestion(ctx context.Context, op *ledger.Operation) (*ledger.Event, ledger.InputRequestedData, error) {
+	events, err := w.store.EventList(ctx, op.ID)
+	if err != nil {
+		return nil, ledger.InputRequestedData{}, err
+	}
+	for _, e := range slices.Backward(events) {
+		if e.Kind == ledger.EventInputRequested {
+			d, err := ledger.DecodeEventData[ledger.InputRequestedData](e)
+			return e, d, err
+		}
+	}
+	return nil, ledger.InputRequestedData{}, nil
 }

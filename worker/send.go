@@ -56,7 +56,7 @@ func (w *Worker) send(ctx context.Context, l *lease) error {
 		ttl = &op.TTL
 	}
 	log.Info("sending", "upstream", op.Upstream, "tool", op.Tool, "as_task", asTask, "send", op.SendCount)
-	task, res, err := t.up.Send(ctx, params, s.Header, asTask, ttl)
+	task, res, err := t.up.Send(ctx, params, s.Header, asTask, ttl, w.elicitThroughTask(ctx, l))
 	crashpoint.Reach(crashpoint.AfterUpstreamAccept)
 	var rpcErr *jsonrpc.Error
 	switch {

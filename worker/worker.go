@@ -57,9 +57,11 @@ type Upstream interface {
 	OffersTasks() taskwire.Era
 	// Send makes the consequential call, as a task when asTask is set and
 	// the upstream agrees; header carries the operation ID when the
-	// contract passes it as an HTTP header. An error wrapping ErrNotSent
-	// means the call never left the gateway.
-	Send(ctx context.Context, params *mcp.CallToolParams, header http.Header, asTask bool, ttl *time.Duration) (*taskwire.Task, *mcp.CallToolResult, error)
+	// contract passes it as an HTTP header; elicit, when set, answers the
+	// elicitation/create requests a 2025-11-25 upstream sends during the
+	// call. An error wrapping ErrNotSent means the call never left the
+	// gateway.
+	Send(ctx context.Context, params *mcp.CallToolParams, header http.Header, asTask bool, ttl *time.Duration, elicit Elicit) (*taskwire.Task, *mcp.CallToolResult, error)
 	// ToolTaskSupport is a tool's 2025-11-25 execution.taskSupport, as the
 	// upstream lists it.
 	ToolTaskSupport(ctx context.Context, tool string) (taskwire.TaskSupport, error)
@@ -67,6 +69,9 @@ type Upstream interface {
 	TaskResult(ctx context.Context, taskID string) (*mcp.CallToolResult, error)
 	CancelTask(ctx context.Context, taskID string) error
 }
+
+// Elicit answers an upstream's elicitation/create within a call.
+type Elicit = func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
 
 // Upstreams resolves upstream names.
 type Upstreams interface {

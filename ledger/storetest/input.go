@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/taskgate/taskgate/ledger"
 )
@@ -47,6 +49,31 @@ func testInputRounds(t *testing.T, newStore Factory) {
 	}
 	if got.State != ledger.StateInputRequired || !jsonEqual(got.InputRequests, question) || got.RequestState != "opaque-1" || len(got.InputResponses) != 0 {
 		t.Fatalf("after the question: %s, requests %s, state %q, responses %s", got.State, got.InputRequests, got.RequestState, got.InputResponses)
+	}
+	// A question waiting for a later send holds no worker: recovery leaves
+	// it alone, whatever its lease says. One a worker holds within its call
+	// is recovered once that worker's lease lapses.
+	recoverable := func() bool {
+		t.Helper()
+		ops, err := s.OperationsToRecover(ctx, time.Now().Add(time.Hour), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(ops, func(o *ledger.Operation) bool { return o.ID == op.ID })
+	}
+	for _, owner := range []string{"", ledger.LeaseQueued} {
+		if _, err := move(&ledger.TransitionParams{Lease: &ledger.Lease{Owner: owner, Until: time.Now()}}); err != nil {
+			t.Fatal(err)
+		}
+		if recoverable() {
+			t.Fatalf("a question whose lease is %q is listed for recovery", owner)
+		}
+	}
+	if _, err := move(&ledger.TransitionParams{Lease: &ledger.Lease{Owner: "worker-1/7", Until: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	if !recoverable() {
+		t.Fatal("a question asked within a call whose worker's lease lapsed is not listed for recovery")
 	}
 	if _, err := move(&ledger.TransitionParams{To: ledger.StateCompleted}); !errors.Is(err, ledger.ErrIllegalTransition) {
 		t.Fatalf("input_required to completed: %v, want ErrIllegalTransition", err)

@@ -262,18 +262,22 @@ func (s *Store) upsertCharge(ctx context.Context, tx Tx, op *ledger.Operation, c
 	return nil
 }
 
-// recoverQuery selects open operations whose lease has lapsed. "ended_at
+// recoverQuery selects open operations whose lease has lapsed: those in
+// the first three states, and those in the fourth held by a worker (a
+// question asked within a call, which died with it); a question waiting
+// for a later send holds no worker's lease. "ended_at
 // IS NULL" says nothing the states do not; it is the predicate of the
 // operations_open index, which a database uses only when a query repeats
 // it.
 const recoverQuery = `SELECT ` + operationColumns + ` FROM operations
-	WHERE ended_at IS NULL AND state IN ($1, $2, $3) AND (lease_until IS NULL OR lease_until < $4)
+	WHERE ended_at IS NULL AND state IN ($1, $2, $3, $6) AND (lease_until IS NULL OR lease_until < $4)
+		AND (state <> $6 OR lease_owner NOT IN ('', $7))
 	ORDER BY id LIMIT $5`
 
 // OperationsToRecover implements ledger.Store.
 func (s *Store) OperationsToRecover(ctx context.Context, now time.Time, limit int) ([]*ledger.Operation, error) {
 	return queryAll(ctx, s.drv.Reader(), scanOperation, recoverQuery,
-		ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, s.now(now), limit)
+		ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, s.now(now), limit, ledger.StateInputRequired, ledger.LeaseQueued)
 }
 
 // OperationsEndedBefore implements ledger.Store.
