@@ -1,7 +1,9 @@
 // Package mcpserver is taskgate's downstream MCP server: the tools of every
 // upstream listed under their namespaced names, consequential calls turned
 // into operations in the ledger (accepted once per tenant, returned as tasks
-// in either protocol era or awaited for clients without tasks), pass-through
+// in either protocol era or awaited for clients without tasks; an upstream's
+// question during one is put to the client through its task, and the answer
+// recorded for the worker to take back), pass-through
 // calls forwarded with their progress and elicitation, and the HTTP surface
 // around it (browser origin checks, authentication, health, readiness,
 // metrics).

@@ -10,6 +10,10 @@
 // operation up at the provider before anything else, and acts per the
 // lookup table: attach, fetch, record the failure, wait and ask again,
 // re-send once the contract says not_found is safe, or require review.
+// An upstream's question during the call is recorded on the operation
+// (input_required) for the gateway to put to the client; the answer comes
+// back through the ledger, as the next send of the same operation or, for
+// a question asked within the call, to the call that waits for it.
 // When a worker dies, its lease lapses and the sweeper re-enqueues the
 // operation's job; a reconcile job it left running is rescued by the job
 // queue of any replica once it has run past twice its timeout.
