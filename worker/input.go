@@ -22,7 +22,7 @@ import (
 // operation waits for a human, as nothing can answer.
 func (w *Worker) askClient(ctx context.Context, l *lease, res *mcp.CallToolResult) error {
 	op := l.op
-	if op.InputChannel == ledger.InputChannelNone {
+	if !answerable(op.InputChannel, res.InputRequests) {
 		msg := "the upstream asked for input, and the client that started this operation has no way to answer"
 		_, err := l.transition(ctx, &ledger.TransitionParams{
 			To: ledger.StateReview, ReviewReason: new(ledger.ReasonUpstreamInputRequired), StatusMessage: &msg,
@@ -54,6 +54,24 @@ func (w *Worker) askClient(ctx context.Context, l *lease, res *mcp.CallToolResul
 		w.logger(op).Info("the upstream asked for input; waiting for the client's answer", "keys", keysOf(res.InputRequests), "channel", op.InputChannel)
 	}
 	return err
+}
+
+// answerable reports whether a client reached through channel can answer
+// every request of q: a 2025-11-25 client on tasks/result is asked only
+// elicitations, a 2026-07-28 client takes any input request.
+func answerable(channel ledger.InputChannel, q mcp.InputRequestMap) bool {
+	switch channel {
+	case ledger.InputChannelTaskUpdate:
+		return true
+	case ledger.InputChannelTaskResult:
+		for _, r := range q {
+			if _, ok := r.(*mcp.ElicitParams); !ok {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // questionSummary is the status message of an operation waiting on q.
