@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -36,6 +37,13 @@ type confirmUpstream struct {
 	asked, answered int
 	// badState counts answers whose requestState was not the one sent.
 	badState int
+	// hold, when set, keeps an answered call open after its job started,
+	// until it is closed or the caller goes; entered is closed then.
+	hold, entered chan struct{}
+}
+
+type keyArgs struct {
+	IdempotencyKey string `json:"idempotency_key"`
 }
 
 type confirmJob struct {
@@ -60,7 +68,7 @@ func newConfirmUpstream(t *testing.T) (*confirmUpstream, string) {
 
 func stateFor(a confirmArgs) string { return "confirm-state:" + a.Filename + ":" + a.IdempotencyKey }
 
-func (u *confirmUpstream) confirmDelete(_ context.Context, req *mcp.CallToolRequest, a confirmArgs) (*mcp.CallToolResult, any, error) {
+func (u *confirmUpstream) confirmDelete(ctx context.Context, req *mcp.CallToolRequest, a confirmArgs) (*mcp.CallToolResult, any, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	resp, ok := req.Params.InputResponses["confirm"]
@@ -93,10 +101,20 @@ func (u *confirmUpstream) confirmDelete(_ context.Context, req *mcp.CallToolRequ
 		j = confirmJob{ID: fmt.Sprintf("del-%d", len(u.jobs)+1), Text: text}
 		u.jobs[a.IdempotencyKey] = j
 	}
+	if u.hold != nil {
+		u.mu.Unlock()
+		close(u.entered)
+		select {
+		case <-u.hold:
+		case <-ctx.Done():
+		}
+		u.mu.Lock()
+		u.hold = nil
+	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: j.Text}}, StructuredContent: map[string]any{"job_id": j.ID}}, nil, nil
 }
 
-func (u *confirmUpstream) lookupJob(_ context.Context, _ *mcp.CallToolRequest, a confirmArgs) (*mcp.CallToolResult, any, error) {
+func (u *confirmUpstream) lookupJob(_ context.Context, _ *mcp.CallToolRequest, a keyArgs) (*mcp.CallToolResult, any, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	j, ok := u.jobs[a.IdempotencyKey]
@@ -529,7 +547,7 @@ func newElicitingUpstream(t *testing.T) (*elicitingUpstream, string) {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deleted " + a.Filename}}, StructuredContent: map[string]any{"job_id": id}}, nil, nil
 	})
-	mcp.AddTool(server, &mcp.Tool{Name: "lookup_job"}, func(_ context.Context, _ *mcp.CallToolRequest, a confirmArgs) (*mcp.CallToolResult, any, error) {
+	mcp.AddTool(server, &mcp.Tool{Name: "lookup_job"}, func(_ context.Context, _ *mcp.CallToolRequest, a keyArgs) (*mcp.CallToolResult, any, error) {
 		u.mu.Lock()
 		defer u.mu.Unlock()
 		sc := map[string]any{"status": "not_found", "jobs": []any{}}
@@ -633,5 +651,46 @@ func TestUpstreamElicitationLostOnRestart(t *testing.T) {
 	}
 	if op := operationOf(t, g2.store, "op-lost"); op.SendCount != 1 {
 		t.Fatalf("send count = %d, want 1: nothing re-sent", op.SendCount)
+	}
+}
+
+// TestCrashBetweenRoundsLooksUpFirst: a gateway that goes away while the
+// answer's send is in flight (the provider started the job, the answer was
+// lost) recovers it as any uncertain send: it looks the operation up and
+// attaches to the job the answer started, sending nothing again.
+func TestCrashBetweenRoundsLooksUpFirst(t *testing.T) {
+	up, upURL := newConfirmUpstream(t)
+	up.hold, up.entered = make(chan struct{}), make(chan struct{})
+	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
+	g := startInputGateway(t, upURL, db, nil)
+	cs := g.connect(t, fixtures.EraExtension)
+	task := askedTask(t, cs, "op-between")
+	answerTask(t, cs, task.ID, "confirm", `{"action":"accept","content":{"confirm":true}}`)
+	ectx, cancel := context.WithTimeout(testCtx(t), 15*time.Second)
+	defer cancel()
+	select {
+	case <-up.entered:
+	case <-ectx.Done():
+		t.Fatal("the answer's send never reached the upstream")
+	}
+	g.stop()
+	close(up.hold)
+
+	g2 := startInputGateway(t, upURL, db, nil)
+	cs2 := g2.connect(t, fixtures.EraExtension)
+	done := awaitTask(t, cs2, task.ID)
+	if done.Status != taskwire.StatusCompleted {
+		t.Fatalf("task = %s (%s), want completed", done.Status, done.StatusMessage)
+	}
+	if jobs, asked, answered, bad := up.counts(); jobs != 1 || asked != 1 || answered != 1 || bad != 0 {
+		t.Fatalf("upstream saw %d jobs, %d questions, %d answers, %d bad states; want 1, 1, 1, 0: nothing sent again", jobs, asked, answered, bad)
+	}
+	op := operationOf(t, g2.store, "op-between")
+	lookups := eventsOf(t, g2.store, op, ledger.EventLookup)
+	if len(lookups) != 1 || op.SendCount != 2 {
+		t.Fatalf("%d lookups, send count %d; want the one lookup that found the job, and no third send", len(lookups), op.SendCount)
+	}
+	if d, err := ledger.DecodeEventData[ledger.LookupData](lookups[0]); err != nil || d.Answer != "completed" || d.RemoteJobID == nil || *d.RemoteJobID != "del-1" {
+		t.Fatalf("lookup = %+v, %v; want completed del-1", d, err)
 	}
 }
