@@ -230,13 +230,17 @@ type RecoveredData struct {
 // upstream sent state to return with the answers (the state itself is
 // kept with the operation, not here). InFlight says that the question was
 // asked within the call (a 2025-11-25 elicitation/create), which waits for
-// the answer and dies with the gateway process that holds it.
+// the answer and dies with the gateway process that holds it. Requests are
+// keyed as the client sees them: a key the upstream used in an earlier
+// round is renamed (keys must be unique over a task's life), and Renamed
+// maps each renamed key to the upstream's.
 type InputRequestedData struct {
-	Channel      InputChannel    `json:"channel"`
-	InFlight     bool            `json:"in_flight,omitempty"`
-	RequestState bool            `json:"request_state,omitempty"`
-	Requests     json.RawMessage `json:"requests"`
-	Send         int             `json:"send"`
+	Channel      InputChannel      `json:"channel"`
+	InFlight     bool              `json:"in_flight,omitempty"`
+	Renamed      map[string]string `json:"renamed,omitempty"`
+	RequestState bool              `json:"request_state,omitempty"`
+	Requests     json.RawMessage   `json:"requests"`
+	Send         int               `json:"send"`
 }
 
 // InputAnsweredData is the data of input_answered and input_declined

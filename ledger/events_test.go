@@ -60,6 +60,8 @@ func TestEventDataBytes(t *testing.T) {
 			map[string]any{"channel": "tasks_update", "requests": map[string]any{"confirm": map[string]any{}}, "request_state": true, "send": 1}},
 		{"input_requested in flight", InputRequestedData{Channel: InputChannelTaskResult, InFlight: true, Requests: json.RawMessage(`{}`), Send: 2},
 			map[string]any{"channel": "tasks_result", "in_flight": true, "requests": map[string]any{}, "send": 2}},
+		{"input_requested renamed", InputRequestedData{Channel: InputChannelTaskUpdate, Renamed: map[string]string{"confirm~2": "confirm"}, Requests: json.RawMessage(`{}`), Send: 2},
+			map[string]any{"channel": "tasks_update", "renamed": map[string]string{"confirm~2": "confirm"}, "requests": map[string]any{}, "send": 2}},
 		{"input_answered", InputAnsweredData{Actions: map[string]string{"confirm": "accept"}, RequestID: "req", Responses: json.RawMessage(`{"confirm":{"action":"accept"}}`), Send: 1},
 			map[string]any{"actions": map[string]string{"confirm": "accept"}, "request_id": "req", "responses": map[string]any{"confirm": map[string]string{"action": "accept"}}, "send": 1}},
 		{"cost_boundary_breach", CostBoundaryBreachData{ApprovalTotal: "21", Ceiling: "20", FinalCost: "21", OverBy: "1"},

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -96,14 +97,20 @@ func (h *host) answer(ctx context.Context, op *ledger.Operation, requestID strin
 	if len(taken) == 0 {
 		return nil
 	}
+	asked, err := h.latestQuestion(ctx, op)
+	if err != nil {
+		return err
+	}
+	inFlight := asked.InFlight
+	// The answers to send are keyed as the upstream keyed its questions.
 	all := map[string]json.RawMessage{}
 	if len(op.InputResponses) > 0 {
 		if err := json.Unmarshal(op.InputResponses, &all); err != nil {
 			return fmt.Errorf("the recorded answers of operation %q are unreadable: %w", op.OperationID, err)
 		}
 	}
-	maps.Copy(all, taken)
-	for k := range taken {
+	for k, r := range taken {
+		all[cmp.Or(asked.Renamed[k], k)] = r
 		delete(open, k)
 	}
 	rawTaken, err := json.Marshal(taken)
@@ -119,10 +126,6 @@ func (h *host) answer(ctx context.Context, op *ledger.Operation, requestID strin
 	}
 	if len(data.Actions) == 0 {
 		data.Actions = nil
-	}
-	inFlight, err := h.askedInFlight(ctx, op)
-	if err != nil {
-		return err
 	}
 	now := h.g.clock()
 	p := &ledger.TransitionParams{OperationRef: op.ID, From: []ledger.State{ledger.StateInputRequired}}
@@ -178,21 +181,21 @@ func (h *host) answer(ctx context.Context, op *ledger.Operation, requestID strin
 	return err
 }
 
-// askedInFlight reports whether op's question was asked within a call
-// that waits for the answer (a 2025-11-25 elicitation), rather than in an
-// answer that a later send continues.
-func (h *host) askedInFlight(ctx context.Context, op *ledger.Operation) (bool, error) {
+// latestQuestion is the record of op's latest question: whether it was
+// asked within a call that waits for the answer (a 2025-11-25
+// elicitation) rather than in an answer a later send continues, and which
+// of its keys were renamed from the upstream's.
+func (h *host) latestQuestion(ctx context.Context, op *ledger.Operation) (ledger.InputRequestedData, error) {
 	events, err := h.g.store.EventList(context.WithoutCancel(ctx), op.ID)
 	if err != nil {
-		return false, err
+		return ledger.InputRequestedData{}, err
 	}
 	for _, e := range slices.Backward(events) {
 		if e.Kind == ledger.EventInputRequested {
-			d, err := ledger.DecodeEventData[ledger.InputRequestedData](e)
-			return d.InFlight, err
+			return ledger.DecodeEventData[ledger.InputRequestedData](e)
 		}
 	}
-	return false, nil
+	return ledger.InputRequestedData{}, nil
 }
 
 // askOnResult asks a 2025-11-25 client, on its tasks/result, the questions

@@ -37,6 +37,9 @@ type confirmUpstream struct {
 	asked, answered int
 	// badState counts answers whose requestState was not the one sent.
 	badState int
+	// askTwice makes the first answer bring the same question again,
+	// under the same key, before the job starts.
+	askTwice bool
 	// hold, when set, keeps an answered call open after its job started,
 	// until it is closed or the caller goes; entered is closed then.
 	hold, entered chan struct{}
@@ -84,9 +87,19 @@ func (u *confirmUpstream) confirmDelete(ctx context.Context, req *mcp.CallToolRe
 		}}, RequestState: stateFor(a)}, nil, nil
 	}
 	u.answered++
-	if req.Params.RequestState != stateFor(a) {
+	want := stateFor(a)
+	if u.askTwice && u.answered == 2 {
+		want = "again:" + stateFor(a)
+	}
+	if req.Params.RequestState != want {
 		u.badState++
 		return nil, nil, fmt.Errorf("requestState %q is not the one this server sent", req.Params.RequestState)
+	}
+	if u.askTwice && u.answered == 1 {
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{
+			Mode: "form", Message: "Really delete " + a.Filename + "?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"confirm": map[string]any{"type": "boolean"}}},
+		}}, RequestState: "again:" + stateFor(a)}, nil, nil
 	}
 	answer, ok := resp.(*mcp.ElicitResult)
 	if !ok {
@@ -692,5 +705,36 @@ func TestCrashBetweenRoundsLooksUpFirst(t *testing.T) {
 	}
 	if d, err := ledger.DecodeEventData[ledger.LookupData](lookups[0]); err != nil || d.Answer != "completed" || d.RemoteJobID == nil || *d.RemoteJobID != "del-1" {
 		t.Fatalf("lookup = %+v, %v; want completed del-1", d, err)
+	}
+}
+
+// TestQuestionAskedAgainGetsANewKey: an upstream that asks again under a
+// key it used before gets the answer under its own key, while the client
+// sees a key it was never asked under (keys never repeat in a task's life).
+func TestQuestionAskedAgainGetsANewKey(t *testing.T) {
+	up, upURL := newConfirmUpstream(t)
+	up.askTwice = true
+	g := startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), nil)
+	cs := g.connect(t, fixtures.EraExtension)
+	task := askedTask(t, cs, "op-twice")
+	answerTask(t, cs, task.ID, "confirm", `{"action":"accept","content":{"confirm":true}}`)
+	again := awaitTask(t, cs, task.ID)
+	if again.Status != taskwire.StatusInputRequired || len(again.InputRequests) != 1 || again.InputRequests["confirm"] != nil {
+		t.Fatalf("second question: %s with %v; want input_required under a new key", again.Status, again.InputRequests)
+	}
+	var key string
+	for k := range again.InputRequests {
+		key = k
+	}
+	if q := question(t, again, key); q.Message != "Really delete report.txt?" {
+		t.Fatalf("second question = %q", q.Message)
+	}
+	answerTask(t, cs, task.ID, "confirm", `{"action":"decline"}`) // no longer outstanding: ignored
+	answerTask(t, cs, task.ID, key, `{"action":"accept","content":{"confirm":true}}`)
+	if done := awaitTask(t, cs, task.ID); done.Status != taskwire.StatusCompleted {
+		t.Fatalf("task = %s (%s), want completed", done.Status, done.StatusMessage)
+	}
+	if jobs, asked, answered, bad := up.counts(); jobs != 1 || asked != 1 || answered != 2 || bad != 0 {
+		t.Fatalf("upstream saw %d jobs, %d first rounds, %d answers, %d bad states; want 1, 1, 2, 0", jobs, asked, answered, bad)
 	}
 }

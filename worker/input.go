@@ -30,7 +30,12 @@ func (w *Worker) askClient(ctx context.Context, l *lease, res *mcp.CallToolResul
 		})
 		return err
 	}
-	requests, err := json.Marshal(res.InputRequests)
+	used, err := w.usedInputKeys(ctx, op)
+	if err != nil {
+		return err
+	}
+	shown, renamed := uniqueKeys(res.InputRequests, used, op.SendCount)
+	requests, err := json.Marshal(shown)
 	if err != nil {
 		return fmt.Errorf("encode the upstream's input requests: %w", err)
 	}
@@ -41,7 +46,7 @@ func (w *Worker) askClient(ctx context.Context, l *lease, res *mcp.CallToolResul
 		From:  []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(questionSummary(res.InputRequests)),
 		Input: &ledger.InputUpdate{Requests: requests, RequestState: res.RequestState},
 		Events: []ledger.EventParams{{Kind: ledger.EventInputRequested, Data: ledger.InputRequestedData{
-			Channel: op.InputChannel, RequestState: res.RequestState != "",
+			Channel: op.InputChannel, RequestState: res.RequestState != "", Renamed: renamed,
 			Requests: ledger.RedactSecrets(requests, op.Arguments, op.SecretArguments), Send: op.SendCount,
 		}}},
 	}
@@ -51,9 +56,61 @@ func (w *Worker) askClient(ctx context.Context, l *lease, res *mcp.CallToolResul
 	}
 	_, err = l.transition(context.WithoutCancel(ctx), p)
 	if err == nil {
-		w.logger(op).Info("the upstream asked for input; waiting for the client's answer", "keys", keysOf(res.InputRequests), "channel", op.InputChannel)
+		w.logger(op).Info("the upstream asked for input; waiting for the client's answer", "keys", keysOf(shown), "channel", op.InputChannel)
 	}
 	return err
+}
+
+// usedInputKeys are the keys under which the operation's client was asked
+// before.
+func (w *Worker) usedInputKeys(ctx context.Context, op *ledger.Operation) (map[string]bool, error) {
+	events, err := w.store.EventList(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for _, e := range events {
+		if e.Kind != ledger.EventInputRequested {
+			continue
+		}
+		d, err := ledger.DecodeEventData[ledger.InputRequestedData](e)
+		if err != nil {
+			return nil, err
+		}
+		var reqs map[string]json.RawMessage
+		if err := json.Unmarshal(d.Requests, &reqs); err != nil {
+			return nil, fmt.Errorf("the questions of %s are unreadable: %w", op.OperationID, err)
+		}
+		for k := range reqs {
+			used[k] = true
+		}
+	}
+	return used, nil
+}
+
+// uniqueKeys keys q as the client is to see it: a key the client was asked
+// under before becomes KEY~SEND (and, should that be taken too, KEY~SEND~N),
+// because a task's input request keys must never repeat. renamed maps each
+// new key to the upstream's; nil when none changed.
+func uniqueKeys(q mcp.InputRequestMap, used map[string]bool, send int) (mcp.InputRequestMap, map[string]string) {
+	shown := make(mcp.InputRequestMap, len(q))
+	var renamed map[string]string
+	for _, k := range keysOf(q) {
+		key := k
+		if used[key] {
+			key = fmt.Sprintf("%s~%d", k, send)
+			for n := 2; used[key] || q[key] != nil; n++ {
+				key = fmt.Sprintf("%s~%d~%d", k, send, n)
+			}
+			if renamed == nil {
+				renamed = map[string]string{}
+			}
+			renamed[key] = k
+		}
+		used[key] = true
+		shown[key] = q[k]
+	}
+	return shown, renamed
 }
 
 // answerable reports whether a client reached through channel can answer
