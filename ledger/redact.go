@@ -65,3 +65,17 @@ func redactValue(v any, values []string) any {
 	}
 	return v
 }
+
+// RedactSecretText is [RedactSecrets] for a plain text, such as a status
+// message that quotes an upstream's question.
+func RedactSecretText(s string, args json.RawMessage, secret []string) string {
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return Redacted
+	}
+	var out string
+	if err := json.Unmarshal(RedactSecrets(raw, args, secret), &out); err != nil {
+		return Redacted
+	}
+	return out
+}

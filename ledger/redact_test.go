@@ -32,3 +32,13 @@ func TestRedactSecrets(t *testing.T) {
 		t.Errorf("arguments that are not an object: %s, want everything redacted", got)
 	}
 }
+
+func TestRedactSecretText(t *testing.T) {
+	args := json.RawMessage(`{"token":"s3cr3t"}`)
+	if got := RedactSecretText("the upstream asks: use s3cr3t?", args, []string{"token"}); got != "the upstream asks: use [redacted]?" {
+		t.Errorf("RedactSecretText = %q", got)
+	}
+	if got := RedactSecretText("nothing to hide", args, nil); got != "nothing to hide" {
+		t.Errorf("RedactSecretText without secrets = %q", got)
+	}
+}

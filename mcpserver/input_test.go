@@ -306,6 +306,9 @@ func TestUpstreamQuestionAnswered(t *testing.T) {
 	if q := question(t, task, "confirm"); q.Message != "Delete report.txt with token tok-s3cr3t?" {
 		t.Fatalf("question = %q", q.Message)
 	}
+	if op := operationOf(t, g.store, "op-confirm"); op.StatusMessage != "the upstream asks: Delete report.txt with token [redacted]?" {
+		t.Fatalf("status message = %q; want the question with the secret redacted", op.StatusMessage)
+	}
 	answerTask(t, cs, task.ID, "unknown_key", `{"action":"accept","content":{"confirm":true}}`)
 	if again, err := taskwire.GetTask(testCtx(t), cs, task.ID); err != nil || again.Status != taskwire.StatusInputRequired {
 		t.Fatalf("after an answer to no question: %+v, %v; want still input_required", again, err)

@@ -43,7 +43,7 @@ func (w *Worker) askClient(ctx context.Context, l *lease, res *mcp.CallToolResul
 		// No worker holds a question that waits for a later send: recovery
 		// leaves it alone.
 		Lease: &ledger.Lease{},
-		From:  []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(questionSummary(res.InputRequests)),
+		From:  []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(ledger.RedactSecretText(questionSummary(res.InputRequests), op.Arguments, op.SecretArguments)),
 		Input: &ledger.InputUpdate{Requests: requests, RequestState: res.RequestState},
 		Events: []ledger.EventParams{{Kind: ledger.EventInputRequested, Data: ledger.InputRequestedData{
 			Channel: op.InputChannel, RequestState: res.RequestState != "", Renamed: renamed,
@@ -223,7 +223,7 @@ func (w *Worker) elicitThroughTask(jobCtx context.Context, l *lease) Elicit {
 			return nil, fmt.Errorf("encode the upstream's elicitation: %w", err)
 		}
 		if _, err := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
-			From: []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(questionSummary(q)),
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(ledger.RedactSecretText(questionSummary(q), op.Arguments, op.SecretArguments)),
 			Input: &ledger.InputUpdate{Requests: requests},
 			Events: []ledger.EventParams{{Kind: ledger.EventInputRequested, Data: ledger.InputRequestedData{
 				Channel: op.InputChannel, InFlight: true, Requests: ledger.RedactSecrets(requests, op.Arguments, op.SecretArguments), Send: op.SendCount,
