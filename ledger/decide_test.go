@@ -26,7 +26,7 @@ func TestDecide(t *testing.T) {
 func TestStateTaskStatus(t *testing.T) {
 	for st, want := range map[State]string{
 		StateAccepted: "working", StateSending: "working", StateRunning: "working", StateReview: "working",
-		StateCompleted: "completed", StateFailed: "failed", StateCancelled: "cancelled",
+		StateInputRequired: "input_required", StateCompleted: "completed", StateFailed: "failed", StateCancelled: "cancelled",
 	} {
 		if got := st.TaskStatus(); got != want {
 			t.Errorf("%s.TaskStatus() = %s, want %s", st, got, want)

@@ -46,6 +46,12 @@ const (
 	EventDuplicateJob          EventKind = "duplicate_job"
 	EventReconciled            EventKind = "reconciled"
 	EventRecovered             EventKind = "recovered"
+	// EventInputRequested: the upstream asked a question during the call;
+	// EventInputAnswered: the client's answer was recorded, to be sent;
+	// EventInputDeclined: the client declined it, and nothing more is sent.
+	EventInputRequested EventKind = "input_requested"
+	EventInputAnswered  EventKind = "input_answered"
+	EventInputDeclined  EventKind = "input_declined"
 )
 
 // The data of each event kind that carries any. Their JSON keys are the
@@ -215,6 +221,37 @@ type ReconciledData struct {
 type RecoveredData struct {
 	LapsedOwner string `json:"lapsed_owner"`
 	State       State  `json:"state"`
+}
+
+// InputRequestedData is the data of an input_requested event: the
+// upstream's questions in its answer to the operation's Send'th send,
+// keyed as the upstream keyed them ({method, params} each), with the
+// values of secret arguments redacted. RequestState says whether the
+// upstream sent state to return with the answers (the state itself is
+// kept with the operation, not here). InFlight says that the question was
+// asked within the call (a 2025-11-25 elicitation/create), which waits for
+// the answer and dies with the gateway process that holds it. Requests are
+// keyed as the client sees them: a key the upstream used in an earlier
+// round is renamed (keys must be unique over a task's life), and Renamed
+// maps each renamed key to the upstream's.
+type InputRequestedData struct {
+	Channel      InputChannel      `json:"channel"`
+	InFlight     bool              `json:"in_flight,omitempty"`
+	Renamed      map[string]string `json:"renamed,omitempty"`
+	RequestState bool              `json:"request_state,omitempty"`
+	Requests     json.RawMessage   `json:"requests"`
+	Send         int               `json:"send"`
+}
+
+// InputAnsweredData is the data of input_answered and input_declined
+// events: the client's answers to the questions of the Send'th send, keyed as the
+// questions were, with the values of secret arguments redacted; Actions
+// holds each elicitation answer's action (accept, decline, cancel).
+type InputAnsweredData struct {
+	Actions   map[string]string `json:"actions,omitempty"`
+	RequestID string            `json:"request_id,omitempty"`
+	Responses json.RawMessage   `json:"responses"`
+	Send      int               `json:"send"`
 }
 
 // DecodeEventData reads the data of e as T, the payload type of its kind.

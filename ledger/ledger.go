@@ -58,6 +58,16 @@ const (
 	ReasonLookupNotFoundUnsafe   = "provider_lookup_not_found_without_safe_resend"
 	ReasonLookupFailed           = "provider_lookup_error"
 	ReasonUpstreamOutcomeUnknown = "upstream_outcome_unknown"
+	// ReasonUpstreamInputRequired: the upstream asked for input and the
+	// client that started the operation has no way to answer.
+	ReasonUpstreamInputRequired = "upstream_input_required"
+	// ReasonUpstreamInputLost: the upstream asked for input within a call
+	// that the gateway's restart ended, so the question can no longer be
+	// answered and the call's outcome is unknown.
+	ReasonUpstreamInputLost = "upstream_input_lost_on_restart"
+	// ReasonInputDeclined: the client declined (or cancelled) the
+	// upstream's question, so the operation ended with nothing more sent.
+	ReasonInputDeclined = "input_declined"
 	// ReasonWorkerFailures: the operation's job kept failing, so it waits
 	// for a human instead of being retried without end.
 	ReasonWorkerFailures = "worker_failed_repeatedly"
@@ -72,13 +82,17 @@ const (
 type State string
 
 const (
-	StateAccepted  State = "accepted"  // committed; dispatch queued
-	StateSending   State = "sending"   // "send started" is durable; no remote job bound yet
-	StateRunning   State = "running"   // a remote job is bound and not finished
-	StateReview    State = "review"    // require_review: nothing is re-sent until a human resolves it
-	StateCompleted State = "completed" // the result is stored
-	StateFailed    State = "failed"    // the error is stored; no automatic re-run
-	StateCancelled State = "cancelled" // cancellation was requested and the task ended there
+	StateAccepted State = "accepted" // committed; dispatch queued
+	StateSending  State = "sending"  // "send started" is durable; no remote job bound yet
+	StateRunning  State = "running"  // a remote job is bound and not finished
+	StateReview   State = "review"   // require_review: nothing is re-sent until a human resolves it
+	// StateInputRequired: the upstream asked a question the client is to
+	// answer; the operation's InputRequests hold it, and nothing is sent
+	// until the answer is recorded.
+	StateInputRequired State = "input_required"
+	StateCompleted     State = "completed" // the result is stored
+	StateFailed        State = "failed"    // the error is stored; no automatic re-run
+	StateCancelled     State = "cancelled" // cancellation was requested and the task ended there
 )
 
 // Terminal reports whether no further transition may happen.
@@ -89,7 +103,7 @@ func (s State) Terminal() bool {
 // TaskStatus maps the state to the MCP task status both protocol eras share.
 func (s State) TaskStatus() string {
 	switch s {
-	case StateCompleted, StateFailed, StateCancelled:
+	case StateCompleted, StateFailed, StateCancelled, StateInputRequired:
 		return string(s)
 	default:
 		return "working"
@@ -147,7 +161,18 @@ type Operation struct {
 	// SecretsAtRest says how Arguments keep the secret arguments' values:
 	// sealed values must be opened with the secrets key ring before they
 	// are sent anywhere.
-	SecretsAtRest     SecretsAtRest
+	SecretsAtRest SecretsAtRest
+	// InputChannel is how the client that started the operation can
+	// answer a question the upstream asks during it.
+	InputChannel InputChannel
+	// InputRequests are the upstream's outstanding questions while the
+	// operation is input_required (a JSON object of {method, params} keyed
+	// by the upstream's keys); RequestState is the upstream's opaque state
+	// of that round, returned to it untouched. InputResponses are the
+	// answers recorded for the next round's send.
+	InputRequests     json.RawMessage
+	RequestState      string
+	InputResponses    json.RawMessage
 	CancelRequestedAt time.Time
 	LeaseOwner        string
 	LeaseUntil        time.Time

@@ -14,18 +14,26 @@ var moves = map[State][]State{
 		StateCancelled, // cancelled before anything was sent
 	},
 	StateSending: {
-		StateAccepted,  // the call never left, or a lookup found it safe to send again
-		StateRunning,   // a remote job was bound, from the answer or a lookup
-		StateReview,    // a lookup cannot tell whether work started; the upstream asked for input
-		StateCompleted, // the result came back directly, or a lookup found the job done
-		StateFailed,    // the upstream refused the call, or a lookup found the job failed
-		StateCancelled, // cancellation was requested
+		StateAccepted,      // the call never left, or a lookup found it safe to send again
+		StateRunning,       // a remote job was bound, from the answer or a lookup
+		StateReview,        // a lookup cannot tell whether work started; the upstream asked for input no one can give
+		StateInputRequired, // the upstream asked a question the client can answer
+		StateCompleted,     // the result came back directly, or a lookup found the job done
+		StateFailed,        // the upstream refused the call, or a lookup found the job failed
+		StateCancelled,     // cancellation was requested
 	},
 	StateRunning: {
 		StateReview,    // the bound job cannot be followed
 		StateCompleted, // the remote job finished
 		StateFailed,    // the remote job failed
 		StateCancelled, // the upstream cancelled the job, or cancellation was requested
+	},
+	StateInputRequired: {
+		StateAccepted,  // the answer is recorded: send again with it
+		StateSending,   // the answer goes to a call still waiting for it (2025-11-25), or that call gave up
+		StateReview,    // the question cannot be answered any more (its call died with the gateway)
+		StateCancelled, // the client declined the question, or cancellation was requested
+		StateFailed,    // the task expired unanswered
 	},
 	StateReview: {
 		StateAccepted,  // a human vouched that nothing started: send again

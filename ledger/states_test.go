@@ -2,7 +2,7 @@ package ledger
 
 import "testing"
 
-var allStates = []State{StateAccepted, StateSending, StateRunning, StateReview, StateCompleted, StateFailed, StateCancelled}
+var allStates = []State{StateAccepted, StateSending, StateRunning, StateReview, StateInputRequired, StateCompleted, StateFailed, StateCancelled}
 
 // legalMoves is every move the worker, the gateway and a human's
 // resolution make; any other pair of states is illegal.
@@ -13,6 +13,7 @@ var legalMoves = []struct{ from, to State }{
 	{StateSending, StateAccepted},
 	{StateSending, StateRunning},
 	{StateSending, StateReview},
+	{StateSending, StateInputRequired},
 	{StateSending, StateCompleted},
 	{StateSending, StateFailed},
 	{StateSending, StateCancelled},
@@ -20,6 +21,11 @@ var legalMoves = []struct{ from, to State }{
 	{StateRunning, StateCompleted},
 	{StateRunning, StateFailed},
 	{StateRunning, StateCancelled},
+	{StateInputRequired, StateAccepted},
+	{StateInputRequired, StateSending},
+	{StateInputRequired, StateReview},
+	{StateInputRequired, StateCancelled},
+	{StateInputRequired, StateFailed},
 	{StateReview, StateAccepted},
 	{StateReview, StateRunning},
 	{StateReview, StateFailed},
@@ -37,6 +43,16 @@ func TestStateCanBecome(t *testing.T) {
 		{StateRunning, StateCancelled, true},
 		{StateReview, StateRunning, true},
 		{StateReview, StateAccepted, true},
+		// A question comes only from a send, and its answer goes out only
+		// through another send.
+		{StateSending, StateInputRequired, true},
+		{StateInputRequired, StateAccepted, true},
+		{StateAccepted, StateInputRequired, false},
+		{StateRunning, StateInputRequired, false},
+		{StateInputRequired, StateSending, true},
+		{StateInputRequired, StateCompleted, false},
+		{StateInputRequired, StateRunning, false},
+		{StateCompleted, StateInputRequired, false},
 		// Only a send reaches the provider: nothing skips "send started".
 		{StateAccepted, StateRunning, false},
 		{StateAccepted, StateCompleted, false},

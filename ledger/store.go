@@ -191,6 +191,9 @@ type AcceptParams struct {
 	// (see [SecretsAtRest]); Arguments are given in plain text and the
 	// fingerprint covers the real values.
 	SecretArguments []string
+	// InputChannel is how the client can answer a question the upstream
+	// asks during the operation.
+	InputChannel InputChannel
 	// QueueLease, with Jobs, marks the operation as held by its queued
 	// job for this long; if no worker claims it by then, recovery does.
 	QueueLease time.Duration

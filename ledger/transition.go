@@ -49,7 +49,20 @@ type TransitionParams struct {
 	Reservation  *ReservationUpdate
 	Events       []EventParams
 	Enqueue      []river.InsertManyParams
-	Now          time.Time
+	// Input, when set, replaces the operation's outstanding question and
+	// recorded answers.
+	Input *InputUpdate
+	Now   time.Time
+}
+
+// InputUpdate is the operation's question round as it now stands: the
+// upstream's outstanding InputRequests and RequestState, and the
+// InputResponses to send with the next round. Empty fields are stored
+// empty: a round answered clears its requests, a round sent its answers.
+type InputUpdate struct {
+	Requests     json.RawMessage
+	RequestState string
+	Responses    json.RawMessage
 }
 
 // Lease is who works on an operation until when.

@@ -67,3 +67,28 @@ const (
 
 // Held reports whether the values are still in the ledger, sealed or not.
 func (s SecretsAtRest) Held() bool { return s == SecretsPlaintext || s == SecretsSealed }
+
+// InputChannel says how the client that started an operation can answer a
+// question the upstream asks while the operation runs. Its values are
+// stable strings stored with the operation.
+type InputChannel string
+
+const (
+	// InputChannelNone: the client cannot be asked (it did not take a
+	// task, or declared no elicitation); a question sends the operation
+	// to review.
+	InputChannelNone InputChannel = ""
+	// InputChannelTaskUpdate: a 2026-07-28 client with the Tasks
+	// extension reads the question in tasks/get and answers it with
+	// tasks/update.
+	InputChannelTaskUpdate InputChannel = "tasks_update"
+	// InputChannelTaskResult: a 2025-11-25 client with tasks and
+	// elicitation sees input_required and is asked with elicitation/create
+	// on its tasks/result.
+	InputChannelTaskResult InputChannel = "tasks_result"
+)
+
+// Valid reports whether c is an input channel this version knows.
+func (c InputChannel) Valid() bool {
+	return c == InputChannelNone || c == InputChannelTaskUpdate || c == InputChannelTaskResult
+}

@@ -4,10 +4,12 @@
 // templates, completion and subscriptions passed through to the upstream
 // that listed them (surface.go), consequential calls turned into operations
 // in the ledger (accepted once per tenant, returned as tasks in either
-// protocol era or awaited for clients without tasks), pass-through calls
-// forwarded with their progress, log messages and the upstream's questions
-// to the client (elicitation, sampling, roots), and the HTTP surface around
-// it (browser origin checks, authentication, health, readiness, metrics).
+// protocol era or awaited for clients without tasks; an upstream's question
+// during one is put to the client through its task, and the answer recorded
+// for the worker to take back), pass-through calls forwarded with their
+// progress, log messages and the upstream's questions to the client
+// (elicitation, sampling, roots), and the HTTP surface around it (browser
+// origin checks, authentication, health, readiness, metrics).
 //
 // The tenant of every request comes from authentication (or, for a stdio
 // front, from configuration), never from the request body. Every task lives

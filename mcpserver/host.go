@@ -123,6 +123,7 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 			Fingerprint: string(fp), Arguments: args, RequestID: requestID, TaskID: ledger.NewTaskID(),
 			Source: source, RetryPolicy: r.policy.RetryPolicy, TTL: g.cfg.TaskTTL, Priced: r.contract.Priced(),
 			SecretArguments: r.policy.SecretArguments,
+			InputChannel:    inputChannel(&call.Caller),
 			Approval:        ledger.ApprovalRequirement{Required: r.policy.Approval == ledger.ApprovalRequired, Estimate: estimate},
 			Enqueue:         worker.Dispatch,
 			QueueLease:      g.cfg.Worker.Lease,
@@ -186,7 +187,7 @@ func (h *host) await(ctx context.Context, log *slog.Logger, r *route, op *ledger
 	if r.policy.Wait > 0 {
 		wait = r.policy.Wait
 	}
-	final, err := h.waitFor(ctx, op, wait)
+	final, err := h.waitFor(ctx, op, wait, false)
 	if err != nil {
 		return nil, err
 	}
@@ -234,10 +235,11 @@ func outcomeOf(op *ledger.Operation) (*taskwire.Outcome, error) {
 	}
 }
 
-// waitFor polls the ledger until op ends, d elapses or ctx ends. It polls
+// waitFor polls the ledger until op ends (or, when askable, waits on a
+// question the caller can be asked), d elapses or ctx ends. It polls
 // soon at first, when a quick operation may be about to end, then backs
 // off to the advertised poll interval.
-func (h *host) waitFor(ctx context.Context, op *ledger.Operation, d time.Duration) (*ledger.Operation, error) {
+func (h *host) waitFor(ctx context.Context, op *ledger.Operation, d time.Duration, askable bool) (*ledger.Operation, error) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	pause := firstPoll
@@ -247,7 +249,7 @@ func (h *host) waitFor(ctx context.Context, op *ledger.Operation, d time.Duratio
 		if err != nil {
 			return nil, err
 		}
-		if cur.State.Terminal() {
+		if cur.State.Terminal() || askable && cur.State == ledger.StateInputRequired {
 			return cur, nil
 		}
 		next := time.NewTimer(pause)
@@ -392,6 +394,12 @@ func (h *host) task(op *ledger.Operation) *taskwire.Task {
 		t.StatusMessage = "waiting for a human to resolve it (" + op.ReviewReason + "): " + op.StatusMessage
 	}
 	switch op.State {
+	case ledger.StateInputRequired:
+		q, err := questions(op)
+		if err != nil {
+			h.g.log.Error("reading an operation's question", "operation_id", op.OperationID, "err", err)
+		}
+		t.InputRequests = q
 	case ledger.StateCompleted:
 		t.Result = op.Result
 	case ledger.StateFailed:
@@ -466,6 +474,10 @@ func (h *host) CancelTask(ctx context.Context, c *taskwire.Caller, taskID string
 		p.To = ledger.StateCancelled
 		p.StatusMessage = new("cancelled by request; the provider is being asked to stop")
 	}
+	if op.State == ledger.StateInputRequired {
+		// The question dies with the task.
+		p.Input = &ledger.InputUpdate{}
+	}
 	next, err := h.g.store.Transition(context.WithoutCancel(ctx), p)
 	if errors.Is(err, ledger.ErrStateChanged) {
 		// It ended between the read and the change. The request is still
@@ -485,12 +497,15 @@ func (h *host) CancelTask(ctx context.Context, c *taskwire.Caller, taskID string
 	return h.task(op), nil
 }
 
-// UpdateTask implements taskwire.Host. taskgate's tasks never ask for
-// input, so there is nothing outstanding to answer; responses are ignored
-// as the specification asks.
-func (h *host) UpdateTask(ctx context.Context, c *taskwire.Caller, taskID string, _ map[string]json.RawMessage) error {
-	_, err := h.load(ctx, c, taskID)
-	return err
+// UpdateTask implements taskwire.Host: it records answers to the
+// question the task waits on; any other responses are ignored, as the
+// specification asks.
+func (h *host) UpdateTask(ctx context.Context, c *taskwire.Caller, taskID string, responses map[string]json.RawMessage) error {
+	op, err := h.load(ctx, c, taskID)
+	if err != nil {
+		return err
+	}
+	return h.answer(ctx, op, c.RequestID, responses)
 }
 
 // ListTasks implements taskwire.Host: only the caller's own tasks.
@@ -540,7 +555,22 @@ func (h *host) WaitTask(ctx context.Context, c *taskwire.Caller, taskID string) 
 		return nil, err
 	}
 	for !op.State.Terminal() {
-		final, err := h.waitFor(ctx, op, time.Hour)
+		if op.State == ledger.StateInputRequired && c.Elicit != nil {
+			if err := h.askOnResult(ctx, c, op); err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				h.g.log.Warn("asking the upstream's question on tasks/result", "operation_id", op.OperationID, "err", err)
+				t := time.NewTimer(questionPause)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return nil, ctx.Err()
+				case <-t.C:
+				}
+			}
+		}
+		final, err := h.waitFor(ctx, op, time.Hour, c.Elicit != nil)
 		if err != nil {
 			return nil, err
 		}

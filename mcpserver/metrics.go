@@ -42,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 		}, func() float64 {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			n, err := store.OperationCount(ctx, []ledger.State{ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, ledger.StateReview})
+			n, err := store.OperationCount(ctx, []ledger.State{ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, ledger.StateInputRequired, ledger.StateReview})
 			if err != nil {
 				m.errors.WithLabelValues("metrics_ledger_unavailable").Inc()
 				return -1

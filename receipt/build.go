@@ -46,6 +46,7 @@ func Build(in *Input) *Receipt {
 	r.Approval = f.approvalTerms(r)
 	r.Breaches = f.breaches(r)
 	r.ReviewStatus = f.reviewStatus(r)
+	r.Questions = f.questions()
 	r.Cancellation = f.cancellation()
 	r.NextActions = f.nextActions(r)
 	return r

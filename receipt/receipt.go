@@ -87,6 +87,7 @@ type Receipt struct {
 	Lineage      []AttemptLine  `json:"lineage" yaml:"lineage"`
 	RemoteJobs   []RemoteJob    `json:"remote_jobs" yaml:"remote_jobs"`
 	Charges      []Charge       `json:"charges" yaml:"charges"`
+	Questions    []Question     `json:"questions,omitempty" yaml:"questions,omitempty"`
 	Cancellation *Cancellation  `json:"cancellation,omitempty" yaml:"cancellation,omitempty"`
 	NextActions  []NextAction   `json:"next_actions" yaml:"next_actions"`
 }
@@ -170,6 +171,29 @@ type Charge struct {
 	Amount      Money  `json:"amount" yaml:"amount"`
 	Currency    string `json:"currency" yaml:"currency"`
 	Status      string `json:"status" yaml:"status"`
+}
+
+// QuestionAnswer is what became of a question the upstream asked.
+type QuestionAnswer string
+
+const (
+	QuestionAnswered   QuestionAnswer = "answered"
+	QuestionDeclined   QuestionAnswer = "declined"
+	QuestionUnanswered QuestionAnswer = "unanswered"
+)
+
+// Question is one question the upstream asked in answer to the operation's
+// Send'th send, by the keys it gave its requests. A receipt lists them in
+// order and omits the list when the upstream asked none.
+type Question struct {
+	Send    int            `json:"send" yaml:"send"`
+	Keys    []string       `json:"keys" yaml:"keys"`
+	AskedAt time.Time      `json:"asked_at" yaml:"asked_at"`
+	Answer  QuestionAnswer `json:"answer" yaml:"answer"`
+	// Action is the client's elicitation action (accept, decline,
+	// cancel) when it gave one.
+	Action     string    `json:"action,omitempty" yaml:"action,omitempty"`
+	AnsweredAt time.Time `json:"answered_at,omitzero" yaml:"answered_at,omitempty"`
 }
 
 // Cancellation keeps apart what are separate facts: the

@@ -66,8 +66,9 @@ func Render(r *Receipt, format string) ([]byte, error) {
 }
 
 // Markdown renders the receipt for a review packet: a one-line summary, the
-// key figures, the attempt lineage, remote jobs, charges, breaches,
-// cancellation facts and the open next actions as a checklist.
+// key figures, the attempt lineage, remote jobs, charges, breaches, the
+// upstream's questions, cancellation facts and the open next actions as a
+// checklist.
 func (r *Receipt) Markdown() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "**%s** — %s\n\n", mdText(r.OperationID), r.summary())
@@ -161,6 +162,20 @@ func (r *Receipt) Markdown() []byte {
 			}
 			if br.ChargeID != "" {
 				fmt.Fprintf(&b, "; crossed by charge %s", mdText(br.ChargeID))
+			}
+			b.WriteString("\n")
+		}
+	}
+
+	if len(r.Questions) > 0 {
+		b.WriteString("\n### Questions from the upstream\n\n")
+		for _, q := range r.Questions {
+			fmt.Fprintf(&b, "- Send %d asked %s at %s: %s", q.Send, mdText(strings.Join(q.Keys, ", ")), stamp(q.AskedAt), q.Answer)
+			if q.Action != "" {
+				fmt.Fprintf(&b, " (%s)", mdText(q.Action))
+			}
+			if !q.AnsweredAt.IsZero() {
+				fmt.Fprintf(&b, " at %s", stamp(q.AnsweredAt))
 			}
 			b.WriteString("\n")
 		}

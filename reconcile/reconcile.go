@@ -305,9 +305,10 @@ func unpricedAttempts(f *Facts) int {
 // SendMayHaveStarted reports whether the operation's latest send may have
 // started work: false only when the ledger shows that the upstream refused
 // it before any work began (or, after a single send, that the creating
-// attempt started nothing), that it never left the gateway, or that a
-// reconciliation since proved with an authoritative lookup that no job
-// exists.
+// attempt started nothing), that it answered with a question (the call
+// runs only when a later send brings the answer), that it never left the
+// gateway, or that a reconciliation since proved with an authoritative
+// lookup that no job exists.
 func SendMayHaveStarted(op *ledger.Operation, attempts []*ledger.Attempt, events []*ledger.Event) bool {
 	if op.SendCount == 1 {
 		// With one send only, what is known of the creating attempt is
@@ -344,6 +345,11 @@ func provesNothingStarted(e *ledger.Event) bool {
 	case ledger.EventReconciled:
 		d, err := ledger.DecodeEventData[ledger.ReconciledData](e)
 		return err == nil && d.Authoritative
+	case ledger.EventInputRequested:
+		// The upstream answered the send with a question instead of a
+		// result: the call has not run yet, it waits for the answer,
+		// which only a later send carries.
+		return true
 	}
 	return false
 }

@@ -293,6 +293,8 @@ func TestSendMayHaveStarted(t *testing.T) {
 		{name: "a send and nothing since", sends: 1, events: []*ledger.Event{sent}, mayHave: true},
 		{name: "no record at all", sends: 1, mayHave: true},
 		{name: "refused before any work began", sends: 1, events: []*ledger.Event{sent, event(ledger.EventFailed, `{"nothing_started":true}`)}},
+		{name: "answered with a question", sends: 1, events: []*ledger.Event{sent, event(ledger.EventInputRequested, `{"send":1}`)}},
+		{name: "the send that carried the answer", sends: 2, events: []*ledger.Event{sent, event(ledger.EventInputRequested, `{"send":1}`), event(ledger.EventInputAnswered, `{"send":1}`), sent}, mayHave: true},
 		{name: "a failure that may have started work", sends: 1, events: []*ledger.Event{sent, event(ledger.EventFailed, `{"message":"internal"}`)}, mayHave: true},
 		{name: "never left the gateway", sends: 1, events: []*ledger.Event{sent, event(ledger.EventLookup, `{"answer":"not_sent"}`)}},
 		{name: "an authoritative reconciliation", sends: 1, events: []*ledger.Event{sent, event(ledger.EventReconciled, `{"lookup":"answered","authoritative":true}`)}},

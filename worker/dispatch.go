@@ -23,6 +23,8 @@ func (w *Worker) dispatch(ctx context.Context, l *lease) error {
 		return w.recoverSend(ctx, l, nil)
 	case ledger.StateRunning:
 		return w.poll(ctx, l)
+	case ledger.StateInputRequired:
+		return w.waitingQuestion(ctx, l)
 	default:
 		return nil
 	}

@@ -48,12 +48,15 @@ func (w *Worker) send(ctx context.Context, l *lease) error {
 	if len(s.Meta) > 0 {
 		params.Meta = mcp.Meta(s.Meta)
 	}
+	if err := continuation(params, op); err != nil {
+		return w.refused(ctx, l, -32603, err.Error())
+	}
 	var ttl *time.Duration
 	if op.TTL > 0 {
 		ttl = &op.TTL
 	}
 	log.Info("sending", "upstream", op.Upstream, "tool", op.Tool, "as_task", asTask, "send", op.SendCount)
-	task, res, err := t.up.Send(ctx, params, s.Header, asTask, ttl)
+	task, res, err := t.up.Send(ctx, params, s.Header, asTask, ttl, w.elicitThroughTask(ctx, l))
 	crashpoint.Reach(crashpoint.AfterUpstreamAccept)
 	var rpcErr *jsonrpc.Error
 	switch {
@@ -132,12 +135,7 @@ func (w *Worker) bindTask(ctx context.Context, l *lease, t *target, task *taskwi
 // finishDirect records a result the upstream returned directly.
 func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp.CallToolResult) error {
 	if len(res.InputRequests) > 0 {
-		msg := "the upstream asked for input, which a background call cannot give"
-		_, err := l.transition(ctx, &ledger.TransitionParams{
-			To: ledger.StateReview, ReviewReason: new("upstream_input_required"), StatusMessage: &msg,
-			Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: ledger.RequireReviewData{Reason: "upstream_input_required"}}},
-		})
-		return err
+		return w.askClient(ctx, l, res)
 	}
 	jobID := t.contract.RemoteJobID(res)
 	if jobID == "" {

@@ -41,8 +41,8 @@ func (p pooled) CallTool(ctx context.Context, name string, args map[string]any) 
 	return res, notSent(err)
 }
 
-func (p pooled) Send(ctx context.Context, params *mcp.CallToolParams, header http.Header, asTask bool, ttl *time.Duration) (*taskwire.Task, *mcp.CallToolResult, error) {
-	opts := &upstream.CallOptions{Header: header}
+func (p pooled) Send(ctx context.Context, params *mcp.CallToolParams, header http.Header, asTask bool, ttl *time.Duration, elicit Elicit) (*taskwire.Task, *mcp.CallToolResult, error) {
+	opts := &upstream.CallOptions{Header: header, Elicit: elicit}
 	if asTask {
 		t, res, err := p.u.CallToolAsTask(ctx, params, ttl, opts)
 		return t, res, notSent(err)

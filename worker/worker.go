@@ -10,6 +10,10 @@
 // operation up at the provider before anything else, and acts per the
 // lookup table: attach, fetch, record the failure, wait and ask again,
 // re-send once the contract says not_found is safe, or require review.
+// An upstream's question during the call is recorded on the operation
+// (input_required) for the gateway to put to the client; the answer comes
+// back through the ledger, as the next send of the same operation or, for
+// a question asked within the call, to the call that waits for it.
 // When a worker dies, its lease lapses and the sweeper re-enqueues the
 // operation's job; a reconcile job it left running is rescued by the job
 // queue of any replica once it has run past twice its timeout.
@@ -65,9 +69,11 @@ type Upstream interface {
 	OffersTasks() taskwire.Era
 	// Send makes the consequential call, as a task when asTask is set and
 	// the upstream agrees; header carries the operation ID when the
-	// contract passes it as an HTTP header. An error wrapping ErrNotSent
-	// means the call never left the gateway.
-	Send(ctx context.Context, params *mcp.CallToolParams, header http.Header, asTask bool, ttl *time.Duration) (*taskwire.Task, *mcp.CallToolResult, error)
+	// contract passes it as an HTTP header; elicit, when set, answers the
+	// elicitation/create requests a 2025-11-25 upstream sends during the
+	// call. An error wrapping ErrNotSent means the call never left the
+	// gateway.
+	Send(ctx context.Context, params *mcp.CallToolParams, header http.Header, asTask bool, ttl *time.Duration, elicit Elicit) (*taskwire.Task, *mcp.CallToolResult, error)
 	// ToolTaskSupport is a tool's 2025-11-25 execution.taskSupport, as the
 	// upstream lists it.
 	ToolTaskSupport(ctx context.Context, tool string) (taskwire.TaskSupport, error)
@@ -75,6 +81,9 @@ type Upstream interface {
 	TaskResult(ctx context.Context, taskID string) (*mcp.CallToolResult, error)
 	CancelTask(ctx context.Context, taskID string) error
 }
+
+// Elicit answers an upstream's elicitation/create within a call.
+type Elicit = func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
 
 // Upstreams resolves upstream names.
 type Upstreams interface {

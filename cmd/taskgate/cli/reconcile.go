@@ -28,7 +28,7 @@ func (e *env) reconcileCmd() *cobra.Command {
 		Long: "reconcile asks the provider about an operation's remote jobs and charges now, records what it finds\n" +
 			"in the ledger, as the gateway's own reconciler does, and prints the receipt's figures.\n\n" +
 			"Without an ID it reconciles every open operation, newest first: each one that has not ended\n" +
-			"(accepted, sending, running or review) and each ended one whose receipt's reconciliation_status\n" +
+			"(accepted, sending, running, input_required or review) and each ended one whose receipt's reconciliation_status\n" +
 			"is not complete. It reads the whole ledger (or the tenant's part) to find them.\n\n" +
 			"It needs the gateway's own configuration, for the upstreams and provider contracts the operations\n" +
 			"ran under, and opens that configuration's database unless --db or TASKGATE_DB names another.",

@@ -135,6 +135,8 @@ func validateAccept(p *ledger.AcceptParams) error {
 		return errors.New("accept: fingerprint is required")
 	case p.Tool == "":
 		return errors.New("accept: tool is required")
+	case !p.InputChannel.Valid():
+		return fmt.Errorf("accept: unknown input channel %q", p.InputChannel)
 	}
 	return nil
 }
@@ -348,7 +350,7 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 		Fingerprint: p.Fingerprint, Arguments: argumentsOrEmpty(p.Arguments), State: ledger.StateAccepted,
 		ApprovalID: approvalRef, RetryPolicy: p.RetryPolicy, Estimate: money.FromMicros(p.Approval.Estimate.Micros, currencyOf(p)),
 		IntendedRemoteJobs: 1, TTL: p.TTL.Truncate(time.Millisecond), Priced: p.Priced, SecretArguments: secretNames(p.SecretArguments),
-		LeaseOwner: leaseOwner, LeaseUntil: leaseUntil, CreatedAt: now, UpdatedAt: now,
+		InputChannel: p.InputChannel, LeaseOwner: leaseOwner, LeaseUntil: leaseUntil, CreatedAt: now, UpdatedAt: now,
 	}
 	secret, err := secretOrNull(p.SecretArguments)
 	if err != nil {
@@ -360,12 +362,12 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 	// Only the row ID comes back: the rest is what was just written.
 	id, err := tx.InsertID(ctx, `INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
 			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at,
-			intended_remote_jobs, priced, secret_arguments, schema_version, secrets_at_rest)
+			intended_remote_jobs, priced, secret_arguments, schema_version, secrets_at_rest, input_channel)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $14, $14, $17, $18, $19, $20, $21)
 		ON CONFLICT (tenant, operation_id) WHERE NOT key_expired DO NOTHING`,
 		op.Tenant, op.OperationID, op.TaskID, op.Upstream, op.Tool, op.Fingerprint, string(op.Arguments),
 		op.State, idOrNull(approvalRef), op.RetryPolicy, op.Estimate.Micros, op.Estimate.Currency, op.TTL.Milliseconds(), now,
-		leaseOwner, leaseUntil, op.IntendedRemoteJobs, op.Priced, secret, s.drv.SchemaVersion(), stringOrNull(string(op.SecretsAtRest)))
+		leaseOwner, leaseUntil, op.IntendedRemoteJobs, op.Priced, secret, s.drv.SchemaVersion(), stringOrNull(string(op.SecretsAtRest)), string(op.InputChannel))
 	if err != nil {
 		if errors.Is(s.drv.Interpret(err), ledger.ErrNotFound) {
 			return nil, nil, nil

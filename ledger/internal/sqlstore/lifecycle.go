@@ -100,6 +100,9 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 		if !op.State.CanBecome(p.To) {
 			return nil, fmt.Errorf("operation %d cannot go from %s to %s: %w", op.ID, op.State, p.To, ledger.ErrIllegalTransition)
 		}
+		if p.To == ledger.StateInputRequired && (p.Input == nil || len(p.Input.Requests) == 0) {
+			return nil, fmt.Errorf("operation %d cannot become input_required without the question it waits on: %w", op.ID, ledger.ErrIllegalTransition)
+		}
 		set("state", p.To)
 		if p.To.Terminal() {
 			set("ended_at", now)
@@ -148,6 +151,14 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 			set("arguments", string(erased))
 			set("secrets_at_rest", ledger.SecretsErased)
 		}
+	}
+	if in := p.Input; in != nil {
+		if len(in.Requests) > 0 && p.To != ledger.StateInputRequired && (p.To != "" || op.State != ledger.StateInputRequired) {
+			return nil, fmt.Errorf("operation %d: input requests are kept only while it is input_required: %w", op.ID, ledger.ErrIllegalTransition)
+		}
+		set("input_requests", jsonOrNull(in.Requests))
+		set("request_state", in.RequestState)
+		set("input_responses", jsonOrNull(in.Responses))
 	}
 	args = append(args, op.ID)
 	if _, err := tx.Exec(ctx, `UPDATE operations SET `+strings.Join(sets, ", ")+fmt.Sprintf(` WHERE id = $%d`, len(args)), args...); err != nil {
@@ -265,18 +276,22 @@ func (s *Store) upsertCharge(ctx context.Context, tx Tx, op *ledger.Operation, c
 	return nil
 }
 
-// recoverQuery selects open operations whose lease has lapsed. "ended_at
+// recoverQuery selects open operations whose lease has lapsed: those in
+// the first three states, and those in the fourth held by a worker (a
+// question asked within a call, which died with it); a question waiting
+// for a later send holds no worker's lease. "ended_at
 // IS NULL" says nothing the states do not; it is the predicate of the
 // operations_open index, which a database uses only when a query repeats
 // it.
 const recoverQuery = `SELECT ` + operationColumns + ` FROM operations
-	WHERE ended_at IS NULL AND state IN ($1, $2, $3) AND (lease_until IS NULL OR lease_until < $4)
+	WHERE ended_at IS NULL AND state IN ($1, $2, $3, $6) AND (lease_until IS NULL OR lease_until < $4)
+		AND (state <> $6 OR lease_owner NOT IN ('', $7))
 	ORDER BY id LIMIT $5`
 
 // OperationsToRecover implements ledger.Store.
 func (s *Store) OperationsToRecover(ctx context.Context, now time.Time, limit int) ([]*ledger.Operation, error) {
 	return queryAll(ctx, s.drv.Reader(), scanOperation, recoverQuery,
-		ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, s.now(now), limit)
+		ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, s.now(now), limit, ledger.StateInputRequired, ledger.LeaseQueued)
 }
 
 // OperationsEndedBefore implements ledger.Store.

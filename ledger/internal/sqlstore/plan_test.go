@@ -18,7 +18,8 @@ import (
 // it must read the open operations through their index, never the table.
 func TestRecoverySweepUsesOpenIndex(t *testing.T) {
 	ctx := context.Background()
-	args := []any{string(ledger.StateAccepted), string(ledger.StateSending), string(ledger.StateRunning), time.Now().UnixMicro(), 100}
+	args := []any{string(ledger.StateAccepted), string(ledger.StateSending), string(ledger.StateRunning), time.Now().UnixMicro(), 100,
+		string(ledger.StateInputRequired), ledger.LeaseQueued}
 	t.Run("sqlite", func(t *testing.T) {
 		s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), nil)
 		if err != nil {

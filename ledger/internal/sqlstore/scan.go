@@ -80,7 +80,8 @@ func jsonOrNull(b json.RawMessage) any {
 const operationColumns = `id, tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
 	state, status_message, review_reason, result, error, approval_ref, retry_policy,
 	estimate_micros, currency, intended_remote_jobs, send_count, cost_breach, ttl_ms,
-	cancel_requested_at, lease_owner, lease_until, created_at, updated_at, ended_at, priced, secret_arguments, secrets_at_rest`
+	cancel_requested_at, lease_owner, lease_until, created_at, updated_at, ended_at, priced, secret_arguments, secrets_at_rest,
+	input_channel, input_requests, request_state, input_responses`
 
 func scanOperation(r Row) (*ledger.Operation, error) {
 	var (
@@ -97,7 +98,8 @@ func scanOperation(r Row) (*ledger.Operation, error) {
 	err := r.Scan(&o.ID, &o.Tenant, &o.OperationID, &o.TaskID, &o.Upstream, &o.Tool, &o.Fingerprint, &args,
 		&o.State, &o.StatusMessage, &o.ReviewReason, nullJSON{&o.Result}, nullJSON{&o.Error}, nullInt{&o.ApprovalID}, &o.RetryPolicy,
 		&estimate, &currency, &intended, &sends, &o.CostBreach, &ttlMS,
-		ts{&o.CancelRequestedAt}, &o.LeaseOwner, ts{&o.LeaseUntil}, ts{&o.CreatedAt}, ts{&o.UpdatedAt}, ts{&o.EndedAt}, &o.Priced, &secret, &atRest)
+		ts{&o.CancelRequestedAt}, &o.LeaseOwner, ts{&o.LeaseUntil}, ts{&o.CreatedAt}, ts{&o.UpdatedAt}, ts{&o.EndedAt}, &o.Priced, &secret, &atRest,
+		&o.InputChannel, nullJSON{&o.InputRequests}, &o.RequestState, nullJSON{&o.InputResponses})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,244 @@
+package mcpserver
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/riverqueue/river"
+
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/taskwire"
+	"github.com/taskgate/taskgate/worker"
+)
+
+// A consequential call's upstream may ask a question while the operation
+// runs: a 2026-07-28 input_required result, or a 2025-11-25
+// elicitation/create within the call. The worker records the question on
+// the operation, which waits in input_required; the client reads it in
+// tasks/get (2026-07-28) or is asked it on tasks/result (2025-11-25), and
+// its answer is recorded here. Only answers to the question outstanding
+// are taken, each once. Once every question is answered, an
+// input_required result's operation is queued to send again, carrying the
+// answers and the upstream's requestState; a call that asked within
+// itself gets the answer from its worker and goes on. An answer that
+// declines (or cancels) ends the operation: nothing more is sent, except
+// that a call waiting within itself is told the answer.
+
+// inputChannel is how the client of call can answer a question asked
+// during the operation it starts.
+func inputChannel(c *taskwire.Caller) ledger.InputChannel {
+	switch {
+	case c.Era == taskwire.EraExtension:
+		return ledger.InputChannelTaskUpdate
+	case c.Era == taskwire.EraLegacy && c.ElicitationDeclared:
+		return ledger.InputChannelTaskResult
+	}
+	return ledger.InputChannelNone
+}
+
+// questions are the operation's outstanding input requests.
+func questions(op *ledger.Operation) (map[string]json.RawMessage, error) {
+	if op.State != ledger.StateInputRequired || len(op.InputRequests) == 0 {
+		return nil, nil
+	}
+	var q map[string]json.RawMessage
+	if err := json.Unmarshal(op.InputRequests, &q); err != nil {
+		return nil, fmt.Errorf("the question of operation %q is unreadable: %w", op.OperationID, err)
+	}
+	return q, nil
+}
+
+// declining is the action of an elicitation answer that declines or
+// cancels, or "".
+func declining(raw json.RawMessage) string {
+	var r struct {
+		Action string `json:"action"`
+	}
+	if json.Unmarshal(raw, &r) == nil && (r.Action == "decline" || r.Action == "cancel") {
+		return r.Action
+	}
+	return ""
+}
+
+// answer records the client's responses to op's outstanding question.
+// Responses to keys that are not outstanding are ignored, as the
+// specification asks; so is everything when the operation no longer waits
+// on a question.
+func (h *host) answer(ctx context.Context, op *ledger.Operation, requestID string, responses map[string]json.RawMessage) error {
+	open, err := questions(op)
+	if err != nil || len(open) == 0 {
+		return err
+	}
+	taken := map[string]json.RawMessage{}
+	actions := map[string]string{}
+	declined := ""
+	for k, r := range responses {
+		if _, ok := open[k]; !ok {
+			continue
+		}
+		taken[k] = r
+		var a struct {
+			Action string `json:"action"`
+		}
+		if json.Unmarshal(r, &a) == nil && a.Action != "" {
+			actions[k] = a.Action
+		}
+		if d := declining(r); d != "" {
+			declined = d
+		}
+	}
+	if len(taken) == 0 {
+		return nil
+	}
+	asked, err := h.latestQuestion(ctx, op)
+	if err != nil {
+		return err
+	}
+	inFlight := asked.InFlight
+	// The answers to send are keyed as the upstream keyed its questions.
+	all := map[string]json.RawMessage{}
+	if len(op.InputResponses) > 0 {
+		if err := json.Unmarshal(op.InputResponses, &all); err != nil {
+			return fmt.Errorf("the recorded answers of operation %q are unreadable: %w", op.OperationID, err)
+		}
+	}
+	for k, r := range taken {
+		all[cmp.Or(asked.Renamed[k], k)] = r
+		delete(open, k)
+	}
+	rawTaken, err := json.Marshal(taken)
+	if err != nil {
+		return err
+	}
+	rawAll, err := json.Marshal(all)
+	if err != nil {
+		return err
+	}
+	data := ledger.InputAnsweredData{
+		Actions: actions, RequestID: requestID, Responses: ledger.RedactSecrets(rawTaken, op.Arguments, op.SecretArguments), Send: op.SendCount,
+	}
+	if len(data.Actions) == 0 {
+		data.Actions = nil
+	}
+	now := h.g.clock()
+	p := &ledger.TransitionParams{OperationRef: op.ID, From: []ledger.State{ledger.StateInputRequired}}
+	log := h.g.log.With("tenant", op.Tenant, "operation_id", op.OperationID, "keys", slices.Sorted(maps.Keys(taken)))
+	switch {
+	case declined != "":
+		msg := fmt.Sprintf("the user answered the upstream's question with %s; nothing more was sent to the upstream", declined)
+		if inFlight {
+			msg = fmt.Sprintf("the user answered the upstream's question with %s; the upstream was told so and nothing more is sent to it", declined)
+		}
+		p.To, p.StatusMessage = ledger.StateCancelled, &msg
+		p.Input = &ledger.InputUpdate{}
+		if inFlight {
+			// The call that asked gets the answer as it was given.
+			p.Input.Responses = rawAll
+		} else {
+			// A call waiting for the answer (above) keeps its worker's
+			// lease: the worker tells the upstream and records what comes
+			// back.
+			p.Lease = &ledger.Lease{}
+		}
+		p.Reservation = &ledger.ReservationUpdate{Status: ledger.ReservationReleased}
+		p.Events = []ledger.EventParams{{Kind: ledger.EventInputDeclined, Data: data}}
+		p.Enqueue = []river.InsertManyParams{{Args: worker.ReconcileArgs{Operation: op.ID}}}
+		log.Info("the user declined the upstream's question; the operation ends", "action", declined)
+	case len(open) == 0 && inFlight:
+		p.To, p.StatusMessage = ledger.StateSending, new("answered; the call to "+op.Upstream+" goes on")
+		p.Input = &ledger.InputUpdate{Responses: rawAll}
+		p.Events = []ledger.EventParams{{Kind: ledger.EventInputAnswered, Data: data}}
+		log.Info("the upstream's question was answered; the call that asked it goes on")
+	case len(open) == 0:
+		p.To, p.StatusMessage = ledger.StateAccepted, new("answered; sending the answer to "+op.Upstream)
+		p.Input = &ledger.InputUpdate{RequestState: op.RequestState, Responses: rawAll}
+		p.Lease = &ledger.Lease{Owner: ledger.LeaseQueued, Until: now.Add(h.g.cfg.Worker.Lease)}
+		p.Events = []ledger.EventParams{{Kind: ledger.EventInputAnswered, Data: data}}
+		p.Enqueue = []river.InsertManyParams{{Args: worker.DispatchArgs{Operation: op.ID}}}
+		log.Info("the upstream's question was answered; sending again")
+	default:
+		rest, err := json.Marshal(open)
+		if err != nil {
+			return err
+		}
+		p.Input = &ledger.InputUpdate{Requests: rest, RequestState: op.RequestState, Responses: rawAll}
+		p.Events = []ledger.EventParams{{Kind: ledger.EventInputAnswered, Data: data}}
+		log.Info("part of the upstream's question was answered", "open", slices.Sorted(maps.Keys(open)))
+	}
+	_, err = h.g.store.Transition(context.WithoutCancel(ctx), p)
+	if errors.Is(err, ledger.ErrStateChanged) {
+		// It stopped waiting meanwhile (answered elsewhere, cancelled):
+		// the answer is no longer outstanding.
+		return nil
+	}
+	return err
+}
+
+// latestQuestion is the record of op's latest question: whether it was
+// asked within a call that waits for the answer (a 2025-11-25
+// elicitation) rather than in an answer a later send continues, and which
+// of its keys were renamed from the upstream's.
+func (h *host) latestQuestion(ctx context.Context, op *ledger.Operation) (ledger.InputRequestedData, error) {
+	events, err := h.g.store.EventList(context.WithoutCancel(ctx), op.ID)
+	if err != nil {
+		return ledger.InputRequestedData{}, err
+	}
+	for _, e := range slices.Backward(events) {
+		if e.Kind == ledger.EventInputRequested {
+			return ledger.DecodeEventData[ledger.InputRequestedData](e)
+		}
+	}
+	return ledger.InputRequestedData{}, nil
+}
+
+// askOnResult asks a 2025-11-25 client, on its tasks/result, the questions
+// op waits on, one at a time, and records each answer. It returns when
+// they are answered, or with the error that stopped the asking.
+func (h *host) askOnResult(ctx context.Context, c *taskwire.Caller, op *ledger.Operation) error {
+	open, err := questions(op)
+	if err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(open)) {
+		var q struct {
+			Method string            `json:"method"`
+			Params *mcp.ElicitParams `json:"params"`
+		}
+		if err := json.Unmarshal(open[k], &q); err != nil || q.Method != "elicitation/create" || q.Params == nil {
+			return fmt.Errorf("the upstream's question %q is not an elicitation, which a 2025-11-25 client cannot be asked on tasks/result", k)
+		}
+		q.Params.Meta = mcp.Meta{taskwire.RelatedTaskMetaKey: map[string]string{"taskId": op.TaskID}}
+		ectx, cancel := context.WithTimeout(ctx, elicitWait)
+		res, err := c.Elicit(ectx, q.Params)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("asking the client the upstream's question: %w", err)
+		}
+		raw, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		if err := h.answer(ctx, op, c.RequestID, map[string]json.RawMessage{k: raw}); err != nil {
+			return err
+		}
+		if op, err = h.g.store.OperationGet(context.WithoutCancel(ctx), &ledger.OperationGetParams{ID: op.ID}); err != nil {
+			return err
+		}
+		if op.State != ledger.StateInputRequired {
+			return nil
+		}
+	}
+	return nil
+}
+
+// questionPause is how long WaitTask waits before asking again after
+// asking failed, so that a client that cannot answer is not asked in a
+// tight loop.
+const questionPause = time.Second

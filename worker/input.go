@@ -1,0 +1,304 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/riverqueue/river"
+
+	"github.com/taskgate/taskgate/ledger"
+)
+
+// askClient records a question the upstream asked in answer to a send (a
+// 2026-07-28 input_required result). Where the client that started the
+// operation can answer, the operation waits in input_required with the
+// question, the upstream's requestState and nothing else to do: the answer,
+// recorded by the gateway, queues the next send. Where it cannot, the
+// operation waits for a human, as nothing can answer.
+func (w *Worker) askClient(ctx context.Context, l *lease, res *mcp.CallToolResult) error {
+	op := l.op
+	if !answerable(op.InputChannel, res.InputRequests) {
+		msg := "the upstream asked for input, and the client that started this operation has no way to answer"
+		_, err := l.transition(ctx, &ledger.TransitionParams{
+			To: ledger.StateReview, ReviewReason: new(ledger.ReasonUpstreamInputRequired), StatusMessage: &msg,
+			Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: ledger.RequireReviewData{Reason: ledger.ReasonUpstreamInputRequired}}},
+		})
+		return err
+	}
+	used, err := w.usedInputKeys(ctx, op)
+	if err != nil {
+		return err
+	}
+	shown, renamed := uniqueKeys(res.InputRequests, used, op.SendCount)
+	requests, err := json.Marshal(shown)
+	if err != nil {
+		return fmt.Errorf("encode the upstream's input requests: %w", err)
+	}
+	p := &ledger.TransitionParams{
+		// No worker holds a question that waits for a later send: recovery
+		// leaves it alone.
+		Lease: &ledger.Lease{},
+		From:  []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(ledger.RedactSecretText(questionSummary(res.InputRequests), op.Arguments, op.SecretArguments)),
+		Input: &ledger.InputUpdate{Requests: requests, RequestState: res.RequestState},
+		Events: []ledger.EventParams{{Kind: ledger.EventInputRequested, Data: ledger.InputRequestedData{
+			Channel: op.InputChannel, RequestState: res.RequestState != "", Renamed: renamed,
+			Requests: ledger.RedactSecrets(requests, op.Arguments, op.SecretArguments), Send: op.SendCount,
+		}}},
+	}
+	if op.TTL > 0 {
+		// A question nobody answers ends with the task's retention.
+		p.Enqueue = []river.InsertManyParams{job(DispatchArgs{Operation: l.opRef}, op.TTL)}
+	}
+	_, err = l.transition(context.WithoutCancel(ctx), p)
+	if err == nil {
+		w.logger(op).Info("the upstream asked for input; waiting for the client's answer", "keys", keysOf(shown), "channel", op.InputChannel)
+	}
+	return err
+}
+
+// usedInputKeys are the keys under which the operation's client was asked
+// before.
+func (w *Worker) usedInputKeys(ctx context.Context, op *ledger.Operation) (map[string]bool, error) {
+	events, err := w.store.EventList(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for _, e := range events {
+		if e.Kind != ledger.EventInputRequested {
+			continue
+		}
+		d, err := ledger.DecodeEventData[ledger.InputRequestedData](e)
+		if err != nil {
+			return nil, err
+		}
+		var reqs map[string]json.RawMessage
+		if err := json.Unmarshal(d.Requests, &reqs); err != nil {
+			return nil, fmt.Errorf("the questions of %s are unreadable: %w", op.OperationID, err)
+		}
+		for k := range reqs {
+			used[k] = true
+		}
+	}
+	return used, nil
+}
+
+// uniqueKeys keys q as the client is to see it: a key the client was asked
+// under before becomes KEY~SEND (and, should that be taken too, KEY~SEND~N),
+// because a task's input request keys must never repeat. renamed maps each
+// new key to the upstream's; nil when none changed.
+func uniqueKeys(q mcp.InputRequestMap, used map[string]bool, send int) (mcp.InputRequestMap, map[string]string) {
+	shown := make(mcp.InputRequestMap, len(q))
+	var renamed map[string]string
+	for _, k := range keysOf(q) {
+		key := k
+		if used[key] {
+			key = fmt.Sprintf("%s~%d", k, send)
+			for n := 2; used[key] || q[key] != nil; n++ {
+				key = fmt.Sprintf("%s~%d~%d", k, send, n)
+			}
+			if renamed == nil {
+				renamed = map[string]string{}
+			}
+			renamed[key] = k
+		}
+		used[key] = true
+		shown[key] = q[k]
+	}
+	return shown, renamed
+}
+
+// answerable reports whether a client reached through channel can answer
+// every request of q: a 2025-11-25 client on tasks/result is asked only
+// elicitations, a 2026-07-28 client takes any input request.
+func answerable(channel ledger.InputChannel, q mcp.InputRequestMap) bool {
+	switch channel {
+	case ledger.InputChannelTaskUpdate:
+		return true
+	case ledger.InputChannelTaskResult:
+		for _, r := range q {
+			if _, ok := r.(*mcp.ElicitParams); !ok {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// questionSummary is the status message of an operation waiting on q.
+func questionSummary(q mcp.InputRequestMap) string {
+	for _, k := range keysOf(q) {
+		if e, ok := q[k].(*mcp.ElicitParams); ok && e.Message != "" {
+			return "the upstream asks: " + e.Message
+		}
+	}
+	return "the upstream asks for input"
+}
+
+func keysOf(q mcp.InputRequestMap) []string {
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// continuation adds the recorded answers and the upstream's requestState,
+// untouched, to a send that follows a question.
+func continuation(params *mcp.CallToolParams, op *ledger.Operation) error {
+	if len(op.InputResponses) == 0 {
+		return nil
+	}
+	var responses mcp.InputResponseMap
+	if err := json.Unmarshal(op.InputResponses, &responses); err != nil {
+		return fmt.Errorf("the recorded answers to the upstream's question are unreadable: %w", err)
+	}
+	params.InputResponses = responses
+	params.RequestState = op.RequestState
+	return nil
+}
+
+// waitingQuestion handles a job for an operation that waits on a
+// question: one asked within a call that died with its worker goes to
+// review; one the client has not answered within the task's retention
+// ends the operation. A job that comes early (a question asked again
+// since) waits until the latest question is due.
+func (w *Worker) waitingQuestion(ctx context.Context, l *lease) error {
+	op := l.op
+	e, q, err := w.latestQuestion(ctx, op)
+	if err != nil {
+		return err
+	}
+	if q.InFlight {
+		// This job holds the lease: the worker that asked is gone.
+		return w.questionLost(ctx, l)
+	}
+	if op.TTL <= 0 || e == nil {
+		return nil
+	}
+	if due := e.CreatedAt.Add(op.TTL); w.clock().Before(due) {
+		return river.JobSnooze(due.Sub(w.clock()))
+	}
+	msg := "nobody answered the upstream's question within the task's retention; nothing more was sent"
+	_, err = l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateInputRequired}, To: ledger.StateFailed, StatusMessage: &msg,
+		Error:       rpcError(-32603, msg),
+		Input:       &ledger.InputUpdate{},
+		Reservation: &ledger.ReservationUpdate{Status: ledger.ReservationReleased},
+		Events:      []ledger.EventParams{{Kind: ledger.EventFailed, Data: ledger.FailedData{Code: -32603, Message: msg}}},
+		Enqueue:     []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+	})
+	return err
+}
+
+// elicitThroughTask answers a 2025-11-25 upstream's elicitation/create
+// within the call by asking the operation's client through the task: the
+// operation waits in input_required with the question while this worker
+// holds its lease and the call, until the gateway records the answer (and
+// moves it back to sending) or the operation ends. A client that cannot be
+// asked gets nil: the upstream package then declines, as before. When the
+// upstream gives up on the question first, it is withdrawn, so that the
+// call's outcome is recovered as any uncertain send is; when this worker
+// stops (jobCtx ends), the question stays for recovery to find, which
+// sends the operation to review: nothing can answer the call any more.
+func (w *Worker) elicitThroughTask(jobCtx context.Context, l *lease) Elicit {
+	if l.op.InputChannel == ledger.InputChannelNone {
+		return nil
+	}
+	asked := 0
+	return func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+		asked++
+		op := l.op
+		key := fmt.Sprintf("send%d_elicitation%d", op.SendCount, asked)
+		q := mcp.InputRequestMap{key: p}
+		requests, err := json.Marshal(q)
+		if err != nil {
+			return nil, fmt.Errorf("encode the upstream's elicitation: %w", err)
+		}
+		if _, err := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(ledger.RedactSecretText(questionSummary(q), op.Arguments, op.SecretArguments)),
+			Input: &ledger.InputUpdate{Requests: requests},
+			Events: []ledger.EventParams{{Kind: ledger.EventInputRequested, Data: ledger.InputRequestedData{
+				Channel: op.InputChannel, InFlight: true, Requests: ledger.RedactSecrets(requests, op.Arguments, op.SecretArguments), Send: op.SendCount,
+			}}},
+		}); err != nil {
+			return nil, err
+		}
+		w.logger(op).Info("the upstream asked for input within the call; waiting for the client's answer", "key", key)
+		tick := time.NewTicker(w.cfg.PollInterval)
+		defer tick.Stop()
+		for {
+			cur, err := w.store.OperationGet(context.WithoutCancel(ctx), &ledger.OperationGetParams{ID: l.opRef})
+			if err != nil {
+				return nil, err
+			}
+			l.op = cur
+			switch {
+			case cur.State == ledger.StateSending:
+				var answers map[string]json.RawMessage
+				var res mcp.ElicitResult
+				if err := json.Unmarshal(cur.InputResponses, &answers); err != nil || json.Unmarshal(answers[key], &res) != nil {
+					return nil, fmt.Errorf("the recorded answer to %s is unreadable", key)
+				}
+				return &res, nil
+			case cur.State == ledger.StateCancelled:
+				// Declined (the answer is relayed as it was given), or
+				// the task was cancelled (the upstream is told so).
+				var answers map[string]json.RawMessage
+				var res mcp.ElicitResult
+				if json.Unmarshal(cur.InputResponses, &answers) == nil && json.Unmarshal(answers[key], &res) == nil && res.Action != "" {
+					return &res, nil
+				}
+				return &mcp.ElicitResult{Action: "cancel"}, nil
+			case cur.State != ledger.StateInputRequired:
+				return nil, fmt.Errorf("operation became %s while its question waited", cur.State)
+			}
+			select {
+			case <-jobCtx.Done():
+				return nil, fmt.Errorf("the worker stopped while the upstream's question waited: %w", context.Cause(jobCtx))
+			case <-ctx.Done():
+				_, terr := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
+					From: []ledger.State{ledger.StateInputRequired}, To: ledger.StateSending, Input: &ledger.InputUpdate{},
+					StatusMessage: new("the upstream's call ended before its question was answered"),
+				})
+				return nil, errors.Join(ctx.Err(), terr)
+			case <-tick.C:
+			}
+		}
+	}
+}
+
+// questionLost sends to review an operation whose question was asked
+// within a call that died with its worker: nothing can take the answer to
+// the upstream any more, and what the call did is unknown.
+func (w *Worker) questionLost(ctx context.Context, l *lease) error {
+	msg := "the upstream asked a question within a call that ended with the gateway process holding it; it can no longer be answered, and whether the call started work is unknown"
+	_, err := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateInputRequired}, To: ledger.StateReview, ReviewReason: new(ledger.ReasonUpstreamInputLost), StatusMessage: &msg,
+		Input:  &ledger.InputUpdate{},
+		Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: ledger.RequireReviewData{Message: msg, Reason: ledger.ReasonUpstreamInputLost}}},
+	})
+	return err
+}
+
+// latestQuestion is the data of op's latest input_requested event.
+func (w *Worker) latestQuestion(ctx context.Context, op *ledger.Operation) (*ledger.Event, ledger.InputRequestedData, error) {
+	events, err := w.store.EventList(ctx, op.ID)
+	if err != nil {
+		return nil, ledger.InputRequestedData{}, err
+	}
+	for _, e := range slices.Backward(events) {
+		if e.Kind == ledger.EventInputRequested {
+			d, err := ledger.DecodeEventData[ledger.InputRequestedData](e)
+			return e, d, err
+		}
+	}
+	return nil, ledger.InputRequestedData{}, nil
+}

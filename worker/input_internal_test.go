@@ -1,0 +1,70 @@
+package worker
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/ledger"
+)
+
+func TestAnswerable(t *testing.T) {
+	elicit := mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: "ok?"}}
+	mixed := mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: "ok?"}, "summary": &mcp.CreateMessageParams{MaxTokens: 10}}
+	tests := []struct {
+		channel ledger.InputChannel
+		q       mcp.InputRequestMap
+		want    bool
+	}{
+		{ledger.InputChannelTaskUpdate, elicit, true},
+		{ledger.InputChannelTaskUpdate, mixed, true},
+		{ledger.InputChannelTaskResult, elicit, true},
+		{ledger.InputChannelTaskResult, mixed, false}, // tasks/result asks elicitations only
+		{ledger.InputChannelNone, elicit, false},
+	}
+	for _, tt := range tests {
+		if got := answerable(tt.channel, tt.q); got != tt.want {
+			t.Errorf("answerable(%q, %d requests) = %v, want %v", tt.channel, len(tt.q), got, tt.want)
+		}
+	}
+}
+
+func TestUniqueKeys(t *testing.T) {
+	q := func(keys ...string) mcp.InputRequestMap {
+		m := mcp.InputRequestMap{}
+		for _, k := range keys {
+			m[k] = &mcp.ElicitParams{Message: k}
+		}
+		return m
+	}
+	tests := []struct {
+		name    string
+		q       mcp.InputRequestMap
+		used    []string
+		shown   []string
+		renamed map[string]string
+	}{
+		{"first round", q("confirm", "name"), nil, []string{"confirm", "name"}, nil},
+		{"a key asked before", q("confirm", "name"), []string{"confirm"}, []string{"confirm~3", "name"}, map[string]string{"confirm~3": "confirm"}},
+		{"the renamed key is taken too", q("confirm"), []string{"confirm", "confirm~3"}, []string{"confirm~3~2"}, map[string]string{"confirm~3~2": "confirm"}},
+		{"the renamed key is another of this round's", q("confirm", "confirm~3"), []string{"confirm"}, []string{"confirm~3", "confirm~3~2"},
+			map[string]string{"confirm~3~2": "confirm"}},
+	}
+	for _, tt := range tests {
+		used := map[string]bool{}
+		for _, k := range tt.used {
+			used[k] = true
+		}
+		shown, renamed := uniqueKeys(tt.q, used, 3)
+		if got := keysOf(shown); !slices.Equal(got, tt.shown) || !maps.Equal(renamed, tt.renamed) {
+			t.Errorf("%s: keys %v, renamed %v; want %v, %v", tt.name, got, renamed, tt.shown, tt.renamed)
+		}
+		for k, orig := range renamed {
+			if shown[k] != tt.q[orig] {
+				t.Errorf("%s: %s does not carry the request of %s", tt.name, k, orig)
+			}
+		}
+	}
+}
