@@ -43,11 +43,11 @@ func (w *Worker) askClient(ctx context.Context, l *lease, res *mcp.CallToolResul
 		// No worker holds a question that waits for a later send: recovery
 		// leaves it alone.
 		Lease: &ledger.Lease{},
-		From:  []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(ledger.RedactSecretText(questionSummary(res.InputRequests), op.Arguments, op.SecretArguments)),
+		From:  []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(ledger.RedactSecretText(questionSummary(res.InputRequests), l.args, op.SecretArguments)),
 		Input: &ledger.InputUpdate{Requests: requests, RequestState: res.RequestState},
 		Events: []ledger.EventParams{{Kind: ledger.EventInputRequested, Data: ledger.InputRequestedData{
 			Channel: op.InputChannel, RequestState: res.RequestState != "", Renamed: renamed,
-			Requests: ledger.RedactSecrets(requests, op.Arguments, op.SecretArguments), Send: op.SendCount,
+			Requests: ledger.RedactSecrets(requests, l.args, op.SecretArguments), Send: op.SendCount,
 		}}},
 	}
 	if op.TTL > 0 {
@@ -223,10 +223,10 @@ func (w *Worker) elicitThroughTask(jobCtx context.Context, l *lease) Elicit {
 			return nil, fmt.Errorf("encode the upstream's elicitation: %w", err)
 		}
 		if _, err := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
-			From: []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(ledger.RedactSecretText(questionSummary(q), op.Arguments, op.SecretArguments)),
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(ledger.RedactSecretText(questionSummary(q), l.args, op.SecretArguments)),
 			Input: &ledger.InputUpdate{Requests: requests},
 			Events: []ledger.EventParams{{Kind: ledger.EventInputRequested, Data: ledger.InputRequestedData{
-				Channel: op.InputChannel, InFlight: true, Requests: ledger.RedactSecrets(requests, op.Arguments, op.SecretArguments), Send: op.SendCount,
+				Channel: op.InputChannel, InFlight: true, Requests: ledger.RedactSecrets(requests, l.args, op.SecretArguments), Send: op.SendCount,
 			}}},
 		}); err != nil {
 			return nil, err
