@@ -405,8 +405,14 @@ func testCloseDuringAcceptance(t *testing.T, newStore Factory) {
 			}
 		})
 	}
+	// Every worker accepts once before the store closes; a worker whose
+	// first acceptance failed has returned, and so does the test.
 	for accepted.Load() < workers {
-		time.Sleep(time.Millisecond)
+		select {
+		case err := <-errs:
+			t.Fatalf("acceptance before Close: %v", err)
+		case <-time.After(time.Millisecond):
+		}
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
