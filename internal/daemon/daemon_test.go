@@ -25,6 +25,12 @@ import (
 // the ledger db.
 func stage(t *testing.T, db string) (*config.Config, net.Listener) {
 	t.Helper()
+	return stageWith(t, db, fixtures.ConfigOptions{})
+}
+
+// stageWith is stage with the harness configuration options o.
+func stageWith(t *testing.T, db string, o fixtures.ConfigOptions) (*config.Config, net.Listener) {
+	t.Helper()
 	sim := providersim.New(&providersim.Options{JobDuration: time.Minute})
 	srv := httptest.NewServer(sim.HTTPHandler())
 	t.Cleanup(func() { srv.Close(); _ = sim.Close() })
@@ -34,7 +40,7 @@ func stage(t *testing.T, db string) (*config.Config, net.Listener) {
 	}
 	t.Cleanup(func() { ln.Close() })
 	file := filepath.Join(t.TempDir(), "taskgate.yaml")
-	cfg, err := config.Parse(strings.NewReader(fixtures.ConfigYAML(srv.URL+"/mcp", ln.Addr().String(), db, fixtures.ConfigOptions{})), file, nil)
+	cfg, err := config.Parse(strings.NewReader(fixtures.ConfigYAML(srv.URL+"/mcp", ln.Addr().String(), db, o)), file, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

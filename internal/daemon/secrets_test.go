@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/internal/daemon"
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
-	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/internal/syncbuf"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/sqlite"
@@ -63,21 +61,8 @@ func legacyLedger(t *testing.T, token string) (path string, op *ledger.Operation
 // run_suite declares a secret token.
 func secretStage(t *testing.T, db string, o fixtures.ConfigOptions) (*config.Config, net.Listener) {
 	t.Helper()
-	sim := providersim.New(&providersim.Options{JobDuration: time.Minute})
-	srv := httptest.NewServer(sim.HTTPHandler())
-	t.Cleanup(func() { srv.Close(); _ = sim.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	o.SecretArguments = []string{"token"}
-	y := fixtures.ConfigYAML(srv.URL+"/mcp", ln.Addr().String(), db, o)
-	cfg, err := config.Parse(strings.NewReader(y), filepath.Join(t.TempDir(), "taskgate.yaml"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg, ln
+	return stageWith(t, db, o)
 }
 
 // TestStartSealsPlaintextSecrets: a gateway started with a key seals what
