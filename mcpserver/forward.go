@@ -9,9 +9,10 @@ import (
 	"io"
 	"maps"
 	"mime"
-	"net"
 	"net/http"
 	"strings"
+
+	"github.com/taskgate/taskgate/internal/loopback"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -218,22 +219,7 @@ func (g *Gateway) forward(w http.ResponseWriter, ctx context.Context, f *forward
 // that is not loopback: a DNS rebinding attempt, which the SDK's handler
 // refuses. The forwarded path leaves it to that handler.
 func reboundHost(r *http.Request) bool {
-	return onLoopback(r) && !loopbackHost(r.Host)
-}
-
-// loopbackHost reports whether a host, with or without a port, is a
-// loopback name or address.
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return onLoopback(r) && !loopback.Host(r.Host)
 }
 
 // writeUnavailable answers a forwarded call whose upstream could not be

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/taskgate/taskgate/internal/loopback"
+
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -36,7 +38,7 @@ func allowedOrigins(publicURL string, configured []string) map[string]bool {
 // loopback listener from a loopback origin — a local tool's page, which the
 // Host check already keeps to this machine. Anything else, "null" and
 // unreadable values included, is refused.
-func originAllowed(origin, host string, loopback bool, allowed map[string]bool) bool {
+func originAllowed(origin, host string, localListener bool, allowed map[string]bool) bool {
 	if origin == "" {
 		return true
 	}
@@ -45,7 +47,7 @@ func originAllowed(origin, host string, loopback bool, allowed map[string]bool) 
 		return false
 	}
 	scheme, _, _ := strings.Cut(o, "://")
-	return allowed[o] || hostport == withoutDefaultPort(scheme, strings.ToLower(host)) || (loopback && loopbackHost(hostport))
+	return allowed[o] || hostport == withoutDefaultPort(scheme, strings.ToLower(host)) || (localListener && loopback.Host(hostport))
 }
 
 // normalOrigin reads an origin as a browser writes it, scheme://host[:port],
@@ -92,7 +94,7 @@ func checkOrigin(allowed map[string]bool, next http.Handler) http.Handler {
 // onLoopback reports whether r reached a loopback address of this host.
 func onLoopback(r *http.Request) bool {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && local != nil && loopbackHost(local.String())
+	return ok && local != nil && loopback.Host(local.String())
 }
 
 // writeOriginRefused answers a refused origin with a JSON-RPC error that

@@ -34,6 +34,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/taskgate/taskgate/internal/loopback"
 )
 
 func main() {
@@ -70,7 +72,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, log *slog.Logger)
 	if key == "" {
 		return fmt.Errorf("the key file %s is empty: write the key from taskgate keys create into it", *keyFile)
 	}
-	if !loopbackHost(*listen) {
+	if !loopback.Host(*listen) {
 		return fmt.Errorf("-listen %s is not a loopback address: the proxy adds a credential to every request and must stay on this machine", *listen)
 	}
 	ln, err := net.Listen("tcp", *listen)
@@ -146,22 +148,8 @@ func loopbackTarget(s string) (*url.URL, error) {
 	if u.Scheme != "http" || u.Host == "" {
 		return nil, fmt.Errorf("-target %q must be an http URL with a host, e.g. http://127.0.0.1:8931", s)
 	}
-	if !loopbackHost(u.Host) {
+	if !loopback.Host(u.Host) {
 		return nil, fmt.Errorf("-target %q is not on loopback: the proxy sends an API key and must stay on this machine", s)
 	}
 	return u, nil
-}
-
-// loopbackHost reports whether a host or host:port names this machine.
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
