@@ -3,9 +3,12 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,6 +25,7 @@ import (
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
@@ -154,10 +158,11 @@ type inputGateway struct {
 }
 
 // inputConfig is the harness configuration with files in place of the
-// simulated provider; edit changes the text.
-func inputConfig(upstreamURL, db string, edit func(string) string) string {
+// simulated provider, its secret argument sealed with the key in keyFile;
+// edit changes the text.
+func inputConfig(upstreamURL, db, keyFile string, edit func(string) string) string {
 	y := fixtures.ConfigYAML("unused", "127.0.0.1:0", db, fixtures.ConfigOptions{})
-	y = y[:strings.Index(y, "upstreams:")] + fmt.Sprintf(`upstreams:
+	y = y[:strings.Index(y, "upstreams:")] + fmt.Sprintf("secrets:\n  key_file: %q\n", keyFile) + fmt.Sprintf(`upstreams:
   - name: files
     url: %s/mcp
     timeout: 5s
@@ -188,16 +193,28 @@ func inputConfig(upstreamURL, db string, edit func(string) string) string {
 func startInputGateway(t *testing.T, upstreamURL, db string, edit func(string) string) *inputGateway {
 	t.Helper()
 	ctx := testCtx(t)
-	cfg, err := config.Parse(strings.NewReader(inputConfig(upstreamURL, db, edit)), "input.yaml", nil)
+	// The key lives beside the ledger, so that a gateway restarted on the
+	// same ledger opens what the first one sealed.
+	keyFile := filepath.Join(filepath.Dir(strings.TrimPrefix(db, "sqlite:")), "taskgate.keys")
+	if _, err := os.Stat(keyFile); errors.Is(err, fs.ErrNotExist) {
+		if err := os.WriteFile(keyFile, []byte(secrets.NewKey()+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ring, err := secrets.Load(keyFile, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := dburl.Open(ctx, db, &dburl.Options{Migrate: true})
+	cfg, err := config.Parse(strings.NewReader(inputConfig(upstreamURL, db, keyFile, edit)), "input.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := dburl.Open(ctx, db, &dburl.Options{Migrate: true, Secrets: ring})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Store: store})
+	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Store: store, Secrets: ring})
 	if err != nil {
 		t.Fatal(err)
 	}
