@@ -191,15 +191,18 @@ func (s *finishingStore) OperationGet(ctx context.Context, p *ledger.OperationGe
 	}
 	if n := s.reads.Add(1); n == s.fireAt.Load() {
 		// A worker finishes through "send started"; the gateway's own may
-		// have got there first.
+		// have got there first. Holding the lease keeps that worker from
+		// taking up a send it did not start, which it would look up and
+		// send to review.
 		if _, err := s.Store.Transition(ctx, &ledger.TransitionParams{
 			OperationRef: op.ID, From: []ledger.State{ledger.StateAccepted}, To: ledger.StateSending,
+			Lease: &ledger.Lease{Owner: "finishing-store", Until: time.Now().Add(time.Hour)},
 		}); err != nil && !errors.Is(err, ledger.ErrStateChanged) {
 			return nil, err
 		}
 		msg := "finished just after the read"
 		if _, err := s.Store.Transition(ctx, &ledger.TransitionParams{
-			OperationRef: op.ID, To: ledger.StateCompleted, StatusMessage: &msg,
+			OperationRef: op.ID, To: ledger.StateCompleted, StatusMessage: &msg, Lease: &ledger.Lease{},
 			Result: json.RawMessage(`{"content":[{"type":"text","text":"finished first"}]}`),
 		}); err != nil {
 			return nil, err
