@@ -138,16 +138,6 @@ func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp
 		return w.askClient(ctx, l, res)
 	}
 	jobID := t.contract.RemoteJobID(res)
-	if jobID == "" && l.op.State == ledger.StateCancelled {
-		// The client declined the question the upstream asked within this
-		// call (elicitThroughTask saw the operation end), and the
-		// upstream's answer names no job: nothing is recorded as started.
-		w.logger(l.op).Info("the upstream answered the call whose question was declined; it names no remote job")
-		_, err := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
-			Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
-		})
-		return err
-	}
 	if jobID == "" {
 		// The provider names no job: the operation ID is its only handle.
 		jobID = "call:" + l.op.ProviderKey()
