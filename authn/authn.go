@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -28,6 +27,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/taskgate/taskgate/internal/loopback"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -270,21 +271,13 @@ func checkURL(raw string) (*url.URL, error) {
 	case "https":
 		return u, nil
 	case "http":
-		if isLoopback(u.Hostname()) {
+		if loopback.Host(u.Hostname()) {
 			return u, nil
 		}
 		return nil, fmt.Errorf("%q must use https (http is allowed only on a loopback host)", raw)
 	default:
 		return nil, fmt.Errorf("%q must use https", raw)
 	}
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Verify turns a bearer token into a tenant. It implements go-sdk's

@@ -3,13 +3,14 @@ package config
 import (
 	"fmt"
 	"maps"
-	"net"
 	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/taskgate/taskgate/internal/loopback"
 
 	"github.com/taskgate/taskgate/ledger"
 )
@@ -209,7 +210,7 @@ func checkServerURL(raw string) error {
 	switch {
 	case u.Scheme == "https":
 		return nil
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
+	case u.Scheme == "http" && loopback.Host(u.Hostname()):
 		return nil
 	case u.Scheme == "http":
 		return fmt.Errorf("%q must use https (http is allowed only on a loopback host)", raw)
@@ -227,14 +228,6 @@ func checkPublicURL(raw string) error {
 		return fmt.Errorf("%q must have no query or fragment", raw)
 	}
 	return nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func validateTool(v *validator, f string, t *Tool) {

@@ -65,9 +65,6 @@ const (
 	// that the gateway's restart ended, so the question can no longer be
 	// answered and the call's outcome is unknown.
 	ReasonUpstreamInputLost = "upstream_input_lost_on_restart"
-	// ReasonInputDeclined: the client declined (or cancelled) the
-	// upstream's question, so the operation ended with nothing more sent.
-	ReasonInputDeclined = "input_declined"
 	// ReasonWorkerFailures: the operation's job kept failing, so it waits
 	// for a human instead of being retried without end.
 	ReasonWorkerFailures = "worker_failed_repeatedly"

@@ -3,10 +3,12 @@ package ledger
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/taskgate/taskgate/secrets"
 )
 
 // Redacted replaces a secret argument's value in what is shown.
-const Redacted = "[redacted]"
+const Redacted = secrets.Redacted
 
 // RedactSecrets returns raw (any JSON) with every occurrence of the string
 // values of the secret arguments (top-level members of args named in
@@ -14,7 +16,9 @@ const Redacted = "[redacted]"
 // upstream's question or a client's answer may echo a secret the call
 // carried; the events that record them must not. raw that is not JSON, or
 // arguments that are not an object, come back as they are only when there
-// is nothing secret to look for; otherwise raw is replaced wholly.
+// is nothing secret to look for; otherwise raw is replaced wholly. So is
+// raw when a secret value in args is still sealed: the real value, which is
+// what raw could echo, is not known here.
 func RedactSecrets(raw json.RawMessage, args json.RawMessage, secret []string) json.RawMessage {
 	if len(secret) == 0 || len(raw) == 0 {
 		return raw
@@ -25,6 +29,9 @@ func RedactSecrets(raw json.RawMessage, args json.RawMessage, secret []string) j
 	}
 	var values []string
 	for _, k := range secret {
+		if secrets.KeyOf(m[k]) != "" {
+			return json.RawMessage(`"` + Redacted + `"`)
+		}
 		var v string
 		if json.Unmarshal(m[k], &v) == nil && v != "" {
 			values = append(values, v)

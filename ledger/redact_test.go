@@ -3,6 +3,8 @@ package ledger
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/taskgate/taskgate/secrets"
 )
 
 func TestRedactSecrets(t *testing.T) {
@@ -27,6 +29,17 @@ func TestRedactSecrets(t *testing.T) {
 		if string(got) != tt.want {
 			t.Errorf("%s: RedactSecrets = %s, want %s", tt.name, got, tt.want)
 		}
+	}
+	sealed, err := secrets.ParseRing([]byte(secrets.NewKey()), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealedArgs, err := sealed.Seal(args, []string{"token"}, secrets.Scope{Tenant: "acme", OperationID: "op-1", TaskID: "task-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := RedactSecrets(json.RawMessage(`{"m":"s3cr3t"}`), sealedArgs, []string{"token"}); string(got) != `"[redacted]"` {
+		t.Errorf("against a sealed secret: %s, want everything redacted", got)
 	}
 	if got := RedactSecrets(json.RawMessage(`{"m":"x"}`), json.RawMessage(`[]`), []string{"token"}); string(got) != `"[redacted]"` {
 		t.Errorf("arguments that are not an object: %s, want everything redacted", got)

@@ -39,11 +39,7 @@ func (g *Gateway) askingOptions(ctx context.Context, req *mcp.CallToolRequest, o
 	if caps == nil || (caps.Elicitation == nil && caps.Sampling == nil) {
 		return
 	}
-	declared := &mcp.ClientCapabilities{Elicitation: caps.Elicitation, Sampling: caps.Sampling, RootsV2: &mcp.RootCapabilities{ListChanged: caps.Roots.ListChanged}}
-	if caps.RootsV2 != nil {
-		declared.RootsV2 = caps.RootsV2
-	}
-	opts.Capabilities = declared
+	opts.Capabilities = &mcp.ClientCapabilities{Elicitation: caps.Elicitation, Sampling: caps.Sampling, RootsV2: caps.RootsV2}
 	if caps.Elicitation != nil {
 		opts.Elicit = func(actx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 			ctx, done := onCallStream(ctx, actx)
@@ -63,10 +59,12 @@ func (g *Gateway) askingOptions(ctx context.Context, req *mcp.CallToolRequest, o
 			return ss.CreateMessageWithTools(ctx, p)
 		}
 	}
-	opts.ListRoots = func(actx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-		ctx, done := onCallStream(ctx, actx)
-		defer done()
-		return ss.ListRoots(ctx, p)
+	if caps.RootsV2 != nil {
+		opts.ListRoots = func(actx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+			ctx, done := onCallStream(ctx, actx)
+			defer done()
+			return ss.ListRoots(ctx, p)
+		}
 	}
 }
 

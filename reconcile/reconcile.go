@@ -348,8 +348,11 @@ func provesNothingStarted(e *ledger.Event) bool {
 	case ledger.EventInputRequested:
 		// The upstream answered the send with a question instead of a
 		// result: the call has not run yet, it waits for the answer,
-		// which only a later send carries.
-		return true
+		// which only a later send carries. A question asked within the
+		// call (a 2025-11-25 elicitation) proves nothing: the call was
+		// already running, and its answer goes back to the same send.
+		d, err := ledger.DecodeEventData[ledger.InputRequestedData](e)
+		return err == nil && !d.InFlight
 	}
 	return false
 }

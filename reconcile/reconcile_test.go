@@ -295,6 +295,7 @@ func TestSendMayHaveStarted(t *testing.T) {
 		{name: "refused before any work began", sends: 1, events: []*ledger.Event{sent, event(ledger.EventFailed, `{"nothing_started":true}`)}},
 		{name: "answered with a question", sends: 1, events: []*ledger.Event{sent, event(ledger.EventInputRequested, `{"send":1}`)}},
 		{name: "the send that carried the answer", sends: 2, events: []*ledger.Event{sent, event(ledger.EventInputRequested, `{"send":1}`), event(ledger.EventInputAnswered, `{"send":1}`), sent}, mayHave: true},
+		{name: "a question asked within the call", sends: 1, events: []*ledger.Event{sent, event(ledger.EventInputRequested, `{"send":1,"in_flight":true}`)}, mayHave: true},
 		{name: "a failure that may have started work", sends: 1, events: []*ledger.Event{sent, event(ledger.EventFailed, `{"message":"internal"}`)}, mayHave: true},
 		{name: "never left the gateway", sends: 1, events: []*ledger.Event{sent, event(ledger.EventLookup, `{"answer":"not_sent"}`)}},
 		{name: "an authoritative reconciliation", sends: 1, events: []*ledger.Event{sent, event(ledger.EventReconciled, `{"lookup":"answered","authoritative":true}`)}},

@@ -99,9 +99,6 @@ func declareCapabilities(next mcp.MethodHandler) mcp.MethodHandler {
 		if ir, ok := req.(*mcp.InitializeRequest); ok && method == "initialize" && caps != nil && ir.Params != nil {
 			p := *ir.Params
 			p.Capabilities = caps
-			if caps.RootsV2 != nil {
-				p.Capabilities.Roots.ListChanged = caps.RootsV2.ListChanged
-			}
 			ir.Params = &p
 		}
 		return next(ctx, method, req)

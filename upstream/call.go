@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -168,15 +166,7 @@ func (e *UnrequestedTaskError) Error() string {
 // names nothing on this connection.
 func (u *Upstream) outgoing(params *mcp.CallToolParams) *mcp.CallToolParams {
 	p := *params
-	p.Meta = maps.Clone(params.Meta)
-	for k := range p.Meta {
-		if strings.HasPrefix(k, "io.modelcontextprotocol/") || k == "progressToken" {
-			delete(p.Meta, k)
-		}
-	}
-	if len(p.Meta) == 0 {
-		p.Meta = nil
-	}
+	p.Meta = outgoingMeta(params.Meta)
 	return &p
 }
 
@@ -267,6 +257,7 @@ func (u *Upstream) closeCallSession(cs *mcp.ClientSession) {
 func (u *Upstream) GetTask(ctx context.Context, taskID string) (*taskwire.Task, error) {
 	ctx, cancel := u.bound(ctx)
 	defer cancel()
+	defer u.trackRequest()()
 	c, err := u.current(ctx)
 	if err != nil {
 		return nil, err
@@ -285,6 +276,7 @@ func (u *Upstream) GetTask(ctx context.Context, taskID string) (*taskwire.Task, 
 func (u *Upstream) TaskResult(ctx context.Context, taskID string) (*mcp.CallToolResult, error) {
 	ctx, cancel := u.bound(ctx)
 	defer cancel()
+	defer u.trackRequest()()
 	c, err := u.current(ctx)
 	if err != nil {
 		return nil, err
@@ -320,6 +312,7 @@ func (u *Upstream) TaskResult(ctx context.Context, taskID string) (*mcp.CallTool
 func (u *Upstream) CancelTask(ctx context.Context, taskID string) error {
 	ctx, cancel := u.bound(ctx)
 	defer cancel()
+	defer u.trackRequest()()
 	c, err := u.current(ctx)
 	if err != nil {
 		return err

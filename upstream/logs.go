@@ -108,6 +108,17 @@ func (r *logRouter) track(s *logSink) func() {
 	}
 }
 
+// trackRequest counts a stdio request that is not a tool call (a listing,
+// a read, a task poll) as in flight, wanting no log messages, until the
+// returned func is called: a call beside it then does not take messages
+// that may be that request's.
+func (u *Upstream) trackRequest() func() {
+	if u.httpClient != nil {
+		return func() {}
+	}
+	return u.logs.track(&logSink{})
+}
+
 // deliverStdio delivers a notifications/message params object read from a
 // stdio upstream.
 func (r *logRouter) deliverStdio(raw json.RawMessage) {

@@ -126,9 +126,10 @@ func onSession[R any](u *Upstream, ctx context.Context, what string, send func(c
 		return zero, err
 	}
 	if err := c.gate.share(ctx); err != nil {
-		return zero, fmt.Errorf("upstream %s: waiting for a call that may elicit to finish: %w", u.cfg.Name, err)
+		return zero, fmt.Errorf("upstream %s: waiting for a call that may ask its client to finish: %w", u.cfg.Name, err)
 	}
 	defer c.gate.unshare()
+	defer u.trackRequest()()
 	res, err := send(ctx, c.cs)
 	if err != nil {
 		return zero, fmt.Errorf("upstream %s: %s: %w", u.cfg.Name, what, err)
@@ -217,10 +218,10 @@ func (u *Upstream) Subscribe(ctx context.Context, uri string) error {
 	ctx, cancel := u.bound(ctx)
 	defer cancel()
 	c, err := u.current(ctx)
-	if err != nil {
-		return err
+	if err == nil {
+		err = u.subscribeOn(ctx, c, uri)
 	}
-	if err := u.subscribeOn(ctx, c, uri); err != nil {
+	if err != nil {
 		u.surface.mu.Lock()
 		delete(u.surface.subscribed, uri)
 		u.surface.mu.Unlock()

@@ -245,6 +245,7 @@ func (u *Upstream) Tools(ctx context.Context) ([]*mcp.Tool, error) {
 	}
 	defer func() { <-u.toolsBusy }()
 
+	defer u.trackRequest()()
 	c, err := u.current(ctx)
 	if err != nil {
 		return nil, err
