@@ -51,7 +51,7 @@ type key struct {
 }
 
 // Ring is the gateway's data keys, oldest first: the newest seals, any
-// opens. The zero Ring has no keys and seals nothing.
+// opens.
 type Ring struct {
 	keys []key
 }

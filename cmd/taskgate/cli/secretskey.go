@@ -34,7 +34,7 @@ func (e *env) secretsKeyCmd() *cobra.Command {
 		Short: "Create and rotate the keys that encrypt secret arguments in the ledger",
 		Long: "The values of a tool's secret_arguments are kept in the ledger so that a recovery can re-send the\n" +
 			"call; they are encrypted (AES-256-GCM) under the newest key of the key file named by\n" +
-			"secrets.key_file (or held in " + secrets.EnvKeys + "), and erased once the operation has ended.\n" +
+			"secrets.key_file (or held in " + secrets.EnvKeys + "), and erased once the operation has ended and been reconciled.\n" +
 			"Every key in the file decrypts; the last one encrypts.",
 	}
 	cmd.AddCommand(e.secretsKeyCreateCmd(), e.secretsKeyRotateCmd())
