@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -212,17 +213,24 @@ func (w *Worker) elicitThroughTask(jobCtx context.Context, l *lease) Elicit {
 	if l.op.InputChannel == ledger.InputChannelNone {
 		return nil
 	}
-	asked := 0
+	// The callback runs on the connection's goroutine, possibly while the
+	// call has already returned to the job's: it reads the operation as it
+	// was sent and writes the ledger as the lease holder, never l.op.
+	op := l.op
+	var asked atomic.Int32
+	hold := func(ctx context.Context, p *ledger.TransitionParams) error {
+		p.OperationRef, p.Owner = l.opRef, l.owner
+		_, err := w.store.Transition(ctx, p)
+		return err
+	}
 	return func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-		asked++
-		op := l.op
-		key := fmt.Sprintf("send%d_elicitation%d", op.SendCount, asked)
+		key := fmt.Sprintf("send%d_elicitation%d", op.SendCount, asked.Add(1))
 		q := mcp.InputRequestMap{key: p}
 		requests, err := json.Marshal(q)
 		if err != nil {
 			return nil, fmt.Errorf("encode the upstream's elicitation: %w", err)
 		}
-		if _, err := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
+		if err := hold(context.WithoutCancel(ctx), &ledger.TransitionParams{
 			From: []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(ledger.RedactSecretText(questionSummary(q), l.args, op.SecretArguments)),
 			Input: &ledger.InputUpdate{Requests: requests},
 			Events: []ledger.EventParams{{Kind: ledger.EventInputRequested, Data: ledger.InputRequestedData{
@@ -239,7 +247,6 @@ func (w *Worker) elicitThroughTask(jobCtx context.Context, l *lease) Elicit {
 			if err != nil {
 				return nil, err
 			}
-			l.op = cur
 			switch {
 			case cur.State == ledger.StateSending:
 				var answers map[string]json.RawMessage
@@ -264,7 +271,7 @@ func (w *Worker) elicitThroughTask(jobCtx context.Context, l *lease) Elicit {
 			case <-jobCtx.Done():
 				return nil, fmt.Errorf("the worker stopped while the upstream's question waited: %w", context.Cause(jobCtx))
 			case <-ctx.Done():
-				_, terr := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
+				terr := hold(context.WithoutCancel(ctx), &ledger.TransitionParams{
 					From: []ledger.State{ledger.StateInputRequired}, To: ledger.StateSending, Input: &ledger.InputUpdate{},
 					StatusMessage: new("the upstream's call ended before its question was answered"),
 				})

@@ -29,9 +29,15 @@ type Resolution struct {
 	Note            string
 }
 
+// errNoResolution is a Resolution that names no action.
+var errNoResolution = errors.New("resolve: choose --attach JOB, --resend, --fail, --accept-duplicate JOB or --cancel-duplicate JOB")
+
 // Resolve records a human's resolution and queues the work it implies. It
 // needs only the ledger: the jobs run in the gateway.
 func Resolve(ctx context.Context, s ledger.Store, op *ledger.Operation, r Resolution) (*ledger.Operation, error) {
+	if r.action() == "" {
+		return nil, errNoResolution
+	}
 	if err := checkResolvable(ctx, s, op, r); err != nil {
 		return nil, err
 	}
@@ -67,12 +73,12 @@ func Resolve(ctx context.Context, s ledger.Store, op *ledger.Operation, r Resolu
 	case r.CancelDuplicate != "":
 		p.Enqueue = []river.InsertManyParams{{Args: CancelArgs{Operation: op.ID, Job: r.CancelDuplicate}}}
 	default:
-		return nil, errors.New("resolve: choose --attach JOB, --resend, --fail, --accept-duplicate JOB or --cancel-duplicate JOB")
+		return nil, errNoResolution
 	}
 	out, err := s.Transition(ctx, p)
 	switch {
 	case errors.Is(err, ledger.ErrStateChanged):
-		return nil, fmt.Errorf("operation %s is %s, not waiting for review: %w", op.OperationID, op.State, err)
+		return nil, fmt.Errorf("operation %s left review while the resolution was being recorded; nothing was changed (see taskgate ops show %s): %w", op.OperationID, op.OperationID, err)
 	case err != nil:
 		return nil, fmt.Errorf("record the resolution of operation %s: %w", op.OperationID, err)
 	}
