@@ -45,14 +45,24 @@ const (
 // Reasons recorded with conflict and denied decisions. They are stable
 // strings: JSON-RPC errors carry them as data.reason, receipts print them.
 const (
-	ReasonArgumentsDiffer        = "operation_id_reused_with_different_arguments"
-	ReasonOperationIDRequired    = "operation_id_required"
-	ReasonApprovalRequired       = "approval_required"
-	ReasonApprovalExpired        = "approval_expired"
-	ReasonCostCeilingExceeded    = "cost_ceiling_exceeded"
-	ReasonRemoteJobLimitReached  = "remote_job_limit_reached"
-	ReasonRetryUsesNewOperation  = "retry_uses_new_operation_id"
-	ReasonApprovalToolMismatch   = "approval_tool_mismatch"
+	ReasonArgumentsDiffer       = "operation_id_reused_with_different_arguments"
+	ReasonOperationIDRequired   = "operation_id_required"
+	ReasonApprovalRequired      = "approval_required"
+	ReasonApprovalExpired       = "approval_expired"
+	ReasonCostCeilingExceeded   = "cost_ceiling_exceeded"
+	ReasonRemoteJobLimitReached = "remote_job_limit_reached"
+	ReasonRetryUsesNewOperation = "retry_uses_new_operation_id"
+	ReasonApprovalToolMismatch  = "approval_tool_mismatch"
+	// ReasonApprovalDeclined and ReasonApprovalInvalid: the user, asked to
+	// approve the call, declined or gave an answer that approves nothing.
+	ReasonApprovalDeclined = "approval_declined"
+	ReasonApprovalInvalid  = "approval_invalid"
+	// ReasonEstimateUnavailable: the contract prices calls with an
+	// estimate tool, and it gave no estimate.
+	ReasonEstimateUnavailable = "estimate_unavailable"
+	// ReasonConfigurationChanged: the configuration no longer has the
+	// operation's tool, so it cannot be dispatched.
+	ReasonConfigurationChanged   = "configuration_changed"
 	ReasonNoAutomaticResend      = "no_automatic_resend"
 	ReasonLookupIndeterminate    = "provider_lookup_indeterminate"
 	ReasonLookupNotFoundUnsafe   = "provider_lookup_not_found_without_safe_resend"

@@ -163,7 +163,7 @@ func (h *host) approveFromAnswer(ctx context.Context, a *approvalCall, answer *m
 		if answer != nil {
 			action = answer.Action
 		}
-		return h.refuse(ctx, a.log, a.tenant, a.opID, a.fp, a.requestID, a.source, "approval_declined",
+		return h.refuse(ctx, a.log, a.tenant, a.opID, a.fp, a.requestID, a.source, ledger.ReasonApprovalDeclined,
 			fmt.Sprintf("the user did not approve this call (%s); nothing was started", action), nil)
 	}
 	ceiling, err := money.Parse(numberText(answer.Content["max_total_cost"]), a.r.policy.Contract.Cost.Currency)
@@ -172,7 +172,7 @@ func (h *host) approveFromAnswer(ctx context.Context, a *approvalCall, answer *m
 		jobs = int(v)
 	}
 	if err != nil || ceiling.Micros <= 0 {
-		return h.refuse(ctx, a.log, a.tenant, a.opID, a.fp, a.requestID, a.source, "approval_invalid",
+		return h.refuse(ctx, a.log, a.tenant, a.opID, a.fp, a.requestID, a.source, ledger.ReasonApprovalInvalid,
 			"the approval's spend ceiling must be a positive decimal such as 20.00; nothing was started", nil)
 	}
 	ap, err := h.g.store.ApprovalCreate(context.WithoutCancel(ctx), &ledger.Approval{

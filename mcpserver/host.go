@@ -105,7 +105,7 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 			var perr error
 			estimate, perr = r.contract.Estimate(ctx, worker.ProviderCaller(up), args)
 			if perr != nil {
-				return h.refuse(ctx, log, tenant, opID, string(fp), requestID, source, "estimate_unavailable",
+				return h.refuse(ctx, log, tenant, opID, string(fp), requestID, source, ledger.ReasonEstimateUnavailable,
 					"the call could not be priced before it runs, so it was not started: "+perr.Error(), nil), nil
 			}
 		}

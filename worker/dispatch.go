@@ -50,8 +50,8 @@ func (w *Worker) resolve(ctx context.Context, l *lease) (*target, error) {
 	if c == nil || !ok {
 		msg := fmt.Sprintf("the configuration no longer has consequential tool %s.%s; resolve with taskgate ops resolve", op.Upstream, op.Tool)
 		_, err := l.transition(ctx, &ledger.TransitionParams{
-			To: ledger.StateReview, ReviewReason: new("configuration_changed"), StatusMessage: &msg,
-			Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: ledger.RequireReviewData{Reason: "configuration_changed"}}},
+			To: ledger.StateReview, ReviewReason: new(ledger.ReasonConfigurationChanged), StatusMessage: &msg,
+			Events: []ledger.EventParams{{Kind: ledger.EventRequireReview, Data: ledger.RequireReviewData{Reason: ledger.ReasonConfigurationChanged}}},
 		})
 		return nil, err
 	}
