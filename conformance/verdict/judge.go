@@ -22,10 +22,6 @@ const (
 
 func allRuns() []Run { return []Run{Run20251125, Run20260728, RunTasks} }
 
-// Optional reports whether the run may be missing: the tasks run is skipped
-// until its fixture exists.
-func (r Run) Optional() bool { return r == RunTasks }
-
 // GatewayOnly reports whether the run goes through taskgate only, so that
 // every scenario must pass there. The tasks fixture offers plain tools and
 // taskgate makes the tasks, so directly it has nothing to compare; against
@@ -62,11 +58,6 @@ func (r Run) Describe() string {
 	default:
 		return "each tasks-* extension scenario through taskgate in front of internal/sim/conformanceserver"
 	}
-}
-
-// SkipReason says why a missing run was skipped.
-func (r Run) SkipReason() string {
-	return "internal/sim/conformanceserver does not exist yet"
 }
 
 // Outcome is what one scenario did in one place.
@@ -155,11 +146,10 @@ func (r Row) Explain() string {
 	}
 }
 
-// Judged is one run with its rows, or a skipped run.
+// Judged is one run with its rows.
 type Judged struct {
-	Run     Run
-	Skipped bool
-	Rows    []Row
+	Run  Run
+	Rows []Row
 }
 
 // Judge compares a run's results, directly and through taskgate, with the

@@ -16,8 +16,7 @@
 //
 // DIR holds one directory per run (2025-11-25, 2026-07-28, tasks), each with
 // direct/ and gateway/ as written by the suite's -o option; the tasks run
-// has gateway/ only. The tasks run may be missing: it is then reported as
-// skipped and its baseline section is not judged.
+// has gateway/ only. A missing run is an error.
 package main
 
 import (
@@ -59,11 +58,7 @@ func run(args []string, stdout io.Writer) (int, error) {
 	for _, r := range allRuns() {
 		dir := filepath.Join(*results, string(r))
 		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			if !r.Optional() {
-				return 2, fmt.Errorf("no results for the %s run in %s: conformance/run writes them there", r, dir)
-			}
-			judged = append(judged, Judged{Run: r, Skipped: true})
-			continue
+			return 2, fmt.Errorf("no results for the %s run in %s: conformance/run writes them there", r, dir)
 		}
 		direct := map[string]Outcome{}
 		if !r.GatewayOnly() {
@@ -104,10 +99,6 @@ func failing(judged []Judged) int {
 func printSummary(w io.Writer, judged []Judged) {
 	for _, j := range judged {
 		fmt.Fprintf(w, "\n== %s: %s\n", j.Run, j.Run.Describe())
-		if j.Skipped {
-			fmt.Fprintf(w, "   skipped: %s\n", j.Run.SkipReason())
-			continue
-		}
 		width := len("scenario")
 		for _, row := range j.Rows {
 			width = max(width, len(row.Scenario))
@@ -154,10 +145,6 @@ func Markdown(judged []Judged) string {
 	b.WriteString("| requirement set | upstream | scenarios | pass directly | pass through taskgate | baselined |\n")
 	b.WriteString("|---|---|---|---|---|---|\n")
 	for _, j := range judged {
-		if j.Skipped {
-			fmt.Fprintf(&b, "| %s | %s | not run: %s | | | |\n", j.Run.Label(), j.Run.Upstream(), j.Run.SkipReason())
-			continue
-		}
 		c := Count(j.Rows)
 		direct := fmt.Sprint(c.Direct)
 		if j.Run.GatewayOnly() {

@@ -156,6 +156,8 @@ func TestRun(t *testing.T) {
 		writeResult(t, filepath.Join(results, string(r), "gateway"), "ping", passingChecks)
 		writeResult(t, filepath.Join(results, string(r), "gateway"), "completion-complete", failingChecks)
 	}
+	writeResult(t, filepath.Join(results, "tasks", "gateway"), "tasks-lifecycle", passingChecks)
+	writeResult(t, filepath.Join(results, "tasks", "gateway"), "tasks-mrtr-input", failingChecks)
 	baseline := filepath.Join(t.TempDir(), "baseline.yml")
 	write := func(s string) {
 		if err := os.WriteFile(baseline, []byte(s), 0o644); err != nil {
@@ -173,15 +175,15 @@ func TestRun(t *testing.T) {
 		return code, out.String()
 	}
 
-	write("server:\n  \"2025-11-25\":\n    completion-complete: not relayed\n")
+	write("server:\n  \"2025-11-25\":\n    completion-complete: not relayed\n  tasks:\n    tasks-mrtr-input: not relayed\n")
 	code, out := judge()
 	if code != 1 || !strings.Contains(out, "FAIL: 1 scenario(s)") || !strings.Contains(out, "2026-07-28 completion-complete") {
 		t.Fatalf("exit %d with an unlisted regression:\n%s", code, out)
 	}
 
-	write("server:\n  \"2025-11-25\":\n    completion-complete: not relayed\n  \"2026-07-28\":\n    completion-complete: not relayed\n")
+	write("server:\n  \"2025-11-25\":\n    completion-complete: not relayed\n  \"2026-07-28\":\n    completion-complete: not relayed\n  tasks:\n    tasks-mrtr-input: not relayed\n")
 	code, out = judge()
-	if code != 0 || !strings.Contains(out, "PASS:") || !strings.Contains(out, "skipped: internal/sim/conformanceserver does not exist yet") {
+	if code != 0 || !strings.Contains(out, "PASS:") || !strings.Contains(out, "== tasks:") {
 		t.Fatalf("exit %d with every failure listed:\n%s", code, out)
 	}
 	table, err := os.ReadFile(md)
@@ -189,13 +191,11 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(table), "| 2025-11-25 | everything-server, stateful | 2 | 2 | 1 | 1 |") ||
-		!strings.Contains(string(table), "| tasks extension (2026-07-28 wire) | internal/sim/conformanceserver | not run:") {
+		!strings.Contains(string(table), "| tasks extension (2026-07-28 wire) | internal/sim/conformanceserver | 2 | – | 1 | 1 |") {
 		t.Fatalf("Markdown table:\n%s", table)
 	}
 
-	// Once the tasks run exists, its baseline section is judged.
-	writeResult(t, filepath.Join(results, "tasks", "gateway"), "tasks-lifecycle", passingChecks)
-	writeResult(t, filepath.Join(results, "tasks", "gateway"), "tasks-mrtr-input", failingChecks)
+	// The tasks run's baseline section is judged as the others are.
 	write("server:\n  \"2025-11-25\":\n    completion-complete: not relayed\n  \"2026-07-28\":\n    completion-complete: not relayed\n  tasks:\n    tasks-lifecycle: not yet\n")
 	code, out = judge()
 	if code != 1 || !strings.Contains(out, "FAIL: 1 baseline entr(ies) are stale") || !strings.Contains(out, "  tasks tasks-lifecycle\n") ||
@@ -206,10 +206,12 @@ func TestRun(t *testing.T) {
 		t.Fatalf("Markdown table with the tasks run: %v\n%s", err, table)
 	}
 
-	if err := os.RemoveAll(filepath.Join(results, string(Run20260728))); err != nil {
-		t.Fatal(err)
-	}
-	if code, err := run([]string{"-results", results, "-baseline", baseline}, &strings.Builder{}); code != 2 || err == nil {
-		t.Fatalf("a missing 2026-07-28 run: exit %d, %v; want 2 and an error", code, err)
+	for _, r := range []Run{RunTasks, Run20260728} {
+		if err := os.RemoveAll(filepath.Join(results, string(r))); err != nil {
+			t.Fatal(err)
+		}
+		if code, err := run([]string{"-results", results, "-baseline", baseline}, &strings.Builder{}); code != 2 || err == nil {
+			t.Fatalf("a missing %s run: exit %d, %v; want 2 and an error", r, code, err)
+		}
 	}
 }
