@@ -124,11 +124,14 @@ func (l *legacySessions) opened(id, userID string) {
 			break
 		}
 	}
-	if ss == nil {
-		return
+	var ip *mcp.InitializeParams
+	if ss != nil {
+		ip = ss.InitializeParams()
 	}
-	ip := ss.InitializeParams()
 	if ip == nil {
+		l.mu.Lock()
+		delete(l.levels, id)
+		l.mu.Unlock()
 		return
 	}
 	s := &legacySession{
