@@ -30,6 +30,10 @@ type Options struct {
 	// Observe is called after every upstream request with its method,
 	// duration and error (for metrics). May be nil.
 	Observe func(upstream, method string, d time.Duration, err error)
+	// StateChanged is called, outside any lock, whenever an upstream's
+	// session is published (connected true) or withdrawn (false), so that
+	// listings and metrics follow it. May be nil.
+	StateChanged func(upstream string, connected bool)
 	// ClientName and ClientVersion are the Implementation sent to
 	// upstreams; defaults DefaultClientName and DefaultClientVersion.
 	ClientName, ClientVersion string

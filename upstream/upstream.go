@@ -37,12 +37,13 @@ const childWaitDelay = 2 * time.Second
 // An Upstream is one configured MCP server and its managed connection. Its
 // methods are safe for concurrent use.
 type Upstream struct {
-	cfg        *config.Upstream
-	logger     *slog.Logger
-	observe    func(upstream, method string, d time.Duration, err error)
-	timeout    time.Duration
-	minBackoff time.Duration
-	maxBackoff time.Duration
+	cfg          *config.Upstream
+	logger       *slog.Logger
+	observe      func(upstream, method string, d time.Duration, err error)
+	stateChanged func(upstream string, connected bool)
+	timeout      time.Duration
+	minBackoff   time.Duration
+	maxBackoff   time.Duration
 
 	client   *mcp.Client
 	setupErr error // the upstream cannot be connected at all
@@ -93,18 +94,19 @@ type toolCache struct {
 
 func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 	u := &Upstream{
-		cfg:        cfg,
-		logger:     o.Logger.With("upstream", cfg.Name),
-		observe:    o.Observe,
-		timeout:    cfg.Timeout,
-		minBackoff: o.RestartBackoff,
-		maxBackoff: o.MaxRestartBackoff,
-		suspect:    make(chan struct{}, 1),
-		toolsBusy:  make(chan struct{}, 1),
-		changed:    make(chan struct{}),
-		routes:     make(map[*mcp.ClientSession]*askRoute),
-		progress:   progressRouter{sinks: make(map[string]*progressSink)},
-		relay:      relaySession{lock: make(chan struct{}, 1)},
+		cfg:          cfg,
+		logger:       o.Logger.With("upstream", cfg.Name),
+		observe:      o.Observe,
+		stateChanged: o.StateChanged,
+		timeout:      cfg.Timeout,
+		minBackoff:   o.RestartBackoff,
+		maxBackoff:   o.MaxRestartBackoff,
+		suspect:      make(chan struct{}, 1),
+		toolsBusy:    make(chan struct{}, 1),
+		changed:      make(chan struct{}),
+		routes:       make(map[*mcp.ClientSession]*askRoute),
+		progress:     progressRouter{sinks: make(map[string]*progressSink)},
+		relay:        relaySession{lock: make(chan struct{}, 1)},
 	}
 	if u.timeout <= 0 {
 		u.timeout = DefaultTimeout
@@ -466,23 +468,30 @@ func (u *Upstream) setUp(c *conn) {
 	default:
 	}
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	u.conn, u.lastErr, u.lastEra = c, nil, c.era
 	u.routes[c.cs] = c.route
 	u.toolsGen++
 	u.broadcastLocked()
+	u.mu.Unlock()
 	u.logger.Info("upstream connected", "endpoint", u.Endpoint(), "protocol", c.protocol, "tasks", c.era.String(), "pid", c.pid)
+	if u.stateChanged != nil {
+		u.stateChanged(u.cfg.Name, true)
+	}
 }
 
 // setDown withdraws session c (nil: none was published) for reason.
 func (u *Upstream) setDown(c *conn, reason error) {
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	u.lastErr = reason
-	if c != nil && u.conn == c {
+	withdrawn := c != nil && u.conn == c
+	if withdrawn {
 		u.conn = nil
 		delete(u.routes, c.cs)
 		u.broadcastLocked()
+	}
+	u.mu.Unlock()
+	if withdrawn && u.stateChanged != nil {
+		u.stateChanged(u.cfg.Name, false)
 	}
 }
 
