@@ -62,7 +62,11 @@ const (
 	ReasonEstimateUnavailable = "estimate_unavailable"
 	// ReasonConfigurationChanged: the configuration no longer has the
 	// operation's tool, so it cannot be dispatched.
-	ReasonConfigurationChanged   = "configuration_changed"
+	ReasonConfigurationChanged = "configuration_changed"
+	// ReasonUpstreamUnavailable: the tool's upstream has no session, so a
+	// new operation is not accepted (nothing could start it now); a retry
+	// of an operation accepted before still attaches to it.
+	ReasonUpstreamUnavailable    = "upstream_unavailable"
 	ReasonNoAutomaticResend      = "no_automatic_resend"
 	ReasonLookupIndeterminate    = "provider_lookup_indeterminate"
 	ReasonLookupNotFoundUnsafe   = "provider_lookup_not_found_without_safe_resend"

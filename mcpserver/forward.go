@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/taskgate/taskgate/internal/loopback"
+	"github.com/taskgate/taskgate/ledger"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -235,7 +236,7 @@ func writeUnavailable(w http.ResponseWriter, f *forwarded) {
 func unavailable(f *forwarded) []byte {
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": f.id, "error": map[string]any{
 		"code": -32603, "message": fmt.Sprintf("upstream %s did not answer; try again shortly", f.up.Name()),
-		"data": map[string]any{"reason": "upstream_unavailable"},
+		"data": map[string]any{"reason": ledger.ReasonUpstreamUnavailable},
 	}})
 	return b
 }

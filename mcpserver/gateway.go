@@ -75,6 +75,11 @@ type Gateway struct {
 	routes  map[string]*route // by downstream tool name
 	servers []*mcp.Server
 	listed  map[string]string // downstream tool name -> JSON of the listed tool, to notice changes
+	// syncBusy serialises SyncTools.
+	syncBusy chan struct{}
+	// toolsListed holds the upstreams whose tools have been listed since
+	// the gateway started.
+	toolsListed map[string]bool
 
 	// deliveries holds each /mcp request's delivery by its key.
 	deliveries sync.Map
@@ -114,7 +119,8 @@ func New(opts *Options) (*Gateway, error) {
 	g := &Gateway{
 		store: opts.Store, pool: opts.Pool, cfg: opts.Config, catalog: provider.NewCatalog(opts.Config),
 		metrics: opts.Metrics, log: opts.Logger, clock: opts.Clock,
-		routes: map[string]*route{}, listed: map[string]string{},
+		routes: map[string]*route{}, listed: map[string]string{}, syncBusy: make(chan struct{}, 1),
+		toolsListed: map[string]bool{},
 	}
 	g.stopping, g.shutdown = context.WithCancel(context.Background())
 	g.relayBuffers.New = func() any { b := make([]byte, 8<<10); return &b }
@@ -255,12 +261,26 @@ func (f *inflight) wait(ctx context.Context) error {
 // their namespaced names; tools that disappeared are withdrawn. Prompts,
 // resources and templates are listed and published with them (syncSurface).
 func (g *Gateway) SyncTools(ctx context.Context) {
+	// One sync at a time: an older listing published after a newer one
+	// would bring back what the newer withdrew.
+	select {
+	case g.syncBusy <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-g.syncBusy }()
 	next := map[string]*mcp.Tool{}
 	routes := map[string]*route{}
 	for _, u := range g.pool.All() {
-		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		tools, err := u.Tools(tctx)
-		cancel()
+		var tools []*mcp.Tool
+		err := errNotListed
+		// An upstream without a session is not waited for: its tools are
+		// listed when it connects (its new session triggers a sync).
+		if u.Connected() {
+			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			tools, err = u.Tools(tctx)
+			cancel()
+		}
 		if err != nil {
 			g.log.Debug("upstream tools not available yet", "upstream", u.Name(), "err", err)
 			// Keep what was listed before: a reconnect must not make tools
@@ -277,6 +297,9 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 			g.mu.Unlock()
 			continue
 		}
+		g.mu.Lock()
+		g.toolsListed[u.Name()] = true
+		g.mu.Unlock()
 		cfg := u.Config()
 		for _, t := range tools {
 			name := t.Name
@@ -300,6 +323,9 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 	g.publish(next, routes)
 	g.syncSurface(ctx)
 }
+
+// errNotListed stands for the tools of an upstream that has no session.
+var errNotListed = errors.New("the upstream has no session")
 
 // publish replaces the listed tools on every server, touching only changes.
 func (g *Gateway) publish(next map[string]*mcp.Tool, routes map[string]*route) {
@@ -351,12 +377,36 @@ func (g *Gateway) RunToolSync(ctx context.Context, every time.Duration) {
 	}
 }
 
-// route returns where a downstream tool name leads.
+// route returns where a downstream tool name leads: a listed tool, or a
+// consequential tool the configuration names on an upstream that has no
+// session or whose tools are not listed yet, so that a call is answered
+// for what it is (upstream_unavailable, or a retry attaching to its
+// operation) rather than as an unknown tool.
 func (g *Gateway) route(name string) (*route, bool) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	r, ok := g.routes[name]
-	return r, ok
+	var listed map[string]bool
+	if !ok {
+		listed = maps.Clone(g.toolsListed)
+	}
+	g.mu.Unlock()
+	if ok {
+		return r, true
+	}
+	for _, u := range g.pool.All() {
+		cfg := u.Config()
+		tool, ok := strings.CutPrefix(name, cfg.ToolPrefix()+".")
+		if cfg.ToolPrefix() == "" {
+			tool, ok = name, true
+		}
+		if !ok || listed[u.Name()] && u.Connected() {
+			continue
+		}
+		if c := g.catalog.Contract(u.Name(), tool); c != nil {
+			return &route{upstream: u.Name(), tool: tool, policy: cfg.Tools[tool], contract: c}, true
+		}
+	}
+	return nil, false
 }
 
 // OperationIDArgument is the argument taskgate adds to a consequential

@@ -98,10 +98,24 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	}
 	log = log.With("operation_id", opID)
 
+	up, ok := g.pool.Get(r.upstream)
+	connected := ok && up.Connected()
+	if !connected {
+		existing, err := g.store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: tenant, OperationID: opID})
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			return h.refuse(ctx, log, tenant, opID, string(fp), requestID, source, ledger.ReasonUpstreamUnavailable,
+				fmt.Sprintf("upstream %s of %s is not connected, so the call was not accepted and nothing was started; retry with the same operation ID once it is back", r.upstream, call.Name), nil), nil
+		case err != nil:
+			return nil, fmt.Errorf("look up operation %s while its upstream is down: %w", opID, err)
+		}
+		log.Info("the upstream is down; the retry attaches to its operation, which dispatches when the upstream is back", "state", existing.State)
+	}
+
 	estimate := money.Zero(r.policy.Contract.Cost.Currency)
 	if e := r.policy.Contract.Cost; e.Estimate != nil || e.EstimateTool != nil {
-		up, ok := g.pool.Get(r.upstream)
-		if ok {
+		// A retry of an accepted operation attaches without a new price.
+		if connected {
 			var perr error
 			estimate, perr = r.contract.Estimate(ctx, worker.ProviderCaller(up), args)
 			if perr != nil {

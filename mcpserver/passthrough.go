@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -64,7 +65,7 @@ func (g *Gateway) upstreamError(ctx context.Context, r *route, err error) error 
 	}
 	g.log.Warn("a pass-through call failed", "upstream", r.upstream, "tool", r.tool, "err", err)
 	e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s did not answer; try again shortly", r.upstream)}
-	e.Data, _ = json.Marshal(map[string]string{"reason": "upstream_unavailable"})
+	e.Data, _ = json.Marshal(map[string]string{"reason": ledger.ReasonUpstreamUnavailable})
 	return e
 }
 

@@ -46,8 +46,8 @@ type surfaceState struct {
 	subs     map[subscription]map[*mcp.ServerSession]bool
 	watched  map[*mcp.ServerSession]bool
 	syncBusy chan struct{}
-	// resync asks for a syncSurface soon; one pending request stands for
-	// any number.
+	// resync asks for a SyncTools (tools, prompts, resources) soon; one
+	// pending request stands for any number.
 	resync chan struct{}
 }
 
@@ -102,7 +102,7 @@ func (g *Gateway) initSurface() {
 			case <-g.stopping.Done():
 				return
 			case <-g.surface.resync:
-				g.syncSurface(g.stopping)
+				g.SyncTools(g.stopping)
 			}
 		}
 	}()
@@ -180,7 +180,7 @@ func (g *Gateway) surfaceChanged(ch upstream.SurfaceChange) {
 	switch ch.Kind {
 	case upstream.ResourceUpdated:
 		g.resourceUpdated(ch.Upstream, ch.Updated)
-	case upstream.ResourcesChanged, upstream.PromptsChanged, upstream.SessionStarted:
+	case upstream.ResourcesChanged, upstream.PromptsChanged, upstream.SessionStarted, upstream.ToolsChanged:
 		// Not on the notification handler: listing waits for the session.
 		select {
 		case g.surface.resync <- struct{}{}:

@@ -26,6 +26,8 @@ const (
 	ResourceUpdated
 	// SessionStarted: a new session, whose lists may differ from the last.
 	SessionStarted
+	// ToolsChanged: notifications/tools/list_changed.
+	ToolsChanged
 )
 
 // A SurfaceChange is one announcement of an upstream. Updated is set for
@@ -48,8 +50,8 @@ type surface struct {
 }
 
 // OnSurfaceChange registers fn to be told of every list change and resource
-// update the upstream announces, and of every new session. fn runs on the session's notification
-// handler and must not block for long.
+// update the upstream announces, and of every new session. fn runs on the
+// session's notification handler and must not block for long.
 func (u *Upstream) OnSurfaceChange(fn func(SurfaceChange)) {
 	u.surface.mu.Lock()
 	defer u.surface.mu.Unlock()

@@ -220,6 +220,13 @@ func (u *Upstream) Ready(ctx context.Context) error {
 	return nil
 }
 
+// Connected reports whether the upstream has a session now.
+func (u *Upstream) Connected() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.conn != nil
+}
+
 // ping checks that a session answers: with ping up to protocol 2025-11-25,
 // with server/discover from 2026-07-28, which has no ping (the go-sdk sends
 // it through CallCustomMethod and adds the per-request _meta).
@@ -278,6 +285,7 @@ func (u *Upstream) toolsChanged(context.Context, *mcp.ToolListChangedRequest) {
 	u.toolsGen++
 	u.mu.Unlock()
 	u.logger.Debug("upstream tool list changed")
+	u.announce(SurfaceChange{Kind: ToolsChanged})
 }
 
 // bound applies the upstream's timeout to ctx.

@@ -60,6 +60,10 @@ type Options struct {
 	NoWorker bool
 	// ToolSync is how often upstream tool lists are re-read; default 10s.
 	ToolSync time.Duration
+	// ServeAtOnce makes Start return as soon as the gateway serves.
+	// Otherwise it returns once every upstream has connected and its tools
+	// are listed, or after five seconds (the gateway serves meanwhile).
+	ServeAtOnce bool
 }
 
 // Daemon is a running gateway.
@@ -119,12 +123,19 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	metrics := mcpserver.NewMetrics(d.Registry, d.Store)
 
 	d.Pool = upstream.NewPool(cfg.Upstreams, &upstream.Options{Logger: log, Observe: metrics.ObserveUpstream, ClientName: "taskgate"})
-	d.Pool.Start(context.WithoutCancel(ctx))
-
 	d.Gateway, err = mcpserver.New(&mcpserver.Options{Store: d.Store, Pool: d.Pool, Config: cfg, Metrics: metrics, Logger: log})
 	if err != nil {
 		return nil, err
 	}
+	// The listener opens before any upstream is waited for: health, the
+	// ledger's tasks and the tools of every upstream that is up must not
+	// depend on one that is down.
+	if !opts.NoHTTP {
+		if err := d.listen(opts); err != nil {
+			return nil, err
+		}
+	}
+	d.Pool.Start(context.WithoutCancel(ctx))
 	if !opts.NoWorker {
 		d.Worker, err = worker.New(&worker.Options{Store: d.Store, Upstreams: worker.FromPool(d.Pool), Catalog: d.Gateway.Catalog(), Config: cfg, Logger: log, Secrets: opts.Secrets})
 		if err != nil {
@@ -147,24 +158,28 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 		defer close(d.syncDone)
 		d.Gateway.RunToolSync(syncCtx, every)
 	}()
-	d.waitForTools(ctx)
-
-	if opts.NoHTTP {
-		return d, nil
+	if !opts.ServeAtOnce {
+		d.waitForUpstreams(ctx)
 	}
+	return d, nil
+}
+
+// listen opens the HTTP listener and serves the gateway on it.
+func (d *Daemon) listen(opts *Options) error {
+	cfg, log := d.Config, d.log
 	auth, err := authenticator(cfg, d.Store, log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	restAPI := api.New(&api.Options{Store: d.Store, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
 	handler, err := d.Gateway.Handler(&mcpserver.HTTPOptions{Auth: auth, Gatherer: d.Registry, Extra: restAPI.Register})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	ln := opts.Listener
 	if ln == nil {
 		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-			return nil, fmt.Errorf("listen on %s (listen in %s): %w", cfg.Listen, cfg.File, err)
+			return fmt.Errorf("listen on %s (listen in %s): %w", cfg.Listen, cfg.File, err)
 		}
 	}
 	d.URL = "http://" + ln.Addr().String()
@@ -178,7 +193,7 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	d.httpDone = make(chan error, 1)
 	go func() { d.httpDone <- d.http.Serve(ln) }()
 	log.Info("taskgate is serving", "mcp", d.URL+"/mcp", "ledger", dburl.Describe(cfg.Database), "upstreams", len(cfg.Upstreams))
-	return d, nil
+	return nil
 }
 
 // sealPlaintext seals the secret arguments that operations accepted before
@@ -210,23 +225,36 @@ func sharedLedger(opts *Options) bool {
 	return !strings.HasPrefix(opts.Config.Database, "sqlite:")
 }
 
-// waitForTools gives upstreams a moment to connect so that the first
-// tools/list is complete; tools that come later are published when they do.
-func (d *Daemon) waitForTools(ctx context.Context) {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		ready := 0
+// upstreamWait bounds how long Start waits for upstreams to connect.
+const upstreamWait = 5 * time.Second
+
+// waitForUpstreams returns once every upstream has a session and its tools
+// are listed, or after upstreamWait, so that a caller of Start sees a
+// complete tool list when the upstreams are up. The gateway serves
+// meanwhile; an upstream that connects later is listed when it does.
+func (d *Daemon) waitForUpstreams(ctx context.Context) {
+	deadline := time.NewTimer(upstreamWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		connected := 0
 		for _, u := range d.Pool.All() {
-			rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			if u.Ready(rctx) == nil {
-				ready++
+			if u.Connected() {
+				connected++
 			}
-			cancel()
 		}
-		if ready == len(d.Pool.All()) {
+		if connected == len(d.Pool.All()) {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			d.log.Warn("serving before every upstream connected; their tools are listed when they do", "connected", connected, "upstreams", len(d.Pool.All()))
+			return
+		case <-tick.C:
+		}
 	}
 	d.Gateway.SyncTools(ctx)
 }

@@ -82,7 +82,7 @@ func (e *env) serveCmd() *cobra.Command {
 			gc := daemon.TuneGC(e.getenv)
 			ctx := cmd.Context()
 			log.Info("starting", "gogc", gc, "secrets", ring)
-			d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log, NoHTTP: stdio, NoWorker: noWorker, Secrets: ring})
+			d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log, NoHTTP: stdio, NoWorker: noWorker, Secrets: ring, ServeAtOnce: !stdio})
 			if err != nil {
 				return err
 			}
