@@ -18,6 +18,8 @@
 package config
 
 import (
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/taskgate/taskgate/ledger"
@@ -58,6 +60,11 @@ type Config struct {
 	// operation ended. Operation rows themselves are the ledger and stay.
 	// Default 24h.
 	Retention time.Duration `yaml:"retention"`
+	// ControlSocket is the Unix socket on which `taskgate serve` takes
+	// `taskgate reload`; only the gateway's user may connect (mode 0600).
+	// Default taskgate-HOST-PORT.sock (from listen) in the system's
+	// temporary directory; none for `serve --stdio` or port 0 unless set.
+	ControlSocket string `yaml:"control_socket"`
 	// Worker tunes background work.
 	Worker Worker `yaml:"worker"`
 	// Auth configures downstream authentication.
@@ -158,6 +165,20 @@ type Upstream struct {
 	// Tools configures tools by their upstream name. Tools not listed pass
 	// straight through as non-consequential.
 	Tools map[string]*Tool `yaml:"tools"`
+}
+
+// ControlSocketPath is ControlSocket, or its default in tempDir; "" (no
+// socket) when it is unset and listen names port 0, which gives no name
+// another process could find.
+func (c *Config) ControlSocketPath(tempDir string) string {
+	if c.ControlSocket != "" {
+		return c.ControlSocket
+	}
+	if strings.HasSuffix(c.Listen, ":0") {
+		return ""
+	}
+	name := strings.NewReplacer(":", "-", "[", "", "]", "", "/", "-").Replace(c.Listen)
+	return filepath.Join(tempDir, "taskgate-"+name+".sock")
 }
 
 // ToolPrefix returns the namespace prefix of the upstream's tools.

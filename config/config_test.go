@@ -245,7 +245,7 @@ func TestInvalid(t *testing.T) {
 		{"doc example", base + "        consequential: true\n        retry_policy: lookup_then_attach\n", "t.yaml:7: upstreams[0].tools.t.retry_policy: lookup_then_attach needs contract.lookup: "},
 
 		// Shapes and types, before any value is looked at.
-		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, allowed_origins, wait, task_ttl, poll_interval, retention, worker, auth, secrets, upstreams)"},
+		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, allowed_origins, wait, task_ttl, poll_interval, retention, control_socket, worker, auth, secrets, upstreams)"},
 		{"unknown nested field", base + "        consequential: true\n        contract:\n          lookup: {tool: l, stauts_field: s}\n", "t.yaml:8: upstreams[0].tools.t.contract.lookup.stauts_field: unknown field (known: tool, arguments, status_field, remote_job_id_field, jobs_field, statuses, not_found_safe_after)"},
 		{"number for a duration", "wait: 30\n", "t.yaml:1: wait: 30 is not a duration; write 30s"},
 		{"unknown secrets store", "secrets:\n  store: vault\n", `t.yaml:2: secrets.store: "vault" is not encrypted or plaintext`},
@@ -338,12 +338,12 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		placeholder = ": the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}"
 	)
 	want := []string{
-		"t.yaml:65: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
-		"t.yaml:70: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
-		"t.yaml:90: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
-		"t.yaml:82: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:87: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:97: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:66: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
+		"t.yaml:71: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
+		"t.yaml:91: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
+		"t.yaml:83: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:88: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:98: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -31,6 +31,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -66,7 +67,7 @@ type Gateway struct {
 	store   ledger.Store
 	pool    *upstream.Pool
 	catalog *provider.Catalog
-	cfg     *config.Config
+	cfg     atomic.Pointer[config.Config]
 	metrics *Metrics
 	log     *slog.Logger
 	clock   func() time.Time
@@ -117,11 +118,12 @@ func New(opts *Options) (*Gateway, error) {
 		return nil, errors.New("mcpserver: Store, Pool and Config are required")
 	}
 	g := &Gateway{
-		store: opts.Store, pool: opts.Pool, cfg: opts.Config, catalog: provider.NewCatalog(opts.Config),
+		store: opts.Store, pool: opts.Pool, catalog: provider.NewCatalog(opts.Config),
 		metrics: opts.Metrics, log: opts.Logger, clock: opts.Clock,
 		routes: map[string]*route{}, listed: map[string]string{}, syncBusy: make(chan struct{}, 1),
 		toolsListed: map[string]bool{},
 	}
+	g.cfg.Store(opts.Config)
 	g.stopping, g.shutdown = context.WithCancel(context.Background())
 	g.relayBuffers.New = func() any { b := make([]byte, 8<<10); return &b }
 	if g.log == nil {
@@ -135,6 +137,23 @@ func New(opts *Options) (*Gateway, error) {
 	}
 	g.initSurface()
 	return g, nil
+}
+
+// config is the configuration in force: the one the gateway started with,
+// or the last one applied by Reconfigure.
+func (g *Gateway) config() *config.Config { return g.cfg.Load() }
+
+// Reconfigure puts cfg in force for what comes next: new calls take its
+// tool policies and timings (an accepted operation keeps the policy it was
+// accepted under), retiring names the removed upstreams whose
+// consequential contracts stay known while their operations run, and the
+// tool lists are synced with the pool (which the caller has applied cfg
+// to). The fields config.CheckReload guards keep what the gateway started
+// with.
+func (g *Gateway) Reconfigure(cfg *config.Config, retiring []string) {
+	g.cfg.Store(cfg)
+	g.catalog.Replace(cfg, retiring)
+	g.requestSync()
 }
 
 // Catalog returns the contracts of the consequential tools.

@@ -135,12 +135,12 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		return g.store.Accept(context.WithoutCancel(ctx), &ledger.AcceptParams{
 			Tenant: tenant, OperationID: opID, Upstream: r.upstream, Tool: r.tool,
 			Fingerprint: string(fp), Arguments: args, RequestID: requestID, TaskID: ledger.NewTaskID(),
-			Source: source, RetryPolicy: r.policy.RetryPolicy, TTL: g.cfg.TaskTTL, Priced: r.contract.Priced(),
+			Source: source, RetryPolicy: r.policy.RetryPolicy, TTL: g.config().TaskTTL, Priced: r.contract.Priced(),
 			SecretArguments: r.policy.SecretArguments,
 			InputChannel:    inputChannel(&call.Caller),
 			Approval:        ledger.ApprovalRequirement{Required: r.policy.Approval == ledger.ApprovalRequired, Estimate: estimate},
 			Enqueue:         worker.Dispatch,
-			QueueLease:      g.cfg.Worker.Lease,
+			QueueLease:      g.config().Worker.Lease,
 		})
 	}
 	res, err := accept(requestID)
@@ -197,7 +197,7 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 // the configured wait elapses or the gateway shuts down, then answers what
 // is known.
 func (h *host) await(ctx context.Context, log *slog.Logger, r *route, op *ledger.Operation, requestID string) (*taskwire.Outcome, error) {
-	wait := h.g.cfg.Wait
+	wait := h.g.config().Wait
 	if r.policy.Wait > 0 {
 		wait = r.policy.Wait
 	}
@@ -211,7 +211,7 @@ func (h *host) await(ctx context.Context, log *slog.Logger, r *route, op *ledger
 	}
 	if !final.State.Terminal() {
 		h.record(log, requestID, ledger.ClientTimedOut)
-		retry := h.g.cfg.PollInterval.Milliseconds()
+		retry := h.g.config().PollInterval.Milliseconds()
 		return &taskwire.Outcome{Result: &mcp.CallToolResult{
 			IsError: true,
 			Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
@@ -257,7 +257,7 @@ func (h *host) waitFor(ctx context.Context, op *ledger.Operation, d time.Duratio
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	pause := firstPoll
-	longest := max(h.g.cfg.PollInterval, firstPoll)
+	longest := max(h.g.config().PollInterval, firstPoll)
 	for {
 		cur, err := h.g.store.OperationGet(context.WithoutCancel(ctx), &ledger.OperationGetParams{ID: op.ID})
 		if err != nil {
@@ -392,7 +392,7 @@ func inputErrorData(err error) map[string]any {
 func (h *host) task(op *ledger.Operation) *taskwire.Task {
 	t := &taskwire.Task{
 		ID: op.TaskID, Status: taskwire.Status(op.State.TaskStatus()), StatusMessage: op.StatusMessage,
-		CreatedAt: op.CreatedAt, LastUpdatedAt: op.UpdatedAt, PollInterval: h.g.cfg.PollInterval,
+		CreatedAt: op.CreatedAt, LastUpdatedAt: op.UpdatedAt, PollInterval: h.g.config().PollInterval,
 	}
 	if op.TTL > 0 {
 		// The wire's ttl counts from creation: a task is kept TTL after it

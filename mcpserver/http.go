@@ -14,15 +14,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
+// Authenticator is what the HTTP surface needs of authentication: an
+// *authn.Authenticator, or an *authn.Switch that a reload can change.
+type Authenticator interface {
+	Middleware(next http.Handler) http.Handler
+	MetadataPath() string
+	MetadataHandler() http.Handler
+}
+
 // HTTPOptions configure Handler.
 type HTTPOptions struct {
 	// Auth authenticates every request to /mcp and to Extra; required.
-	Auth *authn.Authenticator
+	Auth Authenticator
 	// Gatherer serves /metrics; nil disables it.
 	Gatherer prometheus.Gatherer
 	// Extra registers more authenticated routes (the REST API).
@@ -68,8 +75,8 @@ func (g *Gateway) Handler(opts *HTTPOptions) (http.Handler, error) {
 	})
 	mux := http.NewServeMux()
 	legacy := newLegacySessions(sessions, sessionIdle, g.clock)
-	origins := allowedOrigins(g.cfg.PublicURL, g.cfg.AllowedOrigins)
-	mux.Handle("/mcp", g.countRequests(checkOrigin(origins, opts.Auth.Middleware(limitBody(g.cfg.MaxBodyBytes, g.forwardPassThrough(legacy, trackDelivery(g, mcpHandler)))))))
+	origins := allowedOrigins(g.config().PublicURL, g.config().AllowedOrigins)
+	mux.Handle("/mcp", g.countRequests(checkOrigin(origins, opts.Auth.Middleware(limitBody(g.config().MaxBodyBytes, g.forwardPassThrough(legacy, trackDelivery(g, mcpHandler)))))))
 	mux.Handle(opts.Auth.MetadataPath(), opts.Auth.MetadataHandler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -82,7 +89,7 @@ func (g *Gateway) Handler(opts *HTTPOptions) (http.Handler, error) {
 	if opts.Extra != nil {
 		api := http.NewServeMux()
 		opts.Extra(api)
-		mux.Handle("/v1/", opts.Auth.Middleware(limitBody(g.cfg.MaxBodyBytes, api)))
+		mux.Handle("/v1/", opts.Auth.Middleware(limitBody(g.config().MaxBodyBytes, api)))
 	}
 	return mux, nil
 }

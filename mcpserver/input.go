@@ -159,7 +159,7 @@ func (h *host) answer(ctx context.Context, op *ledger.Operation, requestID strin
 	case len(open) == 0:
 		p.To, p.StatusMessage = ledger.StateAccepted, new("answered; sending the answer to "+op.Upstream)
 		p.Input = &ledger.InputUpdate{RequestState: op.RequestState, Responses: rawAll}
-		p.Lease = &ledger.Lease{Owner: ledger.LeaseQueued, Until: now.Add(h.g.cfg.Worker.Lease)}
+		p.Lease = &ledger.Lease{Owner: ledger.LeaseQueued, Until: now.Add(h.g.config().Worker.Lease)}
 		p.Events = []ledger.EventParams{{Kind: ledger.EventInputAnswered, Data: data}}
 		p.Enqueue = []river.InsertManyParams{{Args: worker.DispatchArgs{Operation: op.ID}}}
 		log.Info("the upstream's question was answered; sending again")

@@ -93,9 +93,7 @@ func (g *Gateway) initSurface() {
 	g.surface.prompts = map[string]string{}
 	g.surface.subs = map[subscription]map[*mcp.ServerSession]bool{}
 	g.surface.watched = map[*mcp.ServerSession]bool{}
-	for _, u := range g.pool.All() {
-		u.OnSurfaceChange(g.surfaceChanged)
-	}
+	g.pool.OnSurfaceChange(g.surfaceChanged)
 	go func() {
 		for {
 			select {
@@ -182,10 +180,15 @@ func (g *Gateway) surfaceChanged(ch upstream.SurfaceChange) {
 		g.resourceUpdated(ch.Upstream, ch.Updated)
 	case upstream.ResourcesChanged, upstream.PromptsChanged, upstream.SessionStarted, upstream.ToolsChanged:
 		// Not on the notification handler: listing waits for the session.
-		select {
-		case g.surface.resync <- struct{}{}:
-		default:
-		}
+		g.requestSync()
+	}
+}
+
+// requestSync asks for a SyncTools soon, without waiting for it.
+func (g *Gateway) requestSync() {
+	select {
+	case g.surface.resync <- struct{}{}:
+	default:
 	}
 }
 
@@ -221,13 +224,25 @@ func (g *Gateway) syncSurface(ctx context.Context) {
 		l.gen = gen
 		fresh[u.Name()] = l
 	}
-	if len(fresh) == 0 {
-		return
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.surface.mu.Lock()
 	defer g.surface.mu.Unlock()
+	// What a removed upstream listed goes with it.
+	active := map[string]bool{}
+	for _, u := range g.pool.All() {
+		active[u.Name()] = true
+	}
+	gone := false
+	for name := range g.surface.listings {
+		if !active[name] {
+			delete(g.surface.listings, name)
+			gone = true
+		}
+	}
+	if len(fresh) == 0 && !gone {
+		return
+	}
 	maps.Copy(g.surface.listings, fresh)
 	next, clashes := g.catalogOf(g.surface.listings)
 	for _, c := range clashes {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -67,30 +69,36 @@ func (o *Options) withDefaults() Options {
 	return out
 }
 
-// A Pool holds one managed [Upstream] per configured server. Its methods are
-// safe for concurrent use.
+// A Pool holds one managed [Upstream] per configured server. A reload
+// ([Pool.Apply]) adds, removes and replaces upstreams while the pool runs.
+// Its methods are safe for concurrent use.
 type Pool struct {
-	upstreams []*Upstream
-	byName    map[string]*Upstream
+	opts Options
 
-	mu      sync.Mutex
-	started bool
-	closed  bool
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	active   []*Upstream // configuration order
+	byName   map[string]*Upstream
+	retiring map[string]*Upstream // removed, kept for operations already on them
+	// surfaceFns are told of every upstream's surface changes, also of
+	// upstreams added later.
+	surfaceFns []func(SurfaceChange)
+	ctx        context.Context // set by Start
+	cancel     context.CancelFunc
+	started    bool
+	closed     bool
+	wg         sync.WaitGroup
 }
 
 // NewPool returns a pool for the configured upstreams (nil entries are
 // skipped). It does not connect yet; see [Pool.Start].
 func NewPool(cfgs []*config.Upstream, opts *Options) *Pool {
-	o := opts.withDefaults()
-	p := &Pool{byName: make(map[string]*Upstream, len(cfgs))}
+	p := &Pool{opts: opts.withDefaults(), byName: make(map[string]*Upstream, len(cfgs)), retiring: map[string]*Upstream{}}
 	for _, cfg := range cfgs {
 		if cfg == nil {
 			continue
 		}
-		u := newUpstream(cfg, &o)
-		p.upstreams = append(p.upstreams, u)
+		u := newUpstream(cfg, &p.opts)
+		p.active = append(p.active, u)
 		p.byName[cfg.Name] = u
 	}
 	return p
@@ -106,10 +114,147 @@ func (p *Pool) Start(ctx context.Context) {
 		return
 	}
 	p.started = true
-	ctx, p.cancel = context.WithCancel(ctx)
-	for _, u := range p.upstreams {
-		p.wg.Go(func() { u.run(ctx) })
+	p.ctx, p.cancel = context.WithCancel(ctx)
+	for _, u := range p.active {
+		p.runLocked(u)
 	}
+}
+
+// runLocked starts u's supervisor under the pool's context.
+func (p *Pool) runLocked(u *Upstream) {
+	ctx, stop := context.WithCancel(p.ctx)
+	u.stop, u.done = stop, make(chan struct{})
+	p.wg.Go(func() {
+		defer close(u.done)
+		u.run(ctx)
+	})
+}
+
+// OnSurfaceChange registers fn with every upstream, those a reload adds
+// included (see [Upstream.OnSurfaceChange]).
+func (p *Pool) OnSurfaceChange(fn func(SurfaceChange)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.surfaceFns = append(p.surfaceFns, fn)
+	for _, u := range p.active {
+		u.OnSurfaceChange(fn)
+	}
+}
+
+// Applied says what [Pool.Apply] changed, by upstream name.
+type Applied struct {
+	// Added upstreams are connecting; Removed ones are retiring (see
+	// [Pool.Retiring]); Replaced ones connect anew with their new
+	// settings, the old session serving what was already sent on it until
+	// the upstream's timeout; Updated ones keep their session and take the
+	// new tools, prefix and required setting.
+	Added, Removed, Replaced, Updated []string
+}
+
+// Apply makes the pool serve cfgs: upstreams not in the pool are added,
+// those not in cfgs removed, those whose connection settings changed
+// (config.SameConnection) replaced by a new Upstream of the same name.
+// A removed upstream keeps running for the operations already on it until
+// [Pool.CloseRetired]; it is no longer in [Pool.All] but [Pool.Get] still
+// finds it.
+func (p *Pool) Apply(cfgs []*config.Upstream) (*Applied, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errors.New("the upstream pool is closed")
+	}
+	out := &Applied{}
+	next := make([]*Upstream, 0, len(cfgs))
+	byName := make(map[string]*Upstream, len(cfgs))
+	var replaced []*Upstream
+	for _, cfg := range cfgs {
+		if cfg == nil {
+			continue
+		}
+		old, ok := p.byName[cfg.Name]
+		switch {
+		case ok && config.SameConnection(old.cfg, cfg):
+			old.latest.Store(cfg)
+			next = append(next, old)
+			byName[cfg.Name] = old
+			out.Updated = append(out.Updated, cfg.Name)
+			continue
+		case ok:
+			replaced = append(replaced, old)
+			out.Replaced = append(out.Replaced, cfg.Name)
+		default:
+			if r, was := p.retiring[cfg.Name]; was {
+				// Back before it drained: the old one still serves what
+				// was sent on it, and is closed as a replaced one is.
+				delete(p.retiring, cfg.Name)
+				replaced = append(replaced, r)
+			}
+			out.Added = append(out.Added, cfg.Name)
+		}
+		u := newUpstream(cfg, &p.opts)
+		for _, fn := range p.surfaceFns {
+			u.OnSurfaceChange(fn)
+		}
+		next = append(next, u)
+		byName[cfg.Name] = u
+	}
+	for _, u := range p.active {
+		if _, kept := byName[u.cfg.Name]; !kept {
+			p.retiring[u.cfg.Name] = u
+			out.Removed = append(out.Removed, u.cfg.Name)
+		}
+	}
+	p.active, p.byName = next, byName
+	if p.started {
+		for _, u := range next {
+			if u.done == nil {
+				p.runLocked(u)
+			}
+		}
+		for _, u := range replaced {
+			p.wg.Go(func() {
+				// What was sent on the old session is answered on it: give
+				// it the longest a request may take before closing it.
+				t := time.NewTimer(u.timeout)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-p.ctx.Done():
+				}
+				u.shutdown()
+			})
+		}
+	}
+	return out, nil
+}
+
+// Retiring lists the removed upstreams still running for operations
+// already on them.
+func (p *Pool) Retiring() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.retiring))
+}
+
+// CloseRetired closes a removed upstream once nothing needs it any more.
+func (p *Pool) CloseRetired(name string) error {
+	p.mu.Lock()
+	u, ok := p.retiring[name]
+	delete(p.retiring, name)
+	p.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return u.shutdown()
+}
+
+// shutdown stops the supervisor, waits for it and closes the upstream.
+func (u *Upstream) shutdown() error {
+	if u.stop != nil {
+		u.stop()
+		<-u.done
+	}
+	return u.close()
 }
 
 // Close closes every session and stops every stdio child, waiting until they
@@ -123,25 +268,34 @@ func (p *Pool) Close() error {
 	}
 	p.closed = true
 	cancel := p.cancel
+	all := append(slices.Clone(p.active), slices.Collect(maps.Values(p.retiring))...)
 	p.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
 	p.wg.Wait()
 	var errs []error
-	for _, u := range p.upstreams {
+	for _, u := range all {
 		errs = append(errs, u.close())
 	}
 	return errors.Join(errs...)
 }
 
-// Get returns the upstream with the configured name.
+// Get returns the upstream with the configured name, or a removed one that
+// is still retiring.
 func (p *Pool) Get(name string) (*Upstream, bool) {
-	u, ok := p.byName[name]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if u, ok := p.byName[name]; ok {
+		return u, true
+	}
+	u, ok := p.retiring[name]
 	return u, ok
 }
 
-// All returns every upstream in configuration order.
+// All returns every configured upstream in configuration order.
 func (p *Pool) All() []*Upstream {
-	return append([]*Upstream(nil), p.upstreams...)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.active)
 }

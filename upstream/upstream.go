@@ -45,8 +45,15 @@ type Upstream struct {
 	minBackoff   time.Duration
 	maxBackoff   time.Duration
 
+	// cfg is the configuration the upstream connects by; latest is the
+	// newest with the same connection (tools, prefix, required).
+	latest atomic.Pointer[config.Upstream]
+
 	client   *mcp.Client
 	setupErr error // the upstream cannot be connected at all
+	// stop ends the supervisor; done is closed when it has returned.
+	stop context.CancelFunc
+	done chan struct{}
 	// httpTransport and httpClient are set for HTTP upstreams only.
 	httpTransport *http.Transport
 	httpClient    *http.Client
@@ -111,6 +118,7 @@ func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 	if u.timeout <= 0 {
 		u.timeout = DefaultTimeout
 	}
+	u.latest.Store(cfg)
 	u.logs.logger = u.logger
 	u.impl = &mcp.Implementation{Name: o.ClientName, Version: o.ClientVersion}
 	u.client = mcp.NewClient(u.impl, &mcp.ClientOptions{
@@ -167,8 +175,10 @@ func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 // Name is the configured name.
 func (u *Upstream) Name() string { return u.cfg.Name }
 
-// Config is the upstream's configuration. Do not modify it.
-func (u *Upstream) Config() *config.Upstream { return u.cfg }
+// Config is the upstream's configuration, the latest a reload gave it
+// (one that changes how it connects makes a new Upstream instead). Do not
+// modify it.
+func (u *Upstream) Config() *config.Upstream { return u.latest.Load() }
 
 // Endpoint is the URL, or the command line, for receipts and messages.
 func (u *Upstream) Endpoint() string {

@@ -15,7 +15,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,6 +66,11 @@ type Options struct {
 	// Otherwise it returns once every upstream has connected and its tools
 	// are listed, or after five seconds (the gateway serves meanwhile).
 	ServeAtOnce bool
+	// ControlSocket, when set, is the Unix socket on which Start takes
+	// reloads (taskgate reload); LoadConfig reads the file a reload names,
+	// as the configuration was read at start.
+	ControlSocket string
+	LoadConfig    func(path string) (*config.Config, error)
 }
 
 // Daemon is a running gateway.
@@ -78,12 +85,22 @@ type Daemon struct {
 	// URL is the base URL of the HTTP listener ("" without one).
 	URL string
 
-	log      *slog.Logger
-	ownStore bool
-	http     *http.Server
-	httpDone chan error
-	stopSync context.CancelFunc
-	syncDone chan struct{}
+	log     *slog.Logger
+	secrets *secrets.Ring
+	// auth is the HTTP listener's authentication, which Reload replaces;
+	// nil without a listener.
+	auth *authn.Switch
+	// reloadMu serialises reloads and guards Config while one runs.
+	reloadMu sync.Mutex
+	reloads  *prometheus.CounterVec
+	// control serves the control socket at controlPath; nil without one.
+	control     *http.Server
+	controlPath string
+	ownStore    bool
+	http        *http.Server
+	httpDone    chan error
+	stopSync    context.CancelFunc
+	syncDone    chan struct{}
 }
 
 // Start opens, connects and starts everything, in order.
@@ -93,7 +110,7 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Daemon{Config: cfg, Store: opts.Store, log: log, Registry: prometheus.NewRegistry()}
+	d := &Daemon{Config: cfg, Store: opts.Store, log: log, Registry: prometheus.NewRegistry(), secrets: opts.Secrets}
 	defer func() {
 		if err != nil {
 			d.Stop(context.WithoutCancel(ctx))
@@ -121,6 +138,7 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	}
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := mcpserver.NewMetrics(d.Registry, d.Store)
+	d.reloads = newReloadCounter(d.Registry)
 
 	d.Pool = upstream.NewPool(cfg.Upstreams, &upstream.Options{Logger: log, Observe: metrics.ObserveUpstream, ClientName: "taskgate"})
 	d.Gateway, err = mcpserver.New(&mcpserver.Options{Store: d.Store, Pool: d.Pool, Config: cfg, Metrics: metrics, Logger: log})
@@ -156,8 +174,31 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	d.stopSync, d.syncDone = cancel, make(chan struct{})
 	go func() {
 		defer close(d.syncDone)
-		d.Gateway.RunToolSync(syncCtx, every)
+		synced := make(chan struct{})
+		go func() {
+			defer close(synced)
+			d.Gateway.RunToolSync(syncCtx, every)
+		}()
+		defer func() { <-synced }()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-syncCtx.Done():
+				return
+			case <-t.C:
+				d.drainRetired(syncCtx)
+			}
+		}
 	}()
+	if opts.ControlSocket != "" {
+		if opts.LoadConfig == nil {
+			return nil, errors.New("a control socket needs Options.LoadConfig to read the files reloads name")
+		}
+		if err := d.serveControl(opts.ControlSocket, opts.LoadConfig); err != nil {
+			return nil, err
+		}
+	}
 	if !opts.ServeAtOnce {
 		d.waitForUpstreams(ctx)
 	}
@@ -171,8 +212,9 @@ func (d *Daemon) listen(opts *Options) error {
 	if err != nil {
 		return err
 	}
+	d.auth = authn.NewSwitch(auth)
 	restAPI := api.New(&api.Options{Store: d.Store, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
-	handler, err := d.Gateway.Handler(&mcpserver.HTTPOptions{Auth: auth, Gatherer: d.Registry, Extra: restAPI.Register})
+	handler, err := d.Gateway.Handler(&mcpserver.HTTPOptions{Auth: d.auth, Gatherer: d.Registry, Extra: restAPI.Register})
 	if err != nil {
 		return err
 	}
@@ -327,6 +369,12 @@ func (d *Daemon) Stop(ctx context.Context) error {
 			keepStore = true
 		}
 		cancel()
+	}
+	if d.control != nil {
+		errs = append(errs, d.control.Close())
+		if err := os.Remove(d.controlPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
 	}
 	if d.stopSync != nil {
 		d.stopSync()

@@ -3,7 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,16 +64,30 @@ func (e *env) serveCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e.verbose()
-			cfg, err := e.loadConfig(cmd, cfgPath)
+			// A reload reads its file as the configuration was read here,
+			// overrides included.
+			load := func(path string) (*config.Config, error) {
+				cfg, err := e.loadConfig(cmd, path)
+				if err != nil {
+					return nil, err
+				}
+				if listen != "" {
+					if !strings.Contains(cfg.PublicURL, listen) && cfg.PublicURL == "http://"+cfg.Listen {
+						cfg.PublicURL = "http://" + listen
+					}
+					cfg.Listen = listen
+				}
+				return cfg, nil
+			}
+			cfg, err := load(cfgPath)
 			if err != nil {
 				return err
 			}
-			if listen != "" {
-				if !strings.Contains(cfg.PublicURL, listen) && cfg.PublicURL == "http://"+cfg.Listen {
-					cfg.PublicURL = "http://" + listen
-				}
-				cfg.Listen = listen
-			}
+			// SIGHUP reloads; caught from the start, so that one sent while
+			// starting does not end the process.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
 			ring, err := e.secretsRing(cfg)
 			if err != nil {
 				return err
@@ -82,10 +99,28 @@ func (e *env) serveCmd() *cobra.Command {
 			gc := daemon.TuneGC(e.getenv)
 			ctx := cmd.Context()
 			log.Info("starting", "gogc", gc, "secrets", ring)
-			d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log, NoHTTP: stdio, NoWorker: noWorker, Secrets: ring, ServeAtOnce: !stdio})
+			control := cfg.ControlSocketPath(os.TempDir())
+			if stdio && cfg.ControlSocket == "" {
+				// One stdio gateway runs per client: none owns the default.
+				control = ""
+			}
+			d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log, NoHTTP: stdio, NoWorker: noWorker, Secrets: ring, ServeAtOnce: !stdio,
+				ControlSocket: control, LoadConfig: load})
 			if err != nil {
 				return err
 			}
+			go func() {
+				for range hup {
+					log.Info("SIGHUP: reloading the configuration", "file", cfgPath)
+					next, err := load(cfgPath)
+					if err != nil {
+						log.Error("configuration reload refused; the running configuration stays", "file", cfgPath, "err", err)
+						d.ReloadRefused()
+						continue
+					}
+					_, _ = d.Reload(ctx, next)
+				}
+			}()
 			defer func() {
 				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 				defer cancel()
