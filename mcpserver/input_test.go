@@ -163,8 +163,17 @@ type inputGateway struct {
 // simulated provider, its secret argument sealed with the key in keyFile;
 // edit changes the text.
 func inputConfig(upstreamURL, db, keyFile string, edit func(string) string) string {
-	y := fixtures.ConfigYAML("unused", "127.0.0.1:0", db, fixtures.ConfigOptions{})
-	y = y[:strings.Index(y, "upstreams:")] + fmt.Sprintf("secrets:\n  key_file: %q\n", keyFile) + fmt.Sprintf(`upstreams:
+	y := withFilesUpstream(fixtures.ConfigYAML("unused", "127.0.0.1:0", db, fixtures.ConfigOptions{SecretsKeyFile: keyFile}), upstreamURL)
+	if edit != nil {
+		y = edit(y)
+	}
+	return y
+}
+
+// withFilesUpstream is the harness configuration y with files, at
+// upstreamURL, in place of the simulated provider.
+func withFilesUpstream(y, upstreamURL string) string {
+	return y[:strings.Index(y, "upstreams:")] + fmt.Sprintf(`upstreams:
   - name: files
     url: %s/mcp
     timeout: 5s
@@ -186,10 +195,6 @@ func inputConfig(upstreamURL, db, keyFile string, edit func(string) string) stri
             statuses: {not_found: [not_found], completed: [completed]}
       lookup_job: {}
 `, upstreamURL)
-	if edit != nil {
-		y = edit(y)
-	}
-	return y
 }
 
 func startInputGateway(t *testing.T, upstreamURL, db string, edit func(string) string) *inputGateway {
