@@ -52,7 +52,13 @@ type TransitionParams struct {
 	// Input, when set, replaces the operation's outstanding question and
 	// recorded answers.
 	Input *InputUpdate
-	Now   time.Time
+	// InputWas, when set, makes the change apply only while the
+	// operation's question round is still exactly this one (requests,
+	// request state and answers as read): ErrStateChanged otherwise. Two
+	// answers to different keys of one question both read the same round;
+	// the later must read again rather than overwrite the other's answer.
+	InputWas *InputUpdate
+	Now      time.Time
 }
 
 // InputUpdate is the operation's question round as it now stands: the

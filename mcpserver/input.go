@@ -67,14 +67,38 @@ func declining(raw json.RawMessage) string {
 	return ""
 }
 
+// answerTries bounds how often an answer is computed again after the
+// question changed under it. Each retry follows another answer that was
+// recorded, and so answered a key, or the end of the wait.
+const answerTries = 16
+
 // answer records the client's responses to op's outstanding question.
 // Responses to keys that are not outstanding are ignored, as the
 // specification asks; so is everything when the operation no longer waits
-// on a question.
+// on a question. The write names the question round it was computed from;
+// when another answer (or anything else) changed the round first, the
+// operation is read again and the answer computed again, so that
+// simultaneous answers to different keys all count.
 func (h *host) answer(ctx context.Context, op *ledger.Operation, requestID string, responses map[string]json.RawMessage) error {
+	for range answerTries {
+		done, err := h.answerOnce(ctx, op, requestID, responses)
+		if done || err != nil {
+			return err
+		}
+		if op, err = h.g.store.OperationGet(context.WithoutCancel(ctx), &ledger.OperationGetParams{ID: op.ID}); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("the question of operation %q kept changing while the answer was recorded; send the answer again", op.OperationID)
+}
+
+// answerOnce records responses against op's question round as read; done
+// is false when the round changed before the write, which then changed
+// nothing.
+func (h *host) answerOnce(ctx context.Context, op *ledger.Operation, requestID string, responses map[string]json.RawMessage) (done bool, err error) {
 	open, err := questions(op)
 	if err != nil || len(open) == 0 {
-		return err
+		return true, err
 	}
 	taken := map[string]json.RawMessage{}
 	actions := map[string]string{}
@@ -95,18 +119,18 @@ func (h *host) answer(ctx context.Context, op *ledger.Operation, requestID strin
 		}
 	}
 	if len(taken) == 0 {
-		return nil
+		return true, nil
 	}
 	asked, err := h.latestQuestion(ctx, op)
 	if err != nil {
-		return err
+		return true, err
 	}
 	inFlight := asked.InFlight
 	// The answers to send are keyed as the upstream keyed its questions.
 	all := map[string]json.RawMessage{}
 	if len(op.InputResponses) > 0 {
 		if err := json.Unmarshal(op.InputResponses, &all); err != nil {
-			return fmt.Errorf("the recorded answers of operation %q are unreadable: %w", op.OperationID, err)
+			return true, fmt.Errorf("the recorded answers of operation %q are unreadable: %w", op.OperationID, err)
 		}
 	}
 	for k, r := range taken {
@@ -115,11 +139,11 @@ func (h *host) answer(ctx context.Context, op *ledger.Operation, requestID strin
 	}
 	rawTaken, err := json.Marshal(taken)
 	if err != nil {
-		return err
+		return true, err
 	}
 	rawAll, err := json.Marshal(all)
 	if err != nil {
-		return err
+		return true, err
 	}
 	data := ledger.InputAnsweredData{
 		Actions: actions, RequestID: requestID, Responses: ledger.RedactSecrets(rawTaken, op.Arguments, op.SecretArguments), Send: op.SendCount,
@@ -128,8 +152,15 @@ func (h *host) answer(ctx context.Context, op *ledger.Operation, requestID strin
 		data.Actions = nil
 	}
 	now := h.g.clock()
-	p := &ledger.TransitionParams{OperationRef: op.ID, From: []ledger.State{ledger.StateInputRequired}}
-	log := h.g.log.With("tenant", op.Tenant, "operation_id", op.OperationID, "keys", slices.Sorted(maps.Keys(taken)))
+	p := &ledger.TransitionParams{
+		OperationRef: op.ID, From: []ledger.State{ledger.StateInputRequired},
+		InputWas: &ledger.InputUpdate{Requests: op.InputRequests, RequestState: op.RequestState, Responses: op.InputResponses},
+	}
+	// What is logged once the answer is recorded.
+	var (
+		say   string
+		attrs []any
+	)
 	switch {
 	case declined != "":
 		msg := fmt.Sprintf("the user answered the upstream's question with %s; nothing more was sent to the upstream", declined)
@@ -150,35 +181,38 @@ func (h *host) answer(ctx context.Context, op *ledger.Operation, requestID strin
 		p.Reservation = &ledger.ReservationUpdate{Status: ledger.ReservationReleased}
 		p.Events = []ledger.EventParams{{Kind: ledger.EventInputDeclined, Data: data}}
 		p.Enqueue = []river.InsertManyParams{{Args: worker.ReconcileArgs{Operation: op.ID}}}
-		log.Info("the user declined the upstream's question; the operation ends", "action", declined)
+		say, attrs = "the user declined the upstream's question; the operation ends", []any{"action", declined}
 	case len(open) == 0 && inFlight:
 		p.To, p.StatusMessage = ledger.StateSending, new("answered; the call to "+op.Upstream+" goes on")
 		p.Input = &ledger.InputUpdate{Responses: rawAll}
 		p.Events = []ledger.EventParams{{Kind: ledger.EventInputAnswered, Data: data}}
-		log.Info("the upstream's question was answered; the call that asked it goes on")
+		say = "the upstream's question was answered; the call that asked it goes on"
 	case len(open) == 0:
 		p.To, p.StatusMessage = ledger.StateAccepted, new("answered; sending the answer to "+op.Upstream)
 		p.Input = &ledger.InputUpdate{RequestState: op.RequestState, Responses: rawAll}
 		p.Lease = &ledger.Lease{Owner: ledger.LeaseQueued, Until: now.Add(h.g.config().Worker.Lease)}
 		p.Events = []ledger.EventParams{{Kind: ledger.EventInputAnswered, Data: data}}
 		p.Enqueue = []river.InsertManyParams{{Args: worker.DispatchArgs{Operation: op.ID}}}
-		log.Info("the upstream's question was answered; sending again")
+		say = "the upstream's question was answered; sending again"
 	default:
 		rest, err := json.Marshal(open)
 		if err != nil {
-			return err
+			return true, err
 		}
 		p.Input = &ledger.InputUpdate{Requests: rest, RequestState: op.RequestState, Responses: rawAll}
 		p.Events = []ledger.EventParams{{Kind: ledger.EventInputAnswered, Data: data}}
-		log.Info("part of the upstream's question was answered", "open", slices.Sorted(maps.Keys(open)))
+		say, attrs = "part of the upstream's question was answered", []any{"open", slices.Sorted(maps.Keys(open))}
 	}
-	_, err = h.g.store.Transition(context.WithoutCancel(ctx), p)
-	if errors.Is(err, ledger.ErrStateChanged) {
-		// It stopped waiting meanwhile (answered elsewhere, cancelled):
-		// the answer is no longer outstanding.
-		return nil
+	if _, err = h.g.store.Transition(context.WithoutCancel(ctx), p); errors.Is(err, ledger.ErrStateChanged) {
+		// Another answer came first, or the operation stopped waiting
+		// (answered elsewhere, cancelled): read it again to see what is
+		// still outstanding.
+		return false, nil
 	}
-	return err
+	if err == nil {
+		h.g.log.With("tenant", op.Tenant, "operation_id", op.OperationID, "keys", slices.Sorted(maps.Keys(taken))).Info(say, attrs...)
+	}
+	return true, err
 }
 
 // latestQuestion is the record of op's latest question: whether it was

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -161,8 +163,17 @@ type inputGateway struct {
 // simulated provider, its secret argument sealed with the key in keyFile;
 // edit changes the text.
 func inputConfig(upstreamURL, db, keyFile string, edit func(string) string) string {
-	y := fixtures.ConfigYAML("unused", "127.0.0.1:0", db, fixtures.ConfigOptions{})
-	y = y[:strings.Index(y, "upstreams:")] + fmt.Sprintf("secrets:\n  key_file: %q\n", keyFile) + fmt.Sprintf(`upstreams:
+	y := withFilesUpstream(fixtures.ConfigYAML("unused", "127.0.0.1:0", db, fixtures.ConfigOptions{SecretsKeyFile: keyFile}), upstreamURL)
+	if edit != nil {
+		y = edit(y)
+	}
+	return y
+}
+
+// withFilesUpstream is the harness configuration y with files, at
+// upstreamURL, in place of the simulated provider.
+func withFilesUpstream(y, upstreamURL string) string {
+	return y[:strings.Index(y, "upstreams:")] + fmt.Sprintf(`upstreams:
   - name: files
     url: %s/mcp
     timeout: 5s
@@ -184,10 +195,6 @@ func inputConfig(upstreamURL, db, keyFile string, edit func(string) string) stri
             statuses: {not_found: [not_found], completed: [completed]}
       lookup_job: {}
 `, upstreamURL)
-	if edit != nil {
-		y = edit(y)
-	}
-	return y
 }
 
 func startInputGateway(t *testing.T, upstreamURL, db string, edit func(string) string) *inputGateway {
@@ -550,7 +557,8 @@ func TestUnansweredQuestionEndsWithTheTask(t *testing.T) {
 
 // elicitingUpstream is a 2025-11-25 server whose confirm_delete asks the
 // user with elicitation/create within the call, and starts its one job,
-// keyed by the idempotency key, only when the user confirms.
+// keyed by the idempotency key, only when the user confirms; otherwise it
+// answers with an error result that names no job.
 type elicitingUpstream struct {
 	mu      sync.Mutex
 	jobs    map[string]string
@@ -571,7 +579,7 @@ func newElicitingUpstream(t *testing.T) (*elicitingUpstream, string) {
 		defer u.mu.Unlock()
 		u.actions = append(u.actions, res.Action)
 		if res.Action != "accept" || res.Content["confirm"] != true {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "kept " + a.Filename}}}, nil, nil
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "kept " + a.Filename + ": the deletion was not confirmed"}}}, nil, nil
 		}
 		id, ok := u.jobs[a.IdempotencyKey]
 		if !ok {
@@ -600,55 +608,203 @@ func (u *elicitingUpstream) seen() (jobs int, actions []string) {
 	return len(u.jobs), append([]string(nil), u.actions...)
 }
 
+// jobIDs are the IDs of the jobs the provider started, sorted.
+func (u *elicitingUpstream) jobIDs() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Sorted(maps.Values(u.jobs))
+}
+
+// awaitCallRecorded waits until the worker has recorded what the call of
+// opID came back with: a remote job, or a failure.
+func awaitCallRecorded(t *testing.T, s ledger.Store, opID string) {
+	t.Helper()
+	testwait.Until(t, testCtx(t), "the worker to record what the call came back with", func() (bool, error) {
+		op := operationOf(t, s, opID)
+		for _, k := range []ledger.EventKind{ledger.EventRemoteJobBound, ledger.EventRemoteJobObserved, ledger.EventFailed} {
+			if len(eventsOf(t, s, op, k)) > 0 {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("state %s, nothing recorded of the call yet", op.State)
+	})
+}
+
+// receiptOf is the receipt of opID as the ledger has it now.
+func receiptOf(t *testing.T, s ledger.Store, opID string) *receipt.Receipt {
+	t.Helper()
+	in, err := receipt.Load(testCtx(t), s, operationOf(t, s, opID), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return receipt.Build(in)
+}
+
+// checkReceiptAgainstProvider fails unless the receipt of opID lists
+// exactly the jobs the provider says it started, and its one question
+// with answer.
+func checkReceiptAgainstProvider(t *testing.T, s ledger.Store, opID string, started []string, answer receipt.QuestionAnswer) {
+	t.Helper()
+	// A reconciliation that ran before the call's outcome was recorded
+	// could not know it; the one that outcome queued does.
+	var r *receipt.Receipt
+	testwait.Until(t, testCtx(t), "the receipt to know what the send started", func() (bool, error) {
+		r = receiptOf(t, s, opID)
+		return r.ReconciliationStatus != receipt.ReconciliationIndeterminate, fmt.Errorf("reconciliation %s, last %+v", r.ReconciliationStatus, r.LastReconciliation)
+	})
+	listed := []string{}
+	for _, j := range r.RemoteJobs {
+		listed = append(listed, j.RemoteJobID)
+	}
+	slices.Sort(listed)
+	if started == nil {
+		started = []string{}
+	}
+	if !slices.Equal(listed, started) || r.ObservedRemoteJobs != len(started) {
+		t.Fatalf("the receipt lists remote jobs %v (%d observed); the provider started %v", listed, r.ObservedRemoteJobs, started)
+	}
+	if len(r.Questions) != 1 || r.Questions[0].Answer != answer {
+		t.Fatalf("the receipt's questions = %+v; want one, %s", r.Questions, answer)
+	}
+}
+
 // TestUpstreamElicitationWithinTheCall: a 2025-11-25 upstream's
-// elicitation/create during a consequential call reaches a 2026-07-28
-// client through the task; the answer goes to the call that waits for it.
+// elicitation/create during a consequential call reaches the client
+// through the task (a 2026-07-28 client in tasks/get, answering with
+// tasks/update; a 2025-11-25 client asked on tasks/result); the answer
+// goes to the call that waits for it. A decline the upstream answers with
+// an error naming no job is a send that started nothing: the receipt lists
+// only the jobs the provider started, and says the question was declined.
 func TestUpstreamElicitationWithinTheCall(t *testing.T) {
+	accept := &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}
 	for _, tt := range []struct {
-		name, answer string
-		status       taskwire.Status
-		jobs         int
+		name   string
+		era    fixtures.Era
+		answer *mcp.ElicitResult
+		status taskwire.Status
+		jobs   int
 	}{
-		{"accepted", `{"action":"accept","content":{"confirm":true}}`, taskwire.StatusCompleted, 1},
-		{"declined", `{"action":"decline"}`, taskwire.StatusCancelled, 0},
+		{"2026-07-28 accepted", fixtures.EraExtension, accept, taskwire.StatusCompleted, 1},
+		{"2026-07-28 declined", fixtures.EraExtension, &mcp.ElicitResult{Action: "decline"}, taskwire.StatusCancelled, 0},
+		{"2026-07-28 cancelled by the user", fixtures.EraExtension, &mcp.ElicitResult{Action: "cancel"}, taskwire.StatusCancelled, 0},
+		{"2025-11-25 accepted", fixtures.EraLegacy, accept, taskwire.StatusCompleted, 1},
+		{"2025-11-25 declined", fixtures.EraLegacy, &mcp.ElicitResult{Action: "decline"}, taskwire.StatusCancelled, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			up, upURL := newElicitingUpstream(t)
 			g := startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), nil)
-			cs := g.connect(t, fixtures.EraExtension)
-			task, _, err := taskwire.CallToolAsTask(testCtx(t), cs, deleteCall("op-elicit"), nil)
+			ctx := testCtx(t)
+			var cs *mcp.ClientSession
+			var legacyAsked []*mcp.ElicitParams
+			if tt.era == fixtures.EraLegacy {
+				cs = legacyElicitingClient(t, g, tt.answer, &legacyAsked)
+			} else {
+				cs = g.connect(t, tt.era)
+			}
+			task, _, err := taskwire.CallToolAsTask(ctx, cs, deleteCall("op-elicit"), nil)
 			if err != nil || task == nil {
 				t.Fatalf("tools/call = %v, %v; want a task", task, err)
 			}
-			asked := awaitTask(t, cs, task.ID)
-			if asked.Status != taskwire.StatusInputRequired || len(asked.InputRequests) != 1 {
-				t.Fatalf("task = %s (%s) with %d input requests; want input_required with one", asked.Status, asked.StatusMessage, len(asked.InputRequests))
+			var asked *taskwire.Task
+			testwait.Until(t, ctx, "the task to need input", func() (bool, error) {
+				asked, err = taskwire.GetTask(ctx, cs, task.ID)
+				return err == nil && asked.Status == taskwire.StatusInputRequired, fmt.Errorf("task %+v, %v", asked, err)
+			})
+			if tt.era == fixtures.EraLegacy {
+				res, err := taskwire.TaskResult(ctx, cs, task.ID)
+				if tt.status == taskwire.StatusCompleted && (err != nil || fixtures.ResultText(res) != "deleted report.txt") {
+					t.Fatalf("tasks/result = %s, %v; want deleted report.txt", fixtures.ResultText(res), err)
+				}
+				if tt.status == taskwire.StatusCancelled && err == nil {
+					t.Fatalf("tasks/result of a declined question = %s; want an error", fixtures.ResultText(res))
+				}
+				if len(legacyAsked) != 1 || legacyAsked[0].Message != "Delete report.txt?" {
+					t.Fatalf("the client was asked %+v; want the upstream's question once", legacyAsked)
+				}
+			} else {
+				if len(asked.InputRequests) != 1 {
+					t.Fatalf("task has %d input requests; want one", len(asked.InputRequests))
+				}
+				var key string
+				for k := range asked.InputRequests {
+					key = k
+				}
+				if q := question(t, asked, key); q.Message != "Delete report.txt?" {
+					t.Fatalf("question = %q", q.Message)
+				}
+				raw, err := json.Marshal(tt.answer)
+				if err != nil {
+					t.Fatal(err)
+				}
+				answerTask(t, cs, task.ID, key, string(raw))
 			}
-			var key string
-			for k := range asked.InputRequests {
-				key = k
-			}
-			if q := question(t, asked, key); q.Message != "Delete report.txt?" {
-				t.Fatalf("question = %q", q.Message)
-			}
-			answerTask(t, cs, task.ID, key, tt.answer)
 			done := awaitTask(t, cs, task.ID)
 			if done.Status != tt.status {
 				t.Fatalf("task = %s (%s), want %s", done.Status, done.StatusMessage, tt.status)
 			}
-			testwait.Until(t, testCtx(t), "the upstream to get the answer", func() (bool, error) {
+			testwait.Until(t, ctx, "the upstream to get the answer", func() (bool, error) {
 				jobs, actions := up.seen()
 				return len(actions) == 1, fmt.Errorf("%d jobs, actions %v", jobs, actions)
 			})
-			if jobs, actions := up.seen(); jobs != tt.jobs || !strings.Contains(tt.answer, `"`+actions[0]+`"`) {
-				t.Fatalf("upstream: %d jobs, actions %v; want %d jobs and the answer's action", jobs, actions, tt.jobs)
+			if jobs, actions := up.seen(); jobs != tt.jobs || actions[0] != tt.answer.Action {
+				t.Fatalf("upstream: %d jobs, actions %v; want %d jobs and the answer's action %s", jobs, actions, tt.jobs, tt.answer.Action)
 			}
+			awaitCallRecorded(t, g.store, "op-elicit")
 			op := operationOf(t, g.store, "op-elicit")
 			requested := eventsOf(t, g.store, op, ledger.EventInputRequested)
 			if d, err := ledger.DecodeEventData[ledger.InputRequestedData](requested[0]); err != nil || !d.InFlight || op.SendCount != 1 {
 				t.Fatalf("input_requested = %+v, %v, send count %d; want one in flight and one send", d, err, op.SendCount)
 			}
+			answer := receipt.QuestionAnswered
+			if tt.status == taskwire.StatusCancelled {
+				answer = receipt.QuestionDeclined
+				if op.State != ledger.StateCancelled || !strings.Contains(op.StatusMessage, tt.answer.Action) {
+					t.Fatalf("operation %s (%s); want cancelled, saying %s", op.State, op.StatusMessage, tt.answer.Action)
+				}
+			}
+			checkReceiptAgainstProvider(t, g.store, "op-elicit", up.jobIDs(), answer)
 		})
+	}
+}
+
+// TestTaskCancelledWhileTheCallAsks: a task cancelled while its upstream's
+// question waits within the call tells the upstream "cancel"; that is not
+// the user's answer, so what the upstream answers is kept as the send's
+// outcome, even an error naming no job: only the provider knows whether
+// the call did anything.
+func TestTaskCancelledWhileTheCallAsks(t *testing.T) {
+	up, upURL := newElicitingUpstream(t)
+	g := startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), nil)
+	cs := g.connect(t, fixtures.EraExtension)
+	ctx := testCtx(t)
+	task, _, err := taskwire.CallToolAsTask(ctx, cs, deleteCall("op-cancel-asking"), nil)
+	if err != nil || task == nil {
+		t.Fatalf("tools/call = %v, %v; want a task", task, err)
+	}
+	if asked := awaitTask(t, cs, task.ID); asked.Status != taskwire.StatusInputRequired {
+		t.Fatalf("task = %s (%s), want input_required", asked.Status, asked.StatusMessage)
+	}
+	if _, err := taskwire.CancelTask(ctx, cs, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, ctx, "the upstream to be told", func() (bool, error) {
+		_, actions := up.seen()
+		return len(actions) == 1, fmt.Errorf("actions %v", actions)
+	})
+	if _, actions := up.seen(); actions[0] != "cancel" {
+		t.Fatalf("the upstream was told %v; want cancel", actions)
+	}
+	awaitCallRecorded(t, g.store, "op-cancel-asking")
+	op := operationOf(t, g.store, "op-cancel-asking")
+	jobs, err := g.store.RemoteJobList(ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || !strings.Contains(string(jobs[0].Result), "the deletion was not confirmed") {
+		t.Fatalf("remote jobs = %+v; want the call's one, with the upstream's result", jobs)
+	}
+	if ev := eventsOf(t, g.store, op, ledger.EventInputDeclined); len(ev) != 0 {
+		t.Fatalf("%d input_declined events; want none: the user did not answer", len(ev))
 	}
 }
 

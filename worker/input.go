@@ -209,9 +209,11 @@ func (w *Worker) waitingQuestion(ctx context.Context, l *lease) error {
 // call's outcome is recovered as any uncertain send is; when this worker
 // stops (jobCtx ends), the question stays for recovery to find, which
 // sends the operation to review: nothing can answer the call any more.
-func (w *Worker) elicitThroughTask(jobCtx context.Context, l *lease) Elicit {
+// The relayed it returns says what the client's answers told the upstream.
+func (w *Worker) elicitThroughTask(jobCtx context.Context, l *lease) (Elicit, *relayed) {
+	told := &relayed{}
 	if l.op.InputChannel == ledger.InputChannelNone {
-		return nil
+		return nil, told
 	}
 	// The callback runs on the connection's goroutine, possibly while the
 	// call has already returned to the job's: it reads the operation as it
@@ -223,7 +225,7 @@ func (w *Worker) elicitThroughTask(jobCtx context.Context, l *lease) Elicit {
 		_, err := w.store.Transition(ctx, p)
 		return err
 	}
-	return func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	ask := func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 		key := fmt.Sprintf("send%d_elicitation%d", op.SendCount, asked.Add(1))
 		q := mcp.InputRequestMap{key: p}
 		requests, err := json.Marshal(q)
@@ -261,6 +263,7 @@ func (w *Worker) elicitThroughTask(jobCtx context.Context, l *lease) Elicit {
 				var answers map[string]json.RawMessage
 				var res mcp.ElicitResult
 				if json.Unmarshal(cur.InputResponses, &answers) == nil && json.Unmarshal(answers[key], &res) == nil && res.Action != "" {
+					told.declined.Store(true)
 					return &res, nil
 				}
 				return &mcp.ElicitResult{Action: "cancel"}, nil
@@ -280,6 +283,45 @@ func (w *Worker) elicitThroughTask(jobCtx context.Context, l *lease) Elicit {
 			}
 		}
 	}
+	return ask, told
+}
+
+// relayed is what the client's answers, relayed within one call, told the
+// upstream.
+type relayed struct {
+	// declined: the upstream was given the client's own answer declining
+	// (or cancelling) its question. An operation cancelled while the
+	// question waited is not such an answer: the upstream was told
+	// "cancel" by the gateway, and what it did is its own.
+	declined atomic.Bool
+}
+
+// directOutcome is what a result the upstream returned directly records.
+type directOutcome int
+
+const (
+	// outcomeJob: the result is that of a remote job, the one it names or
+	// else the one the operation ID keys at the provider.
+	outcomeJob directOutcome = iota
+	// outcomeQuestion: the upstream asks the client something first.
+	outcomeQuestion
+	// outcomeNothingStarted: the client declined the upstream's question
+	// within the call and the upstream answered with an error naming no
+	// job; that is the upstream saying it did not do the work.
+	outcomeNothingStarted
+)
+
+// outcomeOf decides what res records: jobID is the remote job res names
+// ("" for none), declined whether the upstream was given the client's
+// decline within the call.
+func outcomeOf(res *mcp.CallToolResult, jobID string, declined bool) directOutcome {
+	switch {
+	case len(res.InputRequests) > 0:
+		return outcomeQuestion
+	case declined && res.IsError && jobID == "":
+		return outcomeNothingStarted
+	}
+	return outcomeJob
 }
 
 // questionLost sends to review an operation whose question was asked

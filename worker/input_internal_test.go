@@ -68,3 +68,33 @@ func TestUniqueKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestOutcomeOf(t *testing.T) {
+	errResult := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "kept"}}}
+	okResult := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "kept"}}}
+	question := &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{Message: "ok?"}}}
+	tests := []struct {
+		name     string
+		res      *mcp.CallToolResult
+		jobID    string
+		declined bool
+		want     directOutcome
+	}{
+		{"a result naming its job", okResult, "del-1", false, outcomeJob},
+		{"a result naming no job", okResult, "", false, outcomeJob},
+		// Also a task cancelled while its question waited: the gateway
+		// told the upstream "cancel", which is not the client's answer, and
+		// the result may be all that shows work was done.
+		{"an error naming no job, nothing declined", errResult, "", false, outcomeJob},
+		{"an error naming no job after a decline", errResult, "", true, outcomeNothingStarted},
+		{"an error naming its job after a decline", errResult, "del-1", true, outcomeJob},
+		{"a success after a decline", okResult, "", true, outcomeJob},
+		{"a question", question, "", false, outcomeQuestion},
+		{"a question after a decline", question, "", true, outcomeQuestion},
+	}
+	for _, tt := range tests {
+		if got := outcomeOf(tt.res, tt.jobID, tt.declined); got != tt.want {
+			t.Errorf("%s: outcomeOf = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}

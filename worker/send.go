@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -56,7 +57,8 @@ func (w *Worker) send(ctx context.Context, l *lease) error {
 		ttl = &op.TTL
 	}
 	log.Info("sending", "upstream", op.Upstream, "tool", op.Tool, "as_task", asTask, "send", op.SendCount)
-	task, res, err := t.up.Send(ctx, params, s.Header, asTask, ttl, w.elicitThroughTask(ctx, l))
+	ask, told := w.elicitThroughTask(ctx, l)
+	task, res, err := t.up.Send(ctx, params, s.Header, asTask, ttl, ask)
 	crashpoint.Reach(crashpoint.AfterUpstreamAccept)
 	var rpcErr *jsonrpc.Error
 	switch {
@@ -88,7 +90,7 @@ func (w *Worker) send(ctx context.Context, l *lease) error {
 	if task != nil {
 		return w.bindTask(ctx, l, t, task)
 	}
-	return w.finishDirect(ctx, l, t, res)
+	return w.finishDirect(ctx, l, t, res, told.declined.Load())
 }
 
 // refusedBeforeStart reports whether a JSON-RPC error code means the
@@ -132,12 +134,17 @@ func (w *Worker) bindTask(ctx context.Context, l *lease, t *target, task *taskwi
 	})
 }
 
-// finishDirect records a result the upstream returned directly.
-func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp.CallToolResult) error {
-	if len(res.InputRequests) > 0 {
-		return w.askClient(ctx, l, res)
-	}
+// finishDirect records a result the upstream returned directly; declined
+// says the upstream was given the client's decline of its question within
+// the call.
+func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp.CallToolResult, declined bool) error {
 	jobID := t.contract.RemoteJobID(res)
+	switch outcomeOf(res, jobID, declined) {
+	case outcomeQuestion:
+		return w.askClient(ctx, l, res)
+	case outcomeNothingStarted:
+		return w.declinedCall(ctx, l, res)
+	}
 	if jobID == "" {
 		// The provider names no job: the operation ID is its only handle.
 		jobID = "call:" + l.op.ProviderKey()
@@ -164,6 +171,37 @@ func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp
 		},
 		Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 	})
+}
+
+// declinedCall records the error an upstream answered a call with after
+// the client declined its question: the send started nothing. The decline
+// already ended the operation and released its reservation.
+func (w *Worker) declinedCall(ctx context.Context, l *lease, res *mcp.CallToolResult) error {
+	msg := ledger.RedactSecretText("the user declined the upstream's question and the upstream answered: "+resultText(res), l.args, l.op.SecretArguments)
+	_, err := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
+		From:    []ledger.State{ledger.StateCancelled},
+		Events:  []ledger.EventParams{{Kind: ledger.EventFailed, Data: ledger.FailedData{Message: msg, NothingStarted: true}}},
+		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.No, RemoteEffect: ledger.No, ChargeStatus: ledger.No},
+		Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+	})
+	if err == nil {
+		w.logger(l.op).Info("the upstream answered the declined question with an error naming no job; nothing started")
+	}
+	return err
+}
+
+// resultText is the text content of res.
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			if b.Len() > 0 {
+				b.WriteString(" ")
+			}
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
 }
 
 // refused ends an operation whose call the upstream refused before any

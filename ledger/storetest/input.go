@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,6 +100,100 @@ func testInputRounds(t *testing.T, newStore Factory) {
 	}
 	if got.RequestState != "opaque-1" || !jsonEqual(got.InputResponses, answer) {
 		t.Fatalf("a send changed the recorded round: state %q, responses %s", got.RequestState, got.InputResponses)
+	}
+}
+
+// testConcurrentAnswers: answers to different keys of one question, each
+// read from the same round and written at once, all count. A write that
+// names the round it read (InputWas) fails with ErrStateChanged once
+// another answer changed it, and the answerer reads again; none
+// overwrites another's answer.
+func testConcurrentAnswers(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx := context.Background()
+	p := params(t, call{"acme", "op-answers", `{}`})
+	p.InputChannel = ledger.InputChannelTaskUpdate
+	op := accept(t, s, p).Operation
+	const n = 6
+	question := map[string]json.RawMessage{}
+	for i := range n {
+		question[fmt.Sprintf("q%d", i)] = json.RawMessage(`{"method":"elicitation/create","params":{"message":"ok?"}}`)
+	}
+	for _, tp := range []*ledger.TransitionParams{
+		{To: ledger.StateSending},
+		{To: ledger.StateInputRequired, Input: &ledger.InputUpdate{Requests: mustJSON(question), RequestState: "opaque"}},
+	} {
+		tp.OperationRef = op.ID
+		if _, err := s.Transition(ctx, tp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// answer records key's answer on the round cur as it read it, moving
+	// the operation on once nothing is left open.
+	answer := func(cur *ledger.Operation, key string) error {
+		open, answers := map[string]json.RawMessage{}, map[string]json.RawMessage{}
+		if err := json.Unmarshal(cur.InputRequests, &open); err != nil {
+			return err
+		}
+		if len(cur.InputResponses) > 0 {
+			if err := json.Unmarshal(cur.InputResponses, &answers); err != nil {
+				return err
+			}
+		}
+		delete(open, key)
+		answers[key] = json.RawMessage(`{"action":"accept"}`)
+		tp := &ledger.TransitionParams{
+			OperationRef: op.ID, From: []ledger.State{ledger.StateInputRequired},
+			InputWas: &ledger.InputUpdate{Requests: cur.InputRequests, RequestState: cur.RequestState, Responses: cur.InputResponses},
+			Input:    &ledger.InputUpdate{RequestState: cur.RequestState, Responses: mustJSON(answers)},
+		}
+		if len(open) == 0 {
+			tp.To = ledger.StateAccepted
+		} else {
+			tp.Input.Requests = mustJSON(open)
+		}
+		_, err := s.Transition(ctx, tp)
+		return err
+	}
+	var read, wg sync.WaitGroup
+	read.Add(n)
+	conflicts := make([]int, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			key := fmt.Sprintf("q%d", i)
+			cur, err := s.OperationGet(ctx, &ledger.OperationGetParams{ID: op.ID})
+			// Every answerer reads the round before any writes it.
+			read.Done()
+			read.Wait()
+			for err == nil {
+				if err = answer(cur, key); !errors.Is(err, ledger.ErrStateChanged) {
+					break
+				}
+				conflicts[i]++
+				cur, err = s.OperationGet(ctx, &ledger.OperationGetParams{ID: op.ID})
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.OperationGet(ctx, &ledger.OperationGetParams{ID: op.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answers map[string]json.RawMessage
+	if err := json.Unmarshal(got.InputResponses, &answers); err != nil {
+		t.Fatalf("recorded answers %s: %v", got.InputResponses, err)
+	}
+	if got.State != ledger.StateAccepted || len(answers) != n || len(got.InputRequests) != 0 || got.RequestState != "opaque" {
+		t.Fatalf("after %d answers written at once: %s, answers %s, requests %s, state %q (conflicts %v); want accepted with every answer",
+			n, got.State, got.InputResponses, got.InputRequests, got.RequestState, conflicts)
+	}
+	if c := slices.Max(conflicts); c == 0 {
+		t.Fatalf("no answer was ever told the round changed (conflicts %v); they cannot all have read the same round and written it", conflicts)
 	}
 }
 

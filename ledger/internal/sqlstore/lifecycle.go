@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,13 @@ func (s *Store) operationByID(ctx context.Context, q Querier, opRef int64) (*led
 	return op, nil
 }
 
+// sameRound reports whether op's question round is w's. The columns hold
+// the JSON as it was written, so what a reader got back compares byte for
+// byte; empty and NULL are alike.
+func sameRound(op *ledger.Operation, w *ledger.InputUpdate) bool {
+	return bytes.Equal(op.InputRequests, w.Requests) && op.RequestState == w.RequestState && bytes.Equal(op.InputResponses, w.Responses)
+}
+
 // Transition implements ledger.Store.
 func (s *Store) Transition(ctx context.Context, p *ledger.TransitionParams) (*ledger.Operation, error) {
 	var out *ledger.Operation
@@ -82,6 +90,9 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 	}
 	if p.RequireLeaseLapsed && !op.LeaseUntil.IsZero() && op.LeaseUntil.After(now) {
 		return nil, fmt.Errorf("operation %d lease runs until %s: %w", op.ID, op.LeaseUntil.Format(time.RFC3339Nano), ledger.ErrStateChanged)
+	}
+	if w := p.InputWas; w != nil && !sameRound(op, w) {
+		return nil, fmt.Errorf("operation %d's question round changed since it was read: %w", op.ID, ledger.ErrStateChanged)
 	}
 
 	var (
