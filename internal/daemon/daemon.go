@@ -145,14 +145,6 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// The listener opens before any upstream is waited for: health, the
-	// ledger's tasks and the tools of every upstream that is up must not
-	// depend on one that is down.
-	if !opts.NoHTTP {
-		if err := d.listen(opts); err != nil {
-			return nil, err
-		}
-	}
 	d.Pool.Start(context.WithoutCancel(ctx))
 	if !opts.NoWorker {
 		d.Worker, err = worker.New(&worker.Options{Store: d.Store, Upstreams: worker.FromPool(d.Pool), Catalog: d.Gateway.Catalog(), Config: cfg, Logger: log, Secrets: opts.Secrets})
@@ -164,6 +156,15 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 		}
 	} else {
 		log.Warn("running without the background worker: operations accepted here are dispatched only by a replica that runs it")
+	}
+	// The listener opens once the worker runs, so that nothing accepted
+	// waits for one, and before any upstream is waited for: health, the
+	// ledger's tasks and the tools of every upstream that is up must not
+	// depend on one that is down.
+	if !opts.NoHTTP {
+		if err := d.listen(opts); err != nil {
+			return nil, err
+		}
 	}
 
 	every := opts.ToolSync
