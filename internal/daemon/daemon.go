@@ -118,7 +118,7 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := mcpserver.NewMetrics(d.Registry, d.Store)
 
-	d.Pool = upstream.NewPool(cfg.Upstreams, &upstream.Options{Logger: log, Observe: metrics.ObserveUpstream, ClientName: "taskgate"})
+	d.Pool = upstream.NewPool(cfg.Upstreams, &upstream.Options{Logger: log, Observe: metrics.ObserveUpstream, StateChanged: metrics.UpstreamStates(cfg.Upstreams), Restarted: metrics.UpstreamRestarted, ClientName: "taskgate"})
 	d.Pool.Start(context.WithoutCancel(ctx))
 
 	d.Gateway, err = mcpserver.New(&mcpserver.Options{Store: d.Store, Pool: d.Pool, Config: cfg, Metrics: metrics, Logger: log})
