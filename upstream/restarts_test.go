@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,6 +150,41 @@ func TestStdioChildThatKeepsCrashingSpendsItsBudget(t *testing.T) {
 	for _, want := range []string{"level=ERROR", "upstream=hosted_test", "crashes_last_minute=3", "max_restarts_per_minute=2", "next_start="} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+// A call that follows, at once, the failure of the call in flight when a
+// stdio child died waits for the next child: the dead session is not
+// used, even before the supervisor has withdrawn it. (A lookup after an
+// uncertain send is such a call.)
+func TestACallAfterTheChildDiedGoesToTheNextChild(t *testing.T) {
+	_, u := startPool(t, stdioConfig("hosted_test", "tiny-legacy"), nil)
+	ctx := testCtx(t)
+	waitReady(ctx, t, u)
+	first := u.pid()
+	for run := range 3 {
+		dying := u.pid()
+		// The child is killed while the call waits for its answer.
+		elicit := func(ctx context.Context, _ *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+			if err := syscall.Kill(dying, syscall.SIGKILL); err != nil {
+				return nil, err
+			}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		if _, err := u.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: askArgs{Label: "A"}}, &CallOptions{Elicit: elicit}); err == nil {
+			t.Fatalf("run %d: the call in flight when its child died succeeded", run)
+		}
+		res, err := u.CallTool(ctx, &mcp.CallToolParams{Name: "count", Arguments: countArgs{Label: "after"}}, nil)
+		if err != nil {
+			t.Fatalf("run %d: a call right after the child died = %v, want it answered by the next child", run, err)
+		}
+		if got := text(res); got != "after" {
+			t.Errorf("run %d: count = %q, want %q", run, got, "after")
+		}
+		if p := u.pid(); p == dying || p == first {
+			t.Errorf("run %d: answered with child %d connected, want a new child", run, p)
 		}
 	}
 }

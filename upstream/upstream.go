@@ -92,6 +92,24 @@ type conn struct {
 	gate     *gate
 	route    *askRoute
 	pid      int // stdio child, 0 for HTTP
+	// ended is closed once a stdio child's output has ended, before the
+	// calls in flight fail and before the supervisor withdraws the
+	// session; nil for HTTP.
+	ended <-chan struct{}
+}
+
+// over reports whether c's stdio child has stopped answering: no request
+// sent on c could be read any more.
+func (c *conn) over() bool {
+	if c.ended == nil {
+		return false
+	}
+	select {
+	case <-c.ended:
+		return true
+	default:
+		return false
+	}
 }
 
 type toolCache struct {
@@ -302,8 +320,11 @@ func (u *Upstream) current(ctx context.Context) (*conn, error) {
 		c, changed, closed, unavailable := u.conn, u.changed, u.closed, u.unavailable
 		u.mu.Unlock()
 		switch {
-		case c != nil:
+		case c != nil && !c.over():
 			return c, nil
+		case c != nil:
+			// The child died: wait until the supervisor replaces the
+			// session, as though the call had come a moment later.
 		case closed:
 			return nil, &notConnectedError{name: u.cfg.Name, cause: errors.New("the upstream pool is closed")}
 		case unavailable != nil:
@@ -453,14 +474,17 @@ func (u *Upstream) connect(ctx context.Context) (*conn, error) {
 	defer cancel()
 	var transport mcp.Transport
 	var cmd *exec.Cmd
+	var ended chan struct{}
 	if u.httpClient != nil {
 		transport = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.httpClient}
 	} else {
 		cmd = u.command()
+		ended = make(chan struct{})
 		transport = taskwire.WrapClientTransport(&tapTransport{
 			inner:    &mcp.CommandTransport{Command: cmd},
 			progress: &u.progress,
 			logs:     &u.logs,
+			ended:    ended,
 		})
 		// A stdio upstream has one session for every call, so it declares
 		// everything a call's client may answer (see stdioCapabilities).
@@ -476,6 +500,7 @@ func (u *Upstream) connect(ctx context.Context) (*conn, error) {
 		era:      taskwire.ServerOffersTasks(cs),
 		gate:     newGate(),
 		route:    &askRoute{},
+		ended:    ended,
 	}
 	if cmd != nil && cmd.Process != nil {
 		c.pid = cmd.Process.Pid
