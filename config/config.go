@@ -162,6 +162,11 @@ type Upstream struct {
 	// Tasks: "auto" (use the upstream's own tasks when it offers them) or
 	// "off" (always call plainly, in the background). Default auto.
 	Tasks string `yaml:"tasks"`
+	// MaxRestartsPerMinute bounds how often a Command upstream's process is
+	// started again after it exited, within any minute; once spent, the
+	// upstream is unavailable until the minute allows another start.
+	// Default 5. Command upstreams only.
+	MaxRestartsPerMinute int `yaml:"max_restarts_per_minute"`
 	// Tools configures tools by their upstream name. Tools not listed pass
 	// straight through as non-consequential.
 	Tools map[string]*Tool `yaml:"tools"`

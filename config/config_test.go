@@ -223,6 +223,9 @@ func TestDefaults(t *testing.T) {
 	if c.Upstreams[0].ToolPrefix() != "" {
 		t.Errorf("explicit empty prefix became %q", c.Upstreams[0].ToolPrefix())
 	}
+	if got := c.Upstreams[0].MaxRestartsPerMinute; got != 5 {
+		t.Errorf("max_restarts_per_minute = %d, want the default 5", got)
+	}
 	if !*c.Auth.APIKeys || c.Auth.StdioTenant != "local" {
 		t.Errorf("auth defaults = %+v", c.Auth)
 	}
@@ -274,6 +277,8 @@ func TestInvalid(t *testing.T) {
 		{"jwt unknown algorithm", "auth:\n  jwt:\n    issuer: https://i.example/\n    audience: a\n    jwks_url: https://i.example/j\n    algorithms: [EdDSA]\n", `auth.jwt.algorithms[0]: "EdDSA" is not supported; use one of RS256,`},
 		{"jwt leeway too long", "auth:\n  jwt:\n    issuer: https://i.example/\n    audience: a\n    jwks_url: https://i.example/j\n    leeway: 10m\n", "t.yaml:6: auth.jwt.leeway: must be between 0s and 5m0s (got 10m0s)"},
 		{"no url or command", "upstreams:\n  - name: up\n", "upstreams[0]: needs a url"},
+		{"negative restart budget", "upstreams:\n  - name: up\n    command: [x]\n    max_restarts_per_minute: -1\n", "t.yaml:4: upstreams[0].max_restarts_per_minute: must be at least 1 (got -1)"},
+		{"restart budget on a url upstream", "upstreams:\n  - name: up\n    url: http://x/mcp\n    max_restarts_per_minute: 3\n", "t.yaml:4: upstreams[0].max_restarts_per_minute: applies only to a command upstream"},
 		{"both url and command", "upstreams:\n  - name: up\n    url: http://x/mcp\n    command: [x]\n", "has both url and command"},
 		{"bad name", "upstreams:\n  - name: Up Stream\n    url: http://x/mcp\n", "upstreams[0].name: \"Up Stream\" must be lowercase"},
 		{"duplicate names", "upstreams:\n  - name: a\n    url: http://x/mcp\n  - name: a\n    url: http://y/mcp\n    prefix: b\n", "upstreams[1].name: \"a\" is also the name of upstreams[0]"},
@@ -338,12 +343,12 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		placeholder = ": the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}"
 	)
 	want := []string{
-		"t.yaml:66: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
-		"t.yaml:71: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
-		"t.yaml:91: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
-		"t.yaml:83: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:88: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:98: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:67: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
+		"t.yaml:72: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
+		"t.yaml:92: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
+		"t.yaml:84: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:89: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:99: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -9,6 +9,10 @@ import (
 	"github.com/taskgate/taskgate/money"
 )
 
+// DefaultMaxRestartsPerMinute is Upstream.MaxRestartsPerMinute when the
+// file leaves it unset.
+const DefaultMaxRestartsPerMinute = 5
+
 // applyDefaults fills in every field the file left unset; the field docs
 // in config.go name each default.
 func (c *Config) applyDefaults() {
@@ -49,6 +53,7 @@ func (c *Config) applyDefaults() {
 		}
 		u.Timeout = cmp.Or(u.Timeout, 60*time.Second)
 		u.Tasks = cmp.Or(u.Tasks, "auto")
+		u.MaxRestartsPerMinute = cmp.Or(u.MaxRestartsPerMinute, DefaultMaxRestartsPerMinute)
 		for _, t := range u.Tools {
 			if t == nil {
 				continue

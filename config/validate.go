@@ -131,6 +131,9 @@ func (c *Config) validate(v *validator) {
 			if len(u.Env) > 0 {
 				v.fail(f+".env", "applies only to a command upstream")
 			}
+			if v.given(f + ".max_restarts_per_minute") {
+				v.fail(f+".max_restarts_per_minute", "applies only to a command upstream")
+			}
 		default:
 			if len(u.Headers) > 0 {
 				v.fail(f+".headers", "apply only to a url upstream")
@@ -141,6 +144,9 @@ func (c *Config) validate(v *validator) {
 		}
 		if u.Timeout < 0 {
 			v.fail(f+".timeout", "cannot be negative")
+		}
+		if u.MaxRestartsPerMinute < 1 {
+			v.fail(f+".max_restarts_per_minute", "must be at least 1 (got %d)", u.MaxRestartsPerMinute)
 		}
 		for _, name := range slices.Sorted(maps.Keys(u.Tools)) {
 			validateTool(v, fmt.Sprintf("%s.tools.%s", f, name), u.Tools[name])

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/ledger"
 )
 
@@ -15,6 +16,8 @@ type Metrics struct {
 	decisions *prometheus.CounterVec
 	upstream  *prometheus.HistogramVec
 	errors    *prometheus.CounterVec
+	connected *prometheus.GaugeVec
+	restarts  *prometheus.CounterVec
 }
 
 // NewMetrics registers the collectors on reg (nil: unregistered). When
@@ -31,11 +34,17 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_errors_total", Help: "Errors by reason.",
 		}, []string{"reason"}),
+		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "taskgate_upstream_connected", Help: "1 while the upstream has a session, else 0.",
+		}, []string{"upstream"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "taskgate_upstream_restarts_total", Help: "Times a stdio upstream's process was started again, or an HTTP upstream's session established again.",
+		}, []string{"upstream"}),
 	}
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(m.decisions, m.upstream, m.errors)
+	reg.MustRegister(m.decisions, m.upstream, m.errors, m.connected, m.restarts)
 	if store != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "taskgate_open_tasks", Help: "Operations that have not ended.",
@@ -61,4 +70,32 @@ func (m *Metrics) ObserveUpstream(upstream, method string, d time.Duration, err 
 		m.errors.WithLabelValues("upstream_" + method).Inc()
 	}
 	m.upstream.WithLabelValues(upstream, method, outcome).Observe(d.Seconds())
+}
+
+// UpstreamStates shows each configured upstream as not connected and never
+// restarted until its supervisor reports otherwise, and returns the func
+// that follows its sessions; it fits upstream.Options.StateChanged.
+func (m *Metrics) UpstreamStates(cfgs []*config.Upstream) func(upstream string, connected bool) {
+	for _, cfg := range cfgs {
+		if cfg == nil {
+			continue
+		}
+		m.connected.WithLabelValues(cfg.Name).Set(0)
+		m.restarts.WithLabelValues(cfg.Name)
+	}
+	return m.upstreamConnected
+}
+
+func (m *Metrics) upstreamConnected(upstream string, connected bool) {
+	v := 0.0
+	if connected {
+		v = 1
+	}
+	m.connected.WithLabelValues(upstream).Set(v)
+}
+
+// UpstreamRestarted counts one restart of an upstream; it fits
+// upstream.Options.Restarted.
+func (m *Metrics) UpstreamRestarted(upstream string) {
+	m.restarts.WithLabelValues(upstream).Inc()
 }

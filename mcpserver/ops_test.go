@@ -37,7 +37,8 @@ func TestHealthReadinessMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, body := get(t, base+"/metrics")
-	for _, want := range []string{`taskgate_decisions_total{decision="created",reason=""} 1`, "taskgate_open_tasks", "taskgate_upstream_request_seconds_bucket"} {
+	for _, want := range []string{`taskgate_decisions_total{decision="created",reason=""} 1`, "taskgate_open_tasks", "taskgate_upstream_request_seconds_bucket",
+		`taskgate_upstream_connected{upstream="hosted_test"} 1`, `taskgate_upstream_restarts_total{upstream="hosted_test"} 0`} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Fatalf("/metrics (%d) lacks %q", code, want)
 		}
@@ -50,6 +51,11 @@ func TestHealthReadinessMetrics(t *testing.T) {
 		code, ready = get(t, base+"/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(ready, `"upstream hosted_test":"unavailable"`),
 			fmt.Errorf("/readyz is %d %s", code, ready)
+	})
+	testwait.Until(t, testCtx(t), "the metrics to show the stopped upstream disconnected", func() (bool, error) {
+		code, body := get(t, base+"/metrics")
+		return code == 200 && strings.Contains(body, `taskgate_upstream_connected{upstream="hosted_test"} 0`),
+			fmt.Errorf("/metrics (%d) does not show hosted_test disconnected", code)
 	})
 	// Unauthenticated: it names the upstream, never its address or why it
 	// failed.

@@ -36,6 +36,18 @@
 // upstream's name. Every call is bounded by the upstream's configured timeout
 // unless its context ends earlier.
 //
+// A stdio child is started again at most max_restarts_per_minute times
+// within any minute. When one more exit would need a start beyond that, the
+// supervisor logs it at error level and the upstream is unavailable until
+// the minute allows the next start: calls fail at once with
+// [ErrNotConnected], saying so and when the next start is. Options.Restarted
+// and Options.StateChanged report restarts and sessions, for metrics.
+//
+// A stdio child whose output ends (it exited or was killed) is done with at
+// that moment: the calls in flight on it fail, and a call made after that,
+// such as the lookup that follows an uncertain send, waits for the next
+// child instead of failing on the dead one.
+//
 // A stdio child gets taskgate's environment plus the configured env, and its
 // stderr is logged line by line. Closing a session closes the child's stdin,
 // then sends SIGTERM and SIGKILL if it does not exit (go-sdk's

@@ -27,12 +27,15 @@ import (
 )
 
 // serverEnv makes the test binary serve MCP over its stdin and stdout
-// instead of running tests: "providersim", "tiny" or "tiny-legacy".
+// instead of running tests: "providersim", "tiny" or "tiny-legacy"; or,
+// with "crash", exit at once as a server that crashes on start.
 const serverEnv = "TASKGATE_UPSTREAM_TEST_SERVER"
 
 const (
 	protocolLegacy = "2025-11-25"
 	simJob         = 50 * time.Millisecond
+	// crashExitCode is the exit status of the "crash" server.
+	crashExitCode = 3
 )
 
 func TestMain(m *testing.M) {
@@ -56,6 +59,10 @@ func serveStdio(mode string) error {
 		return sim.ServeStdio(ctx, os.Stdin, os.Stdout)
 	case "tiny", "tiny-legacy":
 		return newTinyServer(mode == "tiny-legacy").Run(ctx, &mcp.StdioTransport{})
+	case "crash":
+		fmt.Fprintln(os.Stderr, "crashing on start")
+		os.Exit(crashExitCode)
+		return nil
 	default:
 		return fmt.Errorf("unknown %s %q", serverEnv, mode)
 	}

@@ -36,6 +36,11 @@ type Options struct {
 	// session is published (connected true) or withdrawn (false), so that
 	// listings and metrics follow it. May be nil.
 	StateChanged func(upstream string, connected bool)
+	// Restarted is called, outside any lock, each time a stdio upstream's
+	// process is started again after its first start, and each time an
+	// HTTP upstream's session is established again after one was lost
+	// (for metrics). May be nil.
+	Restarted func(upstream string)
 	// ClientName and ClientVersion are the Implementation sent to
 	// upstreams; defaults DefaultClientName and DefaultClientVersion.
 	ClientName, ClientVersion string

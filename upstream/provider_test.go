@@ -204,7 +204,8 @@ func TestTasksOffCallsPlainly(t *testing.T) {
 
 func TestStdioProviderRestartsAfterItsChildDies(t *testing.T) {
 	var logs logBuffer
-	_, u := startPool(t, stdioConfig("hosted_test", "providersim"), &Options{Logger: logs.logger()})
+	var ev events
+	_, u := startPool(t, stdioConfig("hosted_test", "providersim"), ev.options(&Options{Logger: logs.logger()}))
 	ctx := testCtx(t)
 	waitReady(ctx, t, u)
 
@@ -264,6 +265,9 @@ func TestStdioProviderRestartsAfterItsChildDies(t *testing.T) {
 	}
 	if got := structured[providersim.EstimateResult](t, res); got.EstimateUSD != "18.00" {
 		t.Errorf("estimate_suite after the restart = %+v, want 18.00", got)
+	}
+	if states, restarted := ev.seen(); !slices.Equal(states, []bool{true, false, true}) || restarted != 1 {
+		t.Errorf("StateChanged calls %v and %d restarts, want [true false true] and 1", states, restarted)
 	}
 	if !strings.Contains(logs.String(), "upstream connection lost; reconnecting") {
 		t.Errorf("the restart was not logged; log:\n%s", logs.String())
@@ -419,7 +423,8 @@ func TestHTTPUpstreamIsReconnectedAfterItRestarts(t *testing.T) {
 			}
 			addr, stop := serveOn(t, "127.0.0.1:0", handler())
 			var logs logBuffer
-			_, u := startPool(t, &config.Upstream{Name: "hosted_test", URL: "http://" + addr + "/mcp"}, &Options{Logger: logs.logger()})
+			var ev events
+			_, u := startPool(t, &config.Upstream{Name: "hosted_test", URL: "http://" + addr + "/mcp"}, ev.options(&Options{Logger: logs.logger()}))
 			ctx := testCtx(t)
 			waitReady(ctx, t, u)
 			estimate := &mcp.CallToolParams{Name: providersim.ToolEstimateSuite, Arguments: map[string]any{"suite": "smoke"}}
@@ -449,6 +454,9 @@ func TestHTTPUpstreamIsReconnectedAfterItRestarts(t *testing.T) {
 			u.mu.Unlock()
 			if after == before {
 				t.Error("the session from before the restart is still in use")
+			}
+			if states, restarted := ev.seen(); !slices.Equal(states, []bool{true, false, true}) || restarted != 1 {
+				t.Errorf("StateChanged calls %v and %d restarts, want [true false true] and 1", states, restarted)
 			}
 			if !strings.Contains(logs.String(), "upstream connection lost; reconnecting") {
 				t.Errorf("the reconnect was not logged; log:\n%s", logs.String())

@@ -90,11 +90,15 @@ func (r *progressRouter) deliverMessage(msg []byte) {
 }
 
 // tapTransport wraps a stdio transport so that progress is delivered from
-// the connection's Read, in wire order.
+// the connection's Read, in wire order, and so that the end of the
+// connection's input is known before any call hears of it.
 type tapTransport struct {
 	inner    mcp.Transport
 	progress *progressRouter
 	logs     *logRouter
+	// ended is closed when a Read fails: the go-sdk reads nothing more,
+	// and fails the calls in flight only after Read has returned.
+	ended chan struct{}
 }
 
 func (t *tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -102,17 +106,22 @@ func (t *tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tapConn{Connection: conn, progress: t.progress, logs: t.logs}, nil
+	return &tapConn{Connection: conn, progress: t.progress, logs: t.logs, ended: t.ended}, nil
 }
 
 type tapConn struct {
 	mcp.Connection
 	progress *progressRouter
 	logs     *logRouter
+	ended    chan struct{}
+	endOnce  sync.Once
 }
 
 func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
+	if err != nil {
+		c.endOnce.Do(func() { close(c.ended) })
+	}
 	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && !req.IsCall() {
 		switch req.Method {
 		case methodProgress:

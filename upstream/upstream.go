@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,9 +42,12 @@ type Upstream struct {
 	logger       *slog.Logger
 	observe      func(upstream, method string, d time.Duration, err error)
 	stateChanged func(upstream string, connected bool)
+	restarted    func(upstream string)
 	timeout      time.Duration
 	minBackoff   time.Duration
 	maxBackoff   time.Duration
+	// restartBudget is max_restarts_per_minute (stdio upstreams).
+	restartBudget int
 
 	// cfg is the configuration the upstream connects by; latest is the
 	// newest with the same connection (tools, prefix, required).
@@ -80,6 +84,10 @@ type Upstream struct {
 	tools    toolCache
 	closeErr error // from stopping the last stdio child on shutdown
 
+	// unavailable, under mu, is set while a stdio upstream waits out its
+	// spent restart budget: calls fail at once instead of waiting.
+	unavailable *restartBudgetError
+
 	surface surface
 }
 
@@ -91,6 +99,24 @@ type conn struct {
 	gate     *gate
 	route    *askRoute
 	pid      int // stdio child, 0 for HTTP
+	// ended is closed once a stdio child's output has ended, before the
+	// calls in flight fail and before the supervisor withdraws the
+	// session; nil for HTTP.
+	ended <-chan struct{}
+}
+
+// over reports whether c's stdio child has stopped answering: no request
+// sent on c could be read any more.
+func (c *conn) over() bool {
+	if c.ended == nil {
+		return false
+	}
+	select {
+	case <-c.ended:
+		return true
+	default:
+		return false
+	}
 }
 
 type toolCache struct {
@@ -101,19 +127,21 @@ type toolCache struct {
 
 func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 	u := &Upstream{
-		cfg:          cfg,
-		logger:       o.Logger.With("upstream", cfg.Name),
-		observe:      o.Observe,
-		stateChanged: o.StateChanged,
-		timeout:      cfg.Timeout,
-		minBackoff:   o.RestartBackoff,
-		maxBackoff:   o.MaxRestartBackoff,
-		suspect:      make(chan struct{}, 1),
-		toolsBusy:    make(chan struct{}, 1),
-		changed:      make(chan struct{}),
-		routes:       make(map[*mcp.ClientSession]*askRoute),
-		progress:     progressRouter{sinks: make(map[string]*progressSink)},
-		relay:        relaySession{lock: make(chan struct{}, 1)},
+		cfg:           cfg,
+		logger:        o.Logger.With("upstream", cfg.Name),
+		observe:       o.Observe,
+		stateChanged:  o.StateChanged,
+		restarted:     o.Restarted,
+		timeout:       cfg.Timeout,
+		minBackoff:    o.RestartBackoff,
+		maxBackoff:    o.MaxRestartBackoff,
+		restartBudget: cmp.Or(cfg.MaxRestartsPerMinute, config.DefaultMaxRestartsPerMinute),
+		suspect:       make(chan struct{}, 1),
+		toolsBusy:     make(chan struct{}, 1),
+		changed:       make(chan struct{}),
+		routes:        make(map[*mcp.ClientSession]*askRoute),
+		progress:      progressRouter{sinks: make(map[string]*progressSink)},
+		relay:         relaySession{lock: make(chan struct{}, 1)},
 	}
 	if u.timeout <= 0 {
 		u.timeout = DefaultTimeout
@@ -307,13 +335,19 @@ func (u *Upstream) bound(ctx context.Context) (context.Context, context.CancelFu
 func (u *Upstream) current(ctx context.Context) (*conn, error) {
 	for {
 		u.mu.Lock()
-		c, changed, closed := u.conn, u.changed, u.closed
+		c, changed, closed, unavailable := u.conn, u.changed, u.closed, u.unavailable
 		u.mu.Unlock()
 		switch {
-		case c != nil:
+		case c != nil && !c.over():
 			return c, nil
+		case c != nil:
+			// The child died: wait until the supervisor replaces the
+			// session, as though the call had come a moment later.
 		case closed:
 			return nil, &notConnectedError{name: u.cfg.Name, cause: errors.New("the upstream pool is closed")}
+		case unavailable != nil:
+			// No session can come before the budget allows a start.
+			return nil, &notConnectedError{name: u.cfg.Name, cause: unavailable}
 		}
 		select {
 		case <-changed:
@@ -345,34 +379,44 @@ func (e *notConnectedError) Error() string {
 func (e *notConnectedError) Unwrap() []error { return []error{ErrNotConnected, e.cause} }
 
 // run is the upstream's supervisor: it keeps one session connected until ctx
-// ends.
+// ends. A stdio child is started again after backoff, as often as its
+// restart budget allows within a minute (see planRestart); an HTTP session
+// is opened again after backoff.
 func (u *Upstream) run(ctx context.Context) {
 	if u.setupErr != nil {
 		u.logger.Error("upstream cannot be connected", "error", u.setupErr)
 		u.setDown(nil, u.setupErr)
 		return
 	}
+	stdio := u.httpClient == nil
 	backoff := u.minBackoff
+	hadSession := false
+	// restarts and exits are a stdio child's, within the last minute.
+	var restarts, exits []time.Time
 	for attempt := 1; ; attempt++ {
 		c, err := u.connect(ctx)
+		reason := err
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			u.setDown(nil, err)
-			u.logger.Warn("connecting to upstream failed; retrying", "endpoint", u.Endpoint(), "attempt", attempt, "retry_in", backoff, "error", err)
 		} else {
 			attempt = 0
 			up := time.Now()
 			u.setUp(c)
+			if hadSession && !stdio {
+				u.reportRestart()
+			}
+			hadSession = true
 			u.sessionStarted(ctx, c)
-			reason := u.watch(ctx, c)
+			reason = u.watch(ctx, c)
 			u.setDown(c, reason)
 			closeErr := c.cs.Close()
 			if ctx.Err() != nil {
 				// A stdio child's exit status is worth reporting; a
 				// failed HTTP DELETE of a session is not.
-				if u.httpClient == nil {
+				if stdio {
 					u.mu.Lock()
 					u.closeErr = closeErr
 					u.mu.Unlock()
@@ -382,16 +426,63 @@ func (u *Upstream) run(ctx context.Context) {
 			if time.Since(up) >= u.maxBackoff {
 				backoff = u.minBackoff
 			}
+		}
+		next, spent := time.Now().Add(backoff), false
+		if stdio {
+			now := time.Now()
+			exits = append(recent(exits, now), now)
+			restarts = recent(restarts, now)
+			plan := planRestart(restarts, now, backoff, u.restartBudget)
+			next, spent = plan.At, plan.Spent
+		}
+		switch {
+		case spent:
+			u.markUnavailable(&restartBudgetError{crashes: len(exits), budget: u.restartBudget, next: next, last: reason})
+		case c == nil:
+			u.logger.Warn("connecting to upstream failed; retrying", "endpoint", u.Endpoint(), "attempt", attempt, "retry_in", backoff, "error", err)
+		default:
 			u.logger.Warn("upstream connection lost; reconnecting", "endpoint", u.Endpoint(), "reason", reason, "pid", c.pid, "retry_in", backoff)
 		}
-		timer := time.NewTimer(backoff)
+		timer := time.NewTimer(time.Until(next))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return
 		case <-timer.C:
 		}
+		if stdio {
+			restarts = append(restarts, time.Now())
+			u.available()
+			u.reportRestart()
+		}
 		backoff = min(2*backoff, u.maxBackoff)
+	}
+}
+
+// markUnavailable marks a stdio upstream unavailable until its restart
+// budget allows the next start, and says so.
+func (u *Upstream) markUnavailable(e *restartBudgetError) {
+	u.mu.Lock()
+	u.unavailable, u.lastErr = e, e
+	u.broadcastLocked()
+	u.mu.Unlock()
+	u.logger.Error("stdio upstream keeps exiting; it is unavailable, and calls to it fail, until its next start",
+		"endpoint", u.Endpoint(), "crashes_last_minute", e.crashes, "max_restarts_per_minute", e.budget,
+		"next_start", e.next.Format(time.RFC3339), "reason", e.last)
+}
+
+// available ends an unavailability: the child is about to be started.
+func (u *Upstream) available() {
+	u.mu.Lock()
+	if u.unavailable != nil {
+		u.lastErr, u.unavailable = u.unavailable.last, nil
+	}
+	u.mu.Unlock()
+}
+
+func (u *Upstream) reportRestart() {
+	if u.restarted != nil {
+		u.restarted(u.cfg.Name)
 	}
 }
 
@@ -401,14 +492,17 @@ func (u *Upstream) connect(ctx context.Context) (*conn, error) {
 	defer cancel()
 	var transport mcp.Transport
 	var cmd *exec.Cmd
+	var ended chan struct{}
 	if u.httpClient != nil {
 		transport = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.httpClient}
 	} else {
 		cmd = u.command()
+		ended = make(chan struct{})
 		transport = taskwire.WrapClientTransport(&tapTransport{
 			inner:    &mcp.CommandTransport{Command: cmd},
 			progress: &u.progress,
 			logs:     &u.logs,
+			ended:    ended,
 		})
 		// A stdio upstream has one session for every call, so it declares
 		// everything a call's client may answer (see stdioCapabilities).
@@ -424,6 +518,7 @@ func (u *Upstream) connect(ctx context.Context) (*conn, error) {
 		era:      taskwire.ServerOffersTasks(cs),
 		gate:     newGate(),
 		route:    &askRoute{},
+		ended:    ended,
 	}
 	if cmd != nil && cmd.Process != nil {
 		c.pid = cmd.Process.Pid

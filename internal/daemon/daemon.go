@@ -140,7 +140,7 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	metrics := mcpserver.NewMetrics(d.Registry, d.Store)
 	d.reloads = newReloadCounter(d.Registry)
 
-	d.Pool = upstream.NewPool(cfg.Upstreams, &upstream.Options{Logger: log, Observe: metrics.ObserveUpstream, ClientName: "taskgate"})
+	d.Pool = upstream.NewPool(cfg.Upstreams, &upstream.Options{Logger: log, Observe: metrics.ObserveUpstream, StateChanged: metrics.UpstreamStates(cfg.Upstreams), Restarted: metrics.UpstreamRestarted, ClientName: "taskgate"})
 	d.Gateway, err = mcpserver.New(&mcpserver.Options{Store: d.Store, Pool: d.Pool, Config: cfg, Metrics: metrics, Logger: log})
 	if err != nil {
 		return nil, err

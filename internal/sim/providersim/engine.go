@@ -398,17 +398,24 @@ func (e *engine) record() Record {
 	r := Record{Jobs: make([]Job, 0, len(e.jobs)), Charges: []Charge{}}
 	for _, js := range e.jobs {
 		r.Jobs = append(r.Jobs, js.job)
-		if js.charge == nil {
-			continue
-		}
-		r.Charges = append(r.Charges, *js.charge)
-		if js.charge.Status == ChargeFinal {
-			r.Totals.FinalCharges++
-			r.Totals.FinalChargeUSD += js.charge.Amount
+		if js.charge != nil {
+			r.Charges = append(r.Charges, *js.charge)
 		}
 	}
-	r.Totals.JobsStarted = len(r.Jobs)
+	r.Totals = totals(r)
 	return r
+}
+
+// totals sums up a record's jobs and charges.
+func totals(r Record) Totals {
+	t := Totals{JobsStarted: len(r.Jobs)}
+	for _, c := range r.Charges {
+		if c.Status == ChargeFinal {
+			t.FinalCharges++
+			t.FinalChargeUSD += c.Amount
+		}
+	}
+	return t
 }
 
 func (e *engine) setFaults(f Faults) {

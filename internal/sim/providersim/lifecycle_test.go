@@ -246,6 +246,10 @@ func TestStateFileSurvivesRestart(t *testing.T) {
 	testwait.Until(t, testCtx(t), "the crashed job to be running", func() (bool, error) { return jobWithStatus(s1, "hosted-suite-9913", StatusRunning), nil })
 	s1.Close()
 	saved := s1.Record()
+	// Another process reads the same record from the file.
+	if read, err := ReadRecord(path); err != nil || !sameJSON(t, read, saved) {
+		t.Errorf("ReadRecord = %+v, %v\nwant the saved %+v", read, err, saved)
+	}
 
 	// A new process over the same file, its clock past the job's end.
 	clock.Advance(2 * longJob)
@@ -273,8 +277,14 @@ func TestStateFileSurvivesRestart(t *testing.T) {
 
 func TestOpenRejectsABadStateFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.json")
+	if r, err := ReadRecord(path); err != nil || len(r.Jobs) != 0 || len(r.Charges) != 0 {
+		t.Errorf("ReadRecord of a missing file = %+v, %v; want an empty record", r, err)
+	}
 	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := ReadRecord(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("ReadRecord of a corrupt state file = %v, want an error naming %s", err, path)
 	}
 	s, err := Open(&Options{StatePath: path})
 	if err == nil {

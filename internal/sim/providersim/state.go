@@ -27,6 +27,23 @@ type storedJob struct {
 	Plan   plan `json:"plan"`
 }
 
+// ReadRecord reads the record a simulator keeps in its state file
+// (Options.StatePath), as [Sim.Record] returns it; the simulator may run in
+// another process, such as `taskgate provider-sim --stdio --state FILE`. A
+// missing file is an empty record.
+func ReadRecord(path string) (Record, error) {
+	st, err := (&stateStore{path: path}).load()
+	if err != nil {
+		return Record{}, err
+	}
+	r := Record{Jobs: make([]Job, 0, len(st.Jobs)), Charges: append([]Charge{}, st.Charges...)}
+	for _, sj := range st.Jobs {
+		r.Jobs = append(r.Jobs, sj.Job)
+	}
+	r.Totals = totals(r)
+	return r, nil
+}
+
 // stateStore keeps the record in one JSON file, replaced atomically on every
 // change so that a process killed at any moment leaves the last saved record.
 // It does not fsync: the failure it stands for is a crashed process, whose
