@@ -52,11 +52,12 @@ func CheckReload(running, next *Config) error {
 }
 
 // SameConnection reports whether two configurations of an upstream connect
-// the same way (endpoint, environment, credentials, timeout and tasks
-// setting), so that its session can stay as it is.
+// the same way (endpoint, environment, credentials, timeout, tasks setting
+// and restart budget), so that its session can stay as it is.
 func SameConnection(a, b *Upstream) bool {
 	return a.Name == b.Name && a.URL == b.URL && slices.Equal(a.Command, b.Command) &&
-		maps.Equal(a.Env, b.Env) && maps.Equal(a.Headers, b.Headers) && a.Timeout == b.Timeout && a.Tasks == b.Tasks
+		maps.Equal(a.Env, b.Env) && maps.Equal(a.Headers, b.Headers) && a.Timeout == b.Timeout && a.Tasks == b.Tasks &&
+		a.MaxRestartsPerMinute == b.MaxRestartsPerMinute
 }
 
 // connectionFields names the connection settings that differ between two
@@ -75,6 +76,7 @@ func connectionFields(a, b *Upstream) []string {
 	add(!maps.Equal(a.Headers, b.Headers), "headers")
 	add(a.Timeout != b.Timeout, "timeout")
 	add(a.Tasks != b.Tasks, "tasks")
+	add(a.MaxRestartsPerMinute != b.MaxRestartsPerMinute, "max_restarts_per_minute")
 	return out
 }
 
