@@ -106,21 +106,11 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// serveMCP serves server over Streamable HTTP, with sessions, on addr
-// ("" for any port) until the test ends, and returns its endpoint.
-func serveMCP(t *testing.T, addr string, server *mcp.Server) string {
+// serveMCP serves server over Streamable HTTP, with sessions, on a
+// loopback port until the test ends, and returns its endpoint.
+func serveMCP(t *testing.T, server *mcp.Server) string {
 	t.Helper()
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("listen on %s: %v", addr, err)
-	}
-	srv := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String() + "/mcp"
+	return serveHandler(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 }
 
 // echoServer is an MCP server with one tool, echo, that answers with its

@@ -65,7 +65,7 @@ func TestReloadKeepsTheSession(t *testing.T) {
 	sim := providersim.New(&providersim.Options{JobDuration: 3 * time.Second})
 	t.Cleanup(func() { sim.Close() })
 	simURL := serveHandler(t, sim.HTTPHandler())
-	oneURL := serveMCP(t, "", echoServer("one"))
+	oneURL := serveMCP(t, echoServer("one"))
 	var tokens headerLog
 	twoURL := serveHandler(t, tokens.wrap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return echoServer("two") }, nil)))
 

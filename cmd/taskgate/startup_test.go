@@ -34,7 +34,7 @@ func TestServeStartsWithAnUpstreamDown(t *testing.T) {
 	providerAddr := freeAddr(t)
 	listen := freeAddr(t)
 	db := "sqlite:" + filepath.Join(dir, "ledger.db")
-	echoURL := serveMCP(t, "", echoServer("echo"))
+	echoURL := serveMCP(t, echoServer("echo"))
 	cfg := fixtures.ConfigYAML("http://"+providerAddr+"/mcp", listen, db, fixtures.ConfigOptions{}) +
 		"  - name: echo\n    url: " + echoURL + "\n"
 	path := filepath.Join(dir, "taskgate.yaml")

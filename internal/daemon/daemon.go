@@ -3,8 +3,9 @@
 // HTTP listener (or a stdio front), started in order and stopped in reverse.
 // It holds wiring and process-level settings only (start and stop order,
 // the GC target, how long to wait for upstreams' tools, refusing
-// --no-worker on SQLite); every decision about operations lives in the
-// packages it wires.
+// --no-worker on SQLite, applying a reload to what it wired and the
+// control socket that asks for one); every decision about operations, and
+// what a reload may change, lives in the packages it wires.
 package daemon
 
 import (

@@ -52,14 +52,15 @@ func (e *env) serveCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve --config taskgate.yaml",
 		Short: "Run the gateway: MCP over Streamable HTTP at /mcp, or over stdio with --stdio",
-		Long: "serve applies pending ledger migrations, connects every upstream (starting and supervising stdio\n" +
-			"upstreams), starts the background worker (unless --no-worker) and serves MCP over\n" +
+		Long: "serve applies pending ledger migrations, starts the background worker (unless --no-worker), connects\n" +
+			"every upstream in the background (starting and supervising stdio upstreams) and serves MCP over\n" +
 			"Streamable HTTP at /mcp, with /healthz, /readyz, /metrics, the approvals API at /v1/approvals and\n" +
 			"receipts at /v1/operations/{id}/receipt on the same listener. With --stdio it serves one local\n" +
 			"client on stdin/stdout instead, as the configuration's auth.stdio_tenant.\n\n" +
 			"The ledger is the configuration's database unless --db or TASKGATE_DB names another. The first\n" +
-			"SIGINT or SIGTERM stops taking requests and lets in-flight ones finish. serve sets GOGC=400 unless\n" +
-			"GOGC is set. See config/taskgate.example.yaml for every configuration field.",
+			"SIGINT or SIGTERM stops taking requests and lets in-flight ones finish. SIGHUP, or taskgate reload\n" +
+			"over the control socket (control_socket), applies a changed configuration without a restart.\n" +
+			"serve sets GOGC=400 unless GOGC is set. See config/taskgate.example.yaml for every configuration field.",
 		Example: "  taskgate serve --config taskgate.yaml\n  taskgate serve --config taskgate.yaml --listen 127.0.0.1:9000\n  taskgate serve --config taskgate.yaml --stdio",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
