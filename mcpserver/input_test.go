@@ -417,16 +417,23 @@ func TestUpstreamQuestionSurvivesRestart(t *testing.T) {
 	g.stop()
 
 	g2 := startInputGateway(t, upURL, db, nil)
-	cs := g2.connect(t, fixtures.EraExtension)
-	again, err := taskwire.GetTask(testCtx(t), cs, task.ID)
+	answerAfterRestart(t, g2.connect(t, fixtures.EraExtension), up, task.ID, "the restart")
+}
+
+// answerAfterRestart checks that the confirm question of task is still
+// asked after the gateway came back (after when), answers it, and checks
+// the task completes with one upstream job.
+func answerAfterRestart(t *testing.T, cs *mcp.ClientSession, up *confirmUpstream, taskID, when string) {
+	t.Helper()
+	again, err := taskwire.GetTask(testCtx(t), cs, taskID)
 	if err != nil || again.Status != taskwire.StatusInputRequired {
-		t.Fatalf("after the restart: %+v, %v; want input_required", again, err)
+		t.Fatalf("after %s: %+v, %v; want input_required", when, again, err)
 	}
 	if q := question(t, again, "confirm"); !strings.HasPrefix(q.Message, "Delete report.txt") {
-		t.Fatalf("question after the restart = %q", q.Message)
+		t.Fatalf("question after %s = %q", when, q.Message)
 	}
-	answerTask(t, cs, task.ID, "confirm", `{"action":"accept","content":{"confirm":true}}`)
-	if done := awaitTask(t, cs, task.ID); done.Status != taskwire.StatusCompleted {
+	answerTask(t, cs, taskID, "confirm", `{"action":"accept","content":{"confirm":true}}`)
+	if done := awaitTask(t, cs, taskID); done.Status != taskwire.StatusCompleted {
 		t.Fatalf("task = %s (%s), want completed", done.Status, done.StatusMessage)
 	}
 	if jobs, asked, answered, bad := up.counts(); jobs != 1 || asked != 1 || answered != 1 || bad != 0 {

@@ -58,21 +58,7 @@ func TestQuestionSurvivesSIGKILL(t *testing.T) {
 	task := askedTask(t, connect(t, h, "acme", fixtures.EraExtension), "op-killed")
 	killAndRestart(t, h)
 
-	cs := connect(t, h, "acme", fixtures.EraExtension)
-	again, err := taskwire.GetTask(testCtx(t), cs, task.ID)
-	if err != nil || again.Status != taskwire.StatusInputRequired {
-		t.Fatalf("after the kill: %+v, %v; want input_required", again, err)
-	}
-	if q := question(t, again, "confirm"); !strings.HasPrefix(q.Message, "Delete report.txt") {
-		t.Fatalf("question after the kill = %q", q.Message)
-	}
-	answerTask(t, cs, task.ID, "confirm", `{"action":"accept","content":{"confirm":true}}`)
-	if done := awaitTask(t, cs, task.ID); done.Status != taskwire.StatusCompleted {
-		t.Fatalf("task = %s (%s), want completed", done.Status, done.StatusMessage)
-	}
-	if jobs, asked, answered, bad := up.counts(); jobs != 1 || asked != 1 || answered != 1 || bad != 0 {
-		t.Fatalf("upstream saw %d jobs, %d questions asked, %d answers, %d bad states; want 1, 1, 1, 0", jobs, asked, answered, bad)
-	}
+	answerAfterRestart(t, connect(t, h, "acme", fixtures.EraExtension), up, task.ID, "the kill")
 	if op := operationOf(t, h.Store, "op-killed"); op.SendCount != 2 {
 		t.Fatalf("send count = %d; want the question's send and its continuation", op.SendCount)
 	}
