@@ -242,6 +242,11 @@ type Contract struct {
 	// holds the remote job ID. Formerly job_id_field, still accepted with a
 	// warning.
 	RemoteJobIDField string `yaml:"remote_job_id_field" deprecated:"job_id_field"`
+	// RemoteJobsField is the field of the call's structured result that
+	// lists every remote job a call that fans out started: job IDs, or
+	// objects holding the ID at RemoteJobIDField (default job_id). Required
+	// when the cost names the call's remote jobs.
+	RemoteJobsField string `yaml:"remote_jobs_field"`
 	// Lookup finds what the provider knows of an operation ID. Needed by
 	// retry_policy lookup_then_attach.
 	Lookup *Lookup `yaml:"lookup"`
@@ -347,6 +352,14 @@ type Cancel struct {
 type Cost struct {
 	// Estimate is a fixed price per call, a decimal such as "18.00".
 	Estimate *money.Amount `yaml:"estimate"`
+	// EstimatePerJob is a fixed price per remote job of a call that fans
+	// out: the call's estimate is this times its remote jobs, which
+	// JobsArgument counts.
+	EstimatePerJob *money.Amount `yaml:"estimate_per_job"`
+	// JobsArgument names the call's argument that holds how many remote
+	// jobs it starts (a whole number of at least 1), such as a matrix's
+	// runner count. Unset (and no EstimateTool.JobsField): one.
+	JobsArgument string `yaml:"jobs_argument"`
 	// EstimateTool prices a call before it runs: its structured result's
 	// Field holds the decimal estimate. Without arguments, the call's own
 	// arguments are sent.
@@ -360,4 +373,13 @@ type EstimateTool struct {
 	Call `yaml:",inline"`
 	// Field is the answer's field that holds the estimate. Required.
 	Field string `yaml:"field"`
+	// JobsField is the answer's field that holds how many remote jobs the
+	// call would start, for a call that fans out. Unset: one.
+	JobsField string `yaml:"jobs_field"`
+}
+
+// FansOut reports whether the cost counts a call's remote jobs, so that
+// one call may start several.
+func (c *Cost) FansOut() bool {
+	return c.JobsArgument != "" || c.EstimateTool != nil && c.EstimateTool.JobsField != ""
 }

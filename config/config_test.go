@@ -284,7 +284,11 @@ func TestInvalid(t *testing.T) {
 		{"duplicate names", "upstreams:\n  - name: a\n    url: http://x/mcp\n  - name: a\n    url: http://y/mcp\n    prefix: b\n", "upstreams[1].name: \"a\" is also the name of upstreams[0]"},
 		{"colliding prefixes", "upstreams:\n  - name: a\n    url: http://x/mcp\n    prefix: p\n  - name: b\n    url: http://y/mcp\n    prefix: p\n", "upstreams[1].prefix: \"p\" is also the prefix"},
 		{"approval without estimate", base + "        consequential: true\n        approval: required\n", "upstreams[0].tools.t.contract.cost: an approval-gated tool needs an estimate"},
-		{"two estimates", base + "        consequential: true\n        contract:\n          cost: {estimate: \"1\", estimate_tool: {tool: e, field: f}}\n", "upstreams[0].tools.t.contract.cost: set estimate or estimate_tool, not both"},
+		{"two estimates", base + "        consequential: true\n        contract:\n          cost: {estimate: \"1\", estimate_tool: {tool: e, field: f}}\n", "upstreams[0].tools.t.contract.cost: set one of estimate, estimate_per_job or estimate_tool, not 2"},
+		{"a price per job without a count", base + "        consequential: true\n        contract:\n          cost: {estimate_per_job: \"1\"}\n", "contract.cost.estimate_per_job: prices each remote job, so jobs_argument must name the argument that counts them"},
+		{"two job counts", base + "        consequential: true\n        contract:\n          remote_jobs_field: jobs\n          cost: {jobs_argument: n, estimate_tool: {tool: e, field: f, jobs_field: n}}\n", "contract.cost.jobs_argument: counts the remote jobs, and so does estimate_tool.jobs_field; set one of them"},
+		{"a fan-out without the jobs' field", base + "        consequential: true\n        contract:\n          cost: {estimate_per_job: \"1\", jobs_argument: n}\n", "contract.remote_jobs_field: is required: the cost counts the remote jobs a call starts"},
+		{"a negative price per job", base + "        consequential: true\n        contract:\n          remote_jobs_field: jobs\n          cost: {estimate_per_job: \"-1\", jobs_argument: n}\n", "contract.cost.estimate_per_job: cannot be negative"},
 		{"two key channels", base + "        consequential: true\n        contract:\n          key: {argument: k, header: K}\n", "contract.key: set one of argument, meta or header"},
 		{"lookup without statuses", base + "        consequential: true\n        contract:\n          key: {argument: k}\n          lookup: {tool: l, status_field: s}\n", "contract.lookup.statuses: is required"},
 		{"lookup naming no job", base + "        consequential: true\n        contract:\n          key: {argument: k}\n          lookup: {tool: l, status_field: s, statuses: {running: [r]}}\n", "contract.lookup.remote_job_id_field: is required (or jobs_field)"},
@@ -349,7 +353,15 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		"t.yaml:84: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
 		"t.yaml:89: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
 		"t.yaml:99: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:119: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
+		"t.yaml:132: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
+		"t.yaml:124: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:129: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:138: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
 	}
+	// The tools are a map: warnings of different tools come in no set order.
+	slices.Sort(got)
+	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("warnings =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

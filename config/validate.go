@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/internal/loopback"
-
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/money"
 )
 
 var upstreamName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
@@ -236,6 +236,49 @@ func checkPublicURL(raw string) error {
 	return nil
 }
 
+// validateCost checks how a tool's calls are priced and how many remote
+// jobs each starts.
+func validateCost(v *validator, f string, t *Tool) {
+	c := t.Contract
+	cost := c.Cost
+	p := f + ".contract.cost"
+	priced := 0
+	for _, set := range []bool{cost.Estimate != nil, cost.EstimatePerJob != nil, cost.EstimateTool != nil} {
+		if set {
+			priced++
+		}
+	}
+	switch {
+	case priced == 0 && t.Approval == ledger.ApprovalRequired:
+		v.fail(p, "an approval-gated tool needs an estimate (a fixed estimate, an estimate_per_job or an estimate_tool) to reserve against the ceiling")
+	case priced > 1:
+		v.fail(p, "set one of estimate, estimate_per_job or estimate_tool, not %d", priced)
+	}
+	for _, e := range []struct {
+		name   string
+		amount *money.Amount
+	}{{"estimate", cost.Estimate}, {"estimate_per_job", cost.EstimatePerJob}} {
+		if e.amount != nil && e.amount.Micros < 0 {
+			v.fail(p+"."+e.name, "cannot be negative")
+		}
+	}
+	if et := cost.EstimateTool; et != nil {
+		requireCall(v, p+".estimate_tool", et.Call)
+		if et.Field == "" {
+			v.fail(p+".estimate_tool.field", "is required")
+		}
+		if et.JobsField != "" && cost.JobsArgument != "" {
+			v.fail(p+".jobs_argument", "counts the remote jobs, and so does estimate_tool.jobs_field; set one of them")
+		}
+	}
+	if cost.EstimatePerJob != nil && cost.JobsArgument == "" {
+		v.fail(p+".estimate_per_job", "prices each remote job, so jobs_argument must name the argument that counts them")
+	}
+	if cost.FansOut() && c.RemoteJobsField == "" {
+		v.fail(f+".contract.remote_jobs_field", "is required: the cost counts the remote jobs a call starts, so the contract must say where the call's result lists them")
+	}
+}
+
 func validateTool(v *validator, f string, t *Tool) {
 	if t == nil {
 		v.fail(f, "is empty")
@@ -280,21 +323,7 @@ func validateTool(v *validator, f string, t *Tool) {
 	if set > 1 {
 		v.fail(f+".contract.key", "set one of argument, meta or header, not %d", set)
 	}
-	if t.Approval == ledger.ApprovalRequired && c.Cost.Estimate == nil && c.Cost.EstimateTool == nil {
-		v.fail(f+".contract.cost", "an approval-gated tool needs an estimate (a fixed estimate or an estimate_tool) to reserve against the ceiling")
-	}
-	if c.Cost.Estimate != nil && c.Cost.EstimateTool != nil {
-		v.fail(f+".contract.cost", "set estimate or estimate_tool, not both")
-	}
-	if e := c.Cost.Estimate; e != nil && e.Micros < 0 {
-		v.fail(f+".contract.cost.estimate", "cannot be negative")
-	}
-	if et := c.Cost.EstimateTool; et != nil {
-		requireCall(v, f+".contract.cost.estimate_tool", et.Call)
-		if et.Field == "" {
-			v.fail(f+".contract.cost.estimate_tool.field", "is required")
-		}
-	}
+	validateCost(v, f, t)
 	if l := c.Lookup; l != nil {
 		p := f + ".contract.lookup"
 		requireCall(v, p, l.Call)

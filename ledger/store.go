@@ -149,16 +149,24 @@ type SecretsReport struct {
 	Undecryptable int
 }
 
-// ApprovalRequirement tells Accept how the tool's policy treats approvals.
+// ApprovalRequirement tells Accept how the tool's policy treats approvals,
+// and the call's route: what it would start, priced before it is sent.
 type ApprovalRequirement struct {
 	// Required means a created operation must fall under an active approval
 	// for (tenant, operation ID, tool), or repeat the arguments of an
 	// operation that does.
 	Required bool
-	// Estimate is reserved against the approval's ceiling, with one remote
-	// job against its limit.
+	// Estimate is the route's estimated total, stored on the operation and
+	// reserved against the approval's ceiling.
 	Estimate money.Amount
+	// RemoteJobs is how many remote jobs the call fans out to: the
+	// operation's intended remote jobs, reserved against the approval's
+	// limit. Zero means one.
+	RemoteJobs int
 }
+
+// Jobs is the route's remote jobs: RemoteJobs, or one when it is unset.
+func (r ApprovalRequirement) Jobs() int { return max(r.RemoteJobs, 1) }
 
 // AcceptParams are the inputs of one acceptance.
 type AcceptParams struct {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
+	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
@@ -42,13 +43,14 @@ const (
 
 // approvalCall is what deciding an approval for one call needs to know.
 type approvalCall struct {
-	log      *slog.Logger
-	call     *taskwire.ToolCall
-	r        *route
-	tenant   string
-	opID     string
-	fp       string
-	estimate money.Amount
+	log    *slog.Logger
+	call   *taskwire.ToolCall
+	r      *route
+	tenant string
+	opID   string
+	fp     string
+	// priced is what the call would start and its estimated total.
+	priced policy.Route
 	// requestID and source record a refused attempt.
 	requestID string
 	source    string
@@ -60,14 +62,14 @@ func (a *approvalCall) tool() string { return a.r.upstream + "." + a.r.tool }
 func approvalQuestion(a *approvalCall) *mcp.ElicitParams {
 	return &mcp.ElicitParams{
 		Mode: "form",
-		Message: fmt.Sprintf("Approve %s for operation %q? It costs money or changes the world outside this session; estimated %s. "+
+		Message: fmt.Sprintf("Approve %s for operation %q? It costs money or changes the world outside this session; %s. "+
 			"Set the most it may cost in total and how many remote jobs it may start. Declining starts nothing.",
-			a.tool(), a.opID, a.estimate.Display()),
+			a.tool(), a.opID, pricedText(a.priced)),
 		RequestedSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
-				"max_total_cost":  map[string]any{"type": "string", "title": "Spend ceiling (" + a.estimate.Currency + ")", "default": a.estimate.String()},
-				"max_remote_jobs": map[string]any{"type": "integer", "title": "Remote jobs", "default": 1, "minimum": 1},
+				"max_total_cost":  map[string]any{"type": "string", "title": "Spend ceiling (" + a.priced.Estimate.Currency + ")", "default": a.priced.Estimate.String()},
+				"max_remote_jobs": map[string]any{"type": "integer", "title": "Remote jobs", "default": a.priced.RemoteJobs, "minimum": 1},
 			},
 			"required": []string{"max_total_cost"},
 		},
@@ -98,7 +100,7 @@ func (h *host) askApproval(ctx context.Context, a *approvalCall) (out *taskwire.
 		now := h.g.clock()
 		question, err := h.g.store.ApprovalQuestionCreate(context.WithoutCancel(ctx), &ledger.ApprovalQuestion{
 			Nonce: rand.Text(), Tenant: a.tenant, OperationID: a.opID, Tool: a.tool(), Fingerprint: a.fp,
-			Estimate: a.estimate, CreatedAt: now, ExpiresAt: now.Add(questionLifetime),
+			Estimate: a.priced.Estimate, CreatedAt: now, ExpiresAt: now.Add(questionLifetime),
 		})
 		if err != nil {
 			return nil, false, err
@@ -167,7 +169,7 @@ func (h *host) approveFromAnswer(ctx context.Context, a *approvalCall, answer *m
 			fmt.Sprintf("the user did not approve this call (%s); nothing was started", action), nil)
 	}
 	ceiling, err := money.Parse(numberText(answer.Content["max_total_cost"]), a.r.policy.Contract.Cost.Currency)
-	jobs := 1
+	jobs := a.priced.RemoteJobs
 	if v, ok := answer.Content["max_remote_jobs"].(float64); ok && v >= 1 && v == float64(int(v)) {
 		jobs = int(v)
 	}
@@ -203,8 +205,17 @@ func numberText(v any) string {
 // (the operation ID by the model), and a command built from them must not
 // do anything but approve.
 func howToApprove(a *approvalCall) string {
-	return fmt.Sprintf("taskgate approve --tenant %s --operation-id %s --tool %s --max-total-cost %s --max-remote-jobs 1 --expires-in 24h",
-		shellQuote(a.tenant), shellQuote(a.opID), shellQuote(a.tool()), shellQuote(a.estimate.String()))
+	return fmt.Sprintf("taskgate approve --tenant %s --operation-id %s --tool %s --max-total-cost %s --max-remote-jobs %d --expires-in 24h",
+		shellQuote(a.tenant), shellQuote(a.opID), shellQuote(a.tool()), shellQuote(a.priced.Estimate.String()), a.priced.RemoteJobs)
+}
+
+// pricedText says what a call would start and cost, for a person asked to
+// approve it.
+func pricedText(p policy.Route) string {
+	if p.RemoteJobs > 1 {
+		return fmt.Sprintf("it would start %d remote jobs, estimated at %s in all", p.RemoteJobs, p.Estimate.Display())
+	}
+	return "estimated " + p.Estimate.Display()
 }
 
 // shellQuote quotes s for a POSIX shell: the whole in single quotes, and

@@ -17,6 +17,7 @@ import (
 	"github.com/taskgate/taskgate/internal/crashpoint"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
+	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskwire"
 	"github.com/taskgate/taskgate/worker"
 )
@@ -112,20 +113,19 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		log.Info("the upstream is down; the retry attaches to its operation, which dispatches when the upstream is back", "state", existing.State)
 	}
 
-	estimate := money.Zero(r.policy.Contract.Cost.Currency)
-	if e := r.policy.Contract.Cost; e.Estimate != nil || e.EstimateTool != nil {
-		// A retry of an accepted operation attaches without a new price.
-		if connected {
-			var perr error
-			estimate, perr = r.contract.Estimate(ctx, worker.ProviderCaller(up), args)
-			if perr != nil {
-				return h.refuse(ctx, log, tenant, opID, string(fp), requestID, source, ledger.ReasonEstimateUnavailable,
-					"the call could not be priced before it runs, so it was not started: "+perr.Error(), nil), nil
-			}
+	priced := policy.Route{RemoteJobs: 1, Estimate: money.Zero(r.policy.Contract.Cost.Currency)}
+	// A retry of an accepted operation attaches without a new price: the
+	// operation keeps the route it was accepted with.
+	if connected {
+		var perr error
+		priced, perr = r.contract.Route(ctx, worker.ProviderCaller(up), args)
+		if perr != nil {
+			return h.refuse(ctx, log, tenant, opID, string(fp), requestID, source, ledger.ReasonEstimateUnavailable,
+				"the call could not be priced before it runs, so it was not started: "+perr.Error(), nil), nil
 		}
 	}
 
-	a := &approvalCall{log: log, call: call, r: r, tenant: tenant, opID: opID, fp: string(fp), estimate: estimate, requestID: requestID, source: source}
+	a := &approvalCall{log: log, call: call, r: r, tenant: tenant, opID: opID, fp: string(fp), priced: priced, requestID: requestID, source: source}
 	if raw, ok := call.InputResponses[approvalInput]; ok && r.policy.Approval == ledger.ApprovalRequired {
 		if out, taken := h.takeAnswer(ctx, a, raw); taken && out != nil {
 			return out, nil
@@ -138,7 +138,7 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 			Source: source, RetryPolicy: r.policy.RetryPolicy, TTL: g.config().TaskTTL, Priced: r.contract.Priced(),
 			SecretArguments: r.policy.SecretArguments,
 			InputChannel:    inputChannel(&call.Caller),
-			Approval:        ledger.ApprovalRequirement{Required: r.policy.Approval == ledger.ApprovalRequired, Estimate: estimate},
+			Approval:        ledger.ApprovalRequirement{Required: r.policy.Approval == ledger.ApprovalRequired, Estimate: priced.Estimate, RemoteJobs: priced.RemoteJobs},
 			Enqueue:         worker.Dispatch,
 			QueueLease:      g.config().Worker.Lease,
 		})

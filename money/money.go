@@ -168,6 +168,18 @@ func (a Amount) Sub(b Amount) (Amount, error) {
 	return Amount{Micros: diff, Currency: c}, nil
 }
 
+// Times returns a*n, for n of at least zero; the product must fit in
+// 64-bit micro-units.
+func (a Amount) Times(n int) (Amount, error) {
+	if n < 0 {
+		return Amount{}, fmt.Errorf("cannot multiply %s by a negative count (%d)", a.Display(), n)
+	}
+	if n > 0 && (a.Micros > math.MaxInt64/int64(n) || a.Micros < math.MinInt64/int64(n)) {
+		return Amount{}, fmt.Errorf("%w: %s × %d", ErrOverflow, a.Display(), n)
+	}
+	return Amount{Micros: a.Micros * int64(n), Currency: a.Currency}, nil
+}
+
 func sameCurrency(a, b Amount) (string, error) {
 	ca, cb := normCurrency(a.Currency), normCurrency(b.Currency)
 	if ca != cb {

@@ -60,6 +60,29 @@ func TestArithmetic(t *testing.T) {
 	}
 }
 
+func TestTimes(t *testing.T) {
+	tests := []struct {
+		amount string
+		n      int
+		want   string
+	}{
+		{"18.00", 4, "72.00"},
+		{"0.000001", 3, "0.000003"},
+		{"17.84", 1, "17.84"},
+		{"17.84", 0, "0.00"},
+		{"-2.50", 2, "-5.00"},
+	}
+	for _, tt := range tests {
+		got, err := MustParse(tt.amount, "USD").Times(tt.n)
+		if err != nil || got.String() != tt.want || got.Currency != "USD" {
+			t.Errorf("%s × %d = %s %s, %v; want %s USD", tt.amount, tt.n, got, got.Currency, err, tt.want)
+		}
+	}
+	if _, err := MustParse("1", "USD").Times(-1); err == nil {
+		t.Error("1 × -1 succeeded; a count cannot be negative")
+	}
+}
+
 func TestJSON(t *testing.T) {
 	b, err := json.Marshal(struct{ Cost Amount }{MustParse("18", "USD")})
 	if err != nil || string(b) != `{"Cost":"18.00"}` {
@@ -87,6 +110,8 @@ func TestArithmeticOverflow(t *testing.T) {
 		{"smallest - 1", func() (Amount, error) { return smallest.Sub(one) }},
 		{"largest - -1", func() (Amount, error) { return largest.Sub(FromMicros(-1, "USD")) }},
 		{"0 - smallest", func() (Amount, error) { return Zero("USD").Sub(smallest) }},
+		{"largest × 2", func() (Amount, error) { return largest.Times(2) }},
+		{"smallest × 2", func() (Amount, error) { return smallest.Times(2) }},
 	}
 	for _, tt := range tests {
 		got, err := tt.op()

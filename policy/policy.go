@@ -1,5 +1,6 @@
 // Package policy holds taskgate's pure decisions about approvals and spend:
-// whether an approval admits one more remote job at an estimated cost, what
+// whether an approval admits a call's route (the remote jobs it would start
+// and their estimated total), what
 // an approval's reservations commit, whether a final cost breaches the
 // approval's ceiling, and which retry policy applies. Every function here is
 // a function of its arguments; the package must never read a clock, a
@@ -34,12 +35,23 @@ type Verdict struct {
 	Message string
 }
 
-// Admit decides whether approval a admits one more remote job for tool at
-// estimate, given what it has already committed. retry is true when the
-// request carries a new operation ID but repeats the arguments of an
+// Route is what one call would start, priced before it is sent: the
+// remote jobs it fans out to (one for most tools) and their estimated total.
+type Route struct {
+	RemoteJobs int
+	Estimate   money.Amount
+}
+
+// jobs is the route's remote jobs; a route that names none starts one.
+func (r Route) jobs() int { return max(r.RemoteJobs, 1) }
+
+// Admit decides whether approval a admits route for tool, given what it has
+// already committed: the route's remote jobs against the job limit and its
+// estimate against the ceiling, all of it or nothing. retry is true when
+// the request carries a new operation ID but repeats the arguments of an
 // operation already running under a: such a request is a retry, and when it
 // would exceed the remote-job limit it is denied as one.
-func Admit(a *ledger.Approval, tool string, used Usage, estimate money.Amount, retry bool, now time.Time) Verdict {
+func Admit(a *ledger.Approval, tool string, used Usage, route Route, retry bool, now time.Time) Verdict {
 	switch {
 	case a == nil:
 		return deny(ledger.ReasonApprovalRequired,
@@ -58,22 +70,34 @@ func Admit(a *ledger.Approval, tool string, used Usage, estimate money.Amount, r
 		return deny(ledger.ReasonCostCeilingExceeded,
 			fmt.Sprintf("approval %d has spend committed that cannot be added up in %s (reservations %v), so its ceiling cannot be checked; ask the user for a new approval", a.ID, a.MaxTotalCost.Currency, used.Uncounted))
 	}
-	if used.RemoteJobs+1 > a.MaxRemoteJobs {
-		if retry {
+	jobs := route.jobs()
+	if used.RemoteJobs+jobs > a.MaxRemoteJobs {
+		switch {
+		case retry:
 			return deny(ledger.ReasonRetryUsesNewOperation,
 				fmt.Sprintf("these arguments already run as operation %q, which used the %d remote job(s) approved; retry with operation ID %q instead of a new one", a.OperationID, a.MaxRemoteJobs, a.OperationID))
+		case jobs > 1 && used.RemoteJobs == 0:
+			return deny(ledger.ReasonRemoteJobLimitReached,
+				fmt.Sprintf("this call would start %d remote jobs and approval %d allows %d; ask the user to approve %d, or start fewer", jobs, a.ID, a.MaxRemoteJobs, jobs))
+		case jobs > 1:
+			return deny(ledger.ReasonRemoteJobLimitReached,
+				fmt.Sprintf("this call would start %d remote jobs, approval %d allows %d and %d are already started or reserved", jobs, a.ID, a.MaxRemoteJobs, used.RemoteJobs))
 		}
 		return deny(ledger.ReasonRemoteJobLimitReached,
 			fmt.Sprintf("approval %d allows %d remote job(s) and %d are already started or reserved", a.ID, a.MaxRemoteJobs, used.RemoteJobs))
 	}
-	total, err := used.Spend.Add(estimate)
+	total, err := used.Spend.Add(route.Estimate)
 	if err != nil {
 		return deny(ledger.ReasonCostCeilingExceeded,
 			fmt.Sprintf("the estimate is in a different currency than approval %d: %v", a.ID, err))
 	}
 	if total.Micros > a.MaxTotalCost.Micros {
+		if jobs > 1 {
+			return deny(ledger.ReasonCostCeilingExceeded,
+				fmt.Sprintf("this call would start %d remote jobs estimated at %s in all, which with %s already committed exceeds the approved ceiling of %s; ask the user to raise the approval, or start fewer", jobs, route.Estimate.Display(), used.Spend.Display(), a.MaxTotalCost.Display()))
+		}
 		return deny(ledger.ReasonCostCeilingExceeded,
-			fmt.Sprintf("estimated %s plus %s already committed exceeds the approved ceiling of %s; ask the user to raise the approval", estimate.Display(), used.Spend.Display(), a.MaxTotalCost.Display()))
+			fmt.Sprintf("estimated %s plus %s already committed exceeds the approved ceiling of %s; ask the user to raise the approval", route.Estimate.Display(), used.Spend.Display(), a.MaxTotalCost.Display()))
 	}
 	return Verdict{Allowed: true}
 }

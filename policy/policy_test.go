@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -45,12 +46,51 @@ func TestAdmit(t *testing.T) {
 		} else {
 			est = money.MustParse("1.00", "EUR")
 		}
-		v := Admit(tt.a, tt.tool, tt.used, est, tt.retry, now)
+		v := Admit(tt.a, tt.tool, tt.used, Route{Estimate: est}, tt.retry, now)
 		if v.Reason != tt.reason || v.Allowed != (tt.reason == "") {
 			t.Errorf("%s: Admit = %+v, want reason %q", tt.name, v, tt.reason)
 		}
 		if !v.Allowed && v.Message == "" {
 			t.Errorf("%s: a denial without a message", tt.name)
+		}
+	}
+}
+
+// A call that fans out is admitted as a whole: all its remote jobs against
+// the job limit and its total estimate against the ceiling, or nothing.
+func TestAdmitRoute(t *testing.T) {
+	now := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	usd := func(s string) money.Amount { return money.MustParse(s, "USD") }
+	approval := func(ceiling string, jobs int) *ledger.Approval {
+		return &ledger.Approval{ID: 3, OperationID: "matrix", Tool: "hosted_test.run_matrix", MaxTotalCost: usd(ceiling), MaxRemoteJobs: jobs, ExpiresAt: now.Add(time.Hour)}
+	}
+	tests := []struct {
+		name     string
+		a        *ledger.Approval
+		used     Usage
+		jobs     int
+		estimate string
+		reason   string
+		message  string // a part of the denial's message
+	}{
+		{"4 jobs approved for 4", approval("72.00", 4), Usage{Spend: usd("0")}, 4, "72.00", "", ""},
+		{"4 jobs approved for 5", approval("100.00", 5), Usage{Spend: usd("0")}, 4, "72.00", "", ""},
+		{"no job count is one", approval("18.00", 1), Usage{Spend: usd("0")}, 0, "18.00", "", ""},
+		{"6 jobs approved for 4", approval("200.00", 4), Usage{Spend: usd("0")}, 6, "108.00", ledger.ReasonRemoteJobLimitReached, "this call would start 6 remote jobs and approval 3 allows 4"},
+		{"3 jobs with 2 of 4 used", approval("200.00", 4), Usage{Spend: usd("36.00"), RemoteJobs: 2}, 3, "54.00", ledger.ReasonRemoteJobLimitReached, "this call would start 3 remote jobs, approval 3 allows 4 and 2 are already started or reserved"},
+		{"2 jobs with 2 of 4 used", approval("200.00", 4), Usage{Spend: usd("36.00"), RemoteJobs: 2}, 2, "36.00", "", ""},
+		{"the total over the ceiling", approval("70.00", 4), Usage{Spend: usd("0")}, 4, "72.00", ledger.ReasonCostCeilingExceeded, "this call would start 4 remote jobs estimated at 72.00 USD in all, which with 0.00 USD already committed exceeds the approved ceiling of 70.00 USD"},
+		{"the total over what is left", approval("100.00", 8), Usage{Spend: usd("36.00"), RemoteJobs: 2}, 4, "72.00", ledger.ReasonCostCeilingExceeded, "with 36.00 USD already committed"},
+		{"one job over the ceiling", approval("17.00", 1), Usage{Spend: usd("0")}, 1, "18.00", ledger.ReasonCostCeilingExceeded, "estimated 18.00 USD plus 0.00 USD already committed"},
+		{"the job limit is checked first", approval("1.00", 4), Usage{Spend: usd("0")}, 5, "90.00", ledger.ReasonRemoteJobLimitReached, "would start 5 remote jobs"},
+	}
+	for _, tt := range tests {
+		v := Admit(tt.a, "hosted_test.run_matrix", tt.used, Route{RemoteJobs: tt.jobs, Estimate: usd(tt.estimate)}, false, now)
+		if v.Reason != tt.reason || v.Allowed != (tt.reason == "") {
+			t.Errorf("%s: Admit = %+v, want reason %q", tt.name, v, tt.reason)
+		}
+		if !strings.Contains(v.Message, tt.message) {
+			t.Errorf("%s: message %q, want it to say %q", tt.name, v.Message, tt.message)
 		}
 	}
 }
@@ -81,7 +121,7 @@ func TestCommittedNeverAddsAnotherCurrency(t *testing.T) {
 		t.Errorf("Uncounted = %v, want [2 3]", u.Uncounted)
 	}
 	a := &ledger.Approval{ID: 7, OperationID: "op", Tool: "t", MaxTotalCost: money.MustParse("100.00", "USD"), MaxRemoteJobs: 5, ExpiresAt: time.Now().Add(time.Hour)}
-	if v := Admit(a, "t", u, money.MustParse("1.00", "USD"), false, time.Now()); v.Allowed || v.Reason != ledger.ReasonCostCeilingExceeded {
+	if v := Admit(a, "t", u, Route{Estimate: money.MustParse("1.00", "USD")}, false, time.Now()); v.Allowed || v.Reason != ledger.ReasonCostCeilingExceeded {
 		t.Errorf("Admit with uncounted spend = %+v, want a denial with %q", v, ledger.ReasonCostCeilingExceeded)
 	}
 }

@@ -16,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
+	"github.com/taskgate/taskgate/policy"
 )
 
 // Caller invokes one tool of the provider's MCP server.
@@ -130,6 +133,35 @@ func (c *Contract) RemoteJobID(res *mcp.CallToolResult) string {
 	}
 	s, _ := field(structured(res), f).(string)
 	return s
+}
+
+// RemoteJobIDs reads every remote job a call's result names: the list at
+// remote_jobs_field (job IDs, or objects with the ID at
+// remote_job_id_field, default job_id), or else the one job at
+// remote_job_id_field. Jobs are in the result's order, each once.
+func (c *Contract) RemoteJobIDs(res *mcp.CallToolResult) []string {
+	spec := c.spec()
+	if spec.RemoteJobsField == "" || res == nil {
+		if id := c.RemoteJobID(res); id != "" {
+			return []string{id}
+		}
+		return nil
+	}
+	list, _ := field(structured(res), spec.RemoteJobsField).([]any)
+	var out []string
+	for _, item := range list {
+		var id string
+		switch x := item.(type) {
+		case string:
+			id = x
+		case map[string]any:
+			id, _ = field(x, cmpOr(spec.RemoteJobIDField, "job_id")).(string)
+		}
+		if id != "" && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // LookupResult is what a lookup found.
@@ -335,33 +367,97 @@ func (c *Contract) Cancel(ctx context.Context, caller Caller, jobID, operationID
 	return out, nil
 }
 
-// Estimate prices a call: a fixed estimate, or the provider's estimate tool.
-func (c *Contract) Estimate(ctx context.Context, caller Caller, arguments json.RawMessage) (money.Amount, error) {
+// Route prices a call before it is sent: how many remote jobs it would
+// start and their estimated total, from the contract's cost (a fixed
+// estimate, a fixed estimate per job, or the provider's estimate tool) and
+// the call's arguments. A call that cannot be priced is an error.
+func (c *Contract) Route(ctx context.Context, caller Caller, arguments json.RawMessage) (policy.Route, error) {
 	cost := c.spec().Cost
-	if cost.Estimate != nil {
-		return *cost.Estimate, nil
-	}
-	et := cost.EstimateTool
-	if et == nil {
-		return money.Zero(cost.Currency), nil
-	}
-	call := et.Call
-	if len(call.Arguments) == 0 {
-		args, err := decodeArguments(arguments)
-		if err != nil {
-			return money.Amount{}, err
-		}
-		call.Arguments = args
-	}
-	res, err := c.call(ctx, caller, call, vars{arguments: arguments})
+	args, err := decodeArguments(arguments)
 	if err != nil {
-		return money.Amount{}, fmt.Errorf("price the call with %s: %w", et.Tool, err)
+		return policy.Route{}, err
 	}
-	v := field(structured(res), et.Field)
-	if v == nil {
-		return money.Amount{}, fmt.Errorf("price the call with %s: its answer has no %q", et.Tool, et.Field)
+	var answer map[string]any
+	if et := cost.EstimateTool; et != nil {
+		call := et.Call
+		if len(call.Arguments) == 0 {
+			call.Arguments = args
+		}
+		res, err := c.call(ctx, caller, call, vars{arguments: arguments})
+		if err != nil {
+			return policy.Route{}, fmt.Errorf("price the call with %s: %w", et.Tool, err)
+		}
+		if answer = structured(res); answer == nil {
+			answer = map[string]any{}
+		}
 	}
-	return money.Parse(decimalText(v), cost.Currency)
+	return route(&cost, args, answer)
+}
+
+// route is the route of a call with arguments args under cost; answer is
+// the estimate tool's structured answer, when cost has one.
+func route(cost *config.Cost, args, answer map[string]any) (policy.Route, error) {
+	r := policy.Route{RemoteJobs: 1, Estimate: money.Zero(cost.Currency)}
+	switch et := cost.EstimateTool; {
+	case cost.JobsArgument != "":
+		n, err := jobCount(args[cost.JobsArgument])
+		if err != nil {
+			return policy.Route{}, fmt.Errorf("argument %q counts the remote jobs this call starts: %w", cost.JobsArgument, err)
+		}
+		r.RemoteJobs = n
+	case et != nil && et.JobsField != "":
+		n, err := jobCount(field(answer, et.JobsField))
+		if err != nil {
+			return policy.Route{}, fmt.Errorf("price the call with %s: its answer's %q counts the remote jobs the call would start: %w", et.Tool, et.JobsField, err)
+		}
+		r.RemoteJobs = n
+	}
+	switch et := cost.EstimateTool; {
+	case cost.Estimate != nil:
+		r.Estimate = *cost.Estimate
+	case cost.EstimatePerJob != nil:
+		total, err := cost.EstimatePerJob.Times(r.RemoteJobs)
+		if err != nil {
+			return policy.Route{}, fmt.Errorf("price %d remote jobs at %s each: %w", r.RemoteJobs, cost.EstimatePerJob.Display(), err)
+		}
+		r.Estimate = total
+	case et != nil:
+		v := field(answer, et.Field)
+		if v == nil {
+			return policy.Route{}, fmt.Errorf("price the call with %s: its answer has no %q", et.Tool, et.Field)
+		}
+		estimate, err := money.Parse(decimalText(v), cost.Currency)
+		if err != nil {
+			return policy.Route{}, fmt.Errorf("price the call with %s: %w", et.Tool, err)
+		}
+		r.Estimate = estimate
+	}
+	return r, nil
+}
+
+// jobCount reads a count of remote jobs: a whole number of at least 1.
+func jobCount(v any) (int, error) {
+	var n int64
+	var err error
+	switch x := v.(type) {
+	case json.Number:
+		n, err = x.Int64()
+	case float64:
+		n = int64(x)
+		if float64(n) != x {
+			err = errors.New("not a whole number")
+		}
+	case nil:
+		return 0, errors.New("it is missing; give a whole number of at least 1")
+	case string:
+		return 0, fmt.Errorf("it is a string (%q), not a number", x)
+	default:
+		return 0, fmt.Errorf("it is a %T, not a number", v)
+	}
+	if err != nil || n < 1 || n > math.MaxInt32 {
+		return 0, fmt.Errorf("it must be a whole number of at least 1, not %v", v)
+	}
+	return int(n), nil
 }
 
 // decimalText is an amount field as decimal text: a JSON number read as a

@@ -143,8 +143,8 @@ func TestContractAgainstProviderSim(t *testing.T) {
 	if err != nil || cancel.EffectReversed != ledger.No {
 		t.Fatalf("cancel after the effect = %+v, %v", cancel, err)
 	}
-	if est, err := c.Estimate(ctx, s, args); err != nil || est.String() != "18.00" {
-		t.Fatalf("estimate = %v, %v", est, err)
+	if r, err := c.Route(ctx, s, args); err != nil || r.Estimate.String() != "18.00" || r.RemoteJobs != 1 {
+		t.Fatalf("route = %+v, %v; want one remote job estimated at 18.00", r, err)
 	}
 }
 
@@ -179,9 +179,9 @@ func TestEstimateTool(t *testing.T) {
 	tool.Contract.Cost.Estimate = nil
 	tool.Contract.Cost.EstimateTool = &config.EstimateTool{Call: config.Call{Tool: "estimate_suite", Arguments: map[string]any{"suite": "{argument:suite}"}}, Field: "estimate_usd"}
 	c := provider.New("hosted_test", "run_suite", tool)
-	est, err := c.Estimate(context.Background(), s, json.RawMessage(`{"suite":"x"}`))
-	if err != nil || est.String() != "18.00" || est.Currency != "USD" {
-		t.Fatalf("estimate via tool = %v, %v", est, err)
+	r, err := c.Route(context.Background(), s, json.RawMessage(`{"suite":"x"}`))
+	if err != nil || r.Estimate.String() != "18.00" || r.Estimate.Currency != "USD" || r.RemoteJobs != 1 {
+		t.Fatalf("route via the estimate tool = %+v, %v", r, err)
 	}
 }
 
@@ -223,7 +223,8 @@ func TestAmountsAsJSONNumbers(t *testing.T) {
 		c := provider.New("numbers", "run", tool)
 		ctx := context.Background()
 		charges, err := c.Charges(ctx, s, "job-1", "op-1", nil)
-		est, estErr := c.Estimate(ctx, s, nil)
+		r, estErr := c.Route(ctx, s, nil)
+		est := r.Estimate
 		if tt.want == "" {
 			if err == nil || estErr == nil {
 				t.Errorf("amount %s: charges %+v, %v and estimate %v, %v; want both refused", tt.number, charges, err, est, estErr)

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,7 @@ func Exercise(t *testing.T, newStore Factory) {
 	t.Run("DeniedBeforeAcceptance", func(t *testing.T) { t.Parallel(); testDeniedBeforeAcceptance(t, newStore) })
 	t.Run("Approvals", func(t *testing.T) { t.Parallel(); testApprovals(t, newStore) })
 	t.Run("ConcurrentReservations", func(t *testing.T) { t.Parallel(); testConcurrentReservations(t, newStore) })
+	t.Run("FanOutRoutes", func(t *testing.T) { t.Parallel(); testFanOutRoutes(t, newStore) })
 	t.Run("OperationList", func(t *testing.T) { t.Parallel(); testOperationList(t, newStore) })
 	t.Run("Leases", func(t *testing.T) { t.Parallel(); testLeases(t, newStore) })
 	t.Run("Transitions", func(t *testing.T) { t.Parallel(); testTransitions(t, newStore) })
@@ -506,6 +508,62 @@ func testApprovals(t *testing.T, newStore Factory) {
 			t.Fatalf("active approvals after revoke = %d, %v", len(list), err)
 		}
 	})
+}
+
+// testFanOutRoutes: a call that fans out is admitted and reserved as a
+// whole (every remote job and the total estimate) or refused with nothing
+// reserved, and the operation intends all its jobs.
+func testFanOutRoutes(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	s := newStore(t)
+	a, err := s.ApprovalCreate(ctx, approval("acme", "matrix-1", "80.00", 4, time.Now().Add(time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := func(key string, jobs int, estimate string) *ledger.AcceptParams {
+		p := params(t, call{"acme", key, fmt.Sprintf(`{"runners":%d}`, jobs)})
+		p.Approval = ledger.ApprovalRequirement{Required: true, Estimate: money.MustParse(estimate, "USD"), RemoteJobs: jobs}
+		return p
+	}
+
+	// Six runners under an approval for four: refused, nothing reserved.
+	if res := accept(t, s, route("matrix-1", 6, "108.00")); res.Decision != ledger.DecisionDenied || res.Reason != ledger.ReasonRemoteJobLimitReached ||
+		!strings.Contains(res.Message, "would start 6 remote jobs") {
+		t.Fatalf("6 runners approved for 4: %s (%s: %s), want denied with %s naming the route", res.Decision, res.Reason, res.Message, ledger.ReasonRemoteJobLimitReached)
+	}
+	// Four runners whose total is above the ceiling: refused too.
+	if res := accept(t, s, route("matrix-1", 4, "96.00")); res.Decision != ledger.DecisionDenied || res.Reason != ledger.ReasonCostCeilingExceeded {
+		t.Fatalf("4 runners over the ceiling: %s (%s: %s), want denied with %s", res.Decision, res.Reason, res.Message, ledger.ReasonCostCeilingExceeded)
+	}
+	if rs, err := s.ReservationList(ctx, a.ID); err != nil || len(rs) != 0 {
+		t.Fatalf("reservations after refused routes = %d, %v; want none", len(rs), err)
+	}
+
+	res := accept(t, s, route("matrix-1", 4, "72.00"))
+	if res.Decision != ledger.DecisionCreated || res.Operation.IntendedRemoteJobs != 4 || res.Operation.Estimate.String() != "72.00" {
+		t.Fatalf("4 runners approved for 4: %s (%s), op %+v; want created intending 4 jobs at 72.00", res.Decision, res.Reason, res.Operation)
+	}
+	stored, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "acme", OperationID: "matrix-1"})
+	if err != nil || stored.IntendedRemoteJobs != 4 {
+		t.Fatalf("stored operation intends %v jobs, %v; want 4", stored, err)
+	}
+	rs, err := s.ReservationList(ctx, a.ID)
+	if err != nil || len(rs) != 1 || rs[0].RemoteJobs != 4 || rs[0].Amount.String() != "72.00" || rs[0].Status != ledger.ReservationHeld {
+		t.Fatalf("reservations = %+v, %v; want one held for 4 jobs and 72.00", rs, err)
+	}
+	// The approval's jobs are all reserved: a retry attaches, and a call
+	// under a new operation ID that repeats the arguments is a retry.
+	if res := accept(t, s, route("matrix-1", 4, "72.00")); res.Decision != ledger.DecisionAttached {
+		t.Fatalf("retry: %s (%s), want attached", res.Decision, res.Reason)
+	}
+	if res := accept(t, s, route("matrix-2", 4, "72.00")); res.Reason != ledger.ReasonRetryUsesNewOperation {
+		t.Fatalf("the same matrix under a new operation ID: %s (%s), want %s", res.Decision, res.Reason, ledger.ReasonRetryUsesNewOperation)
+	}
+	// A single-job call intends one job, as before.
+	single := accept(t, s, params(t, call{"acme", "single", `{"s":1}`}))
+	if single.Decision != ledger.DecisionCreated || single.Operation.IntendedRemoteJobs != 1 {
+		t.Fatalf("a call without a route: %s, intends %d; want created intending 1", single.Decision, single.Operation.IntendedRemoteJobs)
+	}
 }
 
 // testConcurrentReservations: concurrent dispatches under one approval

@@ -349,7 +349,7 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 		Tenant: p.Tenant, OperationID: p.OperationID, TaskID: p.TaskID, Upstream: p.Upstream, Tool: p.Tool,
 		Fingerprint: p.Fingerprint, Arguments: argumentsOrEmpty(p.Arguments), State: ledger.StateAccepted,
 		ApprovalID: approvalRef, RetryPolicy: p.RetryPolicy, Estimate: money.FromMicros(p.Approval.Estimate.Micros, currencyOf(p)),
-		IntendedRemoteJobs: 1, TTL: p.TTL.Truncate(time.Millisecond), Priced: p.Priced, SecretArguments: secretNames(p.SecretArguments),
+		IntendedRemoteJobs: p.Approval.Jobs(), TTL: p.TTL.Truncate(time.Millisecond), Priced: p.Priced, SecretArguments: secretNames(p.SecretArguments),
 		InputChannel: p.InputChannel, LeaseOwner: leaseOwner, LeaseUntil: leaseUntil, CreatedAt: now, UpdatedAt: now,
 	}
 	secret, err := secretOrNull(p.SecretArguments)
@@ -377,8 +377,8 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 	op.ID = id
 	if approval != nil {
 		if _, err := tx.Exec(ctx, `INSERT INTO reservations (approval_ref, operation_ref, amount_micros, currency, jobs, status, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, 1, $5, $6, $6)`,
-			approval.ID, op.ID, p.Approval.Estimate.Micros, currencyOf(p), ledger.ReservationHeld, now); err != nil {
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`,
+			approval.ID, op.ID, p.Approval.Estimate.Micros, currencyOf(p), p.Approval.Jobs(), ledger.ReservationHeld, now); err != nil {
 			return nil, nil, fmt.Errorf("reserve against approval %d: %w", approval.ID, err)
 		}
 	}
@@ -421,7 +421,7 @@ func (s *Store) admit(ctx context.Context, tx Tx, p *ledger.AcceptParams, now ti
 		}
 	}
 	if approval == nil {
-		return nil, 0, policy.Admit(nil, p.QualifiedTool(), policy.Usage{}, p.Approval.Estimate, false, now), nil
+		return nil, 0, policy.Admit(nil, p.QualifiedTool(), policy.Usage{}, route(p), false, now), nil
 	}
 	// Lock the approval so that concurrent reservations against it are
 	// decided one after another, and decide on the approval as it is once
@@ -435,7 +435,12 @@ func (s *Store) admit(ctx context.Context, tx Tx, p *ledger.AcceptParams, now ti
 		return nil, 0, policy.Verdict{}, err
 	}
 	used := policy.Committed(rs, approval.MaxTotalCost.Currency)
-	return approval, related, policy.Admit(approval, p.QualifiedTool(), used, p.Approval.Estimate, related != 0, now), nil
+	return approval, related, policy.Admit(approval, p.QualifiedTool(), used, route(p), related != 0, now), nil
+}
+
+// route is what the call would start, as policy weighs it.
+func route(p *ledger.AcceptParams) policy.Route {
+	return policy.Route{RemoteJobs: p.Approval.Jobs(), Estimate: p.Approval.Estimate}
 }
 
 func currencyOf(p *ledger.AcceptParams) string {
