@@ -14,6 +14,7 @@ import (
 // operation.
 const (
 	ActionCancelDuplicate      = "cancel_duplicate"
+	ActionCheckMissingJob      = "check_missing_job"
 	ActionRequestRefund        = "request_refund"
 	ActionCheckLateInvoice     = "check_late_invoice"
 	ActionReviewChargeCurrency = "review_charge_currency"
@@ -25,7 +26,7 @@ const (
 // actionRank sorts next actions: what stops further spend comes first.
 func actionRank(action string) int {
 	return slices.Index([]string{
-		ActionCancelDuplicate, ActionRequestRefund, ActionCheckLateInvoice, ActionReviewChargeCurrency,
+		ActionCancelDuplicate, ActionRequestRefund, ActionCheckMissingJob, ActionCheckLateInvoice, ActionReviewChargeCurrency,
 		ActionPreserveEvidence, ActionReconcileAgain, ActionResolveReview,
 	}, action)
 }
@@ -76,6 +77,11 @@ func (f *facts) nextActions(r *Receipt) []NextAction {
 			}
 			add(NextAction{Action: ActionCheckLateInvoice, Target: j.RemoteJobID, Reason: reason, Due: due})
 		}
+	}
+	if n := r.MissingRemoteJobs; n > 0 {
+		evidence = append(evidence, plural(n, "missing remote job"))
+		add(NextAction{Action: ActionCheckMissingJob, Target: f.op.OperationID,
+			Reason: fmt.Sprintf("the call was to start %d remote jobs and the provider shows %d of them; ask the provider whether the other %d ran under another ID or never started", f.op.IntendedRemoteJobs, f.op.IntendedRemoteJobs-n, n)})
 	}
 	for _, b := range r.Breaches {
 		evidence = append(evidence, "cost boundary breach")

@@ -41,6 +41,7 @@ func Build(in *Input) *Receipt {
 	f.out = reconcile.Assess(f.reconcileFacts(r.LastReconciliation))
 	f.listCharges(r)
 	r.UnpricedAttempts = f.out.UnpricedAttempts
+	r.MissingRemoteJobs = f.out.MissingJobs
 	r.ResultUsed = f.resultUsed()
 	r.ReconciliationStatus = ReconciliationStatus(f.out.Status)
 	r.Approval = f.approvalTerms(r)

@@ -75,6 +75,9 @@ type Receipt struct {
 	Tool            string `json:"tool" yaml:"tool"` // "upstream.tool"
 	State           string `json:"state" yaml:"state"`
 	DeniedAttempts  int    `json:"denied_attempts" yaml:"denied_attempts"`
+	// MissingRemoteJobs counts the intended remote jobs of a call that fans
+	// out which the operation completed without; omitted when none.
+	MissingRemoteJobs int `json:"missing_remote_jobs,omitempty" yaml:"missing_remote_jobs,omitempty"`
 	PendingCostUSD  Money  `json:"pending_cost_usd" yaml:"pending_cost_usd"`
 	RefundedCostUSD Money  `json:"refunded_cost_usd" yaml:"refunded_cost_usd"`
 	// GeneratedAt is Input.Now.

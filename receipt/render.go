@@ -83,6 +83,9 @@ func (r *Receipt) Markdown() []byte {
 	row("intended remote jobs", strconv.Itoa(r.IntendedRemoteJobs))
 	row("observed remote jobs", strconv.Itoa(r.ObservedRemoteJobs))
 	row("duplicate jobs", strconv.Itoa(r.DuplicateJobs))
+	if r.MissingRemoteJobs > 0 {
+		row("missing remote jobs", strconv.Itoa(r.MissingRemoteJobs))
+	}
 	row("attempts", fmt.Sprintf("%d (%d attached), %d denied", r.Attempts, r.AttachedAttempts, r.DeniedAttempts))
 	row("estimated cost", r.EstimatedCostUSD.Display())
 	row("final cost", r.FinalCostUSD.Display())

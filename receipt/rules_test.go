@@ -2,6 +2,7 @@ package receipt_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -257,6 +258,30 @@ func TestStatuses(t *testing.T) {
 			d.Duplicate = true
 			in.RemoteJobs = append(in.RemoteJobs, d)
 		}, receipt.ReconciliationComplete, receipt.ReviewReady},
+		{"a fan-out of four with all four intended jobs", func(in *receipt.Input) {
+			in.Operation.IntendedRemoteJobs = 4
+			for i := int64(11); i <= 13; i++ {
+				j := job(i, 1, fmt.Sprintf("job-%d", i), ledger.JobCompleted)
+				j.Intended = true
+				in.RemoteJobs = append(in.RemoteJobs, j)
+			}
+		}, receipt.ReconciliationComplete, receipt.ReviewReady},
+		{"a fan-out of four that completed with three needs review", func(in *receipt.Input) {
+			in.Operation.IntendedRemoteJobs = 4
+			for i := int64(11); i <= 12; i++ {
+				j := job(i, 1, fmt.Sprintf("job-%d", i), ledger.JobCompleted)
+				j.Intended = true
+				in.RemoteJobs = append(in.RemoteJobs, j)
+			}
+		}, receipt.ReconciliationComplete, receipt.ReviewNeedsReview},
+		{"a fan-out of four with a fifth job open is blocked", func(in *receipt.Input) {
+			in.Operation.IntendedRemoteJobs = 4
+			for i := int64(11); i <= 14; i++ {
+				j := job(i, 1, fmt.Sprintf("job-%d", i), ledger.JobCompleted)
+				j.Intended, j.Duplicate = i < 14, i == 14
+				in.RemoteJobs = append(in.RemoteJobs, j)
+			}
+		}, receipt.ReconciliationComplete, receipt.ReviewBlocked},
 		{"final cost above the ceiling without the flag", func(in *receipt.Input) {
 			in.Approval = approval("1.00", 1)
 			in.Charges = []*ledger.Charge{charge(1, 10, "1.01", ledger.ChargeFinal)}
@@ -419,6 +444,16 @@ func TestNextActions(t *testing.T) {
 				in.Operation.ReviewReason = ledger.ReasonLookupNotFoundUnsafe
 			},
 			want: []receipt.NextAction{{Action: "resolve_review", Target: "op-1"}},
+		},
+		{
+			name: "a fan-out that completed without one of its jobs: check the missing job, keep evidence",
+			edit: func(in *receipt.Input) {
+				in.Operation.IntendedRemoteJobs = 2
+			},
+			want: []receipt.NextAction{
+				{Action: "check_missing_job", Target: "op-1"},
+				{Action: "preserve_evidence", Target: "op-1"},
+			},
 		},
 		{
 			name: "a foreign-currency charge is reviewed",

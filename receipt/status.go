@@ -72,7 +72,7 @@ func (f *facts) reviewStatus(r *Receipt) ReviewStatus {
 		return ReviewBlocked
 	}
 	openBreach := slices.ContainsFunc(r.Breaches, func(b Breach) bool { return b.Open })
-	if r.ReconciliationStatus == ReconciliationComplete && !openBreach && f.op.State != ledger.StateReview {
+	if r.ReconciliationStatus == ReconciliationComplete && !openBreach && f.op.State != ledger.StateReview && r.MissingRemoteJobs == 0 {
 		return ReviewReady
 	}
 	return ReviewNeedsReview

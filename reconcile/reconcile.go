@@ -25,9 +25,12 @@
 // and, for a priced tool, every completed job has a final or refunded
 // charge; otherwise incomplete.
 //
-// The job the ledger binds as intended stays intended (the first job when
-// none is); once the intended number of jobs is reached, every other job is
-// a duplicate.
+// A call intends as many remote jobs as its route (one, or more for a call
+// that fans out). The jobs the ledger binds as intended stay intended; while
+// fewer are, the earliest other jobs become intended; once the intended
+// number is reached, every other job is a duplicate ([MatchRoute]). An
+// operation that completed with fewer jobs than intended is missing the
+// rest.
 //
 // A reservation is released when the operation has ended with no remote job
 // and the provider answered; it settles at the final cost once that cost is
@@ -138,6 +141,9 @@ type Outcome struct {
 	// UnpricedAttempts counts, for a priced tool, the attempts whose jobs
 	// have no charge at all; a job bound to no attempt counts alone.
 	UnpricedAttempts int
+	// MissingJobs counts the intended remote jobs that an operation which
+	// completed, as far as the provider answered, never showed.
+	MissingJobs int
 }
 
 // JobOutcome is the assessment of one job.
@@ -189,7 +195,7 @@ func Assess(f *Facts) Outcome {
 		unknown = unknown || o.Unknown
 		uninvoiced = uninvoiced || o.Uninvoiced
 	}
-	markDuplicates(out.Jobs, op.IntendedRemoteJobs)
+	missing := MatchRoute(out.Jobs, op.IntendedRemoteJobs)
 	for i, j := range f.Jobs {
 		intendedDone = intendedDone || out.Jobs[i].Intended && j.Status == ledger.JobCompleted
 	}
@@ -236,24 +242,20 @@ func Assess(f *Facts) Outcome {
 		out.Charged = ledger.No
 	}
 	out.UnpricedAttempts = unpricedAttempts(f)
+	if op.State == ledger.StateCompleted && len(f.Jobs) > 0 && answered {
+		out.MissingJobs = missing
+	}
 	return out
 }
 
-// markDuplicates keeps the intended job intended (making the first job
-// intended when none is) and makes every other job a duplicate once the
-// intended number is reached.
-func markDuplicates(jobs []JobOutcome, intendedJobs int) {
-	intended := -1
-	for i, j := range jobs {
-		if j.Intended {
-			intended = i
-			break
-		}
-	}
-	if intended < 0 && len(jobs) > 0 {
-		intended = 0
-		jobs[0].Intended = true
-	}
+// MatchRoute matches an operation's remote jobs, in order, to the
+// intended number of its route: jobs already intended stay intended, the
+// earliest others that are not duplicates become intended while fewer are,
+// and once the intended number is reached every other job becomes a
+// duplicate (NewDuplicate). It returns how many intended jobs are missing.
+// An intended number below one counts as one.
+func MatchRoute(jobs []JobOutcome, intendedJobs int) (missing int) {
+	intendedJobs = max(intendedJobs, 1)
 	n := 0
 	for _, j := range jobs {
 		if j.Intended {
@@ -261,10 +263,17 @@ func markDuplicates(jobs []JobOutcome, intendedJobs int) {
 		}
 	}
 	for i := range jobs {
-		if i != intended && !jobs[i].Duplicate && n >= intendedJobs {
+		if n < intendedJobs && !jobs[i].Intended && !jobs[i].Duplicate {
+			jobs[i].Intended = true
+			n++
+		}
+	}
+	for i := range jobs {
+		if !jobs[i].Intended && !jobs[i].Duplicate {
 			jobs[i].Duplicate, jobs[i].NewDuplicate = true, true
 		}
 	}
+	return max(intendedJobs-n, 0)
 }
 
 func unpricedAttempts(f *Facts) int {

@@ -65,6 +65,7 @@ type want struct {
 	sentUnknown bool
 	authority   bool
 	charged     ledger.Knowledge
+	missing     int
 }
 
 func TestAssess(t *testing.T) {
@@ -169,6 +170,42 @@ func TestAssess(t *testing.T) {
 			want: want{status: reconcile.Complete, reservation: reconcile.Settle, final: "0.00"},
 		},
 		{
+			name: "four runners intended, three completed: complete as accounted, one missing",
+			edit: func(f *reconcile.Facts) {
+				f.Operation.IntendedRemoteJobs = 4
+				f.Jobs = append(f.Jobs,
+					reconcile.Job{ID: "job-b", Attempt: 1, Status: ledger.JobCompleted, Intended: true},
+					reconcile.Job{ID: "job-c", Attempt: 1, Status: ledger.JobCompleted, Intended: true})
+			},
+			want: want{status: reconcile.Complete, reservation: reconcile.Settle, final: "0.00", missing: 1},
+		},
+		{
+			name: "four runners intended, three so far while it runs: none missing yet",
+			edit: func(f *reconcile.Facts) {
+				f.Operation.State, f.Operation.IntendedRemoteJobs = ledger.StateRunning, 4
+				f.Jobs = append(f.Jobs, reconcile.Job{ID: "job-b", Attempt: 1, Status: ledger.JobRunning, Intended: true})
+			},
+			want: want{status: reconcile.Incomplete, reservation: reconcile.Hold, final: "0.00"},
+		},
+		{
+			name: "four runners intended, one found, and the provider could not be asked about all: none counted missing",
+			edit: func(f *reconcile.Facts) {
+				f.Operation.IntendedRemoteJobs = 4
+				f.Indeterminate = true
+			},
+			want: want{status: reconcile.Indeterminate, reservation: reconcile.Hold, final: "0.00"},
+		},
+		{
+			name: "four runners intended, five found: the fifth is a duplicate",
+			edit: func(f *reconcile.Facts) {
+				f.Operation.IntendedRemoteJobs = 4
+				for _, id := range []string{"job-b", "job-c", "job-d", "job-e"} {
+					f.Jobs = append(f.Jobs, reconcile.Job{ID: id, Attempt: 1, Status: ledger.JobCompleted, New: true})
+				}
+			},
+			want: want{status: reconcile.Complete, reservation: reconcile.Settle, final: "0.00", duplicates: []int{4}, newDups: []int{4}},
+		},
+		{
 			name: "unpriced attempts count per attempt; a charged job prices its attempt",
 			edit: func(f *reconcile.Facts) {
 				f.Priced = true
@@ -238,6 +275,7 @@ func TestAssess(t *testing.T) {
 			got := want{
 				status: out.Status, reservation: out.Reservation, final: out.Totals.Final.String(),
 				unpriced: out.UnpricedAttempts, sentUnknown: out.SentWithoutKnownJob, authority: out.Authoritative, charged: out.Charged,
+				missing: out.MissingJobs,
 			}
 			for i, j := range out.Jobs {
 				if j.Duplicate {
@@ -257,6 +295,56 @@ func TestAssess(t *testing.T) {
 				t.Errorf("Assess =\n  %+v\nwant\n  %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// A lookup's job list, in order, matched to the intended number of the
+// route: which jobs are intended, which duplicates, and how many missing.
+func TestMatchRoute(t *testing.T) {
+	// Each job is written as a letter: i intended, d a duplicate already
+	// marked, - neither.
+	tests := []struct {
+		name     string
+		jobs     string
+		intended int
+		want     string // i intended, d duplicate, D a new duplicate
+		missing  int
+	}{
+		{"one intended, one found", "i", 1, "i", 0},
+		{"one intended, none bound: the first is intended", "--", 1, "iD", 0},
+		{"one intended, the second bound: the first is a duplicate", "-i", 1, "Di", 0},
+		{"an intended number below one counts as one", "--", 0, "iD", 0},
+		{"four intended, four bound", "iiii", 4, "iiii", 0},
+		{"four intended, four found before any is bound", "----", 4, "iiii", 0},
+		{"four intended, five found: one duplicate", "iiii-", 4, "iiiiD", 0},
+		{"four intended, two bound and three more found: the earliest fill the route", "ii---", 4, "iiiiD", 0},
+		{"four intended, three found: one missing", "iii", 4, "iii", 1},
+		{"four intended, none found: all missing", "", 4, "", 4},
+		{"a duplicate already marked stays one and fills no place", "iid", 4, "iid", 2},
+		{"six found of four, two bound late", "--ii--", 4, "iiiiDD", 0},
+	}
+	for _, tt := range tests {
+		jobs := make([]reconcile.JobOutcome, len(tt.jobs))
+		for i, c := range tt.jobs {
+			jobs[i] = reconcile.JobOutcome{Intended: c == 'i', Duplicate: c == 'd'}
+		}
+		missing := reconcile.MatchRoute(jobs, tt.intended)
+		got := make([]byte, len(jobs))
+		for i, j := range jobs {
+			switch {
+			case j.Intended && !j.Duplicate:
+				got[i] = 'i'
+			case j.NewDuplicate:
+				got[i] = 'D'
+			case j.Duplicate:
+				got[i] = 'd'
+			default:
+				got[i] = '-'
+			}
+		}
+		if string(got) != tt.want || missing != tt.missing {
+			t.Errorf("%s: MatchRoute(%q, %d) = %q, %d missing; want %q, %d missing", tt.name, tt.jobs, tt.intended, got, missing, tt.want, tt.missing)
+		}
 	}
 }
 
