@@ -70,16 +70,16 @@ type Receipt struct {
 	ReconciliationStatus ReconciliationStatus `json:"reconciliation_status" yaml:"reconciliation_status"`
 	ReviewStatus         ReviewStatus         `json:"review_status" yaml:"review_status"`
 
-	Tenant          string `json:"tenant" yaml:"tenant"`
-	TaskID          string `json:"task_id" yaml:"task_id"`
-	Tool            string `json:"tool" yaml:"tool"` // "upstream.tool"
-	State           string `json:"state" yaml:"state"`
-	DeniedAttempts  int    `json:"denied_attempts" yaml:"denied_attempts"`
+	Tenant         string `json:"tenant" yaml:"tenant"`
+	TaskID         string `json:"task_id" yaml:"task_id"`
+	Tool           string `json:"tool" yaml:"tool"` // "upstream.tool"
+	State          string `json:"state" yaml:"state"`
+	DeniedAttempts int    `json:"denied_attempts" yaml:"denied_attempts"`
 	// MissingRemoteJobs counts the intended remote jobs of a call that fans
 	// out which the operation completed without; omitted when none.
-	MissingRemoteJobs int `json:"missing_remote_jobs,omitempty" yaml:"missing_remote_jobs,omitempty"`
-	PendingCostUSD  Money  `json:"pending_cost_usd" yaml:"pending_cost_usd"`
-	RefundedCostUSD Money  `json:"refunded_cost_usd" yaml:"refunded_cost_usd"`
+	MissingRemoteJobs int   `json:"missing_remote_jobs,omitempty" yaml:"missing_remote_jobs,omitempty"`
+	PendingCostUSD    Money `json:"pending_cost_usd" yaml:"pending_cost_usd"`
+	RefundedCostUSD   Money `json:"refunded_cost_usd" yaml:"refunded_cost_usd"`
 	// GeneratedAt is Input.Now.
 	GeneratedAt time.Time `json:"generated_at,omitzero" yaml:"generated_at,omitempty"`
 	// LastReconciliation is the latest reconciler pass; nil when none ran.
