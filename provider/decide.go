@@ -36,16 +36,23 @@ type Decision struct {
 	RetryAfter time.Duration
 }
 
-// Decide applies the lookup table (docs/provider-contract.md, "The lookup"). sinceSend is how long ago the
-// uncertain send started; notFoundSafeAfter is the contract's documented
-// delay after which not_found means the send never arrived (nil: never).
-func Decide(l *LookupResult, retryPolicy ledger.RetryPolicy, notFoundSafeAfter *time.Duration, sinceSend time.Duration) Decision {
+// Decide applies the lookup table (docs/provider-contract.md, "The lookup"). intendedJobs is how
+// many remote jobs the operation's call fans out to; sinceSend is how long
+// ago the uncertain send started; notFoundSafeAfter is the contract's
+// documented delay after which not_found means the send never arrived
+// (nil: never).
+func Decide(l *LookupResult, intendedJobs int, retryPolicy ledger.RetryPolicy, notFoundSafeAfter *time.Duration, sinceSend time.Duration) Decision {
 	switch l.Answer {
 	case Accepted, Running, Completed, Failed, Cancelled:
 		if l.RemoteJobID == "" {
 			// A job that exists but has no name cannot be attached,
 			// fetched or recorded: the answer settles nothing.
 			return Decision{Action: ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}
+		}
+		if intendedJobs > 1 {
+			// The answer is the first job's; a call that fans out ends
+			// when all its jobs have, so every one is followed.
+			return Decision{Action: ActionAttach}
 		}
 	}
 	switch l.Answer {

@@ -55,7 +55,7 @@ func TestDecide(t *testing.T) {
 			provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupFailed}},
 	}
 	for _, tt := range tests {
-		if got := provider.Decide(&tt.lookup, tt.policy, tt.safeAfter, tt.sinceSend); got != tt.want {
+		if got := provider.Decide(&tt.lookup, 1, tt.policy, tt.safeAfter, tt.sinceSend); got != tt.want {
 			t.Errorf("%s: Decide = %+v, want %+v", tt.name, got, tt.want)
 		}
 	}
@@ -148,6 +148,28 @@ func TestContractAgainstProviderSim(t *testing.T) {
 	}
 }
 
+// A call that fans out ends when all its jobs have: whatever its first
+// job's answer, a lookup that names jobs attaches to follow every one.
+func TestDecideFanOut(t *testing.T) {
+	tests := []struct {
+		lookup provider.LookupResult
+		want   provider.Decision
+	}{
+		{provider.LookupResult{Answer: provider.Running, RemoteJobID: "job-7"}, provider.Decision{Action: provider.ActionAttach}},
+		{provider.LookupResult{Answer: provider.Completed, RemoteJobID: "job-7"}, provider.Decision{Action: provider.ActionAttach}},
+		{provider.LookupResult{Answer: provider.Failed, RemoteJobID: "job-7"}, provider.Decision{Action: provider.ActionAttach}},
+		{provider.LookupResult{Answer: provider.Cancelled, RemoteJobID: "job-7"}, provider.Decision{Action: provider.ActionAttach}},
+		{provider.LookupResult{Answer: provider.Running}, provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
+		{provider.LookupResult{Answer: provider.NotFound}, provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupNotFoundUnsafe}},
+		{provider.LookupResult{Answer: provider.Indeterminate}, provider.Decision{Action: provider.ActionRequireReview, Reason: ledger.ReasonLookupIndeterminate}},
+	}
+	for _, tt := range tests {
+		if got := provider.Decide(&tt.lookup, 4, ledger.RetryLookupThenAttach, nil, time.Hour); got != tt.want {
+			t.Errorf("a fan-out of 4, lookup %+v: Decide = %+v, want %+v", tt.lookup, got, tt.want)
+		}
+	}
+}
+
 func TestLookupFaults(t *testing.T) {
 	sim := providersim.New(&providersim.Options{JobDuration: 30 * time.Millisecond})
 	t.Cleanup(func() { sim.Close() })
@@ -166,7 +188,7 @@ func TestLookupFaults(t *testing.T) {
 	if l.Answer != provider.Indeterminate || l.Detail == "" {
 		t.Fatalf("lookup with a broken index = %+v, want indeterminate with a detail", l)
 	}
-	if d := provider.Decide(l, ledger.RetryLookupThenAttach, nil, time.Hour); d.Action != provider.ActionRequireReview {
+	if d := provider.Decide(l, 1, ledger.RetryLookupThenAttach, nil, time.Hour); d.Action != provider.ActionRequireReview {
 		t.Fatalf("decision = %+v, want require_review", d)
 	}
 }

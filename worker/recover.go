@@ -40,7 +40,7 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 		// A lookup cut short by this worker stopping proves nothing.
 		return ctx.Err()
 	}
-	d := provider.Decide(lr, retry, t.contract.Policy.Contract.Lookup.NotFoundSafeAfter, since)
+	d := provider.Decide(lr, op.IntendedRemoteJobs, retry, t.contract.Policy.Contract.Lookup.NotFoundSafeAfter, since)
 	w.logger(op).Info("looked up after an uncertain send", "answer", lr.Answer, "job", lr.RemoteJobID, "action", d.Action, "retry_policy", retry, "detail", lr.Detail)
 	lookupEvent := ledger.EventParams{Kind: ledger.EventLookup, Data: ledger.LookupData{
 		Action: string(d.Action), Answer: string(lr.Answer), Detail: lr.Detail, RemoteJobID: new(lr.RemoteJobID),
