@@ -28,18 +28,21 @@ func (e *env) providerSimCmd() *cobra.Command {
 		Short: "Run the simulated paid provider (hosted_test) on its own",
 		Long: "Runs providersim, a simulated hosted test-suite provider, as an MCP server: Streamable HTTP at /mcp\n" +
 			"with its own record of jobs and charges at /sim/record, or stdio with --stdio. It offers run_suite\n" +
-			"(billed per job, honouring an idempotency key), lookup_operation, get_job, list_charges, cancel_job\n" +
-			"and estimate_suite. config/taskgate.example.yaml points at it.\n\n" +
+			"(billed per job, honouring an idempotency key), run_matrix (1 to 64 runners at once, each billed as\n" +
+			"its own job), lookup_operation, get_job, list_charges, cancel_job, estimate_suite and estimate_matrix.\n" +
+			"config/taskgate.example.yaml points at it.\n\n" +
 			"Faults (--fault, repeatable):\n" +
-			"  drop_response_after_accept[=N]  accept the next N (default 1) run_suite calls, then never answer\n" +
-			"  ignore_idempotency_key          every run_suite starts a new job, whatever its key\n" +
+			"  drop_response_after_accept[=N]  accept the next N (default 1) calls that start jobs, then never answer\n" +
+			"  ignore_idempotency_key          every run_suite or run_matrix starts new jobs, whatever its key\n" +
 			"  lookup_indeterminate            lookup_operation fails: it cannot say whether a key has a job\n" +
 			"  lookup_delay=DURATION           lookup_operation does not see jobs younger than DURATION (e.g. 2s)\n" +
 			"  overcharge=AMOUNT               a job's final charge is AMOUNT USD (e.g. 23.10)\n" +
 			"  no_invoice                      jobs complete without any charge record\n" +
 			"  slow[=FACTOR|DURATION]          jobs take FACTOR times as long (e.g. 4x, default 10x) or DURATION longer (e.g. 2s)\n" +
 			"  fail_jobs                       jobs end failed and their pending charge is refunded\n" +
-			"  crash_after_accept              the process exits (status 3) right after recording a new job",
+			"  crash_after_accept              the process exits (status 3) right after recording a new job or matrix\n" +
+			"  extra_runner                    each new matrix starts one runner more than run_matrix asked for\n" +
+			"  missing_runner                  each new matrix starts one runner fewer than run_matrix asked for",
 		Example: "  taskgate provider-sim\n  taskgate provider-sim --fault drop_response_after_accept --fault overcharge=23.10",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -11,6 +11,14 @@
 // job. lookup_operation, get_job, list_charges, cancel_job and estimate_suite
 // are the provider contract a gateway uses to look up, reconcile and cancel.
 //
+// Its run_matrix tool fans out: one call starts a matrix (hosted-matrix-1, …)
+// of 1 to 64 runners at once, each an ordinary job of its own with its own
+// charge, and answers when every runner has ended. The runners are recorded
+// together with the call's idempotency key, so a repeated run_matrix returns
+// all the key's jobs and the provider contract works on runners unchanged;
+// estimate_matrix prices a number of runners. run_matrix is never served as a
+// task.
+//
 // # Transports, eras and tasks
 //
 // [Sim.HTTPHandler] serves Streamable HTTP at /mcp and [Sim.ServeStdio] serves
@@ -26,8 +34,9 @@
 // A [Sim] misbehaves on purpose when told to ([Faults], [ParseFault],
 // [Sim.SetFaults]): it can drop the response after accepting a job, ignore
 // idempotency keys, answer lookups with "index unavailable" or from a lagging
-// index, overcharge, skip invoicing, run slowly, fail jobs, or crash the
-// process right after accepting.
+// index, overcharge, skip invoicing, run slowly, fail jobs, crash the process
+// right after accepting, or start one runner more or fewer than a matrix
+// asked for.
 //
 // # The record
 //

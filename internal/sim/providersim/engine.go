@@ -17,6 +17,10 @@ import (
 // firstJobNumber is the number of the first job a fresh record hands out.
 const firstJobNumber = 9912
 
+// firstMatrixNumber is the number of the first matrix a fresh record hands
+// out.
+const firstMatrixNumber = 1
+
 // Test counts a finished suite reports.
 const (
 	suiteTests        = 412
@@ -55,12 +59,34 @@ type startRequest struct {
 	Protocol      string
 }
 
+// matrixRequest is one request to run a suite on several runners at once.
+type matrixRequest struct {
+	startRequest
+	// Runners is how many runners the call asked for; the faults
+	// extra_runner and missing_runner change how many start.
+	Runners int
+}
+
 // startOutcome says what the engine did with a startRequest.
 type startOutcome struct {
 	Job     Job
 	Created bool // false: the key already had this job
 	Drop    bool // drop_response_after_accept: never answer this call
 	Crash   bool // crash_after_accept: call Options.Crash now
+}
+
+// matrixOutcome says what the engine did with a matrixRequest.
+type matrixOutcome struct {
+	// MatrixID is the new matrix, or, for a key that already had jobs, the
+	// matrix of the oldest of them that belongs to one (empty when none does).
+	MatrixID string
+	// Suite is the suite the runners run.
+	Suite string
+	// Jobs are the new matrix's runners, or every job the key already had;
+	// oldest first, and empty for a new matrix that started no runner.
+	Jobs  []Job
+	Drop  bool // drop_response_after_accept: never answer this call
+	Crash bool // crash_after_accept: call Options.Crash now
 }
 
 // cancelOutcome is what cancelling a job did.
@@ -84,6 +110,7 @@ type engine struct {
 	mu         sync.Mutex
 	closed     bool
 	nextNumber int
+	nextMatrix int
 	jobs       []*jobState // oldest first
 	byID       map[string]*jobState
 	byKey      map[string][]*jobState // oldest first
@@ -100,6 +127,7 @@ func newEngine(o *Options, store *stateStore) *engine {
 		store:       store,
 		closing:     make(chan struct{}),
 		nextNumber:  firstJobNumber,
+		nextMatrix:  firstMatrixNumber,
 		byID:        make(map[string]*jobState),
 		byKey:       make(map[string][]*jobState),
 		faults:      o.Faults,
@@ -111,6 +139,8 @@ func (e *engine) restore(st *stateFile) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.nextNumber = max(st.NextJobNumber, firstJobNumber)
+	// A file written before matrices existed has no matrix number.
+	e.nextMatrix = max(st.NextMatrixNumber, firstMatrixNumber)
 	charges := make(map[string]Charge, len(st.Charges))
 	for _, c := range st.Charges {
 		charges[c.JobID] = c
@@ -158,10 +188,11 @@ func (e *engine) start(r startRequest) (startOutcome, error) {
 		out.Job = existing[0].job
 		e.logger.Info("run_suite attached to existing job", "job_id", out.Job.ID, "idempotency_key", r.Key, "key_source", r.KeySource)
 	} else {
-		js, err := e.create(r)
+		created, err := e.createLocked(r, "", 1)
 		if err != nil {
 			return startOutcome{}, err
 		}
+		js := created[0]
 		out.Job, out.Created = js.job, true
 		out.Crash = e.faults.CrashAfterAccept
 		e.wg.Add(1)
@@ -174,54 +205,125 @@ func (e *engine) start(r startRequest) (startOutcome, error) {
 	return out, nil
 }
 
-// create records a new queued job. The caller holds e.mu.
-func (e *engine) create(r startRequest) (*jobState, error) {
+// startMatrix accepts a run on several runners: it returns every job the key
+// already has, or records a new matrix with all its runners in one durable
+// step and starts them. Drop and crash act on the call as a whole.
+func (e *engine) startMatrix(r matrixRequest) (matrixOutcome, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return matrixOutcome{}, errClosed
+	}
+	var out matrixOutcome
+	if existing := e.byKey[r.Key]; r.Key != "" && len(existing) > 0 && !e.faults.IgnoreIdempotencyKey {
+		out.Suite = existing[0].job.Suite
+		for _, js := range existing {
+			out.Jobs = append(out.Jobs, js.job)
+			if out.MatrixID == "" {
+				out.MatrixID = js.job.Matrix
+			}
+		}
+		e.logger.Info("run_matrix attached to existing jobs", "matrix_id", out.MatrixID, "jobs", len(out.Jobs), "idempotency_key", r.Key, "key_source", r.KeySource)
+	} else {
+		matrix := fmt.Sprintf("hosted-matrix-%d", e.nextMatrix)
+		runners := e.faults.matrixRunners(r.Runners)
+		e.nextMatrix++
+		created, err := e.createLocked(r.startRequest, matrix, runners)
+		if err != nil {
+			e.nextMatrix--
+			return matrixOutcome{}, err
+		}
+		out.MatrixID, out.Suite = matrix, r.Suite
+		// With no runner recorded there is no accepted job to crash after.
+		out.Crash = e.faults.CrashAfterAccept && len(created) > 0
+		for _, js := range created {
+			out.Jobs = append(out.Jobs, js.job)
+			e.wg.Add(1)
+			go e.run(js)
+		}
+		e.logger.Info("matrix created", "matrix_id", matrix, "runners_asked", r.Runners, "runners", runners, "idempotency_key", r.Key)
+	}
+	if e.faults.DropResponseAfterAccept > 0 {
+		e.faults.DropResponseAfterAccept--
+		out.Drop = true
+	}
+	return out, nil
+}
+
+// createLocked records count new queued jobs for r in one save, so that a
+// crash leaves all of them or none. With a matrix they are its runners,
+// numbered from 1; without, count is 1. On a failed save nothing is kept, as
+// nothing was acknowledged. The caller holds e.mu.
+func (e *engine) createLocked(r startRequest, matrix string, count int) ([]*jobState, error) {
 	now := e.clock()
-	number := e.nextNumber
-	js := &jobState{
-		number: number,
-		job: Job{
-			ID:             fmt.Sprintf("hosted-suite-%d", number),
-			IdempotencyKey: r.Key,
-			KeySource:      r.KeySource,
-			Protocol:       r.Protocol,
-			Suite:          r.Suite,
-			Commit:         r.Commit,
-			Token:          r.Token,
-			Status:         StatusQueued,
-			CreatedAt:      now,
-			UpdatedAt:      now,
-		},
-		plan: plan{
-			DueAt:    now.Add(e.faults.jobDuration(e.jobDuration)),
-			Fail:     e.faults.FailJobs,
-			Invoice:  !e.faults.NoInvoice,
-			Estimate: e.estimate,
-			Final:    e.finalCharge,
-		},
-		done: make(chan struct{}),
-		stop: make(chan struct{}),
+	created := make([]*jobState, 0, count)
+	for i := range count {
+		number := e.nextNumber
+		js := &jobState{
+			number: number,
+			job: Job{
+				ID:             fmt.Sprintf("hosted-suite-%d", number),
+				IdempotencyKey: r.Key,
+				KeySource:      r.KeySource,
+				Protocol:       r.Protocol,
+				Suite:          r.Suite,
+				Commit:         r.Commit,
+				Token:          r.Token,
+				Status:         StatusQueued,
+				CreatedAt:      now,
+				UpdatedAt:      now,
+			},
+			plan: plan{
+				DueAt:    now.Add(e.faults.jobDuration(e.jobDuration)),
+				Fail:     e.faults.FailJobs,
+				Invoice:  !e.faults.NoInvoice,
+				Estimate: e.estimate,
+				Final:    e.finalCharge,
+			},
+			done: make(chan struct{}),
+			stop: make(chan struct{}),
+		}
+		if matrix != "" {
+			js.job.Matrix, js.job.Runner = matrix, i+1
+		}
+		if e.faults.Overcharge > 0 {
+			js.plan.Final = e.faults.Overcharge
+		}
+		e.nextNumber++
+		e.add(js)
+		created = append(created, js)
 	}
-	if e.faults.Overcharge > 0 {
-		js.plan.Final = e.faults.Overcharge
-	}
-	e.nextNumber++
-	e.add(js)
 	if err := e.saveLocked(); err != nil {
-		// The job was never acknowledged, so forgetting it is honest.
-		e.nextNumber--
-		e.jobs = e.jobs[:len(e.jobs)-1]
+		e.forgetLocked(created)
+		if matrix != "" {
+			return nil, fmt.Errorf("could not record matrix %s, so none of its %d runners was started: %w", matrix, count, err)
+		}
+		return nil, fmt.Errorf("could not record the new job, so it was not started: %w", err)
+	}
+	for _, js := range created {
+		attrs := []any{"job_id", js.job.ID, "suite", r.Suite, "idempotency_key", r.Key, "key_source", r.KeySource, "protocol_version", r.Protocol}
+		if matrix != "" {
+			attrs = append(attrs, "matrix_id", matrix, "runner", js.job.Runner)
+		}
+		e.logger.Info("job created", attrs...)
+	}
+	return created, nil
+}
+
+// forgetLocked removes the jobs just added by createLocked, newest last, as
+// if they had never been created. The caller holds e.mu.
+func (e *engine) forgetLocked(created []*jobState) {
+	e.nextNumber -= len(created)
+	e.jobs = e.jobs[:len(e.jobs)-len(created)]
+	for _, js := range created {
 		delete(e.byID, js.job.ID)
-		if k := r.Key; k != "" {
+		if k := js.job.IdempotencyKey; k != "" {
 			e.byKey[k] = e.byKey[k][:len(e.byKey[k])-1]
 			if len(e.byKey[k]) == 0 {
 				delete(e.byKey, k)
 			}
 		}
-		return nil, fmt.Errorf("could not record the new job, so it was not started: %w", err)
 	}
-	e.logger.Info("job created", "job_id", js.job.ID, "suite", r.Suite, "idempotency_key", r.Key, "key_source", r.KeySource, "protocol_version", r.Protocol)
-	return js, nil
 }
 
 // run moves one job from queued to running and, when it is due, to its end.
@@ -449,7 +551,7 @@ func (e *engine) saveLocked() error {
 	if e.store == nil {
 		return nil
 	}
-	st := &stateFile{Version: stateVersion, NextJobNumber: e.nextNumber, Jobs: []storedJob{}, Charges: []Charge{}}
+	st := &stateFile{Version: stateVersion, NextJobNumber: e.nextNumber, NextMatrixNumber: e.nextMatrix, Jobs: []storedJob{}, Charges: []Charge{}}
 	for _, js := range e.jobs {
 		st.Jobs = append(st.Jobs, storedJob{Job: js.job, Number: js.number, Plan: js.plan})
 		if js.charge != nil {

@@ -10,13 +10,15 @@ import (
 // Fault names, as accepted by [ParseFault] and on a command line
 // (--fault NAME or --fault NAME=VALUE).
 const (
-	// FaultDropResponseAfterAccept[=N]: the next N (default 1) run_suite calls
-	// are accepted (a job is created, or the existing job for the key is
-	// found) and then never answered: the handler waits until the caller gives
-	// up, so the caller sees a lost response after the provider accepted.
+	// FaultDropResponseAfterAccept[=N]: the next N (default 1) run_suite or
+	// run_matrix calls are accepted (a job or a matrix of runners is created,
+	// or the key's existing jobs are found) and then never answered: the
+	// handler waits until the caller gives up, so the caller sees a lost
+	// response after the provider accepted. A run_matrix call counts once,
+	// however many runners it started.
 	FaultDropResponseAfterAccept = "drop_response_after_accept"
-	// FaultIgnoreIdempotencyKey: every run_suite starts a new job, even when
-	// its idempotency key already has one.
+	// FaultIgnoreIdempotencyKey: every run_suite starts a new job, and every
+	// run_matrix a new matrix, even when its idempotency key already has jobs.
 	FaultIgnoreIdempotencyKey = "ignore_idempotency_key"
 	// FaultLookupIndeterminate: lookup_operation answers isError "index
 	// unavailable" and cannot say whether a key has a job.
@@ -34,11 +36,21 @@ const (
 	// duration is added to it ("slow=2s"). Without a value, jobs take ten
 	// times as long.
 	FaultSlow = "slow"
-	// FaultFailJobs: jobs end failed; their pending charge is refunded.
+	// FaultFailJobs: jobs, matrix runners among them, end failed; their
+	// pending charge is refunded.
 	FaultFailJobs = "fail_jobs"
-	// FaultCrashAfterAccept: after recording a new job the simulator calls
-	// [Options.Crash] (by default the process exits with status 3).
+	// FaultCrashAfterAccept: after recording a new job, or all the runners of
+	// a new matrix, the simulator calls [Options.Crash] (by default the
+	// process exits with status 3).
 	FaultCrashAfterAccept = "crash_after_accept"
+	// FaultExtraRunner: each new matrix starts one runner more than its
+	// run_matrix call asked for; estimate_matrix still prices what was asked.
+	FaultExtraRunner = "extra_runner"
+	// FaultMissingRunner: each new matrix starts one runner fewer than its
+	// run_matrix call asked for, never fewer than none; a matrix left with no
+	// runner answers failed at once, with no job and no charge.
+	// estimate_matrix still prices what was asked.
+	FaultMissingRunner = "missing_runner"
 )
 
 // FaultNames lists every fault name [ParseFault] accepts.
@@ -46,7 +58,7 @@ func FaultNames() []string {
 	return []string{
 		FaultDropResponseAfterAccept, FaultIgnoreIdempotencyKey, FaultLookupIndeterminate,
 		FaultLookupDelay, FaultOvercharge, FaultNoInvoice, FaultSlow, FaultFailJobs,
-		FaultCrashAfterAccept,
+		FaultCrashAfterAccept, FaultExtraRunner, FaultMissingRunner,
 	}
 }
 
@@ -94,7 +106,8 @@ func ParseFault(s string) (Fault, error) {
 	value = strings.TrimSpace(value)
 	f := Fault{Name: name}
 	switch name {
-	case FaultIgnoreIdempotencyKey, FaultLookupIndeterminate, FaultNoInvoice, FaultFailJobs, FaultCrashAfterAccept:
+	case FaultIgnoreIdempotencyKey, FaultLookupIndeterminate, FaultNoInvoice, FaultFailJobs, FaultCrashAfterAccept,
+		FaultExtraRunner, FaultMissingRunner:
 		if hasValue {
 			return Fault{}, fmt.Errorf("fault %s takes no value (got %q)", name, value)
 		}
@@ -157,6 +170,8 @@ type Faults struct {
 	SlowBy                  time.Duration // slow=DURATION
 	FailJobs                bool          // fail_jobs
 	CrashAfterAccept        bool          // crash_after_accept
+	ExtraRunner             bool          // extra_runner
+	MissingRunner           bool          // missing_runner
 }
 
 // ParseFaults parses faults as given on a command line and combines them.
@@ -194,6 +209,10 @@ func (fs *Faults) Add(f Fault) {
 		fs.FailJobs = true
 	case FaultCrashAfterAccept:
 		fs.CrashAfterAccept = true
+	case FaultExtraRunner:
+		fs.ExtraRunner = true
+	case FaultMissingRunner:
+		fs.MissingRunner = true
 	}
 }
 
@@ -229,6 +248,12 @@ func (fs Faults) List() []Fault {
 	if fs.CrashAfterAccept {
 		out = append(out, Fault{Name: FaultCrashAfterAccept})
 	}
+	if fs.ExtraRunner {
+		out = append(out, Fault{Name: FaultExtraRunner})
+	}
+	if fs.MissingRunner {
+		out = append(out, Fault{Name: FaultMissingRunner})
+	}
 	return out
 }
 
@@ -251,4 +276,17 @@ func (fs Faults) jobDuration(base time.Duration) time.Duration {
 		base = time.Duration(float64(base) * fs.SlowFactor)
 	}
 	return base + fs.SlowBy
+}
+
+// matrixRunners applies extra_runner and missing_runner to the number of
+// runners a run_matrix call asked for. With both on, they cancel out.
+func (fs Faults) matrixRunners(asked int) int {
+	n := asked
+	if fs.ExtraRunner {
+		n++
+	}
+	if fs.MissingRunner {
+		n--
+	}
+	return max(n, 0)
 }

@@ -35,6 +35,10 @@ func TestParseFault(t *testing.T) {
 		{in: "slow=glacial", wantErr: "slow needs a factor of at least 1"},
 		{in: "fail_jobs", want: Fault{Name: FaultFailJobs}},
 		{in: "crash_after_accept", want: Fault{Name: FaultCrashAfterAccept}},
+		{in: "extra_runner", want: Fault{Name: FaultExtraRunner}},
+		{in: "extra_runner=2", wantErr: "extra_runner takes no value"},
+		{in: "missing_runner", want: Fault{Name: FaultMissingRunner}},
+		{in: "missing_runner=1", wantErr: "missing_runner takes no value"},
 		{in: " no_invoice ", want: Fault{Name: FaultNoInvoice}},
 		{in: "explode", wantErr: `unknown fault "explode"; use one of drop_response_after_accept,`},
 		{in: "", wantErr: "empty fault name"},
@@ -90,7 +94,7 @@ func TestParseFaults(t *testing.T) {
 	all := Faults{
 		DropResponseAfterAccept: 1, IgnoreIdempotencyKey: true, LookupIndeterminate: true,
 		LookupDelay: time.Second, Overcharge: USD(23, 10), NoInvoice: true, SlowBy: time.Second,
-		FailJobs: true, CrashAfterAccept: true,
+		FailJobs: true, CrashAfterAccept: true, ExtraRunner: true, MissingRunner: true,
 	}
 	var specs []string
 	for _, f := range all.List() {
@@ -117,6 +121,25 @@ func TestSlowJobDuration(t *testing.T) {
 	for _, tt := range tests {
 		if got := tt.faults.jobDuration(time.Second); got != tt.want {
 			t.Errorf("%v: jobDuration(1s) = %s, want %s", tt.faults, got, tt.want)
+		}
+	}
+}
+
+func TestMatrixRunners(t *testing.T) {
+	tests := []struct {
+		faults Faults
+		asked  int
+		want   int
+	}{
+		{Faults{}, 4, 4},
+		{Faults{ExtraRunner: true}, 4, 5},
+		{Faults{MissingRunner: true}, 4, 3},
+		{Faults{MissingRunner: true}, 1, 0},
+		{Faults{ExtraRunner: true, MissingRunner: true}, 4, 4},
+	}
+	for _, tt := range tests {
+		if got := tt.faults.matrixRunners(tt.asked); got != tt.want {
+			t.Errorf("%v: matrixRunners(%d) = %d, want %d", tt.faults, tt.asked, got, tt.want)
 		}
 	}
 }

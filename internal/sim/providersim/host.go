@@ -29,6 +29,7 @@ type taskHost struct {
 var _ taskwire.Host = taskHost{}
 
 // TaskSupport implements [taskwire.Host]: run_suite may run as a task.
+// run_matrix may not: one call is several jobs, and a task is one job.
 func (h taskHost) TaskSupport(tool string) taskwire.TaskSupport {
 	if tool == ToolRunSuite {
 		return taskwire.TaskOptional

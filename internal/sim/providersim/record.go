@@ -20,7 +20,8 @@ func (s JobStatus) Terminal() bool {
 	return s == StatusSucceeded || s == StatusFailed || s == StatusCancelled
 }
 
-// KeySource says how a run_suite call carried its idempotency key.
+// KeySource says how a run_suite or run_matrix call carried its idempotency
+// key.
 type KeySource string
 
 // Key sources. When a call carries several, the first in this order wins.
@@ -55,7 +56,12 @@ type Job struct {
 	Commit   string `json:"commit,omitempty"`
 	// Token is the credential the call carried: what a provider receives
 	// of a secret argument.
-	Token     string    `json:"token,omitempty"`
+	Token string `json:"token,omitempty"`
+	// Matrix is the run_matrix call (hosted-matrix-1, …) whose runner this
+	// job is; empty for a job run_suite started.
+	Matrix string `json:"matrix,omitempty"`
+	// Runner is the job's place in its matrix, from 1; zero outside one.
+	Runner    int       `json:"runner,omitempty"`
 	Status    JobStatus `json:"status"`
 	Passed    int       `json:"passed"`
 	Failed    int       `json:"failed"`

@@ -12,12 +12,15 @@ import (
 // stateVersion is the version of the state file layout.
 const stateVersion = 1
 
-// stateFile is the JSON layout of Options.StatePath.
+// stateFile is the JSON layout of Options.StatePath. Fields added since
+// version 1 are optional, so that older files still load.
 type stateFile struct {
-	Version       int         `json:"version"`
-	NextJobNumber int         `json:"next_job_number"`
-	Jobs          []storedJob `json:"jobs"`
-	Charges       []Charge    `json:"charges"`
+	Version       int `json:"version"`
+	NextJobNumber int `json:"next_job_number"`
+	// NextMatrixNumber is absent from files written before run_matrix.
+	NextMatrixNumber int         `json:"next_matrix_number,omitempty"`
+	Jobs             []storedJob `json:"jobs"`
+	Charges          []Charge    `json:"charges"`
 }
 
 // storedJob is a job with what the engine needs to resume it.
@@ -56,7 +59,7 @@ type stateStore struct {
 func (s *stateStore) load() (*stateFile, error) {
 	data, err := os.ReadFile(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &stateFile{Version: stateVersion, NextJobNumber: firstJobNumber}, nil
+		return &stateFile{Version: stateVersion, NextJobNumber: firstJobNumber, NextMatrixNumber: firstMatrixNumber}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading simulator state file: %w", err)

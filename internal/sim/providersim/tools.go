@@ -19,10 +19,16 @@ const (
 	ToolListCharges     = "list_charges"
 	ToolCancelJob       = "cancel_job"
 	ToolEstimateSuite   = "estimate_suite"
+	ToolRunMatrix       = "run_matrix"
+	ToolEstimateMatrix  = "estimate_matrix"
 )
 
-// Where run_suite reads an idempotency key besides its idempotency_key
-// argument.
+// MaxMatrixRunners is the most runners one run_matrix call may ask for; the
+// fewest is one.
+const MaxMatrixRunners = 64
+
+// Where run_suite and run_matrix read an idempotency key besides their
+// idempotency_key argument.
 const (
 	MetaIdempotencyKey   = "com.example.hosted-test/idempotency-key" // a _meta key
 	HeaderIdempotencyKey = "Idempotency-Key"                         // an HTTP header
@@ -50,9 +56,53 @@ type SuiteResult struct {
 	ChargeUSD string `json:"charge_usd,omitempty"`
 }
 
+// RunMatrixArgs are run_matrix's arguments.
+type RunMatrixArgs struct {
+	Suite          string `json:"suite" jsonschema:"name of the test suite to run"`
+	Runners        int    `json:"runners" jsonschema:"how many runners to start at once, from 1 to 64; each runner is a job billed on its own"`
+	Commit         string `json:"commit,omitempty" jsonschema:"commit to test; the default branch head if empty"`
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"reuse the same value when retrying: a key that already has jobs returns them instead of starting and charging for another matrix"`
+}
+
+// MatrixResult is run_matrix's structured result, once every runner ended.
+type MatrixResult struct {
+	// MatrixID names the matrix (hosted-matrix-1, …). For a key whose jobs
+	// were found rather than started it is the matrix of the oldest of them
+	// that belongs to one, and empty when none does.
+	MatrixID string `json:"matrix_id"`
+	Suite    string `json:"suite"`
+	// Status is succeeded when every runner succeeded, cancelled when every
+	// runner was cancelled, and failed otherwise, also for no runner at all.
+	Status JobStatus `json:"status"`
+	// Runners are the matrix's jobs, oldest first; never null.
+	Runners []RunnerResult `json:"runners"`
+}
+
+// RunnerResult is one runner of a [MatrixResult].
+type RunnerResult struct {
+	JobID  string    `json:"job_id"`
+	Status JobStatus `json:"status"`
+	// ChargeUSD is the runner's charge; absent when it has no charge record.
+	ChargeUSD string `json:"charge_usd,omitempty"`
+}
+
+// EstimateMatrixArgs are estimate_matrix's arguments.
+type EstimateMatrixArgs struct {
+	Suite   string `json:"suite" jsonschema:"name of the test suite to price"`
+	Runners int    `json:"runners" jsonschema:"how many runners to price, from 1 to 64"`
+}
+
+// EstimateMatrixResult is estimate_matrix's structured result: the estimate
+// of one job times the runners asked for.
+type EstimateMatrixResult struct {
+	EstimateUSD string `json:"estimate_usd"`
+	Runners     int    `json:"runners"`
+	Currency    string `json:"currency"`
+}
+
 // LookupArgs are lookup_operation's arguments.
 type LookupArgs struct {
-	IdempotencyKey string `json:"idempotency_key" jsonschema:"the idempotency key a run_suite call carried"`
+	IdempotencyKey string `json:"idempotency_key" jsonschema:"the idempotency key a run_suite or run_matrix call carried"`
 }
 
 // LookupResult is lookup_operation's structured result.
@@ -137,7 +187,8 @@ type EstimateResult struct {
 }
 
 // newServer builds the MCP server: the plain tools, and run_suite as a task
-// for clients that use tasks.
+// for clients that use tasks. run_matrix is never a task: one call is several
+// jobs.
 func (s *Sim) newServer() (*mcp.Server, error) {
 	server := mcp.NewServer(&mcp.Implementation{
 		Name:    "hosted_test",
@@ -145,7 +196,7 @@ func (s *Sim) newServer() (*mcp.Server, error) {
 		Version: "1.0.0",
 	}, &mcp.ServerOptions{
 		Logger:       s.logger,
-		Instructions: "Runs test suites on hosted machines. run_suite is billed per job: pass idempotency_key and reuse it when retrying, and use lookup_operation before re-sending after a lost response.",
+		Instructions: "Runs test suites on hosted machines. run_suite is billed per job, and run_matrix starts several runners at once, each billed as a job of its own: pass idempotency_key and reuse it when retrying, and use lookup_operation before re-sending after a lost response. estimate_suite and estimate_matrix quote the cost first.",
 	})
 	openWorld, notDestructive := true, false
 	mcp.AddTool(server, &mcp.Tool{
@@ -183,14 +234,29 @@ func (s *Sim) newServer() (*mcp.Server, error) {
 		Description: "Quotes what running a suite is estimated to cost.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 	}, s.estimateSuite)
+	mcp.AddTool(server, &mcp.Tool{
+		Name:        ToolRunMatrix,
+		Title:       "Run a test suite on several runners (billed per runner)",
+		Description: "Starts one billed job per runner (1 to 64) that all run the same suite at once, and waits until every runner has ended. A call whose idempotency key already has jobs returns those jobs instead of starting another matrix.",
+		Annotations: &mcp.ToolAnnotations{
+			DestructiveHint: &notDestructive,
+			IdempotentHint:  false,
+			OpenWorldHint:   &openWorld,
+		},
+	}, s.runMatrix)
+	mcp.AddTool(server, &mcp.Tool{
+		Name:        ToolEstimateMatrix,
+		Description: "Quotes what running a suite on a number of runners is estimated to cost: one job's estimate per runner.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
+	}, s.estimateMatrix)
 	if err := s.installTasks(server); err != nil {
 		return nil, err
 	}
 	return server, nil
 }
 
-// findKey finds a run_suite call's idempotency key: the argument, then
-// _meta, then the HTTP header.
+// findKey finds a run_suite or run_matrix call's idempotency key: the
+// argument, then _meta, then the HTTP header.
 func findKey(argument string, meta map[string]any, header http.Header) (string, KeySource) {
 	if argument != "" {
 		return argument, KeyFromArgument
@@ -218,13 +284,39 @@ func (s *Sim) accept(ctx context.Context, r startRequest) (Job, error) {
 		s.crash()
 	}
 	if out.Drop || out.Crash {
-		select {
-		case <-ctx.Done():
-		case <-s.engine.closing:
-		}
-		return Job{}, fmt.Errorf("the response for %s was withheld on purpose by a fault", out.Job.ID)
+		return Job{}, s.withhold(ctx, out.Job.ID)
 	}
 	return out.Job, nil
+}
+
+// acceptMatrix is accept for a run_matrix call: it records a new matrix, or
+// finds the jobs its key already has, and applies crash_after_accept and
+// drop_response_after_accept to the call as a whole, after every runner is
+// recorded.
+func (s *Sim) acceptMatrix(ctx context.Context, r matrixRequest) (matrixOutcome, error) {
+	out, err := s.engine.startMatrix(r)
+	if err != nil {
+		return matrixOutcome{}, err
+	}
+	if out.Crash {
+		s.logger.Warn("crashing after accepting a matrix (fault crash_after_accept)", "matrix_id", out.MatrixID, "runners", len(out.Jobs))
+		s.crash()
+	}
+	if out.Drop || out.Crash {
+		return matrixOutcome{}, s.withhold(ctx, out.MatrixID)
+	}
+	return out, nil
+}
+
+// withhold keeps an accepted call from being answered: it waits until the
+// caller gives up or the Sim closes, then returns the error the caller never
+// sees.
+func (s *Sim) withhold(ctx context.Context, accepted string) error {
+	select {
+	case <-ctx.Done():
+	case <-s.engine.closing:
+	}
+	return fmt.Errorf("the response for %s was withheld on purpose by a fault", accepted)
 }
 
 func (s *Sim) runSuite(ctx context.Context, req *mcp.CallToolRequest, args RunSuiteArgs) (*mcp.CallToolResult, SuiteResult, error) {
@@ -291,9 +383,136 @@ func summary(job Job, charge *Charge) string {
 	}
 }
 
+// checkMatrixArgs checks the arguments run_matrix and estimate_matrix share.
+func checkMatrixArgs(suite string, runners int) error {
+	if strings.TrimSpace(suite) == "" {
+		return errors.New("suite must name a test suite, e.g. settlement-regression")
+	}
+	if runners < 1 || runners > MaxMatrixRunners {
+		return fmt.Errorf("runners must be a whole number from 1 to %d (got %d)", MaxMatrixRunners, runners)
+	}
+	return nil
+}
+
+func (s *Sim) runMatrix(ctx context.Context, req *mcp.CallToolRequest, args RunMatrixArgs) (*mcp.CallToolResult, MatrixResult, error) {
+	if err := checkMatrixArgs(args.Suite, args.Runners); err != nil {
+		return nil, MatrixResult{}, err
+	}
+	var header http.Header
+	if req.Extra != nil {
+		header = req.Extra.Header
+	}
+	key, source := findKey(args.IdempotencyKey, req.Params.Meta, header)
+	accepted, err := s.acceptMatrix(ctx, matrixRequest{
+		startRequest: startRequest{
+			Suite:     args.Suite,
+			Commit:    args.Commit,
+			Key:       key,
+			KeySource: source,
+			Protocol:  req.ProtocolVersion(),
+		},
+		Runners: args.Runners,
+	})
+	if err != nil {
+		return nil, MatrixResult{}, err
+	}
+	ended := make([]endedJob, 0, len(accepted.Jobs))
+	for _, j := range accepted.Jobs {
+		job, charge, err := s.engine.wait(ctx, j.ID)
+		if err != nil {
+			return nil, MatrixResult{}, err
+		}
+		ended = append(ended, endedJob{job: job, charge: charge})
+	}
+	res, out := matrixResultFor(accepted.MatrixID, accepted.Suite, ended)
+	return res, out, nil
+}
+
+// endedJob is a job that ended, with its charge if it has one.
+type endedJob struct {
+	job    Job
+	charge *Charge
+}
+
+// matrixResultFor is run_matrix's answer once every runner ended: isError
+// unless the matrix succeeded.
+func matrixResultFor(matrixID, suite string, runners []endedJob) (*mcp.CallToolResult, MatrixResult) {
+	out := MatrixResult{MatrixID: matrixID, Suite: suite, Status: StatusFailed, Runners: make([]RunnerResult, 0, len(runners))}
+	byStatus := map[JobStatus]int{}
+	for _, r := range runners {
+		rr := RunnerResult{JobID: r.job.ID, Status: r.job.Status}
+		if r.charge != nil {
+			rr.ChargeUSD = r.charge.Amount.String()
+		}
+		out.Runners = append(out.Runners, rr)
+		byStatus[r.job.Status]++
+	}
+	switch n := len(runners); {
+	case n > 0 && byStatus[StatusSucceeded] == n:
+		out.Status = StatusSucceeded
+	case n > 0 && byStatus[StatusCancelled] == n:
+		out.Status = StatusCancelled
+	}
+	return &mcp.CallToolResult{
+		IsError: out.Status != StatusSucceeded,
+		Content: []mcp.Content{&mcp.TextContent{Text: matrixSummary(out, runners, byStatus)}},
+	}, out
+}
+
+// matrixSummary is the one-line text of a run_matrix result: the matrix, its
+// runners by status, and what they were charged.
+func matrixSummary(m MatrixResult, runners []endedJob, byStatus map[JobStatus]int) string {
+	name := m.MatrixID
+	if name == "" {
+		name = "the key's jobs"
+	}
+	if len(runners) == 0 {
+		return fmt.Sprintf("%s %s: suite %s, no runner started; no charge recorded", name, m.Status, m.Suite)
+	}
+	var statuses []string
+	for _, st := range []JobStatus{StatusSucceeded, StatusFailed, StatusCancelled, StatusRunning, StatusQueued} {
+		if n := byStatus[st]; n > 0 {
+			statuses = append(statuses, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	var total Micros
+	byCharge := map[ChargeStatus]int{}
+	uncharged := 0
+	for _, r := range runners {
+		if r.charge == nil {
+			uncharged++
+			continue
+		}
+		total += r.charge.Amount
+		byCharge[r.charge.Status]++
+	}
+	billed := "no charge recorded"
+	if uncharged < len(runners) {
+		var kinds []string
+		for _, st := range []ChargeStatus{ChargeFinal, ChargePending, ChargeRefunded} {
+			if n := byCharge[st]; n > 0 {
+				kinds = append(kinds, fmt.Sprintf("%d %s", n, st))
+			}
+		}
+		billed = fmt.Sprintf("charges %s %s (%s)", total, Currency, strings.Join(kinds, ", "))
+		if uncharged > 0 {
+			billed += fmt.Sprintf(", %s without a charge", countRunners(uncharged))
+		}
+	}
+	return fmt.Sprintf("%s %s: suite %s, %s (%s); %s", name, m.Status, m.Suite, countRunners(len(runners)), strings.Join(statuses, ", "), billed)
+}
+
+// countRunners says "1 runner" or "N runners".
+func countRunners(n int) string {
+	if n == 1 {
+		return "1 runner"
+	}
+	return fmt.Sprintf("%d runners", n)
+}
+
 func (s *Sim) lookupOperation(_ context.Context, _ *mcp.CallToolRequest, args LookupArgs) (*mcp.CallToolResult, LookupResult, error) {
 	if args.IdempotencyKey == "" {
-		return nil, LookupResult{}, errors.New("idempotency_key is empty; pass the key the run_suite call carried")
+		return nil, LookupResult{}, errors.New("idempotency_key is empty; pass the key the run_suite or run_matrix call carried")
 	}
 	jobs, err := s.engine.lookup(args.IdempotencyKey)
 	if err != nil {
@@ -363,4 +582,15 @@ func (s *Sim) estimateSuite(_ context.Context, _ *mcp.CallToolRequest, args Esti
 		return nil, EstimateResult{}, errors.New("suite must name a test suite, e.g. settlement-regression")
 	}
 	return nil, EstimateResult{EstimateUSD: s.engine.estimate.String(), Currency: Currency}, nil
+}
+
+func (s *Sim) estimateMatrix(_ context.Context, _ *mcp.CallToolRequest, args EstimateMatrixArgs) (*mcp.CallToolResult, EstimateMatrixResult, error) {
+	if err := checkMatrixArgs(args.Suite, args.Runners); err != nil {
+		return nil, EstimateMatrixResult{}, err
+	}
+	return nil, EstimateMatrixResult{
+		EstimateUSD: (Micros(args.Runners) * s.engine.estimate).String(),
+		Runners:     args.Runners,
+		Currency:    Currency,
+	}, nil
 }
