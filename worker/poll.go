@@ -1,10 +1,12 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -62,18 +64,134 @@ func (w *Worker) pollOnce(ctx context.Context, l *lease) error {
 		return err
 	}
 	var bound *ledger.RemoteJob
+	var intended []*ledger.RemoteJob
 	for _, j := range jobs {
 		if j.Intended {
 			bound = j
+			intended = append(intended, j)
 		}
 	}
-	if bound == nil {
+	switch {
+	case bound == nil:
 		return w.review(ctx, l, ledger.ReasonUpstreamOutcomeUnknown, "the operation is running but no remote job is bound")
-	}
-	if bound.Kind == ledger.JobKindUpstreamTask && bound.UpstreamTaskID != "" {
+	case bound.Kind == ledger.JobKindUpstreamTask && bound.UpstreamTaskID != "":
 		return w.pollTask(ctx, l, t, bound)
+	case len(intended) > 1:
+		return w.pollRoute(ctx, l, t, intended)
 	}
 	return w.pollJob(ctx, l, t, bound)
+}
+
+// pollRoute looks at every remote job of a call that fans out, and ends
+// the operation once all of them have ended.
+func (w *Worker) pollRoute(ctx context.Context, l *lease, t *target, jobs []*ledger.RemoteJob) error {
+	op := l.op
+	looks := make([]*provider.FetchResult, len(jobs))
+	switch {
+	case t.contract.CanFetch():
+		for i, j := range jobs {
+			f, err := t.contract.Fetch(ctx, t.up, j.RemoteJobID, op.ProviderKey(), l.args)
+			if err != nil {
+				w.logger(op).Warn("poll failed; trying again", "remote_job_id", j.RemoteJobID, "err", err)
+				return errStillRunning
+			}
+			looks[i] = f
+		}
+	case t.contract.CanLookup():
+		lr := t.contract.Lookup(ctx, t.up, op.ProviderKey(), l.args)
+		answers := map[string]provider.Answer{}
+		for _, ref := range lr.Jobs {
+			answers[ref.ID] = ref.Answer
+		}
+		for i, j := range jobs {
+			a, ok := answers[j.RemoteJobID]
+			if !ok {
+				w.logger(op).Warn("the lookup does not list a bound job yet; trying again", "remote_job_id", j.RemoteJobID, "detail", lr.Detail)
+				return errStillRunning
+			}
+			looks[i] = &provider.FetchResult{Answer: a}
+		}
+	default:
+		return w.review(ctx, l, ledger.ReasonUpstreamOutcomeUnknown, fmt.Sprintf(
+			"%d remote jobs cannot be followed: the provider contract can neither fetch a job nor look the operation up; resolve it with --fail once the provider's own record shows how they ended", len(jobs)))
+	}
+	crashpoint.Reach(crashpoint.WhilePolling)
+	for _, f := range looks {
+		if !f.Answer.JobStatus().Terminal() {
+			return errStillRunning
+		}
+	}
+	return w.finishRoute(ctx, l, t, jobs, looks)
+}
+
+// finishRoute ends a call that fans out once every job has ended: completed
+// when all completed, with a result that lists each job's (under the
+// contract's remote_jobs_field); otherwise failed, or cancelled when every
+// job was, naming the jobs that did not complete.
+func (w *Worker) finishRoute(ctx context.Context, l *lease, t *target, jobs []*ledger.RemoteJob, looks []*provider.FetchResult) error {
+	op := l.op
+	var ups []*ledger.RemoteJobUpsert
+	var items []any
+	var text []mcp.Content
+	var notDone []string
+	cancelled := 0
+	for i, j := range jobs {
+		f := looks[i]
+		u := &ledger.RemoteJobUpsert{Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteJobID: j.RemoteJobID, Status: f.Answer.JobStatus()}
+		if f.Result != nil {
+			raw, err := json.Marshal(f.Result)
+			if err != nil {
+				return err
+			}
+			u.Result = raw
+			items = append(items, f.Result.StructuredContent)
+			text = append(text, f.Result.Content...)
+		}
+		ups = append(ups, u)
+		switch f.Answer {
+		case provider.Completed:
+		case provider.Cancelled:
+			cancelled++
+			notDone = append(notDone, j.RemoteJobID+" "+string(f.Answer))
+		default:
+			notDone = append(notDone, j.RemoteJobID+" "+string(f.Answer))
+		}
+	}
+	if len(notDone) > 0 {
+		msg := fmt.Sprintf("the provider reports %d of %d remote jobs not completed: %s", len(notDone), len(jobs), strings.Join(notDone, ", "))
+		to := ledger.StateFailed
+		if cancelled == len(jobs) {
+			to = ledger.StateCancelled
+		}
+		return w.settle(ctx, l, &ledger.TransitionParams{
+			From: []ledger.State{ledger.StateRunning}, To: to, Error: rpcError(-32603, msg), StatusMessage: &msg,
+			RemoteJobs: ups,
+			Events:     []ledger.EventParams{{Kind: ledger.EventFailed, Data: ledger.FailedData{Message: msg}}},
+			Enqueue:    []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+		})
+	}
+	res := &mcp.CallToolResult{Content: text}
+	if items != nil {
+		res.StructuredContent = map[string]any{cmp.Or(t.contract.Policy.Contract.RemoteJobsField, "remote_jobs"): items}
+	}
+	if len(text) == 0 {
+		ids := make([]string, len(jobs))
+		for i, j := range jobs {
+			ids[i] = j.RemoteJobID
+		}
+		res.Content = []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("remote jobs %s completed at %s; the provider contract offers no way to fetch their results", strings.Join(ids, ", "), op.Upstream)}}
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	return w.settle(ctx, l, &ledger.TransitionParams{
+		From: []ledger.State{ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
+		RemoteJobs: ups,
+		Creator:    &ledger.AttemptKnowledge{RemoteEffect: ledger.Yes},
+		Events:     []ledger.EventParams{{Kind: ledger.EventResultStored, Data: ledger.ResultStoredData{IsError: new(false), RemoteJobID: jobs[0].RemoteJobID, Via: "fetch"}}},
+		Enqueue:    []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+	})
 }
 
 // pollJob looks at a provider job through the provider contract.
@@ -164,21 +282,39 @@ func (w *Worker) finishTask(ctx context.Context, l *lease, t *target, bound *led
 		return err
 	}
 	jobID := bound.RemoteJobID
-	if id := t.contract.RemoteJobID(res); id != "" {
-		jobID = id
+	ids := t.contract.RemoteJobIDs(res)
+	if len(ids) > 0 {
+		jobID = ids[0]
 	}
 	status, effect := ledger.JobCompleted, ledger.Yes
 	if res.IsError {
 		status, effect = ledger.JobFailed, ledger.Unknown
 	}
+	ups := []*ledger.RemoteJobUpsert{{
+		Upstream: l.op.Upstream, RemoteJobID: jobID, RenameFrom: bound.RemoteJobID, Status: status, Result: raw,
+	}}
+	events := []ledger.EventParams{{Kind: ledger.EventResultStored, Data: ledger.ResultStoredData{IsError: new(res.IsError), RemoteJobID: jobID}}}
+	if fansOut(l.op, ids) {
+		// The task ran the whole call: its first job takes the task's
+		// place, and the others are bound beside it.
+		ups[0].Result = nil
+		if res.IsError {
+			ups[0].Status = ledger.JobUnknown
+		}
+		rest := make([]boundJob, 0, len(ids))
+		for _, id := range ids[1:] {
+			rest = append(rest, boundJob{id: id, status: ups[0].Status})
+		}
+		more, bound := bindJobs(l, t, append([]boundJob{{id: jobID}}, rest...), nil, "")
+		ups = append(ups, more[1:]...)
+		events = append(events, bound[1:]...)
+	}
 	return w.settle(ctx, l, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
-		RemoteJobs: []*ledger.RemoteJobUpsert{{
-			Upstream: l.op.Upstream, RemoteJobID: jobID, RenameFrom: bound.RemoteJobID, Status: status, Result: raw,
-		}},
-		Creator: &ledger.AttemptKnowledge{RemoteEffect: effect},
-		Events:  []ledger.EventParams{{Kind: ledger.EventResultStored, Data: ledger.ResultStoredData{IsError: new(res.IsError), RemoteJobID: jobID}}},
-		Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+		RemoteJobs: ups,
+		Creator:    &ledger.AttemptKnowledge{RemoteEffect: effect},
+		Events:     events,
+		Enqueue:    []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 	})
 }
 

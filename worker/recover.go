@@ -49,15 +49,20 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 
 	switch d.Action {
 	case provider.ActionAttach:
+		jobs := []boundJob{{id: lr.RemoteJobID, status: lr.Answer.JobStatus()}}
+		if fansOut(op, nil) && len(lr.Jobs) > 0 {
+			jobs = jobs[:0]
+			for _, j := range lr.Jobs {
+				jobs = append(jobs, boundJob{id: j.ID, status: j.Answer.JobStatus()})
+			}
+		}
+		ups, bound := bindJobs(l, t, jobs, nil, "lookup")
 		return w.settle(ctx, l, &ledger.TransitionParams{
-			From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: new("attached to " + lr.RemoteJobID),
-			RemoteJobs: []*ledger.RemoteJobUpsert{{
-				Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteJobID: lr.RemoteJobID, Kind: ledger.JobKindProviderJob,
-				Status: lr.Answer.JobStatus(), Intended: new(true), AttemptRef: t.creator,
-			}},
-			Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
-			Events:  []ledger.EventParams{lookupEvent, boundVia(lr.RemoteJobID, "lookup")},
-			Enqueue: []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, 0)},
+			From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: new("attached to " + jobNames(jobs)),
+			RemoteJobs: ups,
+			Creator:    &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes},
+			Events:     append([]ledger.EventParams{lookupEvent}, bound...),
+			Enqueue:    []river.InsertManyParams{job(PollArgs{Operation: l.opRef}, 0)},
 		})
 	case provider.ActionFetch:
 		return w.fetchAndFinish(ctx, l, t, lr.RemoteJobID, &lookupEvent)

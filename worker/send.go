@@ -138,16 +138,16 @@ func (w *Worker) bindTask(ctx context.Context, l *lease, t *target, task *taskwi
 // says the upstream was given the client's decline of its question within
 // the call.
 func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp.CallToolResult, declined bool) error {
-	jobID := t.contract.RemoteJobID(res)
-	switch outcomeOf(res, jobID, declined) {
+	ids := t.contract.RemoteJobIDs(res)
+	first := ""
+	if len(ids) > 0 {
+		first = ids[0]
+	}
+	switch outcomeOf(res, first, declined) {
 	case outcomeQuestion:
 		return w.askClient(ctx, l, res)
 	case outcomeNothingStarted:
 		return w.declinedCall(ctx, l, res)
-	}
-	if jobID == "" {
-		// The provider names no job: the operation ID is its only handle.
-		jobID = "call:" + l.op.ProviderKey()
 	}
 	raw, err := json.Marshal(res)
 	if err != nil {
@@ -158,18 +158,33 @@ func (w *Worker) finishDirect(ctx context.Context, l *lease, t *target, res *mcp
 	if res.IsError {
 		status, effect = ledger.JobFailed, ledger.Unknown
 	}
+	jobResult := raw
+	switch {
+	case fansOut(l.op, ids):
+		// One answer for several jobs: it is the operation's result, not
+		// any one job's, and an error answer does not say which of them
+		// failed; reconciliation asks the provider about each. A result
+		// that names no job leaves them to the lookup to find.
+		jobResult = nil
+		if res.IsError {
+			status = ledger.JobUnknown
+		}
+	case len(ids) == 0:
+		// The provider names no job: the operation ID is its only handle.
+		ids = []string{"call:" + l.op.ProviderKey()}
+		first = ids[0]
+	}
+	jobs := make([]boundJob, len(ids))
+	for i, id := range ids {
+		jobs[i] = boundJob{id: id, status: status}
+	}
+	ups, events := bindJobs(l, t, jobs, jobResult, "")
 	return w.settle(ctx, l, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
-		RemoteJobs: []*ledger.RemoteJobUpsert{{
-			Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteJobID: jobID, Kind: ledger.JobKindProviderJob, Status: status,
-			Intended: new(true), AttemptRef: t.creator, Result: raw,
-		}},
-		Creator: &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: effect},
-		Events: []ledger.EventParams{
-			{Kind: ledger.EventRemoteJobBound, Data: ledger.RemoteJobData{Kind: ledger.JobKindProviderJob, RemoteJobID: jobID}},
-			{Kind: ledger.EventResultStored, Data: ledger.ResultStoredData{IsError: new(res.IsError), RemoteJobID: jobID}},
-		},
-		Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+		RemoteJobs: ups,
+		Creator:    &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: effect},
+		Events:     append(events, ledger.EventParams{Kind: ledger.EventResultStored, Data: ledger.ResultStoredData{IsError: new(res.IsError), RemoteJobID: first}}),
+		Enqueue:    []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 	})
 }
 
