@@ -333,6 +333,10 @@ type Charges struct {
 	AmountField string `yaml:"amount_field"`
 	// CurrencyField is the charge's currency. Unset: cost.currency.
 	CurrencyField string `yaml:"currency_field"`
+	// KindField is what the provider calls the charge, such as a nested
+	// paid service it passes on (a browser grid a test matrix rents).
+	// Receipts list each charge with its kind. Unset: none.
+	KindField string `yaml:"kind_field"`
 	// StatusField is the charge's status. Required.
 	StatusField string `yaml:"status_field"`
 	// Statuses maps pending, final and refunded to the provider's status

@@ -357,7 +357,7 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		"t.yaml:132: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
 		"t.yaml:124: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
 		"t.yaml:129: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:138: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:139: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
 	}
 	// The tools are a map: warnings of different tools come in no set order.
 	slices.Sort(got)

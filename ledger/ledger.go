@@ -292,8 +292,11 @@ type Charge struct {
 	Amount           money.Amount
 	Status           ChargeStatus
 	Source           string
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	// Kind is what the provider calls the charge (a nested service it
+	// passes on, say); empty when it names none.
+	Kind      string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Approval is what a human approved for one operation ID and tool.

@@ -105,6 +105,8 @@ type ChargeUpsert struct {
 	Amount           money.Amount
 	Status           ChargeStatus
 	Source           string
+	// Kind is what the provider calls the charge; empty when it names none.
+	Kind string
 }
 
 // AttemptKnowledge updates what is known remotely about an attempt; empty

@@ -263,6 +263,9 @@ type Charge struct {
 	RemoteJobID string
 	Amount      money.Amount
 	Status      ledger.ChargeStatus
+	// Kind is what the provider calls the charge; empty when the contract
+	// names no kind_field or the charge has none.
+	Kind string
 }
 
 // Priced reports whether the contract can read charges.
@@ -311,7 +314,11 @@ func (c *Contract) Charges(ctx context.Context, caller Caller, jobID, operationI
 		if id == "" {
 			return nil, fmt.Errorf("charge %d has no %q", i, ch.IDField)
 		}
-		out = append(out, Charge{ID: id, RemoteJobID: job, Amount: amount, Status: cs})
+		c := Charge{ID: id, RemoteJobID: job, Amount: amount, Status: cs}
+		if ch.KindField != "" {
+			c.Kind, _ = field(m, ch.KindField).(string)
+		}
+		out = append(out, c)
 	}
 	return out, nil
 }

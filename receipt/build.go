@@ -117,6 +117,7 @@ func (f *facts) listCharges(r *Receipt) {
 			Amount:      Money{c.Amount},
 			Currency:    currencyOf(c.Amount),
 			Status:      string(c.Status),
+			Kind:        c.Kind,
 		})
 	}
 	t := f.out.Totals

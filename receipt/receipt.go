@@ -174,6 +174,9 @@ type Charge struct {
 	Amount      Money  `json:"amount" yaml:"amount"`
 	Currency    string `json:"currency" yaml:"currency"`
 	Status      string `json:"status" yaml:"status"`
+	// Kind is what the provider calls the charge, such as a nested paid
+	// service; omitted when it names none. Every kind counts in the totals.
+	Kind string `json:"kind,omitempty" yaml:"kind,omitempty"`
 }
 
 // QuestionAnswer is what became of a question the upstream asked.

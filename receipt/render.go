@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -146,9 +147,16 @@ func (r *Receipt) Markdown() []byte {
 	if len(r.Charges) == 0 {
 		b.WriteString("None recorded.\n")
 	} else {
-		b.WriteString("| charge | remote job | amount | status |\n|---|---|---|---|\n")
-		for _, c := range r.Charges {
-			tableRow(&b, c.ChargeID, c.RemoteJobID, c.Amount.String()+" "+c.Currency, c.Status)
+		if slices.ContainsFunc(r.Charges, func(c Charge) bool { return c.Kind != "" }) {
+			b.WriteString("| charge | remote job | kind | amount | status |\n|---|---|---|---|---|\n")
+			for _, c := range r.Charges {
+				tableRow(&b, c.ChargeID, c.RemoteJobID, c.Kind, c.Amount.String()+" "+c.Currency, c.Status)
+			}
+		} else {
+			b.WriteString("| charge | remote job | amount | status |\n|---|---|---|---|\n")
+			for _, c := range r.Charges {
+				tableRow(&b, c.ChargeID, c.RemoteJobID, c.Amount.String()+" "+c.Currency, c.Status)
+			}
 		}
 	}
 

@@ -578,6 +578,43 @@ func TestApprovalHeadroom(t *testing.T) {
 	}
 }
 
+// A nested paid service's charges are listed as what the provider calls
+// them and count in the totals like the job's own.
+func TestChargeKinds(t *testing.T) {
+	in := base()
+	own, nested := charge(1, 10, "17.84", ledger.ChargeFinal), charge(2, 10, "1.50", ledger.ChargeFinal)
+	own.Kind, nested.Kind = "runner", "browser_grid"
+	in.Charges = []*ledger.Charge{own, nested}
+	r := receipt.Build(in)
+	if r.FinalCostUSD.String() != "19.34" {
+		t.Errorf("final cost %s, want 19.34: the nested service's charge counts", r.FinalCostUSD)
+	}
+	if len(r.Charges) != 2 || r.Charges[0].Kind != "runner" || r.Charges[1].Kind != "browser_grid" {
+		t.Fatalf("charges = %+v, want the runner's and the browser grid's, with their kinds", r.Charges)
+	}
+	if md := string(r.Markdown()); !strings.Contains(md, "| charge | remote job | kind | amount | status |") || !strings.Contains(md, "| browser_grid | 1.50 USD |") {
+		t.Errorf("the Markdown charges table does not show kinds:\n%s", md)
+	}
+	j, err := r.JSON()
+	if err != nil || !strings.Contains(string(j), `"kind": "browser_grid"`) {
+		t.Errorf("JSON %s, %v; want each charge's kind", j, err)
+	}
+
+	// Charges without a kind render as before: no kind column, no field.
+	plain := base()
+	plain.Charges = []*ledger.Charge{charge(1, 10, "17.84", ledger.ChargeFinal)}
+	pr := receipt.Build(plain)
+	if md := string(pr.Markdown()); !strings.Contains(md, "| charge | remote job | amount | status |") {
+		t.Errorf("a receipt without kinds has a kind column:\n%s", md)
+	}
+	if len(pr.Charges) != 1 || pr.Charges[0].Kind != "" {
+		t.Fatalf("charges = %+v, want one without a kind", pr.Charges)
+	}
+	if j, _ := json.Marshal(pr.Charges[0]); strings.Contains(string(j), `"kind"`) {
+		t.Errorf("a charge without a kind names one: %s", j)
+	}
+}
+
 func TestBuildLeavesInputAlone(t *testing.T) {
 	in := duplicate()
 	in.Attempts[0], in.Attempts[1] = in.Attempts[1], in.Attempts[0]

@@ -251,7 +251,7 @@ func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up
 	}
 
 	for _, ch := range charges {
-		p.Charges = append(p.Charges, &ledger.ChargeUpsert{RemoteJobID: ch.RemoteJobID, ProviderChargeID: ch.ID, Amount: ch.Amount, Status: ch.Status, Source: "provider:" + c.Tool})
+		p.Charges = append(p.Charges, &ledger.ChargeUpsert{RemoteJobID: ch.RemoteJobID, ProviderChargeID: ch.ID, Amount: ch.Amount, Status: ch.Status, Source: "provider:" + c.Tool, Kind: ch.Kind})
 	}
 	final := out.Totals.Final
 	uncounted := out.Totals.UncountedFinal()

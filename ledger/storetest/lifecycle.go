@@ -103,7 +103,7 @@ func testTransitions(t *testing.T, newStore Factory) {
 	if _, err := s.Transition(ctx, &ledger.TransitionParams{
 		OperationRef: op.ID,
 		RemoteJobs:   []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteJobID: "hosted-suite-9912", Status: ledger.JobRunning}},
-		Charges:      []*ledger.ChargeUpsert{{RemoteJobID: "hosted-suite-9912", ProviderChargeID: "ch-1", Amount: final, Status: ledger.ChargeFinal}},
+		Charges:      []*ledger.ChargeUpsert{{RemoteJobID: "hosted-suite-9912", ProviderChargeID: "ch-1", Amount: final, Status: ledger.ChargeFinal, Kind: "suite"}},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func testTransitions(t *testing.T, newStore Factory) {
 		t.Fatalf("remote job = %+v", j)
 	}
 	charges, err := s.ChargeList(ctx, op.ID)
-	if err != nil || len(charges) != 1 || charges[0].Status != ledger.ChargeFinal || charges[0].Amount.String() != "17.84" || charges[0].RemoteJobRef != j.ID {
+	if err != nil || len(charges) != 1 || charges[0].Status != ledger.ChargeFinal || charges[0].Amount.String() != "17.84" || charges[0].RemoteJobRef != j.ID || charges[0].Kind != "suite" {
 		t.Fatalf("charges = %+v, %v", charges, err)
 	}
 	atts, err := s.AttemptList(ctx, op.ID)

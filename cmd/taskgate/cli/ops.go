@@ -254,6 +254,7 @@ type chargeView struct {
 	Amount   string              `json:"amount"`
 	Currency string              `json:"currency"`
 	Status   ledger.ChargeStatus `json:"status"`
+	Kind     string              `json:"kind,omitempty"`
 	Source   string              `json:"source,omitempty"`
 	At       time.Time           `json:"at"`
 }
@@ -301,7 +302,7 @@ func loadDetail(ctx context.Context, s ledger.Store, op *ledger.Operation) (*det
 		return nil, err
 	}
 	for _, c := range charges {
-		d.Charges = append(d.Charges, chargeView{ChargeID: c.ProviderChargeID, Amount: c.Amount.String(), Currency: c.Amount.Currency, Status: c.Status, Source: c.Source, At: c.CreatedAt})
+		d.Charges = append(d.Charges, chargeView{ChargeID: c.ProviderChargeID, Amount: c.Amount.String(), Currency: c.Amount.Currency, Status: c.Status, Kind: c.Kind, Source: c.Source, At: c.CreatedAt})
 	}
 	evs, err := s.EventList(ctx, op.ID)
 	if err != nil {
@@ -368,7 +369,11 @@ func (d *detail) writeText(w io.Writer) error {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  CHARGE\tAMOUNT\tSTATUS")
 		for _, c := range d.Charges {
-			fmt.Fprintf(tw, "  %s\t%s %s\t%s\n", c.ChargeID, c.Amount, c.Currency, c.Status)
+			status := string(c.Status)
+			if c.Kind != "" {
+				status += "\t" + c.Kind
+			}
+			fmt.Fprintf(tw, "  %s\t%s %s\t%s\n", c.ChargeID, c.Amount, c.Currency, status)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

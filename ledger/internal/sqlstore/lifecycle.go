@@ -274,13 +274,13 @@ func (s *Store) upsertCharge(ctx context.Context, tx Tx, op *ledger.Operation, c
 	if c.ProviderChargeID == "" {
 		return errors.New("charge: the provider's charge ID is required")
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO charges (operation_ref, remote_job_ref, provider_charge_id, amount_micros, currency, status, source, created_at, updated_at)
-		VALUES ($1, (SELECT id FROM remote_jobs WHERE operation_ref = $1 AND remote_id = $2), $3, $4, $5, $6, $7, $8, $8)
+	_, err := tx.Exec(ctx, `INSERT INTO charges (operation_ref, remote_job_ref, provider_charge_id, amount_micros, currency, status, source, kind, created_at, updated_at)
+		VALUES ($1, (SELECT id FROM remote_jobs WHERE operation_ref = $1 AND remote_id = $2), $3, $4, $5, $6, $7, $9, $8, $8)
 		ON CONFLICT (operation_ref, provider_charge_id) DO UPDATE SET
 			remote_job_ref = COALESCE(excluded.remote_job_ref, charges.remote_job_ref),
 			amount_micros = excluded.amount_micros, currency = excluded.currency,
-			status = excluded.status, source = excluded.source, updated_at = excluded.updated_at`,
-		op.ID, c.RemoteJobID, c.ProviderChargeID, c.Amount.Micros, c.Amount.Currency, c.Status, c.Source, now)
+			status = excluded.status, source = excluded.source, kind = excluded.kind, updated_at = excluded.updated_at`,
+		op.ID, c.RemoteJobID, c.ProviderChargeID, c.Amount.Micros, c.Amount.Currency, c.Status, c.Source, now, c.Kind)
 	if err != nil {
 		return fmt.Errorf("record charge %s: %w", c.ProviderChargeID, err)
 	}

@@ -146,7 +146,7 @@ func scanRemoteJob(r Row) (*ledger.RemoteJob, error) {
 }
 
 const chargeColumns = `id, operation_ref, remote_job_ref, provider_charge_id, amount_micros, currency, status, source,
-	created_at, updated_at`
+	kind, created_at, updated_at`
 
 func scanCharge(r Row) (*ledger.Charge, error) {
 	var (
@@ -155,7 +155,7 @@ func scanCharge(r Row) (*ledger.Charge, error) {
 		currency string
 	)
 	err := r.Scan(&c.ID, &c.OperationRef, nullInt{&c.RemoteJobRef}, &c.ProviderChargeID, &micros, &currency, &c.Status,
-		&c.Source, ts{&c.CreatedAt}, ts{&c.UpdatedAt})
+		&c.Source, &c.Kind, ts{&c.CreatedAt}, ts{&c.UpdatedAt})
 	if err != nil {
 		return nil, err
 	}
