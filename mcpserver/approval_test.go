@@ -315,3 +315,72 @@ func TestHowToApproveIsQuoted(t *testing.T) {
 		}
 	}
 }
+
+// A call that fans out is approved as a whole: the approval question names
+// its remote jobs and their total, and proposes them as the job limit; the
+// user's answer with the proposals approves the whole matrix.
+func TestApprovalOfAFanOutByElicitation(t *testing.T) {
+	h := harness(t, &fixtures.Options{})
+	ctx := testCtx(t)
+	key, err := h.Key(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var message string
+	client := mcp.NewClient(&mcp.Implementation{Name: "eliciting"}, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			message = req.Params.Message
+			// Accept what the form proposes.
+			answer := map[string]any{}
+			props, _ := req.Params.RequestedSchema.(map[string]any)["properties"].(map[string]any)
+			for name, p := range props {
+				answer[name] = p.(map[string]any)["default"]
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: answer}, nil
+		},
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: h.MCPURL(), MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
+	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	res, err := cs.CallTool(ctx, fixtures.RunMatrixCall("op-matrix", "smoke", 4))
+	if err != nil || res.IsError {
+		t.Fatalf("tools/call = %+v, %v", res, err)
+	}
+	if !strings.Contains(message, "it would start 4 remote jobs, estimated at 72.00 USD in all") {
+		t.Errorf("the approval question says %q, want it to name the 4 remote jobs and their 72.00 USD", message)
+	}
+	list, err := h.Store.ApprovalList(ctx, &ledger.ApprovalListParams{Tenant: "acme", OperationID: "op-matrix"})
+	if err != nil || len(list) != 1 || list[0].MaxRemoteJobs != 4 || list[0].MaxTotalCost.String() != "72.00" {
+		t.Fatalf("approvals = %+v, %v; want one for 4 remote jobs and 72.00", list, err)
+	}
+	if n := len(h.Sim.Jobs()); n != 4 {
+		t.Fatalf("provider jobs = %d, want 4", n)
+	}
+}
+
+// Without elicitation, the ready approve command covers the whole route.
+func TestHowToApproveAFanOut(t *testing.T) {
+	h := harness(t, &fixtures.Options{})
+	cs := connect(t, h, "acme", fixtures.EraExtension)
+	_, _, err := taskwire.CallToolAsTask(testCtx(t), cs, fixtures.RunMatrixCall("op-matrix", "smoke", 4), nil)
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
+		t.Fatalf("error = %v, want -32602", err)
+	}
+	var data struct {
+		Reason       string `json:"reason"`
+		HowToApprove string `json:"how_to_approve"`
+	}
+	_ = json.Unmarshal(rpcErr.Data, &data)
+	if data.Reason != ledger.ReasonApprovalRequired || !strings.Contains(data.HowToApprove, "--max-total-cost '72.00' --max-remote-jobs 4") {
+		t.Fatalf("data = %s; want approval_required with a command for 4 remote jobs and 72.00", rpcErr.Data)
+	}
+	if n := len(h.Sim.Jobs()); n != 0 {
+		t.Fatalf("provider jobs = %d, want 0", n)
+	}
+}
