@@ -144,6 +144,9 @@ const (
 // (Tenant, OperationID).
 type Operation struct {
 	ID            int64
+	// ChainHead is the hash of the operation's latest event (hex SHA-256),
+	// the head of its hash chain; receipts are signed over it.
+	ChainHead string
 	Tenant        string
 	OperationID   string
 	TaskID        string
