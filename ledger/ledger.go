@@ -143,10 +143,10 @@ const (
 // Operation is one logical piece of work the user intended, unique per
 // (Tenant, OperationID).
 type Operation struct {
-	ID            int64
+	ID int64
 	// ChainHead is the hash of the operation's latest event (hex SHA-256),
 	// the head of its hash chain; receipts are signed over it.
-	ChainHead string
+	ChainHead     string
 	Tenant        string
 	OperationID   string
 	TaskID        string
