@@ -143,10 +143,7 @@ const (
 // Operation is one logical piece of work the user intended, unique per
 // (Tenant, OperationID).
 type Operation struct {
-	ID int64
-	// ChainHead is the hash of the operation's latest event (hex SHA-256),
-	// the head of its hash chain; receipts are signed over it.
-	ChainHead     string
+	ID            int64
 	Tenant        string
 	OperationID   string
 	TaskID        string
@@ -193,6 +190,9 @@ type Operation struct {
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 	EndedAt           time.Time
+	// ChainHead is the hash of the operation's latest event (hex SHA-256),
+	// the head of its hash chain; receipts are signed over it.
+	ChainHead string
 }
 
 // ProviderKey is the idempotency key the provider receives for this
