@@ -19,6 +19,20 @@
 // estimate_matrix prices a number of runners. run_matrix is never served as a
 // task.
 //
+// # Charge kinds and the browser grid
+//
+// Every charge says what it bills ([ChargeKind], "kind" in list_charges): a
+// run_suite job's charge is of kind suite, a runner's own charge of kind
+// runner. run_matrix with browser_grid also pays a nested service: every
+// runner rents browser time from a browser grid, billed on the same job as a
+// second charge (grid-charge-N beside charge-N) of kind browser_grid, pending
+// at 2.00 USD while the runner runs, final at 1.50 USD when it succeeds and
+// refunded to 0.00 when it fails or is cancelled (by default; see
+// [Options.GridEstimate] and [Options.GridFinalCharge]). A repeated
+// run_matrix with a known key returns the key's jobs whatever its
+// browser_grid says. estimate_matrix with browser_grid adds the
+// grid's estimate per runner. The record counts every charge, of every kind.
+//
 // # Transports, eras and tasks
 //
 // [Sim.HTTPHandler] serves Streamable HTTP at /mcp and [Sim.ServeStdio] serves
@@ -34,7 +48,8 @@
 // A [Sim] misbehaves on purpose when told to ([Faults], [ParseFault],
 // [Sim.SetFaults]): it can drop the response after accepting a job, ignore
 // idempotency keys, answer lookups with "index unavailable" or from a lagging
-// index, overcharge, skip invoicing, run slowly, fail jobs, crash the process
+// index, overcharge (a job's own charge, never the browser grid's), skip
+// invoicing (every charge), run slowly, fail jobs, crash the process
 // right after accepting, or start one runner more or fewer than a matrix
 // asked for.
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -38,16 +39,62 @@ type plan struct {
 	Invoice  bool      `json:"invoice"`
 	Estimate Micros    `json:"estimate_usd"`
 	Final    Micros    `json:"final_usd"`
+	// BrowserGrid says the job also carries a browser grid charge, at
+	// GridEstimate while it runs and GridFinal once it succeeded. The three
+	// are absent from files written before the browser grid existed.
+	BrowserGrid  bool   `json:"browser_grid,omitempty"`
+	GridEstimate Micros `json:"grid_estimate_usd,omitempty"`
+	GridFinal    Micros `json:"grid_final_usd,omitempty"`
 }
 
-// jobState is one job with its plan, charge and signals.
+// jobState is one job with its plan, charges and signals.
 type jobState struct {
 	number int
 	job    Job
 	plan   plan
-	charge *Charge       // nil until the job runs with an invoice
-	done   chan struct{} // closed when the job reaches a terminal state
-	stop   chan struct{} // closed when the job is cancelled
+	// charges are empty until the job runs with an invoice; then the job's
+	// own charge comes first and its browser grid charge, if any, second.
+	charges []Charge
+	done    chan struct{} // closed when the job reaches a terminal state
+	stop    chan struct{} // closed when the job is cancelled
+}
+
+// ownKind is the kind of the charge that bills the job itself.
+func (js *jobState) ownKind() ChargeKind {
+	if js.job.Matrix != "" {
+		return ChargeKindRunner
+	}
+	return ChargeKindSuite
+}
+
+// openCharges returns the pending charges of a job that starts running:
+// its own and, when its plan says so, the browser grid's.
+func (js *jobState) openCharges(now time.Time) []Charge {
+	own := Charge{
+		ID:        fmt.Sprintf("charge-%d", js.number),
+		JobID:     js.job.ID,
+		Kind:      js.ownKind(),
+		Amount:    js.plan.Estimate,
+		Currency:  Currency,
+		Status:    ChargePending,
+		CreatedAt: now,
+		UpdatedAt: now,
+	}
+	if !js.plan.BrowserGrid {
+		return []Charge{own}
+	}
+	grid := own
+	grid.ID, grid.Kind, grid.Amount = fmt.Sprintf("grid-charge-%d", js.number), ChargeKindBrowserGrid, js.plan.GridEstimate
+	return []Charge{own, grid}
+}
+
+// finalAmount is what a charge of the given kind amounts to once the job
+// succeeded.
+func (p plan) finalAmount(kind ChargeKind) Micros {
+	if kind == ChargeKindBrowserGrid {
+		return p.GridFinal
+	}
+	return p.Final
 }
 
 // startRequest is one request to run a suite.
@@ -65,6 +112,8 @@ type matrixRequest struct {
 	// Runners is how many runners the call asked for; the faults
 	// extra_runner and missing_runner change how many start.
 	Runners int
+	// BrowserGrid gives every runner a browser grid charge besides its own.
+	BrowserGrid bool
 }
 
 // startOutcome says what the engine did with a startRequest.
@@ -97,12 +146,14 @@ type cancelOutcome struct {
 }
 
 type engine struct {
-	logger      *slog.Logger
-	clock       func() time.Time
-	jobDuration time.Duration
-	estimate    Micros
-	finalCharge Micros
-	store       *stateStore // nil: the record lives only in memory
+	logger       *slog.Logger
+	clock        func() time.Time
+	jobDuration  time.Duration
+	estimate     Micros
+	finalCharge  Micros
+	gridEstimate Micros
+	gridFinal    Micros
+	store        *stateStore // nil: the record lives only in memory
 
 	closing chan struct{} // closed by close: job goroutines and waiters return
 	wg      sync.WaitGroup
@@ -119,18 +170,20 @@ type engine struct {
 
 func newEngine(o *Options, store *stateStore) *engine {
 	return &engine{
-		logger:      o.Logger,
-		clock:       o.Clock,
-		jobDuration: o.JobDuration,
-		estimate:    o.Estimate,
-		finalCharge: o.FinalCharge,
-		store:       store,
-		closing:     make(chan struct{}),
-		nextNumber:  firstJobNumber,
-		nextMatrix:  firstMatrixNumber,
-		byID:        make(map[string]*jobState),
-		byKey:       make(map[string][]*jobState),
-		faults:      o.Faults,
+		logger:       o.Logger,
+		clock:        o.Clock,
+		jobDuration:  o.JobDuration,
+		estimate:     o.Estimate,
+		finalCharge:  o.FinalCharge,
+		gridEstimate: o.GridEstimate,
+		gridFinal:    o.GridFinalCharge,
+		store:        store,
+		closing:      make(chan struct{}),
+		nextNumber:   firstJobNumber,
+		nextMatrix:   firstMatrixNumber,
+		byID:         make(map[string]*jobState),
+		byKey:        make(map[string][]*jobState),
+		faults:       o.Faults,
 	}
 }
 
@@ -141,20 +194,18 @@ func (e *engine) restore(st *stateFile) {
 	e.nextNumber = max(st.NextJobNumber, firstJobNumber)
 	// A file written before matrices existed has no matrix number.
 	e.nextMatrix = max(st.NextMatrixNumber, firstMatrixNumber)
-	charges := make(map[string]Charge, len(st.Charges))
+	charges := make(map[string][]Charge, len(st.Jobs))
 	for _, c := range st.Charges {
-		charges[c.JobID] = c
+		charges[c.JobID] = append(charges[c.JobID], c)
 	}
 	for _, sj := range st.Jobs {
 		js := &jobState{
-			number: sj.Number,
-			job:    sj.Job,
-			plan:   sj.Plan,
-			done:   make(chan struct{}),
-			stop:   make(chan struct{}),
-		}
-		if c, ok := charges[sj.ID]; ok {
-			js.charge = &c
+			number:  sj.Number,
+			job:     sj.Job,
+			plan:    sj.Plan,
+			charges: charges[sj.ID],
+			done:    make(chan struct{}),
+			stop:    make(chan struct{}),
 		}
 		e.add(js)
 		if js.job.Status.Terminal() {
@@ -188,7 +239,7 @@ func (e *engine) start(r startRequest) (startOutcome, error) {
 		out.Job = existing[0].job
 		e.logger.Info("run_suite attached to existing job", "job_id", out.Job.ID, "idempotency_key", r.Key, "key_source", r.KeySource)
 	} else {
-		created, err := e.createLocked(r, "", 1)
+		created, err := e.createLocked(r, "", 1, false)
 		if err != nil {
 			return startOutcome{}, err
 		}
@@ -228,7 +279,7 @@ func (e *engine) startMatrix(r matrixRequest) (matrixOutcome, error) {
 		matrix := fmt.Sprintf("hosted-matrix-%d", e.nextMatrix)
 		runners := e.faults.matrixRunners(r.Runners)
 		e.nextMatrix++
-		created, err := e.createLocked(r.startRequest, matrix, runners)
+		created, err := e.createLocked(r.startRequest, matrix, runners, r.BrowserGrid)
 		if err != nil {
 			e.nextMatrix--
 			return matrixOutcome{}, err
@@ -252,9 +303,10 @@ func (e *engine) startMatrix(r matrixRequest) (matrixOutcome, error) {
 
 // createLocked records count new queued jobs for r in one save, so that a
 // crash leaves all of them or none. With a matrix they are its runners,
-// numbered from 1; without, count is 1. On a failed save nothing is kept, as
-// nothing was acknowledged. The caller holds e.mu.
-func (e *engine) createLocked(r startRequest, matrix string, count int) ([]*jobState, error) {
+// numbered from 1, each with a browser grid charge when grid is set; without,
+// count is 1 and grid false. On a failed save nothing is kept, as nothing was
+// acknowledged. The caller holds e.mu.
+func (e *engine) createLocked(r startRequest, matrix string, count int, grid bool) ([]*jobState, error) {
 	now := e.clock()
 	created := make([]*jobState, 0, count)
 	for i := range count {
@@ -286,6 +338,11 @@ func (e *engine) createLocked(r startRequest, matrix string, count int) ([]*jobS
 		if matrix != "" {
 			js.job.Matrix, js.job.Runner = matrix, i+1
 		}
+		if grid {
+			js.plan.BrowserGrid, js.plan.GridEstimate, js.plan.GridFinal = true, e.gridEstimate, e.gridFinal
+		}
+		// overcharge bills the job itself; the browser grid's amount is the
+		// grid's own.
 		if e.faults.Overcharge > 0 {
 			js.plan.Final = e.faults.Overcharge
 		}
@@ -335,16 +392,8 @@ func (e *engine) run(js *jobState) {
 	if js.job.Status == StatusQueued {
 		now := e.clock()
 		js.job.Status, js.job.UpdatedAt = StatusRunning, now
-		if js.plan.Invoice && js.charge == nil {
-			js.charge = &Charge{
-				ID:        fmt.Sprintf("charge-%d", js.number),
-				JobID:     js.job.ID,
-				Amount:    js.plan.Estimate,
-				Currency:  Currency,
-				Status:    ChargePending,
-				CreatedAt: now,
-				UpdatedAt: now,
-			}
+		if js.plan.Invoice && len(js.charges) == 0 {
+			js.charges = js.openCharges(now)
 		}
 		e.saveOrLog("job running")
 		e.logger.Info("job running", "job_id", js.job.ID)
@@ -378,8 +427,9 @@ func (e *engine) finish(js *jobState) {
 	} else {
 		js.job.Status = StatusSucceeded
 		js.job.Passed = suiteTests
-		if js.charge != nil {
-			js.charge.Amount, js.charge.Status, js.charge.UpdatedAt = js.plan.Final, ChargeFinal, now
+		for i := range js.charges {
+			c := &js.charges[i]
+			c.Amount, c.Status, c.UpdatedAt = js.plan.finalAmount(c.Kind), ChargeFinal, now
 		}
 	}
 	close(js.done)
@@ -387,13 +437,15 @@ func (e *engine) finish(js *jobState) {
 	e.logger.Info("job ended", "job_id", js.job.ID, "status", js.job.Status)
 }
 
+// refundLocked refunds every charge of a job that ended without a result.
 func (e *engine) refundLocked(js *jobState, now time.Time) {
-	if js.charge != nil {
-		js.charge.Amount, js.charge.Status, js.charge.UpdatedAt = 0, ChargeRefunded, now
+	for i := range js.charges {
+		c := &js.charges[i]
+		c.Amount, c.Status, c.UpdatedAt = 0, ChargeRefunded, now
 	}
 }
 
-// cancel ends a queued or running job, refunding its pending charge. A job
+// cancel ends a queued or running job, refunding its pending charges. A job
 // that has already ended is left exactly as it is.
 func (e *engine) cancel(id string) (cancelOutcome, error) {
 	e.mu.Lock()
@@ -420,8 +472,9 @@ func (e *engine) cancel(id string) (cancelOutcome, error) {
 	return cancelOutcome{Job: js.job, EffectReversed: true, Message: "job cancelled before it delivered a result; nothing was delivered and its pending charge was refunded"}, nil
 }
 
-// wait blocks until the job ends, ctx ends or the engine closes.
-func (e *engine) wait(ctx context.Context, id string) (Job, *Charge, error) {
+// wait blocks until the job ends, ctx ends or the engine closes, and returns
+// the job with its charges.
+func (e *engine) wait(ctx context.Context, id string) (Job, []Charge, error) {
 	e.mu.Lock()
 	js, ok := e.byID[id]
 	e.mu.Unlock()
@@ -435,19 +488,19 @@ func (e *engine) wait(ctx context.Context, id string) (Job, *Charge, error) {
 	case <-e.closing:
 		return Job{}, nil, errClosed
 	}
-	job, charge, _ := e.job(id)
-	return job, charge, nil
+	job, charges, _ := e.job(id)
+	return job, charges, nil
 }
 
-// job returns one job and its charge, if it has one.
-func (e *engine) job(id string) (Job, *Charge, bool) {
+// job returns one job and a copy of its charges, own first.
+func (e *engine) job(id string) (Job, []Charge, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	js, ok := e.byID[id]
 	if !ok {
 		return Job{}, nil, false
 	}
-	return js.job, copyCharge(js.charge), true
+	return js.job, slices.Clone(js.charges), true
 }
 
 // lookup returns every job for an idempotency key, oldest first, as
@@ -469,8 +522,8 @@ func (e *engine) lookup(key string) ([]Job, error) {
 	return out, nil
 }
 
-// chargesFor returns the charges of the given jobs (all jobs of a key when
-// jobID is empty), oldest first.
+// chargesFor returns every charge of one job, or of all jobs of a key when
+// jobID is empty, in the order of their jobs.
 func (e *engine) chargesFor(jobID, key string) ([]Charge, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -486,9 +539,7 @@ func (e *engine) chargesFor(jobID, key string) ([]Charge, error) {
 	}
 	var out []Charge
 	for _, js := range jobs {
-		if js.charge != nil {
-			out = append(out, *js.charge)
-		}
+		out = append(out, js.charges...)
 	}
 	return out, nil
 }
@@ -500,9 +551,7 @@ func (e *engine) record() Record {
 	r := Record{Jobs: make([]Job, 0, len(e.jobs)), Charges: []Charge{}}
 	for _, js := range e.jobs {
 		r.Jobs = append(r.Jobs, js.job)
-		if js.charge != nil {
-			r.Charges = append(r.Charges, *js.charge)
-		}
+		r.Charges = append(r.Charges, js.charges...)
 	}
 	r.Totals = totals(r)
 	return r
@@ -554,9 +603,7 @@ func (e *engine) saveLocked() error {
 	st := &stateFile{Version: stateVersion, NextJobNumber: e.nextNumber, NextMatrixNumber: e.nextMatrix, Jobs: []storedJob{}, Charges: []Charge{}}
 	for _, js := range e.jobs {
 		st.Jobs = append(st.Jobs, storedJob{Job: js.job, Number: js.number, Plan: js.plan})
-		if js.charge != nil {
-			st.Charges = append(st.Charges, *js.charge)
-		}
+		st.Charges = append(st.Charges, js.charges...)
 	}
 	return e.store.save(st)
 }
@@ -567,14 +614,6 @@ func (e *engine) saveOrLog(what string) {
 	if err := e.saveLocked(); err != nil {
 		e.logger.Error("could not save the record after "+what, "error", err)
 	}
-}
-
-func copyCharge(c *Charge) *Charge {
-	if c == nil {
-		return nil
-	}
-	cc := *c
-	return &cc
 }
 
 func unknownJobError(id string) error {

@@ -26,10 +26,12 @@ const (
 	// FaultLookupDelay=DURATION: lookup_operation does not see jobs younger
 	// than DURATION (a lagging index) and answers not_found for them.
 	FaultLookupDelay = "lookup_delay"
-	// FaultOvercharge=AMOUNT: a successful job's final charge is AMOUNT (e.g.
-	// 23.10) instead of the configured final charge.
+	// FaultOvercharge=AMOUNT: a successful job's own final charge is AMOUNT
+	// (e.g. 23.10) instead of the configured final charge; a browser grid
+	// charge keeps its amount.
 	FaultOvercharge = "overcharge"
-	// FaultNoInvoice: jobs run and complete without any charge record.
+	// FaultNoInvoice: jobs run and complete without any charge record, of
+	// the job or of the browser grid.
 	FaultNoInvoice = "no_invoice"
 	// FaultSlow=FACTOR|DURATION: jobs take longer. A plain number or one
 	// ending in "x" multiplies the job duration ("slow=4", "slow=4x"); a
@@ -37,7 +39,7 @@ const (
 	// times as long.
 	FaultSlow = "slow"
 	// FaultFailJobs: jobs, matrix runners among them, end failed; their
-	// pending charge is refunded.
+	// pending charges, browser grid charges among them, are refunded.
 	FaultFailJobs = "fail_jobs"
 	// FaultCrashAfterAccept: after recording a new job, or all the runners of
 	// a new matrix, the simulator calls [Options.Crash] (by default the

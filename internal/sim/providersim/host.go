@@ -95,9 +95,9 @@ func (h taskHost) ListTasks(_ context.Context, _ *taskwire.Caller, cursor string
 		return nil, "", fmt.Errorf("cursor %q: %w", cursor, taskwire.ErrInvalidCursor)
 	}
 	r := h.s.engine.record()
-	charges := make(map[string]*Charge, len(r.Charges))
-	for i := range r.Charges {
-		charges[r.Charges[i].JobID] = &r.Charges[i]
+	charges := make(map[string][]Charge, len(r.Jobs))
+	for _, c := range r.Charges {
+		charges[c.JobID] = append(charges[c.JobID], c)
 	}
 	tasks := make([]*taskwire.Task, 0, len(r.Jobs))
 	for _, job := range r.Jobs {
@@ -112,36 +112,36 @@ func (h taskHost) ListTasks(_ context.Context, _ *taskwire.Caller, cursor string
 
 // WaitTask implements [taskwire.Host].
 func (h taskHost) WaitTask(ctx context.Context, _ *taskwire.Caller, taskID string) (*taskwire.Task, error) {
-	job, charge, err := h.s.engine.wait(ctx, taskID)
+	job, charges, err := h.s.engine.wait(ctx, taskID)
 	if err != nil {
 		if _, _, ok := h.s.engine.job(taskID); !ok {
 			return nil, fmt.Errorf("%w: %s", taskwire.ErrTaskNotFound, taskID)
 		}
 		return nil, err
 	}
-	return h.taskFor(job, charge)
+	return h.taskFor(job, charges)
 }
 
 // task returns the task of a job.
 func (h taskHost) task(jobID string) (*taskwire.Task, error) {
-	job, charge, ok := h.s.engine.job(jobID)
+	job, charges, ok := h.s.engine.job(jobID)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", taskwire.ErrTaskNotFound, jobID)
 	}
-	return h.taskFor(job, charge)
+	return h.taskFor(job, charges)
 }
 
 // taskFor renders a job as a task: queued and running are working, with the
 // job's progress as the status message; a job that ended with a result is
 // completed and carries run_suite's result (isError when the suite failed);
 // a cancelled job is cancelled.
-func (h taskHost) taskFor(job Job, charge *Charge) (*taskwire.Task, error) {
+func (h taskHost) taskFor(job Job, charges []Charge) (*taskwire.Task, error) {
 	t := &taskwire.Task{
 		ID:            job.ID,
 		CreatedAt:     job.CreatedAt,
 		LastUpdatedAt: job.UpdatedAt,
 		PollInterval:  h.s.pollInterval,
-		StatusMessage: summary(job, charge),
+		StatusMessage: summary(job, charges),
 	}
 	switch job.Status {
 	case StatusQueued, StatusRunning:
@@ -150,7 +150,7 @@ func (h taskHost) taskFor(job Job, charge *Charge) (*taskwire.Task, error) {
 		t.Status = taskwire.StatusCancelled
 	default:
 		t.Status = taskwire.StatusCompleted
-		res, out := resultFor(job, charge)
+		res, out := resultFor(job, charges)
 		res.StructuredContent = out
 		raw, err := json.Marshal(res)
 		if err != nil {

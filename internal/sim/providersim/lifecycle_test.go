@@ -119,7 +119,7 @@ func TestGetJobListChargesAndEstimate(t *testing.T) {
 		t.Errorf("get_job of an unknown job = isError %v %q, want isError naming the job", missing.IsError, text(missing))
 	}
 
-	wantCharge := ChargeInfo{ChargeID: "charge-9912", JobID: run.JobID, AmountUSD: "17.84", Currency: "USD", Status: ChargeFinal}
+	wantCharge := ChargeInfo{ChargeID: "charge-9912", JobID: run.JobID, Kind: ChargeKindSuite, AmountUSD: "17.84", Currency: "USD", Status: ChargeFinal}
 	for _, args := range []ListChargesArgs{{JobID: run.JobID}, {IdempotencyKey: "op-1"}} {
 		list := structured[ChargeList](t, call(ctx, t, cs, ToolListCharges, args, nil))
 		if len(list.Charges) != 1 || list.Charges[0] != wantCharge {

@@ -69,13 +69,35 @@ type Job struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// A Charge is the provider's own record of what it billed for one job. A job
-// has at most one charge: it appears as pending (at the estimate) when the job
-// starts running, becomes final (at the final amount) when the job succeeds,
-// and becomes refunded with amount 0.00 when the job fails or is cancelled.
+// ChargeKind says what a charge bills: the job itself or a service the job
+// paid for on the caller's behalf.
+type ChargeKind string
+
+// Charge kinds.
+const (
+	// ChargeKindSuite bills a job run_suite started (charge-N).
+	ChargeKindSuite ChargeKind = "suite"
+	// ChargeKindRunner bills a matrix runner's own machine time (charge-N).
+	ChargeKindRunner ChargeKind = "runner"
+	// ChargeKindBrowserGrid bills the browser time a matrix runner rented
+	// from the browser grid, a nested service, when run_matrix was called
+	// with browser_grid (grid-charge-N).
+	ChargeKindBrowserGrid ChargeKind = "browser_grid"
+)
+
+// A Charge is the provider's own record of one thing it billed for a job. A
+// job has its own charge (kind suite or runner) and, as a runner of a matrix
+// with browser_grid, a second one of kind browser_grid. Every charge of a job
+// appears as pending (at its estimate) when the job starts running, becomes
+// final (at its final amount) when the job succeeds, and becomes refunded
+// with amount 0.00 when the job fails or is cancelled.
 type Charge struct {
-	ID        string       `json:"charge_id"`
-	JobID     string       `json:"job_id"`
+	ID    string `json:"charge_id"`
+	JobID string `json:"job_id"`
+	// Kind is what the charge bills. A state file written before kinds
+	// existed loads with the kind the job's own charge has: runner for a
+	// matrix runner, suite otherwise.
+	Kind      ChargeKind   `json:"kind"`
 	Amount    Micros       `json:"amount_usd"`
 	Currency  string       `json:"currency"`
 	Status    ChargeStatus `json:"status"`
@@ -87,14 +109,15 @@ type Charge struct {
 type Totals struct {
 	// JobsStarted counts every job ever created, whatever its state.
 	JobsStarted int `json:"jobs_started"`
-	// FinalCharges counts charges in state final.
+	// FinalCharges counts charges in state final, of every kind.
 	FinalCharges int `json:"final_charges"`
-	// FinalChargeUSD sums the final charges.
+	// FinalChargeUSD sums the final charges, of every kind.
 	FinalChargeUSD Micros `json:"final_charge_usd"`
 }
 
 // Record is the provider's whole authoritative record, as served at
-// GET /sim/record. Jobs and charges are oldest first.
+// GET /sim/record. Jobs are oldest first, and charges are in the order of
+// their jobs, a job's own charge before its browser grid charge.
 type Record struct {
 	Jobs    []Job    `json:"jobs"`
 	Charges []Charge `json:"charges"`

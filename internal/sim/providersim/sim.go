@@ -20,6 +20,10 @@ const (
 	DefaultJobDuration = 3 * time.Second
 	DefaultEstimate    = Micros(18_000_000) // 18.00 USD
 	DefaultFinalCharge = Micros(17_840_000) // 17.84 USD
+	// DefaultGridEstimate and DefaultGridFinalCharge price a runner's
+	// browser grid charge.
+	DefaultGridEstimate    = Micros(2_000_000) // 2.00 USD
+	DefaultGridFinalCharge = Micros(1_500_000) // 1.50 USD
 	// DefaultCrashExitCode is the exit status of the default [Options.Crash].
 	DefaultCrashExitCode = 3
 )
@@ -42,6 +46,13 @@ type Options struct {
 	// FinalCharge is a successful job's final charge. If zero,
 	// DefaultFinalCharge (17.84 USD).
 	FinalCharge Micros
+	// GridEstimate is what a running runner's browser grid charge holds,
+	// for a run_matrix call with browser_grid, and what estimate_matrix adds
+	// per runner for one. If zero, DefaultGridEstimate (2.00 USD).
+	GridEstimate Micros
+	// GridFinalCharge is the browser grid charge of a runner that
+	// succeeded. If zero, DefaultGridFinalCharge (1.50 USD).
+	GridFinalCharge Micros
 	// Faults are the faults injected from the start; see [Sim.SetFaults].
 	Faults Faults
 	// StatePath, if set, names a JSON file that holds the record. It is
@@ -127,6 +138,10 @@ func (o *Options) withDefaults() error {
 		return fmt.Errorf("providersim: Estimate %s is negative", o.Estimate)
 	case o.FinalCharge < 0:
 		return fmt.Errorf("providersim: FinalCharge %s is negative", o.FinalCharge)
+	case o.GridEstimate < 0:
+		return fmt.Errorf("providersim: GridEstimate %s is negative", o.GridEstimate)
+	case o.GridFinalCharge < 0:
+		return fmt.Errorf("providersim: GridFinalCharge %s is negative", o.GridFinalCharge)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -142,6 +157,12 @@ func (o *Options) withDefaults() error {
 	}
 	if o.FinalCharge == 0 {
 		o.FinalCharge = DefaultFinalCharge
+	}
+	if o.GridEstimate == 0 {
+		o.GridEstimate = DefaultGridEstimate
+	}
+	if o.GridFinalCharge == 0 {
+		o.GridFinalCharge = DefaultGridFinalCharge
 	}
 	if o.Crash == nil {
 		o.Crash = func() { os.Exit(DefaultCrashExitCode) }
@@ -160,7 +181,7 @@ func (s *Sim) Faults() Faults { return s.engine.currentFaults() }
 // Jobs returns every job, oldest first.
 func (s *Sim) Jobs() []Job { return s.engine.record().Jobs }
 
-// Charges returns every charge, oldest first.
+// Charges returns every charge of every kind, in the order of their jobs.
 func (s *Sim) Charges() []Charge { return s.engine.record().Charges }
 
 // Totals sums up the record.

@@ -13,7 +13,10 @@ import (
 const stateVersion = 1
 
 // stateFile is the JSON layout of Options.StatePath. Fields added since
-// version 1 are optional, so that older files still load.
+// version 1 are optional, so that older files still load: a missing matrix
+// number starts at 1, a job's plan without browser_grid has no browser grid
+// charge, and a charge without a kind gets one from its job (see
+// fillChargeKinds).
 type stateFile struct {
 	Version       int `json:"version"`
 	NextJobNumber int `json:"next_job_number"`
@@ -71,7 +74,28 @@ func (s *stateStore) load() (*stateFile, error) {
 	if st.Version != stateVersion {
 		return nil, fmt.Errorf("simulator state file %s has version %d, want %d (move it aside to start with an empty record)", s.path, st.Version, stateVersion)
 	}
+	st.fillChargeKinds()
 	return &st, nil
+}
+
+// fillChargeKinds gives the charges of a file written before charge kinds
+// existed the kind they had then: each job had one charge, its own, so a
+// charge is a runner's when its job is in a matrix and a suite's otherwise.
+func (st *stateFile) fillChargeKinds() {
+	inMatrix := make(map[string]bool, len(st.Jobs))
+	for _, sj := range st.Jobs {
+		inMatrix[sj.ID] = sj.Matrix != ""
+	}
+	for i := range st.Charges {
+		c := &st.Charges[i]
+		switch {
+		case c.Kind != "":
+		case inMatrix[c.JobID]:
+			c.Kind = ChargeKindRunner
+		default:
+			c.Kind = ChargeKindSuite
+		}
+	}
 }
 
 // save writes the record to a temporary file and renames it over the state

@@ -62,6 +62,7 @@ type RunMatrixArgs struct {
 	Runners        int    `json:"runners" jsonschema:"how many runners to start at once, from 1 to 64; each runner is a job billed on its own"`
 	Commit         string `json:"commit,omitempty" jsonschema:"commit to test; the default branch head if empty"`
 	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"reuse the same value when retrying: a key that already has jobs returns them instead of starting and charging for another matrix"`
+	BrowserGrid    bool   `json:"browser_grid,omitempty" jsonschema:"rent browser time from the browser grid for every runner: each runner then carries a second charge, of kind browser_grid, besides its own"`
 }
 
 // MatrixResult is run_matrix's structured result, once every runner ended.
@@ -82,18 +83,24 @@ type MatrixResult struct {
 type RunnerResult struct {
 	JobID  string    `json:"job_id"`
 	Status JobStatus `json:"status"`
-	// ChargeUSD is the runner's charge; absent when it has no charge record.
+	// ChargeUSD is the runner's own charge; absent when it has no charge
+	// record.
 	ChargeUSD string `json:"charge_usd,omitempty"`
+	// GridChargeUSD is the runner's browser grid charge; absent when it has
+	// none.
+	GridChargeUSD string `json:"grid_charge_usd,omitempty"`
 }
 
 // EstimateMatrixArgs are estimate_matrix's arguments.
 type EstimateMatrixArgs struct {
-	Suite   string `json:"suite" jsonschema:"name of the test suite to price"`
-	Runners int    `json:"runners" jsonschema:"how many runners to price, from 1 to 64"`
+	Suite       string `json:"suite" jsonschema:"name of the test suite to price"`
+	Runners     int    `json:"runners" jsonschema:"how many runners to price, from 1 to 64"`
+	BrowserGrid bool   `json:"browser_grid,omitempty" jsonschema:"price the browser grid's charge for every runner too, as run_matrix with browser_grid bills it"`
 }
 
 // EstimateMatrixResult is estimate_matrix's structured result: the estimate
-// of one job times the runners asked for.
+// of one job, plus the browser grid's estimate when asked for, times the
+// runners asked for.
 type EstimateMatrixResult struct {
 	EstimateUSD string `json:"estimate_usd"`
 	Runners     int    `json:"runners"`
@@ -129,11 +136,17 @@ type JobArgs struct {
 
 // JobInfo is get_job's structured result.
 type JobInfo struct {
-	JobID        string       `json:"job_id"`
-	Status       JobStatus    `json:"status"`
-	Suite        string       `json:"suite"`
+	JobID  string    `json:"job_id"`
+	Status JobStatus `json:"status"`
+	Suite  string    `json:"suite"`
+	// ChargeUSD and ChargeStatus are the job's own charge; absent when it
+	// has no charge record.
 	ChargeUSD    string       `json:"charge_usd,omitempty"`
 	ChargeStatus ChargeStatus `json:"charge_status,omitempty"`
+	// GridChargeUSD and GridChargeStatus are the job's browser grid charge;
+	// absent when it has none.
+	GridChargeUSD    string       `json:"grid_charge_usd,omitempty"`
+	GridChargeStatus ChargeStatus `json:"grid_charge_status,omitempty"`
 	// Result is present once the job succeeded or failed.
 	Result *JobOutcome `json:"result,omitempty"`
 }
@@ -157,8 +170,10 @@ type ChargeList struct {
 
 // ChargeInfo is one charge as list_charges reports it.
 type ChargeInfo struct {
-	ChargeID  string       `json:"charge_id"`
-	JobID     string       `json:"job_id"`
+	ChargeID string `json:"charge_id"`
+	JobID    string `json:"job_id"`
+	// Kind is always present: suite, runner or browser_grid.
+	Kind      ChargeKind   `json:"kind"`
 	AmountUSD string       `json:"amount_usd"`
 	Currency  string       `json:"currency"`
 	Status    ChargeStatus `json:"status"`
@@ -196,7 +211,7 @@ func (s *Sim) newServer() (*mcp.Server, error) {
 		Version: "1.0.0",
 	}, &mcp.ServerOptions{
 		Logger:       s.logger,
-		Instructions: "Runs test suites on hosted machines. run_suite is billed per job, and run_matrix starts several runners at once, each billed as a job of its own: pass idempotency_key and reuse it when retrying, and use lookup_operation before re-sending after a lost response. estimate_suite and estimate_matrix quote the cost first.",
+		Instructions: "Runs test suites on hosted machines. run_suite is billed per job, and run_matrix starts several runners at once, each billed as a job of its own; with browser_grid every runner also rents browser time from the browser grid, billed as a second charge of kind browser_grid on the same job. Pass idempotency_key and reuse it when retrying, and use lookup_operation before re-sending after a lost response. estimate_suite and estimate_matrix quote the cost first, and list_charges lists every charge of a job with its kind.",
 	})
 	openWorld, notDestructive := true, false
 	mcp.AddTool(server, &mcp.Tool{
@@ -216,17 +231,17 @@ func (s *Sim) newServer() (*mcp.Server, error) {
 	}, s.lookupOperation)
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        ToolGetJob,
-		Description: "Reports a job's status, charge and, once it ended, its result.",
+		Description: "Reports a job's status, its own charge and its browser grid charge if it has one, and, once it ended, its result.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 	}, s.getJob)
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        ToolListCharges,
-		Description: "Lists the charges of a job, or of every job started with an idempotency key.",
+		Description: "Lists the charges of a job, or of every job started with an idempotency key, each with its kind: suite or runner for the job's own charge, browser_grid for a runner's browser grid charge.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 	}, s.listCharges)
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        ToolCancelJob,
-		Description: "Cancels a queued or running job and refunds its pending charge. A job that already ended is left as it is.",
+		Description: "Cancels a queued or running job and refunds its pending charges. A job that already ended is left as it is.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &notDestructive, IdempotentHint: true, OpenWorldHint: &openWorld},
 	}, s.cancelJob)
 	mcp.AddTool(server, &mcp.Tool{
@@ -237,7 +252,7 @@ func (s *Sim) newServer() (*mcp.Server, error) {
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        ToolRunMatrix,
 		Title:       "Run a test suite on several runners (billed per runner)",
-		Description: "Starts one billed job per runner (1 to 64) that all run the same suite at once, and waits until every runner has ended. A call whose idempotency key already has jobs returns those jobs instead of starting another matrix.",
+		Description: "Starts one billed job per runner (1 to 64) that all run the same suite at once, and waits until every runner has ended. With browser_grid, every runner also rents browser time from the browser grid, billed as a second charge on its job. A call whose idempotency key already has jobs returns those jobs instead of starting another matrix.",
 		Annotations: &mcp.ToolAnnotations{
 			DestructiveHint: &notDestructive,
 			IdempotentHint:  false,
@@ -246,7 +261,7 @@ func (s *Sim) newServer() (*mcp.Server, error) {
 	}, s.runMatrix)
 	mcp.AddTool(server, &mcp.Tool{
 		Name:        ToolEstimateMatrix,
-		Description: "Quotes what running a suite on a number of runners is estimated to cost: one job's estimate per runner.",
+		Description: "Quotes what running a suite on a number of runners is estimated to cost: one job's estimate per runner, plus the browser grid's estimate per runner with browser_grid.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true},
 	}, s.estimateMatrix)
 	if err := s.installTasks(server); err != nil {
@@ -339,18 +354,31 @@ func (s *Sim) runSuite(ctx context.Context, req *mcp.CallToolRequest, args RunSu
 	if err != nil {
 		return nil, SuiteResult{}, err
 	}
-	job, charge, err := s.engine.wait(ctx, accepted.ID)
+	job, charges, err := s.engine.wait(ctx, accepted.ID)
 	if err != nil {
 		return nil, SuiteResult{}, err
 	}
-	res, out := resultFor(job, charge)
+	res, out := resultFor(job, charges)
 	return res, out, nil
+}
+
+// splitCharges picks a job's own charge and its browser grid charge out of
+// its charges; either is nil when the job has none.
+func splitCharges(charges []Charge) (own, grid *Charge) {
+	for i := range charges {
+		if charges[i].Kind == ChargeKindBrowserGrid {
+			grid = &charges[i]
+		} else {
+			own = &charges[i]
+		}
+	}
+	return own, grid
 }
 
 // resultFor is run_suite's answer for a job that ended: isError unless it
 // succeeded. The structured content is left to the caller, which is either
 // the SDK's typed handler or the task host.
-func resultFor(job Job, charge *Charge) (*mcp.CallToolResult, SuiteResult) {
+func resultFor(job Job, charges []Charge) (*mcp.CallToolResult, SuiteResult) {
 	out := SuiteResult{
 		JobID:  job.ID,
 		Status: job.Status,
@@ -358,20 +386,29 @@ func resultFor(job Job, charge *Charge) (*mcp.CallToolResult, SuiteResult) {
 		Passed: job.Passed,
 		Failed: job.Failed,
 	}
-	if charge != nil {
-		out.ChargeUSD = charge.Amount.String()
+	if own, _ := splitCharges(charges); own != nil {
+		out.ChargeUSD = own.Amount.String()
 	}
 	return &mcp.CallToolResult{
 		IsError: job.Status != StatusSucceeded,
-		Content: []mcp.Content{&mcp.TextContent{Text: summary(job, charge)}},
+		Content: []mcp.Content{&mcp.TextContent{Text: summary(job, charges)}},
 	}, out
 }
 
-// summary is the one-line text of a run_suite result.
-func summary(job Job, charge *Charge) string {
+// summary is the one-line text of a run_suite result, and of a job as a
+// task.
+func summary(job Job, charges []Charge) string {
 	billed := "no charge recorded"
-	if charge != nil {
-		billed = fmt.Sprintf("charge %s %s %s", charge.Amount, charge.Currency, charge.Status)
+	if len(charges) > 0 {
+		parts := make([]string, 0, len(charges))
+		for _, c := range charges {
+			name := "charge"
+			if c.Kind == ChargeKindBrowserGrid {
+				name = "browser grid charge"
+			}
+			parts = append(parts, fmt.Sprintf("%s %s %s %s", name, c.Amount, c.Currency, c.Status))
+		}
+		billed = strings.Join(parts, ", ")
 	}
 	switch job.Status {
 	case StatusSucceeded, StatusFailed:
@@ -411,27 +448,28 @@ func (s *Sim) runMatrix(ctx context.Context, req *mcp.CallToolRequest, args RunM
 			KeySource: source,
 			Protocol:  req.ProtocolVersion(),
 		},
-		Runners: args.Runners,
+		Runners:     args.Runners,
+		BrowserGrid: args.BrowserGrid,
 	})
 	if err != nil {
 		return nil, MatrixResult{}, err
 	}
 	ended := make([]endedJob, 0, len(accepted.Jobs))
 	for _, j := range accepted.Jobs {
-		job, charge, err := s.engine.wait(ctx, j.ID)
+		job, charges, err := s.engine.wait(ctx, j.ID)
 		if err != nil {
 			return nil, MatrixResult{}, err
 		}
-		ended = append(ended, endedJob{job: job, charge: charge})
+		ended = append(ended, endedJob{job: job, charges: charges})
 	}
 	res, out := matrixResultFor(accepted.MatrixID, accepted.Suite, ended)
 	return res, out, nil
 }
 
-// endedJob is a job that ended, with its charge if it has one.
+// endedJob is a job that ended, with its charges, own first.
 type endedJob struct {
-	job    Job
-	charge *Charge
+	job     Job
+	charges []Charge
 }
 
 // matrixResultFor is run_matrix's answer once every runner ended: isError
@@ -441,8 +479,12 @@ func matrixResultFor(matrixID, suite string, runners []endedJob) (*mcp.CallToolR
 	byStatus := map[JobStatus]int{}
 	for _, r := range runners {
 		rr := RunnerResult{JobID: r.job.ID, Status: r.job.Status}
-		if r.charge != nil {
-			rr.ChargeUSD = r.charge.Amount.String()
+		own, grid := splitCharges(r.charges)
+		if own != nil {
+			rr.ChargeUSD = own.Amount.String()
+		}
+		if grid != nil {
+			rr.GridChargeUSD = grid.Amount.String()
 		}
 		out.Runners = append(out.Runners, rr)
 		byStatus[r.job.Status]++
@@ -460,7 +502,8 @@ func matrixResultFor(matrixID, suite string, runners []endedJob) (*mcp.CallToolR
 }
 
 // matrixSummary is the one-line text of a run_matrix result: the matrix, its
-// runners by status, and what they were charged.
+// runners by status, and what they were charged, of which how much for the
+// browser grid.
 func matrixSummary(m MatrixResult, runners []endedJob, byStatus map[JobStatus]int) string {
 	name := m.MatrixID
 	if name == "" {
@@ -475,16 +518,23 @@ func matrixSummary(m MatrixResult, runners []endedJob, byStatus map[JobStatus]in
 			statuses = append(statuses, fmt.Sprintf("%d %s", n, st))
 		}
 	}
-	var total Micros
+	var total, gridTotal Micros
+	gridCharges := 0
 	byCharge := map[ChargeStatus]int{}
 	uncharged := 0
 	for _, r := range runners {
-		if r.charge == nil {
+		if len(r.charges) == 0 {
 			uncharged++
 			continue
 		}
-		total += r.charge.Amount
-		byCharge[r.charge.Status]++
+		for _, c := range r.charges {
+			total += c.Amount
+			byCharge[c.Status]++
+			if c.Kind == ChargeKindBrowserGrid {
+				gridTotal += c.Amount
+				gridCharges++
+			}
+		}
 	}
 	billed := "no charge recorded"
 	if uncharged < len(runners) {
@@ -495,6 +545,9 @@ func matrixSummary(m MatrixResult, runners []endedJob, byStatus map[JobStatus]in
 			}
 		}
 		billed = fmt.Sprintf("charges %s %s (%s)", total, Currency, strings.Join(kinds, ", "))
+		if gridCharges > 0 {
+			billed += fmt.Sprintf(", %s %s of it for the browser grid", gridTotal, Currency)
+		}
 		if uncharged > 0 {
 			billed += fmt.Sprintf(", %s without a charge", countRunners(uncharged))
 		}
@@ -529,13 +582,17 @@ func (s *Sim) lookupOperation(_ context.Context, _ *mcp.CallToolRequest, args Lo
 }
 
 func (s *Sim) getJob(_ context.Context, _ *mcp.CallToolRequest, args JobArgs) (*mcp.CallToolResult, JobInfo, error) {
-	job, charge, ok := s.engine.job(args.JobID)
+	job, charges, ok := s.engine.job(args.JobID)
 	if !ok {
 		return nil, JobInfo{}, unknownJobError(args.JobID)
 	}
 	info := JobInfo{JobID: job.ID, Status: job.Status, Suite: job.Suite}
-	if charge != nil {
-		info.ChargeUSD, info.ChargeStatus = charge.Amount.String(), charge.Status
+	own, grid := splitCharges(charges)
+	if own != nil {
+		info.ChargeUSD, info.ChargeStatus = own.Amount.String(), own.Status
+	}
+	if grid != nil {
+		info.GridChargeUSD, info.GridChargeStatus = grid.Amount.String(), grid.Status
 	}
 	if job.Status == StatusSucceeded || job.Status == StatusFailed {
 		info.Result = &JobOutcome{Passed: job.Passed, Failed: job.Failed}
@@ -556,6 +613,7 @@ func (s *Sim) listCharges(_ context.Context, _ *mcp.CallToolRequest, args ListCh
 		out.Charges = append(out.Charges, ChargeInfo{
 			ChargeID:  c.ID,
 			JobID:     c.JobID,
+			Kind:      c.Kind,
 			AmountUSD: c.Amount.String(),
 			Currency:  c.Currency,
 			Status:    c.Status,
@@ -588,8 +646,12 @@ func (s *Sim) estimateMatrix(_ context.Context, _ *mcp.CallToolRequest, args Est
 	if err := checkMatrixArgs(args.Suite, args.Runners); err != nil {
 		return nil, EstimateMatrixResult{}, err
 	}
+	perRunner := s.engine.estimate
+	if args.BrowserGrid {
+		perRunner += s.engine.gridEstimate
+	}
 	return nil, EstimateMatrixResult{
-		EstimateUSD: (Micros(args.Runners) * s.engine.estimate).String(),
+		EstimateUSD: (Micros(args.Runners) * perRunner).String(),
 		Runners:     args.Runners,
 		Currency:    Currency,
 	}, nil
