@@ -214,6 +214,31 @@ type ReconciledData struct {
 	Jobs           *int   `json:"jobs,omitempty"`
 	Lookup         string `json:"lookup"`
 	MissingInvoice *bool  `json:"missing_invoice,omitempty"`
+	// Evidence is the provider's own records this pass read that differ
+	// from the ones recorded before: when it saw them is the event's time.
+	Evidence []ProviderRecord `json:"evidence,omitempty"`
+}
+
+// ProviderRecordKind names what a provider record is the evidence of.
+type ProviderRecordKind string
+
+const (
+	// RecordStatus is a job's status as the provider reported it (a fetch,
+	// a lookup or an upstream task).
+	RecordStatus ProviderRecordKind = "status"
+	// RecordCharges is a job's charges as the provider listed them.
+	RecordCharges ProviderRecordKind = "charges"
+)
+
+// ProviderRecord is one answer of the provider about one remote job, as
+// the provider returned it (secret argument values redacted): the evidence
+// a receipt links the job's effect and charges to.
+type ProviderRecord struct {
+	RemoteJobID string             `json:"remote_job_id"`
+	Kind        ProviderRecordKind `json:"kind"`
+	// Tool is the contract tool (or MCP method) that answered.
+	Tool   string          `json:"tool"`
+	Answer json.RawMessage `json:"answer"`
 }
 
 // RecoveredData is the data of a recovered event: the operation was taken

@@ -177,6 +177,8 @@ type LookupResult struct {
 	// CallFailed means the lookup itself failed (unreachable provider, an
 	// error answer), as opposed to an answer the contract cannot map.
 	CallFailed bool
+	// Record is the lookup's answer as the provider returned it.
+	Record json.RawMessage
 }
 
 // JobRef is one job in a lookup's list.
@@ -201,7 +203,7 @@ func (c *Contract) Lookup(ctx context.Context, caller Caller, operationID string
 	}
 	sc := structured(res)
 	status, _ := field(sc, l.StatusField).(string)
-	out := &LookupResult{Answer: classify(l.Statuses, status)}
+	out := &LookupResult{Answer: classify(l.Statuses, status), Record: record(res)}
 	if l.RemoteJobIDField != "" {
 		out.RemoteJobID, _ = field(sc, l.RemoteJobIDField).(string)
 	}
@@ -229,6 +231,11 @@ func (c *Contract) Lookup(ctx context.Context, caller Caller, operationID string
 type FetchResult struct {
 	Answer Answer
 	Result *mcp.CallToolResult
+	// Record is the provider's answer as it returned it (its structured
+	// content), and Tool the contract tool that gave it: the evidence of
+	// the job's status.
+	Record json.RawMessage
+	Tool   string
 }
 
 // CanFetch reports whether the contract can read a job by its ID.
@@ -243,7 +250,7 @@ func (c *Contract) Fetch(ctx context.Context, caller Caller, jobID, operationID 
 		if l.Answer == Indeterminate {
 			return nil, errors.New(l.Detail)
 		}
-		return &FetchResult{Answer: l.Answer}, nil
+		return &FetchResult{Answer: l.Answer, Record: l.Record, Tool: c.spec().Lookup.Tool}, nil
 	}
 	res, err := c.call(ctx, caller, f.Call, vars{operationID: operationID, jobID: jobID, arguments: arguments})
 	if err != nil {
@@ -254,7 +261,22 @@ func (c *Contract) Fetch(ctx context.Context, caller Caller, jobID, operationID 
 	if a == Indeterminate {
 		return nil, fmt.Errorf("fetch of job %s answered status %q, which the contract does not map", jobID, status)
 	}
-	return &FetchResult{Answer: a, Result: res}, nil
+	return &FetchResult{Answer: a, Result: res, Record: record(res), Tool: f.Tool}, nil
+}
+
+// record is a contract tool's answer as the provider returned it: its
+// structured content, or the JSON object its text holds; nil when it has
+// neither.
+func record(res *mcp.CallToolResult) json.RawMessage {
+	sc := structured(res)
+	if sc == nil {
+		return nil
+	}
+	b, err := json.Marshal(sc)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // Charge is one charge as the provider reports it.
@@ -271,16 +293,35 @@ type Charge struct {
 // Priced reports whether the contract can read charges.
 func (c *Contract) Priced() bool { return c.spec().Charges != nil }
 
+// ChargeList is what a charges call answered.
+type ChargeList struct {
+	Charges []Charge
+	// Record is the answer as the provider returned it, and Tool the
+	// contract tool that gave it: the evidence of the job's charges.
+	Record json.RawMessage
+	Tool   string
+}
+
 // Charges lists the charges of job jobID.
-func (c *Contract) Charges(ctx context.Context, caller Caller, jobID, operationID string, arguments json.RawMessage) ([]Charge, error) {
+func (c *Contract) Charges(ctx context.Context, caller Caller, jobID, operationID string, arguments json.RawMessage) (*ChargeList, error) {
 	ch := c.spec().Charges
 	if ch == nil {
-		return nil, nil
+		return &ChargeList{}, nil
 	}
 	res, err := c.call(ctx, caller, ch.Call, vars{operationID: operationID, jobID: jobID, arguments: arguments})
 	if err != nil {
 		return nil, err
 	}
+	list, err := c.readCharges(res, jobID)
+	if err != nil {
+		return nil, err
+	}
+	return &ChargeList{Charges: list, Record: record(res), Tool: ch.Tool}, nil
+}
+
+// readCharges reads the charges in a charges call's answer.
+func (c *Contract) readCharges(res *mcp.CallToolResult, jobID string) ([]Charge, error) {
+	ch := c.spec().Charges
 	list, ok := field(structured(res), ch.ListField).([]any)
 	if !ok && field(structured(res), ch.ListField) != nil {
 		return nil, fmt.Errorf("charges field %q is not a list", ch.ListField)

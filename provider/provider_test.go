@@ -94,6 +94,11 @@ func connectServer(t *testing.T, server *mcp.Server) session {
 
 func example(t *testing.T) *config.Tool {
 	t.Helper()
+	return exampleTool(t, "run_suite")
+}
+
+func exampleTool(t *testing.T, name string) *config.Tool {
+	t.Helper()
 	// The example names the provider's credential by an environment
 	// variable; the simulated provider needs none.
 	t.Setenv("HOSTED_TEST_TOKEN", "")
@@ -101,7 +106,64 @@ func example(t *testing.T) *config.Tool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.Upstreams[0].Tools["run_suite"]
+	return c.Upstreams[0].Tools[name]
+}
+
+// The example's run_matrix contract against the simulator: the route is
+// priced per runner, the result lists every runner, the lookup finds them
+// all, and each runner's charges are read with their kinds, a nested
+// service's among them.
+func TestFanOutContractAgainstProviderSim(t *testing.T) {
+	sim := providersim.New(&providersim.Options{JobDuration: 30 * time.Millisecond})
+	t.Cleanup(func() { sim.Close() })
+	s := connect(t, sim)
+	tool := exampleTool(t, "run_matrix")
+	c := provider.New("hosted_test", "run_matrix", tool)
+	ctx := context.Background()
+	args := json.RawMessage(`{"suite":"settlement","runners":4,"browser_grid":true}`)
+
+	r, err := c.Route(ctx, s, args)
+	if err != nil || r.RemoteJobs != 4 || r.Estimate.String() != "72.00" {
+		t.Fatalf("route = %+v, %v; want 4 remote jobs at 72.00 (18.00 each)", r, err)
+	}
+	send, err := c.PrepareSend(args, "op-m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.CallTool(ctx, "run_matrix", send.Arguments)
+	if err != nil || res.IsError {
+		t.Fatalf("run_matrix: %v %v", res, err)
+	}
+	ids := c.RemoteJobIDs(res)
+	if len(ids) != 4 {
+		t.Fatalf("remote jobs from the result = %v, want 4", ids)
+	}
+	if l := c.Lookup(ctx, s, "op-m", args); l.Answer != provider.Completed || len(l.Jobs) != 4 || l.Jobs[3].ID != ids[3] {
+		t.Fatalf("lookup = %+v, want the 4 runners", l)
+	}
+	kinds := map[string]int{}
+	for _, id := range ids {
+		list, err := c.Charges(ctx, s, id, "op-m", args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range list.Charges {
+			if ch.RemoteJobID != id || ch.Status != ledger.ChargeFinal {
+				t.Errorf("charge %+v of runner %s, want a final charge of it", ch, id)
+			}
+			kinds[ch.Kind]++
+		}
+	}
+	if kinds["runner"] != 4 || kinds["browser_grid"] != 4 {
+		t.Errorf("charge kinds = %v, want 4 runner and 4 browser_grid", kinds)
+	}
+
+	// The estimate tool can price the route and count its jobs instead.
+	tool.Contract.Cost = config.Cost{Currency: "USD", EstimateTool: &config.EstimateTool{
+		Call: config.Call{Tool: "estimate_matrix"}, Field: "estimate_usd", JobsField: "runners"}}
+	if r, err := provider.New("hosted_test", "run_matrix", tool).Route(ctx, s, args); err != nil || r.RemoteJobs != 4 || r.Estimate.String() != "80.00" {
+		t.Fatalf("route by estimate_matrix = %+v, %v; want 4 remote jobs at 80.00 (with the browser grid)", r, err)
+	}
 }
 
 func TestContractAgainstProviderSim(t *testing.T) {
@@ -132,10 +194,20 @@ func TestContractAgainstProviderSim(t *testing.T) {
 		t.Fatalf("lookup after completion = %+v", l)
 	}
 	f, err := c.Fetch(ctx, s, job, "op-1", args)
+	if err == nil && (f.Tool != "get_job" || !strings.Contains(string(f.Record), `"job_id":"`+job+`"`)) {
+		t.Errorf("the fetch's record = %s from %q, want get_job's answer naming %s", f.Record, f.Tool, job)
+	}
 	if err != nil || f.Answer != provider.Completed || c.RemoteJobID(f.Result) != job {
 		t.Fatalf("fetch = %+v, %v", f, err)
 	}
-	charges, err := c.Charges(ctx, s, job, "op-1", args)
+	list, err := c.Charges(ctx, s, job, "op-1", args)
+	var charges []provider.Charge
+	if list != nil {
+		charges = list.Charges
+	}
+	if err == nil && (list.Tool != "list_charges" || !strings.Contains(string(list.Record), `"charge_id"`)) {
+		t.Errorf("the charges' record = %s from %q, want list_charges's answer", list.Record, list.Tool)
+	}
 	if err != nil || len(charges) != 1 || charges[0].Amount.String() != "17.84" || charges[0].Status != ledger.ChargeFinal || charges[0].RemoteJobID != job {
 		t.Fatalf("charges = %+v, %v", charges, err)
 	}
@@ -244,7 +316,11 @@ func TestAmountsAsJSONNumbers(t *testing.T) {
 		}}
 		c := provider.New("numbers", "run", tool)
 		ctx := context.Background()
-		charges, err := c.Charges(ctx, s, "job-1", "op-1", nil)
+		list, err := c.Charges(ctx, s, "job-1", "op-1", nil)
+		var charges []provider.Charge
+		if list != nil {
+			charges = list.Charges
+		}
 		r, estErr := c.Route(ctx, s, nil)
 		est := r.Estimate
 		if tt.want == "" {

@@ -95,6 +95,7 @@ func (f *facts) remoteJob(j *ledger.RemoteJob) RemoteJob {
 		CancelRequested:   !j.CancelRequestedAt.IsZero(),
 		CancelRequestedAt: utc(j.CancelRequestedAt),
 		EffectReversed:    knowledge(j.EffectReversed),
+		Evidence:          f.evidence[j.RemoteJobID],
 	}
 	switch {
 	case !j.Duplicate:

@@ -1,7 +1,9 @@
 package receipt
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -23,6 +25,8 @@ type facts struct {
 	jobByID     map[int64]*ledger.RemoteJob
 	jobCharges  map[int64][]*ledger.Charge
 	completedAt map[int64]time.Time
+	// evidence is each remote job's latest provider records, by job ID.
+	evidence map[string][]Evidence
 	// out is the assessment of jobs and charges; jobs[i] is out.Jobs[i].
 	out reconcile.Outcome
 }
@@ -77,7 +81,43 @@ func newFacts(in *Input) *facts {
 			f.completedAt[j.ID] = f.completion(j)
 		}
 	}
+	f.evidence = latestEvidence(f.events)
 	return f
+}
+
+// latestEvidence is, for each remote job, the latest provider record of
+// each kind that a reconciliation recorded, status before charges. A
+// record the receipt cannot read is left out: it proves nothing.
+func latestEvidence(events []*ledger.Event) map[string][]Evidence {
+	type key struct{ job, kind string }
+	latest := map[key]Evidence{}
+	for _, e := range events {
+		if e.Kind != ledger.EventReconciled {
+			continue
+		}
+		d, err := ledger.DecodeEventData[ledger.ReconciledData](e)
+		if err != nil {
+			continue
+		}
+		for _, rec := range d.Evidence {
+			dec := json.NewDecoder(bytes.NewReader(rec.Answer))
+			dec.UseNumber()
+			var answer any
+			if dec.Decode(&answer) != nil {
+				continue
+			}
+			latest[key{rec.RemoteJobID, string(rec.Kind)}] = Evidence{Record: string(rec.Kind), Tool: rec.Tool, Answer: answer, SeenAt: utc(e.CreatedAt)}
+		}
+	}
+	out := map[string][]Evidence{}
+	for _, kind := range []ledger.ProviderRecordKind{ledger.RecordStatus, ledger.RecordCharges} {
+		for k, ev := range latest {
+			if k.kind == string(kind) {
+				out[k.job] = append(out[k.job], ev)
+			}
+		}
+	}
+	return out
 }
 
 // belongs reports whether an attempt is part of operation opRef's lineage.

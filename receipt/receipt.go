@@ -163,6 +163,22 @@ type RemoteJob struct {
 	CancelRequested   bool      `json:"cancel_requested" yaml:"cancel_requested"`
 	CancelRequestedAt time.Time `json:"cancel_requested_at,omitzero" yaml:"cancel_requested_at,omitempty"`
 	EffectReversed    string    `json:"effect_reversed" yaml:"effect_reversed"`
+	// Evidence is the provider's own latest records of the job that the
+	// reconciler saw: its status and its charges, as the provider returned
+	// them. Omitted when none was recorded.
+	Evidence []Evidence `json:"evidence,omitempty" yaml:"evidence,omitempty"`
+}
+
+// Evidence is one record of the provider's about a remote job, as it
+// returned it.
+type Evidence struct {
+	// Record is "status" or "charges".
+	Record string `json:"record" yaml:"record"`
+	// Tool is the contract tool (or MCP method) that answered.
+	Tool string `json:"tool" yaml:"tool"`
+	// Answer is the provider's answer, numbers exactly as it wrote them.
+	Answer any       `json:"answer" yaml:"answer"`
+	SeenAt time.Time `json:"seen_at" yaml:"seen_at"`
 }
 
 // Charge is one priced effect of a remote job.

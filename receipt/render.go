@@ -143,6 +143,19 @@ func (r *Receipt) Markdown() []byte {
 		}
 	}
 
+	if slices.ContainsFunc(r.RemoteJobs, func(j RemoteJob) bool { return len(j.Evidence) > 0 }) {
+		b.WriteString("\n### Provider evidence\n\n| remote job | record | tool | seen | answer |\n|---|---|---|---|---|\n")
+		for _, j := range r.RemoteJobs {
+			for _, ev := range j.Evidence {
+				answer, err := json.Marshal(ev.Answer)
+				if err != nil {
+					answer = []byte("(unreadable)")
+				}
+				tableRow(&b, j.RemoteJobID, ev.Record, ev.Tool, stamp(ev.SeenAt), string(answer))
+			}
+		}
+	}
+
 	b.WriteString("\n### Charges\n\n")
 	if len(r.Charges) == 0 {
 		b.WriteString("None recorded.\n")

@@ -615,6 +615,43 @@ func TestChargeKinds(t *testing.T) {
 	}
 }
 
+// Each remote job names the provider's own latest records of it that the
+// reconciler saw, with the time it saw them; older records and records of
+// other jobs stay out.
+func TestEvidence(t *testing.T) {
+	in := base()
+	in.Events = []*ledger.Event{
+		reconciled(1, time.Minute, `{"lookup":"answered","evidence":[
+			{"remote_job_id":"job-a","kind":"status","tool":"get_job","answer":{"job_id":"job-a","status":"running"}},
+			{"remote_job_id":"job-a","kind":"charges","tool":"list_charges","answer":{"charges":[{"charge_id":"ch-1","amount_usd":"18.00","status":"pending"}]}}]}`),
+		reconciled(2, 2*time.Minute, `{"lookup":"answered","evidence":[
+			{"remote_job_id":"job-a","kind":"status","tool":"get_job","answer":{"job_id":"job-a","status":"succeeded","passed":412}},
+			{"remote_job_id":"job-other","kind":"status","tool":"get_job","answer":{}}]}`),
+		reconciled(3, 3*time.Minute, `{"lookup":"answered","evidence":"unreadable"}`),
+	}
+	r := receipt.Build(in)
+	ev := r.RemoteJobs[0].Evidence
+	if len(ev) != 2 {
+		t.Fatalf("evidence = %+v, want job-a's latest status and charges", ev)
+	}
+	status, charges := ev[0], ev[1]
+	if status.Record != "status" || status.Tool != "get_job" || !status.SeenAt.Equal(at(2*time.Minute)) {
+		t.Errorf("status evidence = %+v, want get_job's answer seen at the second pass", status)
+	}
+	if b, _ := json.Marshal(status.Answer); string(b) != `{"job_id":"job-a","passed":412,"status":"succeeded"}` {
+		t.Errorf("status answer = %s, want the provider's latest, numbers as written", b)
+	}
+	if charges.Record != "charges" || !charges.SeenAt.Equal(at(time.Minute)) {
+		t.Errorf("charges evidence = %+v, want list_charges's answer seen at the first pass", charges)
+	}
+	if md := string(r.Markdown()); !strings.Contains(md, "### Provider evidence") || !strings.Contains(md, `| job-a | status | get_job |`) {
+		t.Errorf("Markdown has no provider evidence:\n%s", md)
+	}
+	if plain := receipt.Build(base()); plain.RemoteJobs[0].Evidence != nil || strings.Contains(string(plain.Markdown()), "Provider evidence") {
+		t.Error("a receipt without recorded evidence shows some")
+	}
+}
+
 func TestBuildLeavesInputAlone(t *testing.T) {
 	in := duplicate()
 	in.Attempts[0], in.Attempts[1] = in.Attempts[1], in.Attempts[0]

@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -101,22 +103,34 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 		if attempts, err = w.store.AttemptList(ctx, op.ID); err != nil {
 			return false, err
 		}
-		if events, err = w.store.EventList(ctx, op.ID); err != nil {
-			return false, err
-		}
 	}
+	// The events say what the provider's records were when last seen.
+	if events, err = w.store.EventList(ctx, op.ID); err != nil {
+		return false, err
+	}
+	r.seen = seenRecords(events)
 
-	// Current status of every unfinished job.
+	// Current status of every unfinished job, and the provider's record of
+	// every job whose status it has not shown yet.
 	for i := range r.jobs {
 		j := &r.jobs[i]
 		if j.status.Terminal() {
+			if _, seen := r.seen[recordKey{j.id, ledger.RecordStatus}]; seen {
+				continue
+			}
+			// The ledger knows how it ended; the provider's own word on
+			// it is evidence only, and an error reading it changes nothing.
+			if _, rec, err := w.jobStatus(ctx, c, up, op, j); err == nil {
+				r.record(op, rec)
+			}
 			continue
 		}
-		st, err := w.jobStatus(ctx, c, up, op, j)
+		st, rec, err := w.jobStatus(ctx, c, up, op, j)
 		if err != nil {
 			r.indeterminate(fmt.Sprintf("job %s: %v", j.id, err))
 			continue
 		}
+		r.record(op, rec)
 		if st != j.status {
 			j.status, j.changed = st, true
 		}
@@ -126,12 +140,13 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 	var charges []provider.Charge
 	if c.Priced() {
 		for _, j := range r.jobs {
-			cs, err := c.Charges(ctx, up, j.id, op.ProviderKey(), op.Arguments)
+			list, err := c.Charges(ctx, up, j.id, op.ProviderKey(), op.Arguments)
 			if err != nil {
 				r.indeterminate(fmt.Sprintf("charges of job %s: %v", j.id, err))
 				continue
 			}
-			charges = append(charges, cs...)
+			r.record(op, &ledger.ProviderRecord{RemoteJobID: j.id, Kind: ledger.RecordCharges, Tool: list.Tool, Answer: list.Record})
+			charges = append(charges, list.Charges...)
 		}
 	}
 
@@ -160,34 +175,63 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 	return w.recordReconciliation(ctx, r, up, c, charges, out)
 }
 
-// jobStatus asks the provider (or the upstream's task) where a job is.
-func (w *Worker) jobStatus(ctx context.Context, c *provider.Contract, up Upstream, op *ledger.Operation, j *jobView) (ledger.JobStatus, error) {
+// jobStatus asks the provider (or the upstream's task) where a job is, and
+// returns its answer as the evidence of that status (nil when none was
+// asked).
+func (w *Worker) jobStatus(ctx context.Context, c *provider.Contract, up Upstream, op *ledger.Operation, j *jobView) (ledger.JobStatus, *ledger.ProviderRecord, error) {
 	if j.taskID != "" && up.OffersTasks() != taskwire.EraNone {
 		t, err := up.GetTask(ctx, j.taskID)
 		if err == nil {
+			rec := &ledger.ProviderRecord{RemoteJobID: j.id, Kind: ledger.RecordStatus, Tool: "tasks/get"}
+			rec.Answer, _ = json.Marshal(t)
 			switch t.Status {
 			case taskwire.StatusCompleted:
-				return ledger.JobCompleted, nil
+				return ledger.JobCompleted, rec, nil
 			case taskwire.StatusFailed:
-				return ledger.JobFailed, nil
+				return ledger.JobFailed, rec, nil
 			case taskwire.StatusCancelled:
-				return ledger.JobCancelled, nil
+				return ledger.JobCancelled, rec, nil
 			default:
-				return ledger.JobRunning, nil
+				return ledger.JobRunning, rec, nil
 			}
 		}
 		if !c.CanFetch() {
-			return "", err
+			return "", nil, err
 		}
 	}
 	if !c.CanFetch() && !c.CanLookup() {
-		return j.status, nil
+		return j.status, nil, nil
 	}
 	f, err := c.Fetch(ctx, up, j.id, op.ProviderKey(), op.Arguments)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return f.Answer.JobStatus(), nil
+	return f.Answer.JobStatus(), &ledger.ProviderRecord{RemoteJobID: j.id, Kind: ledger.RecordStatus, Tool: f.Tool, Answer: f.Record}, nil
+}
+
+// recordKey names one kind of provider record of one job.
+type recordKey struct {
+	job  string
+	kind ledger.ProviderRecordKind
+}
+
+// seenRecords is the latest provider record of each job and kind that the
+// operation's reconciliations recorded.
+func seenRecords(events []*ledger.Event) map[recordKey]json.RawMessage {
+	out := map[recordKey]json.RawMessage{}
+	for _, e := range events {
+		if e.Kind != ledger.EventReconciled {
+			continue
+		}
+		d, err := ledger.DecodeEventData[ledger.ReconciledData](e)
+		if err != nil {
+			continue
+		}
+		for _, rec := range d.Evidence {
+			out[recordKey{rec.RemoteJobID, rec.Kind}] = rec.Answer
+		}
+	}
+	return out
 }
 
 type jobView struct {
@@ -206,6 +250,25 @@ type reconciliation struct {
 	jobs    []jobView
 	lookup  string
 	details []string
+	// seen is the provider records recorded before; evidence the ones
+	// this pass read that differ from them.
+	seen     map[recordKey]json.RawMessage
+	evidence []ledger.ProviderRecord
+}
+
+// record keeps rec as evidence unless it says what the ledger already has;
+// secret argument values it may echo are redacted first.
+func (r *reconciliation) record(op *ledger.Operation, rec *ledger.ProviderRecord) {
+	if rec == nil || len(rec.Answer) == 0 {
+		return
+	}
+	rec.Answer = ledger.RedactSecrets(rec.Answer, op.Arguments, op.SecretArguments)
+	k := recordKey{rec.RemoteJobID, rec.Kind}
+	if prev, ok := r.seen[k]; ok && bytes.Equal(prev, rec.Answer) {
+		return
+	}
+	r.seen[k] = rec.Answer
+	r.evidence = append(r.evidence, *rec)
 }
 
 func (r *reconciliation) indeterminate(detail string) {
@@ -283,6 +346,7 @@ func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up
 	data := ledger.ReconciledData{
 		Authoritative: out.Authoritative, Complete: complete, Detail: detail, Duplicates: new(len(duplicates)),
 		FinalCost: final.String(), Jobs: new(len(r.jobs)), Lookup: r.lookup, MissingInvoice: new(missingInvoice),
+		Evidence: r.evidence,
 	}
 	p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventReconciled, Data: data})
 	p.EraseSecrets = ledger.SecretsErasable(op, complete, w.clock(), w.cfg.Retention)
