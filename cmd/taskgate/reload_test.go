@@ -188,12 +188,24 @@ func serveHandler(t *testing.T, h http.Handler) string {
 // and without the hosted_test upstream, both ready for more upstreams.
 func splitHostedTest(t *testing.T, cfg string) (with, without string) {
 	t.Helper()
-	const first, last = "  - name: hosted_test\n", "      estimate_suite: {}\n"
-	i, j := strings.Index(cfg, first), strings.Index(cfg, last)
-	if i < 0 || j < 0 {
+	const first = "  - name: hosted_test\n"
+	i := strings.Index(cfg, first)
+	if i < 0 {
 		t.Fatalf("the harness configuration has no hosted_test upstream to remove:\n%s", cfg)
 	}
-	j += len(last)
+	// The upstream's block ends at the next top-level key.
+	j := len(cfg)
+	for k := i + len(first); k < len(cfg); {
+		end := strings.IndexByte(cfg[k:], '\n')
+		if end < 0 {
+			break
+		}
+		if line := cfg[k : k+end]; line != "" && line[0] != ' ' {
+			j = k
+			break
+		}
+		k += end + 1
+	}
 	// control_socket follows the list; keep it above the upstreams.
 	rest := cfg[j:]
 	head := cfg[:i]
