@@ -22,9 +22,9 @@ type SigningKey struct {
 	Algorithm SigningAlgorithm
 	// PublicKey is the raw Ed25519 public key (32 bytes).
 	PublicKey []byte
-	// SealedPrivateKey is the Ed25519 private key sealed by
-	// secrets.Ring.SealBytes under a label naming KeyID; empty once the
-	// key is retired.
+	// SealedPrivateKey is the Ed25519 private key (its RFC 8032 seed)
+	// sealed by secrets.Ring.SealBytes under a label naming KeyID; empty
+	// once the key is retired.
 	SealedPrivateKey string
 	CreatedAt        time.Time
 	RetiredAt        time.Time
