@@ -143,6 +143,21 @@ func (s *Signer) Sign(ctx context.Context, r *receipt.Receipt, at time.Time) (bo
 	return true, nil
 }
 
+// Check returns the key ID of the key that signs receipts, "" when the
+// ledger has no active key, and an error when that key cannot be opened.
+func (s *Signer) Check(ctx context.Context) (string, error) {
+	keys, err := s.store.SigningKeyList(ctx)
+	if err != nil {
+		return "", fmt.Errorf("read the receipt-signing keys: %w", err)
+	}
+	k := Active(keys)
+	if k == nil {
+		return "", nil
+	}
+	_, err = s.open(k)
+	return k.KeyID, err
+}
+
 // open unseals k's private key and checks that it is k's.
 func (s *Signer) open(k *ledger.SigningKey) (ed25519.PrivateKey, error) {
 	if s.ring == nil {
