@@ -45,11 +45,11 @@ func TestReceiptKeysJWKS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := fetch(t, ctx, base+"/v1/operations/op-signed/receipt?format=json", apiKey)
+	doc := getBody(t, ctx, base+"/v1/operations/op-signed/receipt?format=json", apiKey)
 	if _, err := signingkeys.Retire(ctx, h.Store, k.KeyID, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	jwks := fetch(t, ctx, base+signingkeys.JWKSPath, "")
+	jwks := getBody(t, ctx, base+signingkeys.JWKSPath, "")
 	keys, err := signingkeys.ParseJWKS(jwks, signingkeys.JWKSPath)
 	if err != nil {
 		t.Fatal(err)
@@ -60,9 +60,9 @@ func TestReceiptKeysJWKS(t *testing.T) {
 	}
 }
 
-// fetch GETs url, with key as bearer token unless empty, and fails the
+// getBody GETs url, with key as bearer token unless empty, and fails the
 // test unless the answer is 200.
-func fetch(t *testing.T, ctx context.Context, url, key string) []byte {
+func getBody(t *testing.T, ctx context.Context, url, key string) []byte {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

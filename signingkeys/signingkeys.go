@@ -49,7 +49,7 @@ const MaxJWKSBytes = 1 << 20
 
 // ErrNoRing means a signing key cannot be sealed or opened because no
 // secrets key is configured.
-var ErrNoRing = errors.New("no secrets key is configured to encrypt receipt-signing keys; set secrets.key_file (taskgate secrets-key create --file taskgate.keys) or " + secrets.EnvKeys)
+var ErrNoRing = errors.New("no secrets key is configured to encrypt and decrypt receipt-signing keys; set secrets.key_file (taskgate secrets-key create --file taskgate.keys) or " + secrets.EnvKeys)
 
 // label binds a sealed private key to its key ID.
 func label(kid string) string { return "receipt signing key " + kid }

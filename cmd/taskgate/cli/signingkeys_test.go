@@ -93,7 +93,7 @@ func TestSigningKeysAndVerify(t *testing.T) {
 		t.Fatalf("receipt without a signing key: exit %d, stdout %s, stderr %q; want it unsigned, saying so", r.code, r.stdout, r.stderr)
 	}
 	unsigned := writeFile(t, "unsigned.json", []byte(r.stdout))
-	checkFailure(t, l.run(t, "signing-keys", "create"), "no secrets key is configured to encrypt receipt-signing keys", true)
+	checkFailure(t, l.run(t, "signing-keys", "create"), "no secrets key is configured to encrypt and decrypt receipt-signing keys", true)
 	if r := l.run(t, "signing-keys", "list"); r.code != 0 || !strings.Contains(r.stderr, "No receipt-signing keys") {
 		t.Errorf("list without keys: exit %d, stderr %q", r.code, r.stderr)
 	}
