@@ -32,6 +32,7 @@ import (
 
 	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/signingkeys"
 )
 
 // DefaultMaxBodyBytes caps a request body when Options.MaxBodyBytes is zero.
@@ -61,6 +62,9 @@ type Options struct {
 	// MaxBodyBytes caps a request body; a larger one is answered 413. Zero
 	// means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Signer signs receipts with the ledger's active signing key; nil, or a
+	// ledger without an active key, serves them unsigned.
+	Signer *signingkeys.Signer
 }
 
 // API serves the REST endpoints. It is safe for concurrent use.
@@ -69,6 +73,7 @@ type API struct {
 	log     *slog.Logger
 	clock   func() time.Time
 	maxBody int64
+	signer  *signingkeys.Signer
 }
 
 // New returns the API over opts.Store. It panics if opts or opts.Store is
@@ -77,7 +82,7 @@ func New(opts *Options) *API {
 	if opts == nil || opts.Store == nil {
 		panic("api.New: a ledger store is required")
 	}
-	a := &API{store: opts.Store, log: opts.Logger, clock: opts.Clock, maxBody: opts.MaxBodyBytes}
+	a := &API{store: opts.Store, log: opts.Logger, clock: opts.Clock, maxBody: opts.MaxBodyBytes, signer: opts.Signer}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -95,7 +100,7 @@ func New(opts *Options) *API {
 //	POST   /v1/approvals                  create an approval (approver credentials only)
 //	GET    /v1/approvals                  list approvals (?operation_id=, ?all=true includes revoked)
 //	DELETE /v1/approvals/{id}             revoke an approval (approver credentials only)
-//	GET    /v1/operations/{id}/receipt    an operation's receipt (?format=yaml|json|md)
+//	GET    /v1/operations/{id}/receipt    an operation's receipt (?format=yaml|json|md), signed when the ledger has an active signing key
 //
 // Writing approvals needs the scope authn.ScopeApprove; without it the
 // answer is 403 with code forbidden.

@@ -53,7 +53,12 @@ func (a *API) getReceipt(w http.ResponseWriter, r *http.Request) {
 		writeError(w, a.internal(r, "could not load the receipt", err))
 		return
 	}
-	body, err := receipt.Render(receipt.Build(in), format)
+	rc := receipt.Build(in)
+	if _, err := a.signer.Sign(r.Context(), rc, in.Now); err != nil {
+		writeError(w, a.internal(r, "could not sign the receipt", err))
+		return
+	}
+	body, err := receipt.Render(rc, format)
 	if err != nil {
 		writeError(w, a.internal(r, "could not render the receipt", err))
 		return

@@ -117,6 +117,18 @@ type Store interface {
 	KeyList(ctx context.Context, tenant string) ([]*APIKey, error)
 	KeyRevoke(ctx context.Context, id int64, now time.Time) error
 
+	// Receipt signing keys: public keys, and private keys only sealed.
+	// SigningKeyCreate records a new active key; a key ID already recorded
+	// is refused.
+	SigningKeyCreate(ctx context.Context, k *SigningKey) (*SigningKey, error)
+	// SigningKeyList lists every signing key, retired ones too, oldest
+	// first.
+	SigningKeyList(ctx context.Context) ([]*SigningKey, error)
+	// SigningKeyRetire retires the key with this key ID and erases its
+	// sealed private key; a key retired before keeps its first retirement
+	// time. ErrNotFound if there is no such key.
+	SigningKeyRetire(ctx context.Context, keyID string, now time.Time) (*SigningKey, error)
+
 	// NewJobClient returns a River client on the store's database, for
 	// working the jobs that the store's transactions enqueue.
 	NewJobClient(config *river.Config) (JobClient, error)

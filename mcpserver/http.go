@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/signingkeys"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
@@ -34,6 +35,10 @@ type HTTPOptions struct {
 	Gatherer prometheus.Gatherer
 	// Extra registers more authenticated routes (the REST API).
 	Extra func(mux *http.ServeMux)
+	// ReceiptKeys serves the JWK Set of the receipt-signing keys at
+	// signingkeys.JWKSPath, unauthenticated: a verifier needs no
+	// credential. Nil serves nothing there.
+	ReceiptKeys http.Handler
 }
 
 // Sessions (protocol 2025-11-25 and earlier) are tied to a replica's
@@ -49,7 +54,8 @@ const (
 
 // Handler returns the gateway's HTTP surface: MCP at /mcp (refusing a
 // browser origin that is not allowed, see originAllowed), RFC 9728
-// metadata, /healthz, /readyz, /metrics and the authenticated Extra routes.
+// metadata, the receipt-signing keys, /healthz, /readyz, /metrics and the
+// authenticated Extra routes.
 // It makes its own MCP servers: one for sessions, whose clients are pinged
 // and whose idle sessions end, and one for stateless 2026-07-28 requests,
 // whose handlers end when their HTTP request does.
@@ -78,6 +84,9 @@ func (g *Gateway) Handler(opts *HTTPOptions) (http.Handler, error) {
 	origins := allowedOrigins(g.config().PublicURL, g.config().AllowedOrigins)
 	mux.Handle("/mcp", g.countRequests(checkOrigin(origins, opts.Auth.Middleware(limitBody(g.config().MaxBodyBytes, g.forwardPassThrough(legacy, trackDelivery(g, mcpHandler)))))))
 	mux.Handle(opts.Auth.MetadataPath(), opts.Auth.MetadataHandler())
+	if opts.ReceiptKeys != nil {
+		mux.Handle(signingkeys.JWKSPath, opts.ReceiptKeys)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")

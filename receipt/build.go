@@ -20,6 +20,7 @@ func Build(in *Input) *Receipt {
 		Tool:               op.Upstream + "." + op.Tool,
 		State:              string(op.State),
 		GeneratedAt:        utc(in.Now),
+		ChainHead:          op.ChainHead,
 		Breaches:           []Breach{},
 		Lineage:            []AttemptLine{},
 		RemoteJobs:         []RemoteJob{},

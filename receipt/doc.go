@@ -11,6 +11,19 @@
 // inside Build; whatever a receipt says is derived from what the ledger
 // recorded.
 //
+// # Signatures
+//
+// Signing is a step of its own after Build: [Sign] takes the private key
+// and the signing time from its caller and adds a [Signature] block, a
+// detached Ed25519 JWS (alg EdDSA, kid the key's RFC 7638 thumbprint) over
+// the RFC 8785 canonical JSON of the rendering without that block, which
+// holds the chain head the receipt was built from (chain_head). YAML and
+// Markdown carry the block as text; the JSON rendering is what [Verify]
+// checks, against public keys it is given, naming the field, the key or
+// the signature that failed. This package must never look up, store or
+// unseal a key: it is handed one (package signingkeys keeps them). An
+// unsigned receipt's renderings carry no signature block.
+//
 // # Money
 //
 // Receipts reckon in USD (the field names say so). Amounts are integer

@@ -82,6 +82,9 @@ type Receipt struct {
 	RefundedCostUSD   Money `json:"refunded_cost_usd" yaml:"refunded_cost_usd"`
 	// GeneratedAt is Input.Now.
 	GeneratedAt time.Time `json:"generated_at,omitzero" yaml:"generated_at,omitempty"`
+	// ChainHead is the head of the operation's event hash chain the
+	// receipt was built from; omitted when the ledger records none.
+	ChainHead string `json:"chain_head,omitempty" yaml:"chain_head,omitempty"`
 	// LastReconciliation is the latest reconciler pass; nil when none ran.
 	LastReconciliation *Reconciliation `json:"last_reconciliation,omitempty" yaml:"last_reconciliation,omitempty"`
 	// Approval is nil when the operation ran without one.
@@ -93,6 +96,9 @@ type Receipt struct {
 	Questions    []Question     `json:"questions,omitempty" yaml:"questions,omitempty"`
 	Cancellation *Cancellation  `json:"cancellation,omitempty" yaml:"cancellation,omitempty"`
 	NextActions  []NextAction   `json:"next_actions" yaml:"next_actions"`
+	// Signature is the signature block [Sign] adds; nil on an unsigned
+	// receipt, whose renderings then carry none.
+	Signature *Signature `json:"signature,omitempty" yaml:"signature,omitempty"`
 }
 
 // Reconciliation is what the latest reconciler pass recorded.

@@ -68,8 +68,8 @@ func Render(r *Receipt, format string) ([]byte, error) {
 
 // Markdown renders the receipt for a review packet: a one-line summary, the
 // key figures, the attempt lineage, remote jobs, charges, breaches, the
-// upstream's questions, cancellation facts and the open next actions as a
-// checklist.
+// upstream's questions, cancellation facts, the open next actions as a
+// checklist and, on a signed receipt, its signature block as text.
 func (r *Receipt) Markdown() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "**%s** — %s\n\n", mdText(r.OperationID), r.summary())
@@ -113,6 +113,9 @@ func (r *Receipt) Markdown() []byte {
 	}
 	if !r.GeneratedAt.IsZero() {
 		row("generated", stamp(r.GeneratedAt))
+	}
+	if r.ChainHead != "" {
+		row("chain head", r.ChainHead)
 	}
 
 	b.WriteString("\n### Attempts\n\n")
@@ -232,6 +235,13 @@ func (r *Receipt) Markdown() []byte {
 			fmt.Fprintf(&b, " (%s)", strings.Join(tail, ", "))
 		}
 		b.WriteString("\n")
+	}
+
+	if s := r.Signature; s != nil {
+		b.WriteString("\n### Signature\n\n")
+		fmt.Fprintf(&b, "Signed %s by key `%s` (%s) over the canonical JSON rendering without this block. ", stamp(s.SignedAt), mdText(s.KeyID), mdText(s.Algorithm))
+		b.WriteString("Check the JSON rendering with `taskgate receipt verify FILE`.\n\n")
+		fmt.Fprintf(&b, "```\n%s\n```\n", mdText(s.JWS))
 	}
 	return b.Bytes()
 }

@@ -1,13 +1,18 @@
 // Package secrets holds the gateway's data keys and what is done with them:
 // the key ring read from a key file, authenticated encryption (AES-256-GCM)
-// of the values of an operation's secret arguments, and their erasure.
+// of the values of an operation's secret arguments and of other secrets the
+// ledger keeps (the private parts of receipt-signing keys, [Ring.SealBytes]),
+// and the erasure of secret arguments.
 //
 // A sealed value is the JSON string "tgs1.KEYID.DATA": the format version,
 // the ID of the key that sealed it (so that a ring of several keys opens it
 // after a rotation) and base64url(nonce || ciphertext). The associated data
 // is the operation's identity (tenant, operation ID, task ID) and the
 // argument's name, so a sealed value copied to another operation or another
-// argument does not open.
+// argument does not open. A value sealed by [Ring.SealBytes] has the same
+// form; its associated data is a label of its own kind (for a signing key,
+// its key ID), so that it opens neither as a secret argument nor under
+// another label.
 //
 // This package must never log, print, return or format key material: a Ring
 // shows only its key IDs, and errors name key IDs, never keys. It uses the
@@ -43,6 +48,11 @@ const sealedPrefix = "tgs1."
 // ErrOpen means a sealed value did not open: its key is not in the ring, or
 // it was sealed for another operation or argument, or it was changed.
 var ErrOpen = errors.New("a secret argument could not be decrypted")
+
+// ErrOpenBytes means a value sealed by [Ring.SealBytes] did not open: its
+// key is not in the ring, or it was sealed under another label, or it was
+// changed.
+var ErrOpenBytes = errors.New("a sealed secret could not be decrypted")
 
 // key is one data key; id is derived from it and safe to show.
 type key struct {
@@ -162,9 +172,16 @@ func (r *Ring) seal(plaintext, ad []byte) string {
 	return sealedPrefix + k.id + "." + base64.RawURLEncoding.EncodeToString(out)
 }
 
-// open decrypts a sealed value with whichever key of the ring sealed it.
+// open decrypts a sealed value with whichever key of the ring sealed it;
+// its errors wrap ErrOpen.
 func (r *Ring) open(sealed string, ad []byte) ([]byte, error) {
-	id, data, err := splitSealed(sealed)
+	return r.openAs(sealed, ad, ErrOpen, "another operation or argument")
+}
+
+// openAs is open with the sentinel its errors wrap and what else a value
+// may have been sealed for, as its error says.
+func (r *Ring) openAs(sealed string, ad []byte, sentinel error, other string) ([]byte, error) {
+	id, data, err := splitSealed(sealed, sentinel)
 	if err != nil {
 		return nil, err
 	}
@@ -174,15 +191,48 @@ func (r *Ring) open(sealed string, ad []byte) ([]byte, error) {
 		}
 		raw, err := base64.RawURLEncoding.DecodeString(data)
 		if err != nil || len(raw) < k.aead.NonceSize() {
-			return nil, fmt.Errorf("%w: the sealed value is damaged", ErrOpen)
+			return nil, fmt.Errorf("%w: the sealed value is damaged", sentinel)
 		}
 		pt, err := k.aead.Open(nil, raw[:k.aead.NonceSize()], raw[k.aead.NonceSize():], ad)
 		if err != nil {
-			return nil, fmt.Errorf("%w: it was sealed for another operation or argument, or changed since", ErrOpen)
+			return nil, fmt.Errorf("%w: it was sealed for %s, or changed since", sentinel, other)
 		}
 		return pt, nil
 	}
-	return nil, fmt.Errorf("%w: it was sealed with key %s, which is not among the configured keys %v", ErrOpen, id, r.KeyIDs())
+	return nil, fmt.Errorf("%w: it was sealed with key %s, which is not among the configured keys %v", sentinel, id, r.KeyIDs())
+}
+
+// bytesAssociated is the associated data of a value SealBytes sealed under
+// label; its first element keeps it apart from a secret argument's.
+func bytesAssociated(label string) []byte {
+	b, _ := json.Marshal([]string{"taskgate sealed secret v1", label})
+	return b
+}
+
+// SealBytes encrypts plaintext under the newest key, bound to label (such
+// as "receipt signing key KID"), and returns the sealed value in the
+// "tgs1.KEYID.DATA" form. Only [Ring.OpenBytes] with the same label opens
+// it.
+func (r *Ring) SealBytes(plaintext []byte, label string) string {
+	return r.seal(plaintext, bytesAssociated(label))
+}
+
+// OpenBytes decrypts a value SealBytes sealed under label, with whichever
+// key of the ring sealed it. It fails, wrapping ErrOpenBytes, when that key
+// is not in the ring, the value was sealed under another label, or it was
+// changed.
+func (r *Ring) OpenBytes(sealed, label string) ([]byte, error) {
+	return r.openAs(sealed, bytesAssociated(label), ErrOpenBytes, "another purpose")
+}
+
+// SealedWith is the ID of the key that sealed a value SealBytes returned,
+// "" if sealed is not such a value.
+func SealedWith(sealed string) string {
+	id, _, err := splitSealed(sealed, ErrOpenBytes)
+	if err != nil {
+		return ""
+	}
+	return id
 }
 
 // KeyOf is the ID of the key that sealed a value, "" if v is not a sealed
@@ -192,21 +242,17 @@ func KeyOf(v json.RawMessage) string {
 	if json.Unmarshal(v, &s) != nil {
 		return ""
 	}
-	id, _, err := splitSealed(s)
-	if err != nil {
-		return ""
-	}
-	return id
+	return SealedWith(s)
 }
 
-func splitSealed(s string) (id, data string, err error) {
+func splitSealed(s string, sentinel error) (id, data string, err error) {
 	rest, ok := strings.CutPrefix(s, sealedPrefix)
 	if !ok {
-		return "", "", fmt.Errorf("%w: the value is not sealed (want a string starting %q)", ErrOpen, sealedPrefix)
+		return "", "", fmt.Errorf("%w: the value is not sealed (want a string starting %q)", sentinel, sealedPrefix)
 	}
 	id, data, ok = strings.Cut(rest, ".")
 	if !ok || id == "" {
-		return "", "", fmt.Errorf("%w: the sealed value names no key", ErrOpen)
+		return "", "", fmt.Errorf("%w: the sealed value names no key", sentinel)
 	}
 	return id, data, nil
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/taskgate/taskgate/ledger/postgres"
 	"github.com/taskgate/taskgate/mcpserver"
 	"github.com/taskgate/taskgate/secrets"
+	"github.com/taskgate/taskgate/signingkeys"
 	"github.com/taskgate/taskgate/taskwire"
 	"github.com/taskgate/taskgate/upstream"
 	"github.com/taskgate/taskgate/worker"
@@ -137,6 +138,7 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	if err := sealPlaintext(ctx, d.Store, log); err != nil {
 		return nil, err
 	}
+	checkSigning(ctx, signingkeys.NewSigner(d.Store, opts.Secrets), log)
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := mcpserver.NewMetrics(d.Registry, d.Store)
 	d.reloads = newReloadCounter(d.Registry)
@@ -215,8 +217,9 @@ func (d *Daemon) listen(opts *Options) error {
 		return err
 	}
 	d.auth = authn.NewSwitch(auth)
-	restAPI := api.New(&api.Options{Store: d.Store, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
-	handler, err := d.Gateway.Handler(&mcpserver.HTTPOptions{Auth: d.auth, Gatherer: d.Registry, Extra: restAPI.Register})
+	restAPI := api.New(&api.Options{Store: d.Store, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Signer: signingkeys.NewSigner(d.Store, d.secrets)})
+	handler, err := d.Gateway.Handler(&mcpserver.HTTPOptions{Auth: d.auth, Gatherer: d.Registry, Extra: restAPI.Register,
+		ReceiptKeys: signingkeys.Handler(d.Store, log)})
 	if err != nil {
 		return err
 	}
@@ -257,6 +260,21 @@ func sealPlaintext(ctx context.Context, store ledger.Store, log *slog.Logger) er
 			"operations", rep.Plaintext)
 	}
 	return nil
+}
+
+// checkSigning logs which key signs receipts, or why none can: receipts
+// are then served unsigned (no active key) or refused (a key the secrets
+// keys cannot open), and the log says which before a reviewer finds out.
+func checkSigning(ctx context.Context, signer *signingkeys.Signer, log *slog.Logger) {
+	kid, err := signer.Check(ctx)
+	switch {
+	case err != nil:
+		log.Warn("receipts cannot be signed, and the receipt endpoint answers 500 until they can: configure the secrets key that sealed the signing key, or retire it and create another", "err", err)
+	case kid == "":
+		log.Info("receipts are served unsigned: the ledger has no active signing key (taskgate signing-keys create)")
+	default:
+		log.Info("receipts are signed", "kid", kid)
+	}
 }
 
 // sharedLedger reports whether the ledger Start would use is PostgreSQL,

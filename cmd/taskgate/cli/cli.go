@@ -112,6 +112,7 @@ func (e *env) root() *cobra.Command {
 			"warn for the other commands, nothing for demo and fixtures")
 	root.AddCommand(e.migrateCmd(), e.opsCmd(), e.approveCmd(), e.approvalsCmd(), e.keysCmd(), e.receiptCmd(),
 		e.serveCmd(), e.reloadCmd(), e.providerSimCmd(), e.reconcileCmd(), e.demoCmd(), e.fixturesCmd(), e.secretsKeyCmd())
+	root.AddCommand(e.signingKeysCmd())
 	group(root)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{msg: err.Error(), hint: c.CommandPath() + " --help"}

@@ -1,0 +1,217 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/taskgate/taskgate/cmd/taskgate/cli"
+	"github.com/taskgate/taskgate/secrets"
+	"github.com/taskgate/taskgate/signingkeys"
+)
+
+// runEnv runs taskgate with args against l's ledger and env as its
+// environment.
+func (l *ledgerFile) runEnv(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := cli.Main(ctx, append([]string{"--db", l.db}, args...), &stdout, &stderr, func(k string) string { return env[k] })
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// signingConfig writes a key file and a configuration naming it and l's
+// ledger.
+func signingConfig(t *testing.T, l *ledgerFile) (cfg, keyFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	keyFile = filepath.Join(dir, "taskgate.keys")
+	if _, err := secrets.CreateFile(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	cfg = filepath.Join(dir, "taskgate.yaml")
+	y := "database: " + l.db + "\nlisten: 127.0.0.1:0\nsecrets:\n  key_file: " + keyFile + "\nupstreams: []\n"
+	if err := os.WriteFile(cfg, []byte(y), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, keyFile
+}
+
+func writeFile(t *testing.T, name string, b []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// editReceipt changes a receipt's JSON rendering with fn and writes it.
+func editReceipt(t *testing.T, doc string, fn func(r map[string]any)) string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(doc))
+	dec.UseNumber()
+	var d map[string]map[string]any
+	if err := dec.Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	fn(d["paid_tool_retry_receipt"])
+	b, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, "edited.json", b)
+}
+
+// checkUnverified checks that verify exited 1 saying each of want.
+func checkUnverified(t *testing.T, r result, want ...string) {
+	t.Helper()
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "Error: ") || r.stdout != "" {
+		t.Errorf("verify: exit %d, stdout %q, stderr %q; want exit 1 and an Error: on stderr only", r.code, r.stdout, r.stderr)
+	}
+	for _, w := range want {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("verify stderr %q, want it to say %q", r.stderr, w)
+		}
+	}
+}
+
+func TestSigningKeysAndVerify(t *testing.T) {
+	l := newLedger(t)
+	l.completed(t, "acme", "settlement-regression-842")
+
+	// Without a key, receipts are unsigned, and say so on stderr.
+	r := l.run(t, "receipt", "settlement-regression-842", "--format", "json")
+	if r.code != 0 || strings.Contains(r.stdout, `"signature"`) || !strings.Contains(r.stderr, "unsigned: the ledger has no active signing key") {
+		t.Fatalf("receipt without a signing key: exit %d, stdout %s, stderr %q; want it unsigned, saying so", r.code, r.stdout, r.stderr)
+	}
+	unsigned := writeFile(t, "unsigned.json", []byte(r.stdout))
+	checkFailure(t, l.run(t, "signing-keys", "create"), "no secrets key is configured to encrypt and decrypt receipt-signing keys", true)
+	if r := l.run(t, "signing-keys", "list"); r.code != 0 || !strings.Contains(r.stderr, "No receipt-signing keys") {
+		t.Errorf("list without keys: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	cfg, keyFile := signingConfig(t, l)
+	ring, err := secrets.LoadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid := strings.TrimSpace(l.ok(t, "signing-keys", "create", "--config", cfg))
+	if len(kid) != 43 {
+		t.Fatalf("create printed %q, want the key ID", kid)
+	}
+	list := l.ok(t, "signing-keys", "list")
+	if !strings.Contains(list, kid) || !strings.Contains(list, "active") || !strings.Contains(list, ring.Newest()) {
+		t.Errorf("list =\n%s\nwant %s active, sealed with %s", list, kid, ring.Newest())
+	}
+
+	// Signing needs the secrets keys: a receipt is not printed unsigned
+	// when the ledger has a key that cannot be opened.
+	checkFailure(t, l.run(t, "receipt", "settlement-regression-842"), "encrypted with secrets key "+ring.Newest(), true)
+	doc := l.ok(t, "receipt", "settlement-regression-842", "--format", "json", "--config", cfg)
+	if !strings.Contains(doc, `"kid": "`+kid+`"`) {
+		t.Fatalf("receipt with a signing key:\n%s\nwant a signature by %s", doc, kid)
+	}
+	envKeys, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := l.runEnv(t, map[string]string{secrets.EnvKeys: string(envKeys)}, "receipt", "settlement-regression-842", "--format", "md"); r.code != 0 || !strings.Contains(r.stdout, "### Signature") {
+		t.Errorf("receipt with the keys in %s: exit %d, stderr %q; want a signed Markdown receipt", secrets.EnvKeys, r.code, r.stderr)
+	}
+	signed := writeFile(t, "receipt.json", []byte(doc))
+
+	// verify against the ledger's keys, a JWK Set file and a URL.
+	out := l.ok(t, "receipt", "verify", signed)
+	for _, want := range []string{signed + ": verified against the signing keys of ledger", "operation:  settlement-regression-842", "by key " + kid + " (EdDSA)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("verify =\n%s\nwant %q", out, want)
+		}
+	}
+	jwks := writeFile(t, "keys.json", []byte(l.ok(t, "signing-keys", "list", "--jwks")))
+	l.ok(t, "receipt", "verify", signed, "--jwks", jwks)
+	srv := httptest.NewServer(signingkeys.Handler(l.store, nil))
+	t.Cleanup(srv.Close)
+	l.ok(t, "receipt", "verify", signed, "--jwks", srv.URL+signingkeys.JWKSPath)
+
+	// Change a figure, a lineage row or a signature byte: verify fails
+	// naming it.
+	checkUnverified(t, l.run(t, "receipt", "verify", editReceipt(t, doc, func(r map[string]any) { r["final_cost_usd"] = "1.00" }), "--jwks", jwks),
+		"the signature does not match the receipt's content", "final_cost_usd differs from what was signed")
+	checkUnverified(t, l.run(t, "receipt", "verify", editReceipt(t, doc, func(r map[string]any) {
+		r["lineage"].([]any)[0].(map[string]any)["decision"] = "attached"
+	})), "lineage[0].decision differs from what was signed")
+	checkUnverified(t, l.run(t, "receipt", "verify", editReceipt(t, doc, func(r map[string]any) {
+		s := r["signature"].(map[string]any)
+		jws := s["jws"].(string)
+		i := strings.LastIndex(jws, ".") + 3
+		c := "A"
+		if jws[i] == 'A' {
+			c = "B"
+		}
+		s["jws"] = jws[:i] + c + jws[i+1:]
+	})), "the signature does not match the receipt's content")
+	checkUnverified(t, l.run(t, "receipt", "verify", unsigned), "the receipt is not signed")
+	yml := writeFile(t, "receipt.yaml", []byte(l.ok(t, "receipt", "settlement-regression-842", "--config", cfg)))
+	checkFailure(t, l.run(t, "receipt", "verify", yml), "not a receipt's JSON rendering", false)
+
+	// A receipt signed by a key since retired still verifies; one signed
+	// by another ledger's key does not.
+	retired := l.ok(t, "signing-keys", "retire", kid)
+	if !strings.Contains(retired, "retired at") {
+		t.Errorf("retire printed %q", retired)
+	}
+	if out := l.ok(t, "receipt", "verify", signed); !strings.Contains(out, kid+", retired ") {
+		t.Errorf("verify after retiring =\n%s\nwant the key shown retired", out)
+	}
+	jwksAfter := writeFile(t, "keys.json", []byte(l.ok(t, "signing-keys", "list", "--jwks")))
+	l.ok(t, "receipt", "verify", signed, "--jwks", jwksAfter)
+	if r := l.run(t, "receipt", "settlement-regression-842", "--format", "json"); r.code != 0 || strings.Contains(r.stdout, `"signature"`) {
+		t.Errorf("receipt after the only key was retired: exit %d, stdout %s; want it unsigned", r.code, r.stdout)
+	}
+
+	other := newLedger(t)
+	other.completed(t, "acme", "settlement-regression-842")
+	otherCfg, _ := signingConfig(t, other)
+	otherKid := strings.TrimSpace(other.ok(t, "signing-keys", "create", "--config", otherCfg))
+	foreign := writeFile(t, "foreign.json", []byte(other.ok(t, "receipt", "settlement-regression-842", "--format", "json", "--config", otherCfg)))
+	checkUnverified(t, l.run(t, "receipt", "verify", foreign, "--jwks", jwksAfter), "signed by key "+otherKid+", which is not among the trusted keys")
+
+	checkFailure(t, l.run(t, "signing-keys", "retire", "no-such-kid"), `there is no receipt-signing key "no-such-kid"`, true)
+	checkFailure(t, l.run(t, "receipt", "verify", signed, "--jwks", jwks, "--config", cfg), "give one", true)
+	checkFailure(t, l.run(t, "signing-keys", "list", "--json", "--jwks"), "give one", true)
+}
+
+// A second key signs from its creation; create names the older active
+// key, and list --json shows which one signs.
+func TestSigningKeysNewestSigns(t *testing.T) {
+	l := newLedger(t)
+	cfg, _ := signingConfig(t, l)
+	first := strings.TrimSpace(l.ok(t, "signing-keys", "create", "--config", cfg))
+	r := l.run(t, "signing-keys", "create", "--config", cfg)
+	second := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !strings.Contains(r.stderr, "Key "+first+" is still active but signs nothing") {
+		t.Fatalf("second create: exit %d, stderr %q; want the first key named as still active", r.code, r.stderr)
+	}
+	var views []struct {
+		Kid    string `json:"kid"`
+		Status string `json:"status"`
+		Signs  bool   `json:"signs"`
+	}
+	if err := json.Unmarshal([]byte(l.ok(t, "signing-keys", "list", "--json")), &views); err != nil {
+		t.Fatal(err)
+	}
+	if len(views) != 2 || views[0].Kid != first || views[0].Signs || views[1].Kid != second || !views[1].Signs {
+		t.Errorf("list --json = %+v; want %s then %s, the second signing", views, first, second)
+	}
+	if r := l.run(t, "signing-keys", "retire", second); r.code != 0 || !strings.Contains(r.stderr, "signed with key "+first+" from now on") {
+		t.Errorf("retiring the newer key: exit %d, stderr %q; want the older one named as signing", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,322 @@
+// Package signingkeys keeps the Ed25519 keys that sign receipts: it
+// creates them, seals their private parts with the gateway's secrets key
+// ring, retires them, signs receipts with the active one, and publishes
+// every public key, retired ones too, as a JWK Set (RFC 7517), served at
+// [JWKSPath] and read back for offline verification.
+//
+// A private key is sealed with the same ring that seals secret arguments
+// (secrets.key_file or TASKGATE_SECRETS_KEYS, DESIGN "Secrets"): one
+// mechanism holds the gateway's data keys, rotated one way and never
+// logged. The sealed value is bound to the key's kid, so it opens only as
+// that key. The newest key that is not retired signs; retiring a key
+// erases its sealed private part in the ledger, so it can never sign
+// again, while its public key stays in the JWK Set and the receipts it
+// signed still verify.
+//
+// This package must never log, print, return or store a private key in the
+// clear: private keys exist unsealed only inside [Create] and [Signer.Sign].
+package signingkeys
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/secrets"
+)
+
+// JWKSPath is where the gateway serves the JWK Set of its receipt-signing
+// keys, unauthenticated: public keys are for anyone who holds a receipt.
+const JWKSPath = "/.well-known/taskgate-receipt-keys"
+
+// MaxJWKSBytes bounds a JWK Set read by [ParseJWKS]'s callers from a file
+// or URL.
+const MaxJWKSBytes = 1 << 20
+
+// ErrNoRing means a signing key cannot be sealed or opened because no
+// secrets key is configured.
+var ErrNoRing = errors.New("no secrets key is configured to encrypt and decrypt receipt-signing keys; set secrets.key_file (taskgate secrets-key create --file taskgate.keys) or " + secrets.EnvKeys)
+
+// label binds a sealed private key to its key ID.
+func label(kid string) string { return "receipt signing key " + kid }
+
+// Create makes a new Ed25519 key from crypto/rand, seals its private part
+// with ring and records it in the ledger as created at now (zero: the
+// store's clock). From then on it is the newest active key and signs
+// receipts; older active keys stay active until retired.
+func Create(ctx context.Context, store ledger.Store, ring *secrets.Ring, now time.Time) (*ledger.SigningKey, error) {
+	if ring == nil {
+		return nil, fmt.Errorf("create a receipt-signing key: %w", ErrNoRing)
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("create a receipt-signing key: %w", err)
+	}
+	kid, err := receipt.KeyID(pub)
+	if err != nil {
+		return nil, err
+	}
+	k, err := store.SigningKeyCreate(ctx, &ledger.SigningKey{
+		KeyID: kid, Algorithm: ledger.SigningEdDSA, PublicKey: pub,
+		SealedPrivateKey: ring.SealBytes(priv.Seed(), label(kid)), CreatedAt: now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record the new receipt-signing key: %w", err)
+	}
+	return k, nil
+}
+
+// Retire retires the key kid as of now (zero: the store's clock): the
+// ledger erases its private part and keeps its public key.
+func Retire(ctx context.Context, store ledger.Store, kid string, now time.Time) (*ledger.SigningKey, error) {
+	k, err := store.SigningKeyRetire(ctx, kid, now)
+	if err != nil {
+		return nil, fmt.Errorf("retire receipt-signing key %s: %w", kid, err)
+	}
+	return k, nil
+}
+
+// Active returns the key that signs: the newest active one, nil when none.
+func Active(keys []*ledger.SigningKey) *ledger.SigningKey {
+	for i := len(keys) - 1; i >= 0; i-- {
+		if keys[i].Active() {
+			return keys[i]
+		}
+	}
+	return nil
+}
+
+// SealedWith is the ID of the secrets key that seals k's private part, ""
+// for a retired key.
+func SealedWith(k *ledger.SigningKey) string { return secrets.SealedWith(k.SealedPrivateKey) }
+
+// Signer signs receipts with the ledger's active key. It reads the key for
+// every receipt, so a key created or retired on any replica applies to the
+// next receipt. A nil *Signer signs nothing.
+type Signer struct {
+	store ledger.Store
+	ring  *secrets.Ring
+}
+
+// NewSigner returns a Signer over store, opening keys with ring (nil when
+// no secrets key is configured: a ledger with an active key then cannot
+// sign, and says so).
+func NewSigner(store ledger.Store, ring *secrets.Ring) *Signer {
+	return &Signer{store: store, ring: ring}
+}
+
+// Sign signs r with the active key as signed at at and reports whether it
+// did; without an active key it leaves r unsigned and returns false.
+func (s *Signer) Sign(ctx context.Context, r *receipt.Receipt, at time.Time) (bool, error) {
+	if s == nil {
+		return false, nil
+	}
+	keys, err := s.store.SigningKeyList(ctx)
+	if err != nil {
+		return false, fmt.Errorf("read the receipt-signing keys: %w", err)
+	}
+	k := Active(keys)
+	if k == nil {
+		return false, nil
+	}
+	priv, err := s.open(k)
+	if err != nil {
+		return false, err
+	}
+	if err := receipt.Sign(r, priv, at); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// Check returns the key ID of the key that signs receipts, "" when the
+// ledger has no active key, and an error when that key cannot be opened.
+func (s *Signer) Check(ctx context.Context) (string, error) {
+	keys, err := s.store.SigningKeyList(ctx)
+	if err != nil {
+		return "", fmt.Errorf("read the receipt-signing keys: %w", err)
+	}
+	k := Active(keys)
+	if k == nil {
+		return "", nil
+	}
+	_, err = s.open(k)
+	return k.KeyID, err
+}
+
+// open unseals k's private key and checks that it is k's.
+func (s *Signer) open(k *ledger.SigningKey) (ed25519.PrivateKey, error) {
+	if s.ring == nil {
+		return nil, fmt.Errorf("receipt-signing key %s is encrypted with secrets key %s: %w", k.KeyID, SealedWith(k), ErrNoRing)
+	}
+	seed, err := s.ring.OpenBytes(k.SealedPrivateKey, label(k.KeyID))
+	if err != nil {
+		return nil, fmt.Errorf("open receipt-signing key %s: %w", k.KeyID, err)
+	}
+	if len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("open receipt-signing key %s: its private part is not an Ed25519 seed", k.KeyID)
+	}
+	priv := ed25519.NewKeyFromSeed(seed)
+	if !bytes.Equal(priv.Public().(ed25519.PublicKey), k.PublicKey) {
+		return nil, fmt.Errorf("open receipt-signing key %s: its private part does not belong to its public key", k.KeyID)
+	}
+	return priv, nil
+}
+
+// JWKS renders keys' public parts, retired ones included, oldest first, as
+// a JWK Set: each an OKP Ed25519 key with kid, "alg": "EdDSA" and
+// "use": "sig".
+func JWKS(keys []*ledger.SigningKey) ([]byte, error) {
+	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{}}
+	for _, k := range keys {
+		set.Keys = append(set.Keys, jose.JSONWebKey{
+			Key: ed25519.PublicKey(k.PublicKey), KeyID: k.KeyID, Algorithm: string(k.Algorithm), Use: "sig",
+		})
+	}
+	b, err := json.MarshalIndent(set, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("render the receipt-signing keys as a JWK Set: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// PublicKeys are keys' public parts, retired ones included, by key ID.
+func PublicKeys(keys []*ledger.SigningKey) receipt.PublicKeys {
+	out := receipt.PublicKeys{}
+	for _, k := range keys {
+		out[k.KeyID] = ed25519.PublicKey(k.PublicKey)
+	}
+	return out
+}
+
+// ParseJWKS reads a JWK Set of receipt-signing keys. It refuses a set with
+// a key that is not an Ed25519 public key, or whose kid is not the key's
+// thumbprint ([receipt.KeyID]): a key listed under another's ID must never
+// verify what that other key signed. source names the set in errors.
+func ParseJWKS(b []byte, source string) (receipt.PublicKeys, error) {
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(b, &set); err != nil {
+		return nil, fmt.Errorf("%s is not a JWK Set: %w", source, err)
+	}
+	out := receipt.PublicKeys{}
+	for i, k := range set.Keys {
+		pub, ok := k.Key.(ed25519.PublicKey)
+		if !ok {
+			return nil, fmt.Errorf("%s: key %d (kid %q) is not an Ed25519 public key; receipts are signed with Ed25519 only", source, i, k.KeyID)
+		}
+		kid, err := receipt.KeyID(pub)
+		if err != nil {
+			return nil, err
+		}
+		if k.KeyID != kid {
+			return nil, fmt.Errorf("%s: key %d has kid %q, but its thumbprint is %s", source, i, k.KeyID, kid)
+		}
+		out[kid] = pub
+	}
+	return out, nil
+}
+
+// Handler serves store's JWK Set on GET and HEAD. A ledger that cannot be
+// read is answered 503 and logged.
+func Handler(store ledger.Store, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "use GET", http.StatusMethodNotAllowed)
+			return
+		}
+		keys, err := store.SigningKeyList(r.Context())
+		var body []byte
+		if err == nil {
+			body, err = JWKS(keys)
+		}
+		if err != nil {
+			log.WarnContext(r.Context(), "could not serve the receipt-signing keys", "err", err)
+			http.Error(w, "the receipt-signing keys cannot be read from the ledger now; try again", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/jwk-set+json")
+		// A key created a moment ago must be found by the next verifier.
+		w.Header().Set("Cache-Control", "no-cache")
+		w.WriteHeader(http.StatusOK)
+		if r.Method == http.MethodGet {
+			_, _ = io.Copy(w, bytes.NewReader(body))
+		}
+	})
+}
+
+// LoadJWKS reads the JWK Set at source: an http or https URL, fetched with
+// client (nil: a client with a ten-second timeout), or a file.
+func LoadJWKS(ctx context.Context, source string, client *http.Client) (receipt.PublicKeys, error) {
+	var (
+		b   []byte
+		err error
+	)
+	if strings.HasPrefix(source, "http://") || strings.HasPrefix(source, "https://") {
+		b, err = fetch(ctx, source, client)
+	} else {
+		b, err = readFile(source)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ParseJWKS(b, source)
+}
+
+func fetch(ctx context.Context, url string, client *http.Client) ([]byte, error) {
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("fetch the JWK Set: %w", err)
+	}
+	req.Header.Set("Accept", "application/jwk-set+json, application/json")
+	res, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch the JWK Set: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("fetch the JWK Set from %s: the server answered %s", url, res.Status)
+	}
+	return readLimited(res.Body, url)
+}
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the JWK Set: %w", err)
+	}
+	defer f.Close()
+	return readLimited(f, path)
+}
+
+// readLimited reads at most MaxJWKSBytes, refusing more.
+func readLimited(r io.Reader, source string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, MaxJWKSBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read the JWK Set from %s: %w", source, err)
+	}
+	if len(b) > MaxJWKSBytes {
+		return nil, fmt.Errorf("the JWK Set at %s exceeds %d bytes; it is not a set of receipt-signing keys", source, MaxJWKSBytes)
+	}
+	return b, nil
+}
