@@ -142,6 +142,7 @@ type Operation struct {
 	// the form Verification names.
 	Receipt json.RawMessage `json:"receipt"`
 
+	// receipt is the receipt Build made, which the Markdown renders.
 	receipt *receipt.Receipt
 }
 

@@ -48,8 +48,8 @@ func Render(p *Packet, format string) ([]byte, error) {
 	}
 }
 
-// Markdown renders the packet as GitHub-flavoured Markdown for a
-// pull-request comment: the verdict first, then the summary, the
+// Markdown renders a packet that [Build] made as GitHub-flavoured Markdown
+// for a pull-request comment: the verdict first, then the summary, the
 // operations that are not ready, every operation in a table, the
 // approvals and who gave them, how the receipts can be verified, and each
 // receipt, folded, with its embedded form. Text from the ledger (IDs,
