@@ -232,8 +232,15 @@ type Attempt struct {
 	RemoteAccepted Knowledge
 	RemoteEffect   Knowledge
 	ChargeStatus   Knowledge
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// RunID is the run the client named on the call
+	// (_meta["dev.taskgate/run-id"]) and SessionID the MCP session it came
+	// on; each is empty when there was none. They tell which operations one
+	// agent run caused, for its review packet, and never decide anything
+	// about the attempt.
+	RunID     string
+	SessionID string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // JobStatus is what is known of a remote job.

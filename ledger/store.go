@@ -193,7 +193,11 @@ type AcceptParams struct {
 	// TaskID is the unguessable handle to give a created operation.
 	TaskID string
 	// Source says how the attempt arrived, e.g. "mcp/2026-07-28" or "cli".
-	Source      string
+	Source string
+	// RunID and SessionID are recorded on the attempt (see
+	// [Attempt.RunID]); they take no part in the decision.
+	RunID       string
+	SessionID   string
 	RetryPolicy RetryPolicy
 	TTL         time.Duration
 	Approval    ApprovalRequirement
@@ -245,7 +249,10 @@ type AttemptRecordParams struct {
 	Decision    Decision
 	Reason      string
 	Source      string
-	Now         time.Time
+	// RunID and SessionID are recorded on the attempt, as for AcceptParams.
+	RunID     string
+	SessionID string
+	Now       time.Time
 }
 
 // OperationGetParams select one operation: by row ID, or by tenant and
@@ -265,8 +272,22 @@ type OperationListParams struct {
 	// tenants the caller may see.
 	OperationID string
 	TaskID      string
-	States      []State
-	Limit       int // zero: 100
+	// OperationIDs select any of these operation IDs; empty selects by
+	// none.
+	OperationIDs []string
+	// RunID selects the operations of one run: those with a created or
+	// attached attempt that carried this run ID. SessionID does the same
+	// for the MCP session the attempts came on. A conflicting or denied
+	// attempt brings no operation into the run: the run caused none.
+	RunID     string
+	SessionID string
+	// CreatedFrom and CreatedBefore bound when operations were accepted:
+	// at or after CreatedFrom and before CreatedBefore; zero leaves that
+	// side open.
+	CreatedFrom   time.Time
+	CreatedBefore time.Time
+	States        []State
+	Limit         int // zero: 100
 	// BeforeID pages backwards: only operations with a smaller row ID.
 	BeforeID int64
 }

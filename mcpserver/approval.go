@@ -51,12 +51,19 @@ type approvalCall struct {
 	fp     string
 	// priced is what the call would start and its estimated total.
 	priced policy.Route
-	// requestID and source record a refused attempt.
+	// requestID, source and runID record a refused attempt.
 	requestID string
 	source    string
+	runID     string
 }
 
 func (a *approvalCall) tool() string { return a.r.upstream + "." + a.r.tool }
+
+// denial is the record of the call's attempt refused before acceptance.
+func (a *approvalCall) denial() *ledger.AttemptRecordParams {
+	return &ledger.AttemptRecordParams{RequestID: a.requestID, Tenant: a.tenant, OperationID: a.opID, Fingerprint: a.fp, Source: a.source,
+		RunID: a.runID, SessionID: a.call.Caller.SessionID}
+}
 
 // approvalQuestion is the form that asks the user for an approval.
 func approvalQuestion(a *approvalCall) *mcp.ElicitParams {
@@ -165,7 +172,7 @@ func (h *host) approveFromAnswer(ctx context.Context, a *approvalCall, answer *m
 		if answer != nil {
 			action = answer.Action
 		}
-		return h.refuse(ctx, a.log, a.tenant, a.opID, a.fp, a.requestID, a.source, ledger.ReasonApprovalDeclined,
+		return h.refuse(ctx, a.log, a.denial(), ledger.ReasonApprovalDeclined,
 			fmt.Sprintf("the user did not approve this call (%s); nothing was started", action), nil)
 	}
 	ceiling, err := money.Parse(numberText(answer.Content["max_total_cost"]), a.r.policy.Contract.Cost.Currency)
@@ -174,7 +181,7 @@ func (h *host) approveFromAnswer(ctx context.Context, a *approvalCall, answer *m
 		jobs = int(v)
 	}
 	if err != nil || ceiling.Micros <= 0 {
-		return h.refuse(ctx, a.log, a.tenant, a.opID, a.fp, a.requestID, a.source, ledger.ReasonApprovalInvalid,
+		return h.refuse(ctx, a.log, a.denial(), ledger.ReasonApprovalInvalid,
 			"the approval's spend ceiling must be a positive decimal such as 20.00; nothing was started", nil)
 	}
 	ap, err := h.g.store.ApprovalCreate(context.WithoutCancel(ctx), &ledger.Approval{

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -79,25 +82,38 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	}
 	log := g.log.With("tenant", tenant, "tool", call.Name, "request_id", requestID)
 
+	// Every attempt of this call, whatever becomes of it, records the run
+	// and session it came with (no run when the run ID is refused).
+	runID, runErr := runIDOf(&call.Caller)
+	denial := func(opID, fp string) *ledger.AttemptRecordParams {
+		return &ledger.AttemptRecordParams{RequestID: requestID, Tenant: tenant, OperationID: opID, Fingerprint: fp, Source: source,
+			RunID: runID, SessionID: call.Caller.SessionID}
+	}
 	args, opID, err := operationID(call, r)
 	if err != nil {
-		return h.refuse(ctx, log, tenant, opID, "", requestID, source, taskwire.ReasonInvalidArguments, err.Error(), inputErrorData(err)), nil
+		return h.refuse(ctx, log, denial(opID, ""), taskwire.ReasonInvalidArguments, err.Error(), inputErrorData(err)), nil
+	}
+	if runErr != nil {
+		return h.refuse(ctx, log, denial(opID, ""), ReasonInvalidRunID, runErr.Error(), map[string]any{"meta": MetaRunID}), nil
 	}
 	fp, err := canon.Compute(r.upstream, r.tool, args)
 	if err != nil {
-		return h.refuse(ctx, log, tenant, opID, "", requestID, source, taskwire.ReasonInvalidArguments, err.Error(), inputErrorData(err)), nil
+		return h.refuse(ctx, log, denial(opID, ""), taskwire.ReasonInvalidArguments, err.Error(), inputErrorData(err)), nil
 	}
 	if opID == "" {
 		if w := r.policy.DeriveOperationID; w > 0 {
 			window := g.clock().UTC().Truncate(w)
 			opID = fmt.Sprintf("derived-%s-%d", fp[:32], window.Unix())
 		} else {
-			return h.refuse(ctx, log, tenant, "", string(fp), requestID, source, ledger.ReasonOperationIDRequired,
+			return h.refuse(ctx, log, denial("", string(fp)), ledger.ReasonOperationIDRequired,
 				fmt.Sprintf("%s has real-world cost or effects and needs an operation ID: add the argument %q with a unique value for this one piece of work (for example %q), and reuse exactly that value if you retry", call.Name, OperationIDArgument, "op-"+ledger.NewRequestID()[4:]),
 				map[string]any{"argument": OperationIDArgument}), nil
 		}
 	}
 	log = log.With("operation_id", opID)
+	if runID != "" {
+		log = log.With("run_id", runID)
+	}
 
 	up, ok := g.pool.Get(r.upstream)
 	connected := ok && up.Connected()
@@ -105,7 +121,7 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		existing, err := g.store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: tenant, OperationID: opID})
 		switch {
 		case errors.Is(err, ledger.ErrNotFound):
-			return h.refuse(ctx, log, tenant, opID, string(fp), requestID, source, ledger.ReasonUpstreamUnavailable,
+			return h.refuse(ctx, log, denial(opID, string(fp)), ledger.ReasonUpstreamUnavailable,
 				fmt.Sprintf("upstream %s of %s is not connected, so the call was not accepted and nothing was started; retry with the same operation ID once it is back", r.upstream, call.Name), nil), nil
 		case err != nil:
 			return nil, fmt.Errorf("look up operation %s while its upstream is down: %w", opID, err)
@@ -120,12 +136,12 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		var perr error
 		priced, perr = r.contract.Route(ctx, worker.ProviderCaller(up), args)
 		if perr != nil {
-			return h.refuse(ctx, log, tenant, opID, string(fp), requestID, source, ledger.ReasonEstimateUnavailable,
+			return h.refuse(ctx, log, denial(opID, string(fp)), ledger.ReasonEstimateUnavailable,
 				"the call could not be priced before it runs, so it was not started: "+perr.Error(), nil), nil
 		}
 	}
 
-	a := &approvalCall{log: log, call: call, r: r, tenant: tenant, opID: opID, fp: string(fp), priced: priced, requestID: requestID, source: source}
+	a := &approvalCall{log: log, call: call, r: r, tenant: tenant, opID: opID, fp: string(fp), priced: priced, requestID: requestID, source: source, runID: runID}
 	if raw, ok := call.InputResponses[approvalInput]; ok && r.policy.Approval == ledger.ApprovalRequired {
 		if out, taken := h.takeAnswer(ctx, a, raw); taken && out != nil {
 			return out, nil
@@ -135,7 +151,8 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		return g.store.Accept(context.WithoutCancel(ctx), &ledger.AcceptParams{
 			Tenant: tenant, OperationID: opID, Upstream: r.upstream, Tool: r.tool,
 			Fingerprint: string(fp), Arguments: args, RequestID: requestID, TaskID: ledger.NewTaskID(),
-			Source: source, RetryPolicy: r.policy.RetryPolicy, TTL: g.config().TaskTTL, Priced: r.contract.Priced(),
+			Source: source, RunID: runID, SessionID: call.Caller.SessionID,
+			RetryPolicy: r.policy.RetryPolicy, TTL: g.config().TaskTTL, Priced: r.contract.Priced(),
 			SecretArguments: r.policy.SecretArguments,
 			InputChannel:    inputChannel(&call.Caller),
 			Approval:        ledger.ApprovalRequirement{Required: r.policy.Approval == ledger.ApprovalRequired, Estimate: priced.Estimate, RemoteJobs: priced.RemoteJobs},
@@ -283,13 +300,11 @@ func (h *host) waitFor(ctx context.Context, op *ledger.Operation, d time.Duratio
 // firstPoll is the first pause of waitFor.
 const firstPoll = 100 * time.Millisecond
 
-// refuse records an attempt denied before acceptance and answers it. The
-// operation ID is not consumed.
-func (h *host) refuse(ctx context.Context, log *slog.Logger, tenant, opID, fp, requestID, source, reason, msg string, data map[string]any) *taskwire.Outcome {
-	if _, err := h.g.store.AttemptRecord(context.WithoutCancel(ctx), &ledger.AttemptRecordParams{
-		RequestID: requestID, Tenant: tenant, OperationID: opID, Fingerprint: fp,
-		Decision: ledger.DecisionDenied, Reason: reason, Source: source,
-	}); err != nil {
+// refuse records the attempt rec describes as denied before acceptance,
+// for reason, and answers it. The operation ID is not consumed.
+func (h *host) refuse(ctx context.Context, log *slog.Logger, rec *ledger.AttemptRecordParams, reason, msg string, data map[string]any) *taskwire.Outcome {
+	rec.Decision, rec.Reason = ledger.DecisionDenied, reason
+	if _, err := h.g.store.AttemptRecord(context.WithoutCancel(ctx), rec); err != nil {
 		log.Error("record a refused attempt", "err", err)
 	}
 	h.g.metrics.decisions.WithLabelValues(string(ledger.DecisionDenied), reason).Inc()
@@ -298,10 +313,10 @@ func (h *host) refuse(ctx context.Context, log *slog.Logger, tenant, opID, fp, r
 		data = map[string]any{}
 	}
 	data["reason"] = reason
-	if opID != "" {
-		data["operation_id"] = opID
+	if rec.OperationID != "" {
+		data["operation_id"] = rec.OperationID
 	}
-	h.delivered(ctx, requestID)
+	h.delivered(ctx, rec.RequestID)
 	return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidParams, msg, data)}
 }
 
@@ -376,6 +391,42 @@ func operationID(call *taskwire.ToolCall, r *route) (json.RawMessage, string, er
 		return nil, "", fmt.Errorf("the operation ID is %d characters long; use at most 255", len(id))
 	}
 	return args, id, nil
+}
+
+// MetaRunID is the _meta key of a tools/call that names the agent run the
+// call belongs to: every attempt records it, and a review packet selects
+// a run's operations by it.
+const MetaRunID = "dev.taskgate/run-id"
+
+// maxRunIDLength is the most characters a run ID may have.
+const maxRunIDLength = 200
+
+// ReasonInvalidRunID refuses a call whose _meta run ID is not a string of
+// at most maxRunIDLength printable characters; nothing is recorded under
+// it and nothing starts.
+const ReasonInvalidRunID = "invalid_run_id"
+
+// runIDOf reads the call's run ID from _meta; empty when it names none. A
+// run ID is shown in review packets, logs and pull-request comments, so
+// one that could not be shown on one line as it is is refused rather than
+// changed: a changed ID would silently split the run.
+func runIDOf(c *taskwire.Caller) (string, error) {
+	v, ok := c.Meta[MetaRunID]
+	if !ok || v == nil {
+		return "", nil
+	}
+	id, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("_meta %q must be a string naming the agent run, such as \"ci-4711\"", MetaRunID)
+	}
+	if n := utf8.RuneCountInString(id); n > maxRunIDLength {
+		return "", fmt.Errorf("_meta %q is %d characters long; use at most %d", MetaRunID, n, maxRunIDLength)
+	}
+	if i := strings.IndexFunc(id, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(id[i:])
+		return "", fmt.Errorf("_meta %q holds the control character %U; use printable characters only", MetaRunID, r)
+	}
+	return id, nil
 }
 
 // inputErrorData names where canon found bad input, for the client.

@@ -35,6 +35,7 @@ func ExerciseMigrations(t *testing.T, newLedger func(t *testing.T) Ledger) {
 	t.Run("RefusesOlderBinaries", func(t *testing.T) { t.Parallel(); migrationRefusesOlderBinaries(t, newLedger(t)) })
 	t.Run("RefusesNewerSchema", func(t *testing.T) { t.Parallel(); migrateRefusesNewerSchema(t, newLedger(t)) })
 	t.Run("MarksPlaintextSecrets", func(t *testing.T) { t.Parallel(); migrationMarksPlaintextSecrets(t, newLedger(t)) })
+	t.Run("RecordsRuns", func(t *testing.T) { t.Parallel(); migrationRecordsRuns(t, newLedger(t)) })
 }
 
 // migrationMarksPlaintextSecrets checks migration 00007: operations

@@ -50,6 +50,8 @@ func Exercise(t *testing.T, newStore Factory) {
 	t.Run("ConcurrentReservations", func(t *testing.T) { t.Parallel(); testConcurrentReservations(t, newStore) })
 	t.Run("FanOutRoutes", func(t *testing.T) { t.Parallel(); testFanOutRoutes(t, newStore) })
 	t.Run("OperationList", func(t *testing.T) { t.Parallel(); testOperationList(t, newStore) })
+	t.Run("AttemptRuns", func(t *testing.T) { t.Parallel(); testAttemptRuns(t, newStore) })
+	t.Run("OperationsOfARun", func(t *testing.T) { t.Parallel(); testOperationsOfARun(t, newStore) })
 	t.Run("Leases", func(t *testing.T) { t.Parallel(); testLeases(t, newStore) })
 	t.Run("Transitions", func(t *testing.T) { t.Parallel(); testTransitions(t, newStore) })
 	t.Run("IllegalTransitions", func(t *testing.T) { t.Parallel(); testIllegalTransitions(t, newStore) })

@@ -65,6 +65,32 @@ func (s *Store) OperationList(ctx context.Context, p *ledger.OperationListParams
 	if p.TaskID != "" {
 		conds = append(conds, "task_id = "+arg(p.TaskID))
 	}
+	if len(p.OperationIDs) > 0 {
+		ph := make([]string, len(p.OperationIDs))
+		for i, id := range p.OperationIDs {
+			ph[i] = arg(id)
+		}
+		conds = append(conds, "operation_id IN ("+strings.Join(ph, ", ")+")")
+	}
+	// A run is what its created and attached attempts reached. The
+	// indexes on run_id and session_id hold only attempts that name one;
+	// the "<> ''" lets a planner use them for a parameter.
+	runOf := func(column, value string) string {
+		return "id IN (SELECT operation_ref FROM attempts WHERE " + column + " = " + arg(value) + " AND " + column + " <> '' AND decision IN (" +
+			arg(string(ledger.DecisionCreated)) + ", " + arg(string(ledger.DecisionAttached)) + "))"
+	}
+	if p.RunID != "" {
+		conds = append(conds, runOf("run_id", p.RunID))
+	}
+	if p.SessionID != "" {
+		conds = append(conds, runOf("session_id", p.SessionID))
+	}
+	if !p.CreatedFrom.IsZero() {
+		conds = append(conds, "created_at >= "+arg(p.CreatedFrom))
+	}
+	if !p.CreatedBefore.IsZero() {
+		conds = append(conds, "created_at < "+arg(p.CreatedBefore))
+	}
 	if len(p.States) > 0 {
 		ph := make([]string, len(p.States))
 		for i, st := range p.States {
@@ -104,6 +130,7 @@ func (s *Store) AttemptRecord(ctx context.Context, p *ledger.AttemptRecordParams
 		var err error
 		att, err = s.insertAttempt(ctx, tx, &ledger.AcceptParams{
 			RequestID: p.RequestID, Tenant: p.Tenant, OperationID: p.OperationID, Fingerprint: p.Fingerprint, Source: p.Source,
+			RunID: p.RunID, SessionID: p.SessionID,
 		}, 0, 0, p.Decision, p.Reason, now)
 		if err != nil {
 			return err

@@ -1,0 +1,303 @@
+package packet
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/taskgate/taskgate/money"
+	"github.com/taskgate/taskgate/receipt"
+)
+
+// Input is everything a packet is built from.
+type Input struct {
+	// Selection says how the operations were chosen; the packet repeats it.
+	Selection Selection
+	// Operations are the inputs of the selected operations' receipts, in
+	// the order the packet lists them. None may be nil.
+	Operations []*receipt.Input
+	// Embedder renders each receipt as the packet embeds it; nil embeds
+	// the unsigned JSON rendering ([UnsignedJSON]).
+	Embedder Embedder
+	// JWKS names the file beside the packet that holds the keys the
+	// embedded receipts verify against; empty when none accompanies it.
+	JWKS string
+	// Now is when the packet is generated; zero omits generated_at.
+	Now time.Time
+}
+
+// Embedder renders a receipt as a packet embeds it. It is where receipt
+// signing plugs in: a signer names its own form and returns the signed
+// receipt. It must not change the receipt.
+type Embedder interface {
+	// Form names what Embed returns, as the packet records it for a
+	// reviewer's tools: [FormJSON] for the unsigned JSON document, or the
+	// signer's own, such as "jws".
+	Form() string
+	// Embed renders r as a JSON value: an object or a string.
+	Embed(r *receipt.Receipt) (json.RawMessage, error)
+}
+
+// FormJSON is the form of a receipt embedded as its unsigned JSON
+// document, {"paid_tool_retry_receipt": {…}}.
+const FormJSON = "json"
+
+// UnsignedJSON embeds each receipt as its unsigned JSON document. It is the
+// Embedder of an Input that names none.
+type UnsignedJSON struct{}
+
+// Form implements Embedder.
+func (UnsignedJSON) Form() string { return FormJSON }
+
+// Embed implements Embedder.
+func (UnsignedJSON) Embed(r *receipt.Receipt) (json.RawMessage, error) { return r.JSON() }
+
+// Selection is how a packet's operations were chosen; each zero field
+// chose nothing.
+type Selection struct {
+	RunID     string `json:"run_id,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
+	Tenant    string `json:"tenant,omitempty"`
+	// Since and Until bound when the operations were accepted: at or after
+	// Since, before Until.
+	Since        time.Time `json:"since,omitzero"`
+	Until        time.Time `json:"until,omitzero"`
+	OperationIDs []string  `json:"operation_ids,omitempty"`
+}
+
+// Packet is the review packet of a run. Field order is the order of the
+// JSON rendering.
+type Packet struct {
+	Selection    Selection    `json:"selection"`
+	GeneratedAt  time.Time    `json:"generated_at,omitzero"`
+	Verdict      Verdict      `json:"verdict"`
+	Summary      Summary      `json:"summary"`
+	Operations   []Operation  `json:"operations"`
+	Approvals    []Approval   `json:"approvals"`
+	Verification Verification `json:"verification"`
+}
+
+// VerdictStatus is whether the run can be handed off: a CI job refuses a
+// merge on anything but ready.
+type VerdictStatus string
+
+const (
+	VerdictReady    VerdictStatus = "ready"
+	VerdictNotReady VerdictStatus = "not_ready"
+)
+
+// Verdict is the packet's judgement of the run.
+type Verdict struct {
+	Status VerdictStatus `json:"status"`
+	// NotReady lists the operations whose receipt is not ready, in the
+	// packet's order; empty when the verdict is ready.
+	NotReady []NotReady `json:"not_ready"`
+}
+
+// NotReady is an operation that keeps the verdict from being ready.
+type NotReady struct {
+	OperationID          string                       `json:"operation_id"`
+	Tenant               string                       `json:"tenant"`
+	ReviewStatus         receipt.ReviewStatus         `json:"review_status"`
+	ReconciliationStatus receipt.ReconciliationStatus `json:"reconciliation_status"`
+	// NextActions are the receipt's open next actions as "action target",
+	// most urgent first.
+	NextActions []string `json:"next_actions"`
+}
+
+// Summary adds up the receipts of the packet's operations.
+type Summary struct {
+	Operations         int `json:"operations"`
+	ReadyOperations    int `json:"ready_operations"`
+	IntendedRemoteJobs int `json:"intended_remote_jobs"`
+	ObservedRemoteJobs int `json:"observed_remote_jobs"`
+	// DuplicateJobs counts duplicate remote jobs, whether still open,
+	// cancelled or accepted.
+	DuplicateJobs    int           `json:"duplicate_jobs"`
+	EstimatedCostUSD receipt.Money `json:"estimated_cost_usd"`
+	FinalCostUSD     receipt.Money `json:"final_cost_usd"`
+	PendingCostUSD   receipt.Money `json:"pending_cost_usd"`
+	UnpricedAttempts int           `json:"unpriced_attempts"`
+	OpenNextActions  int           `json:"open_next_actions"`
+	// Breaches counts the receipts' breaches, OpenBreaches those still
+	// open.
+	Breaches     int `json:"breaches"`
+	OpenBreaches int `json:"open_breaches"`
+}
+
+// Operation is one operation of the run, with its receipt.
+type Operation struct {
+	OperationID          string                       `json:"operation_id"`
+	Tenant               string                       `json:"tenant"`
+	TaskID               string                       `json:"task_id"`
+	Tool                 string                       `json:"tool"`
+	ReviewStatus         receipt.ReviewStatus         `json:"review_status"`
+	ReconciliationStatus receipt.ReconciliationStatus `json:"reconciliation_status"`
+	// ApprovalID is the approval the operation ran under; 0 (omitted) when
+	// it ran without one.
+	ApprovalID int64 `json:"approval_id,omitempty"`
+	// Receipt is the operation's receipt as the Embedder rendered it, in
+	// the form Verification names.
+	Receipt json.RawMessage `json:"receipt"`
+
+	// receipt is the receipt Build made, which the Markdown renders.
+	receipt *receipt.Receipt
+}
+
+// Approval is an approval that operations of the run ran under, and who
+// gave it.
+type Approval struct {
+	ID          int64  `json:"id"`
+	Tenant      string `json:"tenant"`
+	OperationID string `json:"operation_id"`
+	// Tool is qualified by its upstream: "hosted_test.run_suite".
+	Tool          string        `json:"tool"`
+	MaxTotalCost  receipt.Money `json:"max_total_cost"`
+	Currency      string        `json:"currency"`
+	MaxRemoteJobs int           `json:"max_remote_jobs"`
+	RetryPolicy   string        `json:"retry_policy"`
+	CreatedAt     time.Time     `json:"created_at"`
+	ExpiresAt     time.Time     `json:"expires_at"`
+	RevokedAt     time.Time     `json:"revoked_at,omitzero"`
+	// GivenBy is who gave the approval as the ledger recorded it: the
+	// approver, or "elicitation" for an answer in the protocol; empty when
+	// nothing was recorded.
+	GivenBy string `json:"given_by"`
+	// UsedBy are the operation IDs of the packet's operations that ran
+	// under it, in the packet's order.
+	UsedBy []string `json:"used_by"`
+}
+
+// Verification says how the embedded receipts can be checked.
+type Verification struct {
+	// ReceiptForm is the Embedder's form: FormJSON for unsigned receipts.
+	ReceiptForm string `json:"receipt_form"`
+	// JWKS is the file beside the packet holding the keys that verify the
+	// receipts; omitted when none accompanies it.
+	JWKS string `json:"jwks,omitempty"`
+}
+
+// Build assembles the packet of in. It reads nothing but in and does not
+// modify it; it fails only when the Embedder does or a total does not fit.
+func Build(in *Input) (*Packet, error) {
+	emb := in.Embedder
+	if emb == nil {
+		emb = UnsignedJSON{}
+	}
+	sel := in.Selection
+	sel.Since, sel.Until = utc(sel.Since), utc(sel.Until)
+	sel.OperationIDs = slices.Clone(sel.OperationIDs)
+	p := &Packet{
+		Selection:    sel,
+		GeneratedAt:  utc(in.Now),
+		Verdict:      Verdict{Status: VerdictReady, NotReady: []NotReady{}},
+		Operations:   []Operation{},
+		Approvals:    []Approval{},
+		Verification: Verification{ReceiptForm: emb.Form(), JWKS: in.JWKS},
+	}
+	s := &p.Summary
+	s.EstimatedCostUSD, s.FinalCostUSD, s.PendingCostUSD = usd(), usd(), usd()
+	approvals := map[int64]*Approval{}
+	for _, rin := range in.Operations {
+		r := receipt.Build(rin)
+		embedded, err := emb.Embed(r)
+		if err != nil {
+			return nil, fmt.Errorf("embed the receipt of operation %q in the review packet: %w", r.OperationID, err)
+		}
+		op := Operation{
+			OperationID: r.OperationID, Tenant: r.Tenant, TaskID: r.TaskID, Tool: r.Tool,
+			ReviewStatus: r.ReviewStatus, ReconciliationStatus: r.ReconciliationStatus,
+			Receipt: embedded, receipt: r,
+		}
+		if a := rin.Approval; a != nil {
+			op.ApprovalID = a.ID
+			if approvals[a.ID] == nil {
+				approvals[a.ID] = &Approval{
+					ID: a.ID, Tenant: a.Tenant, OperationID: a.OperationID, Tool: a.Tool,
+					MaxTotalCost: receipt.Money{Amount: a.MaxTotalCost}, Currency: currencyOf(a.MaxTotalCost),
+					MaxRemoteJobs: a.MaxRemoteJobs, RetryPolicy: string(a.RetryPolicy),
+					CreatedAt: utc(a.CreatedAt), ExpiresAt: utc(a.ExpiresAt), RevokedAt: utc(a.RevokedAt),
+					GivenBy: a.CreatedBy, UsedBy: []string{},
+				}
+			}
+			approvals[a.ID].UsedBy = append(approvals[a.ID].UsedBy, r.OperationID)
+		}
+		p.Operations = append(p.Operations, op)
+		if err := s.add(r); err != nil {
+			return nil, fmt.Errorf("add up the receipt of operation %q in the review packet: %w", r.OperationID, err)
+		}
+		if r.ReviewStatus != receipt.ReviewReady {
+			p.Verdict.Status = VerdictNotReady
+			p.Verdict.NotReady = append(p.Verdict.NotReady, NotReady{
+				OperationID: r.OperationID, Tenant: r.Tenant, ReviewStatus: r.ReviewStatus,
+				ReconciliationStatus: r.ReconciliationStatus, NextActions: actions(r),
+			})
+		}
+	}
+	for _, a := range approvals {
+		p.Approvals = append(p.Approvals, *a)
+	}
+	slices.SortFunc(p.Approvals, func(a, b Approval) int { return cmp.Compare(a.ID, b.ID) })
+	return p, nil
+}
+
+// Ready reports whether the verdict is ready.
+func (p *Packet) Ready() bool { return p.Verdict.Status == VerdictReady }
+
+// add counts r into the summary.
+func (s *Summary) add(r *receipt.Receipt) error {
+	s.Operations++
+	if r.ReviewStatus == receipt.ReviewReady {
+		s.ReadyOperations++
+	}
+	s.IntendedRemoteJobs += r.IntendedRemoteJobs
+	s.ObservedRemoteJobs += r.ObservedRemoteJobs
+	s.DuplicateJobs += r.DuplicateJobs
+	s.UnpricedAttempts += r.UnpricedAttempts
+	s.OpenNextActions += len(r.NextActions)
+	for _, b := range r.Breaches {
+		s.Breaches++
+		if b.Open {
+			s.OpenBreaches++
+		}
+	}
+	sums := []struct {
+		total *receipt.Money
+		v     receipt.Money
+	}{{&s.EstimatedCostUSD, r.EstimatedCostUSD}, {&s.FinalCostUSD, r.FinalCostUSD}, {&s.PendingCostUSD, r.PendingCostUSD}}
+	for _, x := range sums {
+		if currencyOf(x.v.Amount) != receipt.Currency {
+			continue
+		}
+		sum, err := x.total.Add(x.v.Amount)
+		if err != nil {
+			return err
+		}
+		x.total.Amount = sum
+	}
+	return nil
+}
+
+// actions lists r's next actions as "action target".
+func actions(r *receipt.Receipt) []string {
+	out := []string{}
+	for _, a := range r.NextActions {
+		out = append(out, a.Action+" "+a.Target)
+	}
+	return out
+}
+
+// currencyOf is a's currency as money spells it: upper case, USD when
+// unnamed.
+func currencyOf(a money.Amount) string { return money.Zero(a.Currency).Currency }
+
+func usd() receipt.Money { return receipt.Money{Amount: money.Zero(receipt.Currency)} }
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
