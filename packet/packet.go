@@ -44,6 +44,11 @@ type Embedder interface {
 // document, {"paid_tool_retry_receipt": {…}}.
 const FormJSON = "json"
 
+// FormSignedJSON is the form of a receipt embedded as its signed JSON
+// document: the same document with its signature block, which
+// `taskgate receipt verify` checks against the packet's JWKS.
+const FormSignedJSON = "signed_json"
+
 // UnsignedJSON embeds each receipt as its unsigned JSON document. It is the
 // Embedder of an Input that names none.
 type UnsignedJSON struct{}

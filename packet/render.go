@@ -205,6 +205,8 @@ func (p *Packet) verificationText() string {
 	switch {
 	case v.ReceiptForm == FormJSON:
 		return "Each receipt is embedded as its unsigned JSON document (`json`): no signature covers it, so it cannot be verified apart from the ledger."
+	case v.ReceiptForm == FormSignedJSON && v.JWKS != "":
+		return fmt.Sprintf("Each receipt is embedded as its signed JSON document (`signed_json`); save one as a file and check it offline with `taskgate receipt verify FILE --jwks %s`.", v.JWKS)
 	case v.JWKS != "":
 		return fmt.Sprintf("Each receipt is embedded signed (%s); verify the signatures with the keys in %s.", code(v.ReceiptForm), code(v.JWKS))
 	default:

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +18,8 @@ import (
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/packet"
 	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/secrets"
+	"github.com/taskgate/taskgate/signingkeys"
 )
 
 // exitNotReady is the exit status of a packet whose verdict is not ready:
@@ -41,6 +45,48 @@ type receiptSigning struct {
 	jwks func(ctx context.Context) ([]byte, error)
 }
 
+// ledgerSigning signs the embedded receipts with the ledger's active
+// signing key, and gives the JWKS of all its keys; with no active key it
+// is zero, and the receipts are embedded unsigned.
+func ledgerSigning(ctx context.Context, s ledger.Store, ring *secrets.Ring, at time.Time) (receiptSigning, error) {
+	keys, err := s.SigningKeyList(ctx)
+	if err != nil {
+		return receiptSigning{}, err
+	}
+	if signingkeys.Active(keys) == nil {
+		return receiptSigning{}, nil
+	}
+	return receiptSigning{
+		embedder: &signedJSON{ctx: ctx, signer: signingkeys.NewSigner(s, ring), at: at},
+		jwks:     func(context.Context) ([]byte, error) { return signingkeys.JWKS(keys) },
+	}, nil
+}
+
+// signedJSON embeds each receipt as its JSON document signed with the
+// ledger's active key.
+type signedJSON struct {
+	ctx    context.Context
+	signer *signingkeys.Signer
+	at     time.Time
+}
+
+// Form implements packet.Embedder.
+func (*signedJSON) Form() string { return packet.FormSignedJSON }
+
+// Embed implements packet.Embedder. It signs a copy: the packet's own
+// figures come from the receipt as built.
+func (e *signedJSON) Embed(r *receipt.Receipt) (json.RawMessage, error) {
+	c := *r
+	signed, err := e.signer.Sign(e.ctx, &c, e.at)
+	if err != nil {
+		return nil, err
+	}
+	if !signed {
+		return nil, errors.New("the ledger's signing key was retired while the packet was written; write it again")
+	}
+	return c.JSON()
+}
+
 // packetRequest is what one packet command asks for.
 type packetRequest struct {
 	sel        packet.Selection
@@ -55,10 +101,8 @@ const packetHint = "taskgate packet --run ci-4711 --format md"
 
 func (e *env) packetCmd() *cobra.Command {
 	var (
-		// req.signing stays zero: receipts are embedded unsigned and no
-		// JWKS is written.
-		req          packetRequest
-		since, until string
+		req                   packetRequest
+		since, until, cfgPath string
 	)
 	cmd := &cobra.Command{
 		Use:   "packet [OPERATION_ID...] [--run ID] [--session ID] [--tenant T] [--since T] [--until T]",
@@ -87,12 +131,21 @@ func (e *env) packetCmd() *cobra.Command {
 			if err := req.parse(cmd, since, until); err != nil {
 				return err
 			}
-			s, err := e.openStore(cmd.Context())
+			s, ring, _, err := e.signingLedger(cmd, cfgPath)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
+			if req.signing, err = ledgerSigning(cmd.Context(), s, ring, req.now); err != nil {
+				return err
+			}
 			p, err := e.writePacket(cmd.Context(), s, &req)
+			if errors.Is(err, signingkeys.ErrNoRing) {
+				return noSigningRing(cmd, err)
+			}
+			if err == nil && req.signing.embedder == nil {
+				fmt.Fprintln(e.stderr, "The receipts are unsigned: the ledger has no active signing key (taskgate signing-keys create).")
+			}
 			if err != nil {
 				return err
 			}
@@ -104,6 +157,7 @@ func (e *env) packetCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&cfgPath, "config", "", "the gateway's configuration (its database and the secrets keys that open the signing key)")
 	f.StringVar(&req.sel.RunID, "run", "", "the run ID the client passed as _meta \"dev.taskgate/run-id\"")
 	f.StringVar(&req.sel.SessionID, "session", "", "the MCP session the run's calls came on (2025-11-25 sessions)")
 	f.StringVar(&req.sel.Tenant, "tenant", "", "only this tenant's operations")

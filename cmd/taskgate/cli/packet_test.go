@@ -71,6 +71,10 @@ func (l *ledgerFile) finished(t *testing.T, tenant, operationID, run string, at 
 	return l.operation(t, op)
 }
 
+// unsignedPacket is what packet says on stderr when the ledger has no
+// signing key.
+const unsignedPacket = "The receipts are unsigned: the ledger has no active signing key (taskgate signing-keys create).\n"
+
 // packetDoc is what the tests read of a JSON review packet.
 type packetDoc struct {
 	Packet struct {
@@ -134,7 +138,7 @@ func TestPacketVerdictSetsTheExitStatus(t *testing.T) {
 	if r.code != 2 {
 		t.Fatalf("packet of ci-4711: exit %d, stderr %q; want 2", r.code, r.stderr)
 	}
-	if want := "review packet: not ready: 1 of 3 operations: suite-breach (needs_review)\n"; r.stderr != want {
+	if want := unsignedPacket + "review packet: not ready: 1 of 3 operations: suite-breach (needs_review)\n"; r.stderr != want {
 		t.Errorf("stderr = %q, want %q", r.stderr, want)
 	}
 	d := readPacket(t, []byte(r.stdout))
@@ -158,7 +162,7 @@ func TestPacketVerdictSetsTheExitStatus(t *testing.T) {
 	}
 
 	ready := l.run(t, "packet", "--run", "ci-other", "--format", "json")
-	if ready.code != 0 || ready.stderr != "" || readPacket(t, []byte(ready.stdout)).Packet.Verdict.Status != "ready" {
+	if ready.code != 0 || ready.stderr != unsignedPacket || readPacket(t, []byte(ready.stdout)).Packet.Verdict.Status != "ready" {
 		t.Errorf("packet of ci-other: exit %d, stderr %q, stdout %s; want a ready packet and exit 0", ready.code, ready.stderr, ready.stdout)
 	}
 }
@@ -251,5 +255,51 @@ func TestPacketUsageErrors(t *testing.T) {
 		{[]string{"--since", "2h", "--until", "3h"}, "is not before --until"},
 	} {
 		checkFailure(t, l.run(t, append([]string{"packet"}, tc.args...)...), tc.want, true)
+	}
+}
+
+// With a signing key, the packet embeds each receipt signed, writes the
+// JWKS beside it, and each embedded receipt verifies offline against it.
+func TestPacketSignedReceiptsVerifyOffline(t *testing.T) {
+	l := newLedger(t)
+	l.finished(t, "acme", "suite-1", "ci-9", time.Now().Add(-time.Minute), "17.84", false)
+	cfg, _ := signingConfig(t, l)
+	l.ok(t, "signing-keys", "create", "--config", cfg)
+
+	dir := t.TempDir()
+	r := l.run(t, "packet", "--run", "ci-9", "--out", dir, "--config", cfg)
+	if r.code != 0 {
+		t.Fatalf("packet: exit %d, stderr %q", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "packet.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Packet struct {
+			Operations []struct {
+				Receipt json.RawMessage `json:"receipt"`
+			} `json:"operations"`
+			Verification struct {
+				ReceiptForm string `json:"receipt_form"`
+				JWKS        string `json:"jwks"`
+			} `json:"verification"`
+		} `json:"review_packet"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if v := doc.Packet.Verification; v.ReceiptForm != "signed_json" || v.JWKS != "jwks.json" || len(doc.Packet.Operations) != 1 {
+		t.Fatalf("packet verification %+v with %d operations; want signed_json receipts and jwks.json", v, len(doc.Packet.Operations))
+	}
+	receiptFile := writeFile(t, "receipt.json", doc.Packet.Operations[0].Receipt)
+	jwks := filepath.Join(dir, "jwks.json")
+	if r := l.run(t, "receipt", "verify", receiptFile, "--jwks", jwks); r.code != 0 {
+		t.Fatalf("receipt verify of the embedded receipt: exit %d, stderr %q", r.code, r.stderr)
+	}
+	edited := editReceipt(t, string(doc.Packet.Operations[0].Receipt), func(r map[string]any) { r["final_cost_usd"] = "1.00" })
+	checkUnverified(t, l.run(t, "receipt", "verify", edited, "--jwks", jwks), "final_cost_usd")
+	if md, err := os.ReadFile(filepath.Join(dir, "packet.md")); err != nil || !strings.Contains(string(md), "taskgate receipt verify FILE --jwks jwks.json") {
+		t.Errorf("packet.md (%v) does not say how to verify the receipts:\n%s", err, md)
 	}
 }
