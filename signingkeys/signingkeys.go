@@ -1,6 +1,7 @@
 // Package signingkeys keeps the Ed25519 keys that sign receipts: it
 // creates them, seals their private parts with the gateway's secrets key
-// ring, retires them, signs receipts with the active one, and publishes
+// ring, retires them, signs receipts with the active one (alone, or as a
+// review packet embeds them), and publishes
 // every public key, retired ones too, as a JWK Set (RFC 7517), served at
 // [JWKSPath] and read back for offline verification.
 //
@@ -35,6 +36,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/packet"
 	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/secrets"
 )
@@ -141,6 +143,34 @@ func (s *Signer) Sign(ctx context.Context, r *receipt.Receipt, at time.Time) (bo
 		return false, err
 	}
 	return true, nil
+}
+
+// Embedder embeds each receipt in a review packet as its JSON document
+// signed at at with the active key (packet.FormSignedJSON).
+func (s *Signer) Embedder(ctx context.Context, at time.Time) packet.Embedder {
+	return &signedJSON{ctx: ctx, signer: s, at: at}
+}
+
+type signedJSON struct {
+	ctx    context.Context
+	signer *Signer
+	at     time.Time
+}
+
+func (*signedJSON) Form() string { return packet.FormSignedJSON }
+
+// Embed signs a copy: the packet's own figures come from the receipt as
+// built, unsigned.
+func (e *signedJSON) Embed(r *receipt.Receipt) (json.RawMessage, error) {
+	c := *r
+	signed, err := e.signer.Sign(e.ctx, &c, e.at)
+	if err != nil {
+		return nil, err
+	}
+	if !signed {
+		return nil, errors.New("the ledger has no active signing key any more (it was retired while the packet was written); write the packet again")
+	}
+	return c.JSON()
 }
 
 // Check returns the key ID of the key that signs receipts, "" when the

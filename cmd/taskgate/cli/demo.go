@@ -19,9 +19,11 @@ func (e *env) demoCmd() *cobra.Command {
 		Long: "demo runs the whole story in this process on an embedded SQLite ledger: a gateway in front of a\n" +
 			"simulated paid provider, an agent whose first call loses its response, a retry with the same\n" +
 			"operation ID that attaches, a retry under a new operation ID that is denied, the reconciled\n" +
-			"receipt, and the same calls sent straight to the provider for comparison. It exits non-zero\n" +
-			"unless the receipt shows one remote job, no duplicate, 17.84 USD, complete and ready, and the\n" +
-			"providers' own records show one job behind taskgate and two, 35.68 USD, without it.",
+			"receipt, and the same calls sent straight to the provider for comparison; it ends by writing the\n" +
+			"run's review packet with signed receipts (DIR/review with --keep) and verifying the operation's\n" +
+			"receipt offline from the packet's files. It exits non-zero unless the receipt shows one remote\n" +
+			"job, no duplicate, 17.84 USD, complete and ready, the providers' own records show one job behind\n" +
+			"taskgate and two, 35.68 USD, without it, the packet is ready and the receipt verifies.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := noLedger(cmd, "runs on a temporary ledger of its own (see --keep)"); err != nil {

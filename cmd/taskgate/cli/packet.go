@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -57,34 +56,9 @@ func ledgerSigning(ctx context.Context, s ledger.Store, ring *secrets.Ring, at t
 		return receiptSigning{}, nil
 	}
 	return receiptSigning{
-		embedder: &signedJSON{ctx: ctx, signer: signingkeys.NewSigner(s, ring), at: at},
+		embedder: signingkeys.NewSigner(s, ring).Embedder(ctx, at),
 		jwks:     func(context.Context) ([]byte, error) { return signingkeys.JWKS(keys) },
 	}, nil
-}
-
-// signedJSON embeds each receipt as its JSON document signed with the
-// ledger's active key.
-type signedJSON struct {
-	ctx    context.Context
-	signer *signingkeys.Signer
-	at     time.Time
-}
-
-// Form implements packet.Embedder.
-func (*signedJSON) Form() string { return packet.FormSignedJSON }
-
-// Embed implements packet.Embedder. It signs a copy: the packet's own
-// figures come from the receipt as built.
-func (e *signedJSON) Embed(r *receipt.Receipt) (json.RawMessage, error) {
-	c := *r
-	signed, err := e.signer.Sign(e.ctx, &c, e.at)
-	if err != nil {
-		return nil, err
-	}
-	if !signed {
-		return nil, errors.New("the ledger's signing key was retired while the packet was written; write it again")
-	}
-	return c.JSON()
 }
 
 // packetRequest is what one packet command asks for.

@@ -36,6 +36,7 @@ import (
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/mcpserver"
 	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/taskwire"
 )
@@ -63,7 +64,7 @@ const (
 	resultLimit    = 30 * time.Second
 	reconcileLimit = 20 * time.Second
 	dotEvery       = 500 * time.Millisecond
-	steps          = 7
+	steps          = 8
 )
 
 // suiteArguments are the paid tool's arguments, the same in every call.
@@ -101,6 +102,8 @@ type Outcome struct {
 	Behind providersim.Record
 	// Control is the record of the provider the control called directly.
 	Control providersim.Record
+	// Review is what the review packet step showed; nil when it did not run.
+	Review *Review
 	// Problems lists every way the run departed from the story; the demo
 	// passed when it is empty.
 	Problems []string
@@ -159,7 +162,7 @@ func Run(ctx context.Context, w io.Writer, opts *Options) (*Outcome, error) {
 			cs.Close()
 		}
 	}()
-	for _, stage := range []func(context.Context) error{r.firstCall, r.retrySame, r.retryNew, r.awaitResult, r.control} {
+	for _, stage := range []func(context.Context) error{r.firstCall, r.retrySame, r.retryNew, r.awaitResult, r.control, r.review} {
 		if err := stage(ctx); err != nil {
 			r.p.endLine()
 			if ctx.Err() != nil {
@@ -169,6 +172,7 @@ func Run(ctx context.Context, w io.Writer, opts *Options) (*Outcome, error) {
 		}
 	}
 	r.out.Problems = append(r.out.Problems, judge(r.out)...)
+	r.out.Problems = append(r.out.Problems, reviewProblems(r.out.Review)...)
 	r.summary()
 	return r.out, nil
 }
@@ -201,9 +205,12 @@ func (r *run) problem(format string, args ...any) {
 	r.p.detail("!! %s", msg)
 }
 
-// callParams is a run_suite call for operation ID opID.
+// callParams is a run_suite call for operation ID opID, as part of the
+// demo's run.
 func callParams(opID string) *mcp.CallToolParams {
-	return fixtures.RunSuiteCall(opID, suiteArguments())
+	p := fixtures.RunSuiteCall(opID, suiteArguments())
+	p.Meta = mcp.Meta{mcpserver.MetaRunID: RunID}
+	return p
 }
 
 // setup starts the provider and the gateway, and creates the tenant's key
@@ -602,7 +609,7 @@ func awaitJobsEnded(ctx context.Context, sim *providersim.Sim) (providersim.Reco
 // summary compares the two runs and prints the verdict.
 func (r *run) summary() {
 	o := r.out
-	r.p.step(7, "Summary")
+	r.p.step(8, "Summary")
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\tremote jobs\tcharged")

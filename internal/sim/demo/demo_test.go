@@ -9,6 +9,7 @@ import (
 
 	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/money"
+	"github.com/taskgate/taskgate/packet"
 	"github.com/taskgate/taskgate/receipt"
 )
 
@@ -82,7 +83,7 @@ func TestQuietPrintsOnlyWhatIsAlwaysShown(t *testing.T) {
 		p.always("paid_tool_retry_receipt:")
 		p.block("a\nb")
 		p.always("PASS")
-		want := "[1/7] Setup\n      ledger sqlite:x\n      .\npaid_tool_retry_receipt:\n      a\n      b\nPASS\n"
+		want := "[1/8] Setup\n      ledger sqlite:x\n      .\npaid_tool_retry_receipt:\n      a\n      b\nPASS\n"
 		if quiet {
 			want = "paid_tool_retry_receipt:\nPASS\n"
 		}
@@ -120,7 +121,7 @@ func TestSummaryGivesTheVerdict(t *testing.T) {
 		want  []string
 	}{
 		{"pass", passing(), false, []string{
-			"[7/7] Summary",
+			"[8/8] Summary",
 			"without taskgate (the provider's record)  2            35.68 USD",
 			"with taskgate (the receipt)               1            17.84 USD",
 			"\nPASS: one remote job and 17.84 USD with taskgate",
@@ -147,5 +148,31 @@ func TestSummaryGivesTheVerdict(t *testing.T) {
 				t.Errorf("quiet summary printed the step:\n%s", got)
 			}
 		})
+	}
+}
+
+// The review step passes only with a ready packet of the run's one
+// operation whose receipt verified offline.
+func TestReviewProblems(t *testing.T) {
+	ok := func() *Review { return &Review{Verdict: packet.VerdictReady, Operations: 1, Verified: true} }
+	tests := []struct {
+		name string
+		rv   *Review
+		want string // a part of the one problem; "" means none
+	}{
+		{"ready and verified", ok(), ""},
+		{"no packet", nil, "no review packet was written"},
+		{"not ready", func() *Review { r := ok(); r.Verdict = packet.VerdictNotReady; return r }(), "verdict not_ready, want 1, ready"},
+		{"two operations", func() *Review { r := ok(); r.Operations = 2; return r }(), "holds 2 operation(s)"},
+		{"not verified", func() *Review { r := ok(); r.Verified = false; return r }(), "did not verify offline"},
+	}
+	for _, tt := range tests {
+		got := reviewProblems(tt.rv)
+		switch {
+		case tt.want == "" && len(got) != 0:
+			t.Errorf("%s: problems %q, want none", tt.name, got)
+		case tt.want != "" && (len(got) != 1 || !strings.Contains(got[0], tt.want)):
+			t.Errorf("%s: problems %q, want one saying %q", tt.name, got, tt.want)
+		}
 	}
 }
