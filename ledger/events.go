@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -237,8 +238,27 @@ type ProviderRecord struct {
 	RemoteJobID string             `json:"remote_job_id"`
 	Kind        ProviderRecordKind `json:"kind"`
 	// Tool is the contract tool (or MCP method) that answered.
-	Tool   string          `json:"tool"`
-	Answer json.RawMessage `json:"answer"`
+	Tool string `json:"tool"`
+	// Answer is the answer's JSON text, kept as text: the provider's
+	// numbers stay exactly as written, and no value of the provider's can
+	// stop an event or a receipt from being canonicalised (RFC 8785 allows
+	// no integer beyond 2^53). One longer than MaxRecordBytes is replaced
+	// by its digest ([ProviderAnswer]).
+	Answer string `json:"answer"`
+}
+
+// MaxRecordBytes bounds a provider record's answer kept in the ledger.
+const MaxRecordBytes = 16 << 10
+
+// ProviderAnswer is how a provider record keeps raw: as it is, or, beyond
+// MaxRecordBytes, as its SHA-256 and length, which still identify the
+// provider's answer without keeping its bulk.
+func ProviderAnswer(raw []byte) string {
+	if len(raw) <= MaxRecordBytes {
+		return string(raw)
+	}
+	sum := sha256.Sum256(raw)
+	return fmt.Sprintf("sha256:%x (%d bytes, too long to keep)", sum, len(raw))
 }
 
 // RecoveredData is the data of a recovered event: the operation was taken

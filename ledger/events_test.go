@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -112,5 +114,26 @@ func TestDecodeEventData(t *testing.T) {
 		if got != tt.want || (err != nil) != tt.wantErr {
 			t.Errorf("%s: DecodeEventData(%s) = %+v, %v; want %+v, error %v", tt.name, tt.data, got, err, tt.want, tt.wantErr)
 		}
+	}
+}
+
+// A provider's answer is kept as it is up to MaxRecordBytes, and beyond it
+// by its digest and length.
+func TestProviderAnswer(t *testing.T) {
+	small := `{"status":"succeeded","finished_ns":1714800000000000000}`
+	if got := ProviderAnswer([]byte(small)); got != small {
+		t.Errorf("ProviderAnswer(small) = %q, want it as it is", got)
+	}
+	exact := strings.Repeat("x", MaxRecordBytes)
+	if got := ProviderAnswer([]byte(exact)); got != exact {
+		t.Errorf("an answer of exactly MaxRecordBytes was not kept as it is")
+	}
+	big := []byte(strings.Repeat("y", MaxRecordBytes+1))
+	got := ProviderAnswer(big)
+	if !strings.HasPrefix(got, "sha256:") || !strings.HasSuffix(got, fmt.Sprintf(" (%d bytes, too long to keep)", len(big))) || len(got) > 200 {
+		t.Errorf("ProviderAnswer(big) = %q, want its digest and length", got)
+	}
+	if ProviderAnswer(append(big[:len(big):len(big)], 'z')) == got {
+		t.Error("two different long answers have the same record")
 	}
 }

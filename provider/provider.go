@@ -181,6 +181,19 @@ type LookupResult struct {
 	Record json.RawMessage
 }
 
+// answerFor is what the lookup says of job jobID: its own entry when the
+// lookup lists it (the first job's answer is not another job's);
+// otherwise the answer, which is the first job's, as for a job the
+// provider knows by another name (an upstream task's ID).
+func (l *LookupResult) answerFor(jobID string) Answer {
+	for _, j := range l.Jobs {
+		if j.ID == jobID {
+			return j.Answer
+		}
+	}
+	return l.Answer
+}
+
 // JobRef is one job in a lookup's list.
 type JobRef struct {
 	ID     string
@@ -242,7 +255,8 @@ type FetchResult struct {
 func (c *Contract) CanFetch() bool { return c.spec().Fetch != nil }
 
 // Fetch reads job jobID. Without a fetch tool it falls back to a lookup by
-// operation ID, which gives the status but no result.
+// operation ID, which gives the job's status (its own entry when the lookup
+// lists the jobs) but no result.
 func (c *Contract) Fetch(ctx context.Context, caller Caller, jobID, operationID string, arguments json.RawMessage) (*FetchResult, error) {
 	f := c.spec().Fetch
 	if f == nil {
@@ -250,7 +264,7 @@ func (c *Contract) Fetch(ctx context.Context, caller Caller, jobID, operationID 
 		if l.Answer == Indeterminate {
 			return nil, errors.New(l.Detail)
 		}
-		return &FetchResult{Answer: l.Answer, Record: l.Record, Tool: c.spec().Lookup.Tool}, nil
+		return &FetchResult{Answer: l.answerFor(jobID), Record: l.Record, Tool: c.spec().Lookup.Tool}, nil
 	}
 	res, err := c.call(ctx, caller, f.Call, vars{operationID: operationID, jobID: jobID, arguments: arguments})
 	if err != nil {

@@ -60,3 +60,24 @@ func TestRoute(t *testing.T) {
 		}
 	}
 }
+
+// Without a fetch tool a job's status comes from the lookup: its own entry
+// when the lookup lists it, never the first job's answer for another.
+func TestLookupAnswerFor(t *testing.T) {
+	listed := &LookupResult{Answer: Completed, RemoteJobID: "a", Jobs: []JobRef{{ID: "a", Answer: Completed}, {ID: "b", Answer: Failed}}}
+	tests := []struct {
+		l    *LookupResult
+		job  string
+		want Answer
+	}{
+		{listed, "a", Completed},
+		{listed, "b", Failed},
+		{listed, "task-7", Completed}, // known to the provider by another name
+		{&LookupResult{Answer: Running, RemoteJobID: "a"}, "a", Running},
+	}
+	for _, tt := range tests {
+		if got := tt.l.answerFor(tt.job); got != tt.want {
+			t.Errorf("answerFor(%q) over %+v = %q, want %q", tt.job, tt.l.Jobs, got, tt.want)
+		}
+	}
+}

@@ -1,9 +1,7 @@
 package receipt
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -100,13 +98,7 @@ func latestEvidence(events []*ledger.Event) map[string][]Evidence {
 			continue
 		}
 		for _, rec := range d.Evidence {
-			dec := json.NewDecoder(bytes.NewReader(rec.Answer))
-			dec.UseNumber()
-			var answer any
-			if dec.Decode(&answer) != nil {
-				continue
-			}
-			latest[key{rec.RemoteJobID, string(rec.Kind)}] = Evidence{Record: string(rec.Kind), Tool: rec.Tool, Answer: answer, SeenAt: utc(e.CreatedAt)}
+			latest[key{rec.RemoteJobID, string(rec.Kind)}] = Evidence{Record: string(rec.Kind), Tool: rec.Tool, Answer: rec.Answer, SeenAt: utc(e.CreatedAt)}
 		}
 	}
 	out := map[string][]Evidence{}

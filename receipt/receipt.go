@@ -182,8 +182,9 @@ type Evidence struct {
 	Record string `json:"record" yaml:"record"`
 	// Tool is the contract tool (or MCP method) that answered.
 	Tool string `json:"tool" yaml:"tool"`
-	// Answer is the provider's answer, numbers exactly as it wrote them.
-	Answer any       `json:"answer" yaml:"answer"`
+	// Answer is the provider's answer as JSON text, numbers exactly as it
+	// wrote them; a very long one is named by its digest.
+	Answer string    `json:"answer" yaml:"answer"`
 	SeenAt time.Time `json:"seen_at" yaml:"seen_at"`
 }
 

@@ -150,11 +150,7 @@ func (r *Receipt) Markdown() []byte {
 		b.WriteString("\n### Provider evidence\n\n| remote job | record | tool | seen | answer |\n|---|---|---|---|---|\n")
 		for _, j := range r.RemoteJobs {
 			for _, ev := range j.Evidence {
-				answer, err := json.Marshal(ev.Answer)
-				if err != nil {
-					answer = []byte("(unreadable)")
-				}
-				tableRow(&b, j.RemoteJobID, ev.Record, ev.Tool, stamp(ev.SeenAt), string(answer))
+				tableRow(&b, j.RemoteJobID, ev.Record, ev.Tool, stamp(ev.SeenAt), ev.Answer)
 			}
 		}
 	}

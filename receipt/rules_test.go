@@ -1,6 +1,7 @@
 package receipt_test
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -622,11 +623,11 @@ func TestEvidence(t *testing.T) {
 	in := base()
 	in.Events = []*ledger.Event{
 		reconciled(1, time.Minute, `{"lookup":"answered","evidence":[
-			{"remote_job_id":"job-a","kind":"status","tool":"get_job","answer":{"job_id":"job-a","status":"running"}},
-			{"remote_job_id":"job-a","kind":"charges","tool":"list_charges","answer":{"charges":[{"charge_id":"ch-1","amount_usd":"18.00","status":"pending"}]}}]}`),
+			{"remote_job_id":"job-a","kind":"status","tool":"get_job","answer":"{\"job_id\":\"job-a\",\"status\":\"running\"}"},
+			{"remote_job_id":"job-a","kind":"charges","tool":"list_charges","answer":"{\"charges\":[]}"}]}`),
 		reconciled(2, 2*time.Minute, `{"lookup":"answered","evidence":[
-			{"remote_job_id":"job-a","kind":"status","tool":"get_job","answer":{"job_id":"job-a","status":"succeeded","passed":412}},
-			{"remote_job_id":"job-other","kind":"status","tool":"get_job","answer":{}}]}`),
+			{"remote_job_id":"job-a","kind":"status","tool":"get_job","answer":"{\"job_id\":\"job-a\",\"status\":\"succeeded\",\"finished_ns\":1714800000000000000}"},
+			{"remote_job_id":"job-other","kind":"status","tool":"get_job","answer":"{}"}]}`),
 		reconciled(3, 3*time.Minute, `{"lookup":"answered","evidence":"unreadable"}`),
 	}
 	r := receipt.Build(in)
@@ -638,14 +639,23 @@ func TestEvidence(t *testing.T) {
 	if status.Record != "status" || status.Tool != "get_job" || !status.SeenAt.Equal(at(2*time.Minute)) {
 		t.Errorf("status evidence = %+v, want get_job's answer seen at the second pass", status)
 	}
-	if b, _ := json.Marshal(status.Answer); string(b) != `{"job_id":"job-a","passed":412,"status":"succeeded"}` {
-		t.Errorf("status answer = %s, want the provider's latest, numbers as written", b)
+	if status.Answer != `{"job_id":"job-a","status":"succeeded","finished_ns":1714800000000000000}` {
+		t.Errorf("status answer = %s, want the provider's latest, as written", status.Answer)
 	}
 	if charges.Record != "charges" || !charges.SeenAt.Equal(at(time.Minute)) {
 		t.Errorf("charges evidence = %+v, want list_charges's answer seen at the first pass", charges)
 	}
 	if md := string(r.Markdown()); !strings.Contains(md, "### Provider evidence") || !strings.Contains(md, `| job-a | status | get_job |`) {
 		t.Errorf("Markdown has no provider evidence:\n%s", md)
+	}
+	// The provider's numbers, however large, never stop a receipt from
+	// being signed.
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := receipt.Sign(r, key, at(time.Hour)); err != nil {
+		t.Errorf("signing a receipt whose evidence holds a large integer: %v", err)
 	}
 	if plain := receipt.Build(base()); plain.RemoteJobs[0].Evidence != nil || strings.Contains(string(plain.Markdown()), "Provider evidence") {
 		t.Error("a receipt without recorded evidence shows some")

@@ -249,17 +249,22 @@ func Assess(f *Facts) Outcome {
 }
 
 // MatchRoute matches an operation's remote jobs, in order, to the
-// intended number of its route: jobs already intended stay intended, the
-// earliest others that are not duplicates become intended while fewer are,
-// and once the intended number is reached every other job becomes a
-// duplicate (NewDuplicate). It returns how many intended jobs are missing.
-// An intended number below one counts as one.
+// intended number of its route: the earliest jobs already intended stay
+// intended, up to that number; the earliest others that are not duplicates
+// become intended while fewer are; and once the intended number is reached
+// every other job becomes a duplicate (NewDuplicate), an intended one
+// beyond the number too. It returns how many intended jobs are missing. An
+// intended number below one counts as one.
 func MatchRoute(jobs []JobOutcome, intendedJobs int) (missing int) {
 	intendedJobs = max(intendedJobs, 1)
 	n := 0
-	for _, j := range jobs {
-		if j.Intended {
-			n++
+	for i := range jobs {
+		if jobs[i].Intended {
+			if n < intendedJobs {
+				n++
+			} else {
+				jobs[i].Intended = false
+			}
 		}
 	}
 	for i := range jobs {

@@ -322,6 +322,8 @@ func TestMatchRoute(t *testing.T) {
 		{"four intended, none found: all missing", "", 4, "", 4},
 		{"a duplicate already marked stays one and fills no place", "iid", 4, "iid", 2},
 		{"six found of four, two bound late", "--ii--", 4, "iiiiDD", 0},
+		{"two bound of one intended: the later is a duplicate", "ii", 1, "iD", 0},
+		{"five bound of four intended: the fifth is a duplicate", "iiiii", 4, "iiiiD", 0},
 	}
 	for _, tt := range tests {
 		jobs := make([]reconcile.JobOutcome, len(tt.jobs))

@@ -29,12 +29,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 
+	"github.com/taskgate/taskgate/internal/loopback"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/packet"
 	"github.com/taskgate/taskgate/receipt"
@@ -310,11 +312,20 @@ func LoadJWKS(ctx context.Context, source string, client *http.Client) (receipt.
 	return ParseJWKS(b, source)
 }
 
-func fetch(ctx context.Context, url string, client *http.Client) ([]byte, error) {
+func fetch(ctx context.Context, raw string, client *http.Client) ([]byte, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("the JWK Set URL %q is not an absolute URL with a host", raw)
+	}
+	if u.Scheme == "http" && !loopback.Host(u.Hostname()) {
+		// Keys fetched in the clear could be anyone's: a receipt signed with
+		// a substituted key would verify.
+		return nil, fmt.Errorf("the JWK Set URL %q uses http, which anyone on the way could answer with their own keys; use https (http is allowed only on a loopback host), or a file", raw)
+	}
 	if client == nil {
 		client = &http.Client{Timeout: 10 * time.Second}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
 	if err != nil {
 		return nil, fmt.Errorf("fetch the JWK Set: %w", err)
 	}
@@ -325,9 +336,9 @@ func fetch(ctx context.Context, url string, client *http.Client) ([]byte, error)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("fetch the JWK Set from %s: the server answered %s", url, res.Status)
+		return nil, fmt.Errorf("fetch the JWK Set from %s: the server answered %s", raw, res.Status)
 	}
-	return readLimited(res.Body, url)
+	return readLimited(res.Body, raw)
 }
 
 func readFile(path string) ([]byte, error) {

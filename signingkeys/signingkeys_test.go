@@ -347,6 +347,8 @@ func TestHandlerAndLoad(t *testing.T) {
 		srv.URL + "/broken":              "503 Service Unavailable",
 		srv.URL + "/huge":                "exceeds 1048576 bytes",
 		filepath.Join(t.TempDir(), "no"): "no such file",
+		// Keys over plain http could be anyone's, except on loopback.
+		"http://keys.example.com" + JWKSPath: "uses http, which anyone on the way could answer with their own keys",
 	} {
 		if _, err := LoadJWKS(ctx, source, nil); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("LoadJWKS(%s) = %v, want an error saying %q", source, err, want)

@@ -76,7 +76,7 @@ func (w *Worker) pollOnce(ctx context.Context, l *lease) error {
 		return w.review(ctx, l, ledger.ReasonUpstreamOutcomeUnknown, "the operation is running but no remote job is bound")
 	case bound.Kind == ledger.JobKindUpstreamTask && bound.UpstreamTaskID != "":
 		return w.pollTask(ctx, l, t, bound)
-	case len(intended) > 1:
+	case l.op.IntendedRemoteJobs > 1 && len(intended) > 1:
 		return w.pollRoute(ctx, l, t, intended)
 	}
 	return w.pollJob(ctx, l, t, bound)

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -120,8 +119,8 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 			}
 			// The ledger knows how it ended; the provider's own word on
 			// it is evidence only, and an error reading it changes nothing.
-			if _, rec, err := w.jobStatus(ctx, c, up, op, j); err == nil {
-				r.record(op, rec)
+			if _, rec, err := w.jobStatus(ctx, c, up, op, j); err == nil && rec != nil {
+				r.record(op, j.id, ledger.RecordStatus, rec.tool, rec.answer)
 			}
 			continue
 		}
@@ -130,7 +129,9 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 			r.indeterminate(fmt.Sprintf("job %s: %v", j.id, err))
 			continue
 		}
-		r.record(op, rec)
+		if rec != nil {
+			r.record(op, j.id, ledger.RecordStatus, rec.tool, rec.answer)
+		}
 		if st != j.status {
 			j.status, j.changed = st, true
 		}
@@ -145,7 +146,7 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 				r.indeterminate(fmt.Sprintf("charges of job %s: %v", j.id, err))
 				continue
 			}
-			r.record(op, &ledger.ProviderRecord{RemoteJobID: j.id, Kind: ledger.RecordCharges, Tool: list.Tool, Answer: list.Record})
+			r.record(op, j.id, ledger.RecordCharges, list.Tool, list.Record)
 			charges = append(charges, list.Charges...)
 		}
 	}
@@ -178,12 +179,12 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 // jobStatus asks the provider (or the upstream's task) where a job is, and
 // returns its answer as the evidence of that status (nil when none was
 // asked).
-func (w *Worker) jobStatus(ctx context.Context, c *provider.Contract, up Upstream, op *ledger.Operation, j *jobView) (ledger.JobStatus, *ledger.ProviderRecord, error) {
+func (w *Worker) jobStatus(ctx context.Context, c *provider.Contract, up Upstream, op *ledger.Operation, j *jobView) (ledger.JobStatus, *statusRecord, error) {
 	if j.taskID != "" && up.OffersTasks() != taskwire.EraNone {
 		t, err := up.GetTask(ctx, j.taskID)
 		if err == nil {
-			rec := &ledger.ProviderRecord{RemoteJobID: j.id, Kind: ledger.RecordStatus, Tool: "tasks/get"}
-			rec.Answer, _ = json.Marshal(t)
+			answer, _ := json.Marshal(t)
+			rec := &statusRecord{tool: "tasks/get", answer: answer}
 			switch t.Status {
 			case taskwire.StatusCompleted:
 				return ledger.JobCompleted, rec, nil
@@ -206,7 +207,13 @@ func (w *Worker) jobStatus(ctx context.Context, c *provider.Contract, up Upstrea
 	if err != nil {
 		return "", nil, err
 	}
-	return f.Answer.JobStatus(), &ledger.ProviderRecord{RemoteJobID: j.id, Kind: ledger.RecordStatus, Tool: f.Tool, Answer: f.Record}, nil
+	return f.Answer.JobStatus(), &statusRecord{tool: f.Tool, answer: f.Record}, nil
+}
+
+// statusRecord is the answer that gave a job's status, and its tool.
+type statusRecord struct {
+	tool   string
+	answer json.RawMessage
 }
 
 // recordKey names one kind of provider record of one job.
@@ -217,8 +224,8 @@ type recordKey struct {
 
 // seenRecords is the latest provider record of each job and kind that the
 // operation's reconciliations recorded.
-func seenRecords(events []*ledger.Event) map[recordKey]json.RawMessage {
-	out := map[recordKey]json.RawMessage{}
+func seenRecords(events []*ledger.Event) map[recordKey]string {
+	out := map[recordKey]string{}
 	for _, e := range events {
 		if e.Kind != ledger.EventReconciled {
 			continue
@@ -252,23 +259,25 @@ type reconciliation struct {
 	details []string
 	// seen is the provider records recorded before; evidence the ones
 	// this pass read that differ from them.
-	seen     map[recordKey]json.RawMessage
+	seen     map[recordKey]string
 	evidence []ledger.ProviderRecord
 }
 
-// record keeps rec as evidence unless it says what the ledger already has;
-// secret argument values it may echo are redacted first.
-func (r *reconciliation) record(op *ledger.Operation, rec *ledger.ProviderRecord) {
-	if rec == nil || len(rec.Answer) == 0 {
+// record keeps the provider's answer about a job as evidence unless it
+// says what the ledger already has. Secret argument values it may echo are
+// redacted first; once they are erased they are no longer known, and an
+// answer is not kept at all.
+func (r *reconciliation) record(op *ledger.Operation, job string, kind ledger.ProviderRecordKind, tool string, answer json.RawMessage) {
+	if len(answer) == 0 || op.SecretsAtRest == ledger.SecretsErased && len(op.SecretArguments) > 0 {
 		return
 	}
-	rec.Answer = ledger.RedactSecrets(rec.Answer, op.Arguments, op.SecretArguments)
-	k := recordKey{rec.RemoteJobID, rec.Kind}
-	if prev, ok := r.seen[k]; ok && bytes.Equal(prev, rec.Answer) {
+	text := ledger.ProviderAnswer(ledger.RedactSecrets(answer, op.Arguments, op.SecretArguments))
+	k := recordKey{job, kind}
+	if prev, ok := r.seen[k]; ok && prev == text {
 		return
 	}
-	r.seen[k] = rec.Answer
-	r.evidence = append(r.evidence, *rec)
+	r.seen[k] = text
+	r.evidence = append(r.evidence, ledger.ProviderRecord{RemoteJobID: job, Kind: kind, Tool: tool, Answer: text})
 }
 
 func (r *reconciliation) indeterminate(detail string) {

@@ -57,7 +57,13 @@ func ledgerSigning(ctx context.Context, s ledger.Store, ring *secrets.Ring, at t
 	}
 	return receiptSigning{
 		embedder: signingkeys.NewSigner(s, ring).Embedder(ctx, at),
-		jwks:     func(context.Context) ([]byte, error) { return signingkeys.JWKS(keys) },
+		jwks: func(ctx context.Context) ([]byte, error) {
+			keys, err := s.SigningKeyList(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return signingkeys.JWKS(keys)
+		},
 	}, nil
 }
 
@@ -224,16 +230,20 @@ func (e *env) writePacket(ctx context.Context, s ledger.Store, r *packetRequest)
 		return p, err
 	}
 
-	var jwks []byte
 	if r.signing.jwks != nil {
-		if jwks, err = r.signing.jwks(ctx); err != nil {
-			return nil, fmt.Errorf("get the keys that verify the receipts: %w", err)
-		}
 		in.JWKS = packetJWKSFile
 	}
 	p, err := packet.Build(in)
 	if err != nil {
 		return nil, err
+	}
+	// The keys are read after the receipts are signed, so that a key
+	// created meanwhile, which may have signed some, is among them.
+	var jwks []byte
+	if r.signing.jwks != nil {
+		if jwks, err = r.signing.jwks(ctx); err != nil {
+			return nil, fmt.Errorf("get the keys that verify the receipts: %w", err)
+		}
 	}
 	js, err := p.JSON()
 	if err != nil {
