@@ -269,10 +269,10 @@ func exec(t *testing.T, l Ledger, q string, args ...any) {
 }
 
 // testChainConcurrentAppends appends to one operation's chain from many
-// transactions at once, spread over stores: workers' transitions, and the
-// client results of attempts that attached to it, which acceptance commits
-// in groups. Every append must follow the one before: the chain holds and
-// counts them all.
+// transactions at once, spread over stores: workers' transitions, the
+// client results of attempts that attached to it and retries with other
+// arguments (conflicts), both of which acceptance commits in groups. Every
+// append must follow the one before: the chain holds and counts them all.
 func testChainConcurrentAppends(t *testing.T, stores []ledger.Store) {
 	const (
 		writers = 8
@@ -313,6 +313,17 @@ func testChainConcurrentAppends(t *testing.T, stores []ledger.Store) {
 				fail(fmt.Errorf("client result %d: %w", w, err))
 			}
 		})
+		wg.Go(func() {
+			for i := range each {
+				res, err := s.Accept(ctx, params(t, call{"acme", "op-1", fmt.Sprintf(`{"suite":"x","retry":%d}`, w*each+i)}))
+				switch {
+				case err != nil:
+					fail(fmt.Errorf("conflicting retry %d/%d: %w", w, i, err))
+				case res.Decision != ledger.DecisionConflict:
+					fail(fmt.Errorf("conflicting retry %d/%d: %s, want conflict", w, i, res.Decision))
+				}
+			}
+		})
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -326,7 +337,7 @@ func testChainConcurrentAppends(t *testing.T, stores []ledger.Store) {
 	if check.Break != nil {
 		t.Fatalf("the chain appended to at once: %s at %+v: %s", check.Break.Problem, check.Break.Event, check.Break.Detail)
 	}
-	if want := writers*each + writers; check.Chained != want {
+	if want := 2*writers*each + writers; check.Chained != want {
 		t.Errorf("the chain links %d events, want %d", check.Chained, want)
 	}
 }

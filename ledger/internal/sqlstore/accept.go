@@ -247,7 +247,7 @@ func (s *Store) setClientResult(ctx context.Context, tx Tx, requestID string, r 
 	// The same statement reads the operation's chain head and locks its
 	// row: recording a client result costs no round trip for the chain.
 	err := tx.QueryRow(ctx, `UPDATE attempts SET client_result = $1, updated_at = $2 WHERE request_id = $3
-		RETURNING id, operation_ref, (SELECT chain_head FROM operations WHERE id = attempts.operation_ref`+s.drv.ForUpdate()+`)`,
+		RETURNING id, operation_ref, (SELECT chain_head FROM operations WHERE id = attempts.operation_ref`+s.drv.ForNoKeyUpdate()+`)`,
 		r, now, requestID).Scan(&id, nullInt{&opRef}, &head)
 	if err != nil {
 		return s.notFound(err, fmt.Sprintf("attempt %q", requestID))

@@ -193,7 +193,7 @@ func (s *Store) event(ctx context.Context, tx Querier, opRef int64, head string,
 // follow it.
 func (s *Store) chainHead(ctx context.Context, tx Querier, opRef int64) (string, error) {
 	var head string
-	if err := tx.QueryRow(ctx, `SELECT chain_head FROM operations WHERE id = $1`+s.drv.ForUpdate(), opRef).Scan(&head); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT chain_head FROM operations WHERE id = $1`+s.drv.ForNoKeyUpdate(), opRef).Scan(&head); err != nil {
 		return "", s.notFound(err, fmt.Sprintf("operation %d", opRef))
 	}
 	return head, nil
