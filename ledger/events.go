@@ -7,14 +7,23 @@ import (
 	"time"
 )
 
-// Event is one append-only line in an operation's history.
+// Event is one append-only line in an operation's history, and a link of
+// its operation's hash chain (see [EventHash]).
 type Event struct {
 	ID           int64
 	OperationRef int64
 	AttemptRef   int64
 	Kind         EventKind
-	Data         json.RawMessage
-	CreatedAt    time.Time
+	// Data is the event's payload as the ledger stores it, byte for byte.
+	Data      json.RawMessage
+	CreatedAt time.Time
+	// Hash is the event's link in its operation's chain, [EventHash] of
+	// the event; PrevHash is the link it follows: the hash of the
+	// operation's event before it, "" for its operation's first event, or
+	// [ChainStartMigration]. Both are empty for an event recorded before
+	// the ledger kept chains, and for one that belongs to no operation.
+	Hash     string
+	PrevHash string
 }
 
 // EventKind names what an event records. Its values are stable strings,

@@ -91,6 +91,12 @@ type Store interface {
 
 	// EventList lists an operation's events, oldest first.
 	EventList(ctx context.Context, operationRef int64) ([]*Event, error)
+	// ChainList reads the hash chains of the operations p selects, oldest
+	// operation first, for [Chain.Check]: each operation's head and its
+	// events, with their stored hashes, in one read, so that a chain
+	// appended to meanwhile is seen before or after the append, never
+	// half of it.
+	ChainList(ctx context.Context, p *ChainListParams) ([]*Chain, error)
 
 	// Approvals.
 	ApprovalCreate(ctx context.Context, a *Approval) (*Approval, error)
@@ -290,6 +296,17 @@ type OperationListParams struct {
 	Limit         int // zero: 100
 	// BeforeID pages backwards: only operations with a smaller row ID.
 	BeforeID int64
+}
+
+// ChainListParams select the chains ChainList reads.
+type ChainListParams struct {
+	Tenant string // empty: every tenant
+	// OperationIDs, when set, select the operations that use these
+	// operation IDs: every one, an ID used again after its retention too.
+	OperationIDs []string
+	// AfterRef pages forwards: only operations with a larger row ID.
+	AfterRef int64
+	Limit    int // zero: 100
 }
 
 // ApprovalListParams filter ApprovalList.

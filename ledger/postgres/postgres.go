@@ -160,10 +160,11 @@ type driver struct {
 	where      string // the database, for messages
 }
 
-func (d *driver) Name() string         { return "postgres" }
-func (d *driver) SchemaVersion() int64 { return d.version }
-func (d *driver) ForUpdate() string    { return " FOR UPDATE" }
-func (d *driver) AcceptWorkers() int   { return 4 }
+func (d *driver) Name() string           { return "postgres" }
+func (d *driver) SchemaVersion() int64   { return d.version }
+func (d *driver) ForUpdate() string      { return " FOR UPDATE" }
+func (d *driver) ForNoKeyUpdate() string { return " FOR NO KEY UPDATE" }
+func (d *driver) AcceptWorkers() int     { return 4 }
 
 func (d *driver) Begin(ctx context.Context) (sqlstore.Tx, error) {
 	bctx, cancel := boundContext(ctx, d.timeout)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/taskgate/taskgate/internal/pgtest"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/postgres"
@@ -32,6 +34,17 @@ func open(t *testing.T, url string, migrate bool) *postgres.Store {
 
 func TestStore(t *testing.T) {
 	storetest.Exercise(t, newStore)
+}
+
+// TestChain runs the hash chain contract; its tests change rows directly
+// through a database/sql handle on the store's pool.
+func TestChain(t *testing.T) {
+	storetest.ExerciseChain(t, func(t *testing.T) storetest.Ledger {
+		s := open(t, pgtest.Schema(t), true)
+		db := stdlib.OpenDBFromPool(s.Pool())
+		t.Cleanup(func() { db.Close() })
+		return storetest.Ledger{Store: s, DB: db}
+	})
 }
 
 // TestReplicas runs the contract's replica part: each store has a pool of

@@ -166,10 +166,11 @@ type driver struct {
 	version     int64
 }
 
-func (d *driver) Name() string         { return "sqlite" }
-func (d *driver) SchemaVersion() int64 { return d.version }
-func (d *driver) ForUpdate() string    { return "" }
-func (d *driver) AcceptWorkers() int   { return 1 }
+func (d *driver) Name() string           { return "sqlite" }
+func (d *driver) SchemaVersion() int64   { return d.version }
+func (d *driver) ForUpdate() string      { return "" }
+func (d *driver) ForNoKeyUpdate() string { return "" }
+func (d *driver) AcceptWorkers() int     { return 1 }
 
 func (d *driver) Begin(ctx context.Context) (sqlstore.Tx, error) {
 	tx, err := d.write.BeginTx(ctx, nil)

@@ -75,6 +75,15 @@ func TestStore(t *testing.T) {
 	storetest.Exercise(t, newStore)
 }
 
+// TestChain runs the hash chain contract; its tests change rows directly
+// through the write connection.
+func TestChain(t *testing.T) {
+	storetest.ExerciseChain(t, func(t *testing.T) storetest.Ledger {
+		s := newStore(t).(*sqlite.Store)
+		return storetest.Ledger{Store: s, DB: s.DB()}
+	})
+}
+
 // TestReplicas runs the contract's replica part on one file that two
 // processes' worth of stores open.
 func TestReplicas(t *testing.T) {

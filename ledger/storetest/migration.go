@@ -36,6 +36,86 @@ func ExerciseMigrations(t *testing.T, newLedger func(t *testing.T) Ledger) {
 	t.Run("RefusesNewerSchema", func(t *testing.T) { t.Parallel(); migrateRefusesNewerSchema(t, newLedger(t)) })
 	t.Run("MarksPlaintextSecrets", func(t *testing.T) { t.Parallel(); migrationMarksPlaintextSecrets(t, newLedger(t)) })
 	t.Run("RecordsRuns", func(t *testing.T) { t.Parallel(); migrationRecordsRuns(t, newLedger(t)) })
+	t.Run("StartsChains", func(t *testing.T) { t.Parallel(); migrationStartsChains(t, newLedger(t)) })
+}
+
+// migrationStartsChains checks migration 00010: the events of operations
+// accepted before it have no hash, so their chains start at the migration
+// and say so; what is recorded after it is chained and verified, an
+// operation accepted after it is chained from its creation, and a binary
+// older than it can neither record an event of an operation nor accept
+// one.
+func migrationStartsChains(t *testing.T, l Ledger) {
+	ctx := context.Background()
+	migrateTo(t, l, 9)
+	for _, q := range []string{
+		`INSERT INTO operations (id, tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
+			state, retry_policy, estimate_micros, currency, ttl_ms, created_at, updated_at, intended_remote_jobs, priced, schema_version)
+		VALUES (1001, 'acme', 'op-running', 'task-1', 'hosted_test', 'run_suite', 'fp', '{}', 'running', 'lookup_then_attach', 0, 'USD', 0, ` + l.Now + `, ` + l.Now + `, 1, false, 9),
+		       (1002, 'acme', 'op-quiet', 'task-2', 'hosted_test', 'run_suite', 'fp', '{}', 'accepted', 'lookup_then_attach', 0, 'USD', 0, ` + l.Now + `, ` + l.Now + `, 1, false, 9)`,
+		`INSERT INTO events (operation_ref, kind, data, created_at) VALUES
+			(1001, 'send_started', '{"send":1,"worker":"w1"}', ` + l.Now + `),
+			(1001, 'remote_job_bound', '{"remote_job_id":"job-1"}', ` + l.Now + `)`,
+	} {
+		if _, err := l.DB.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Store.Transition(ctx, &ledger.TransitionParams{OperationRef: 1001, From: []ledger.State{ledger.StateRunning}, To: ledger.StateCompleted,
+		Events: []ledger.EventParams{{Kind: ledger.EventResultStored, Data: ledger.ResultStoredData{RemoteJobID: "job-1"}}}}); err != nil {
+		t.Fatalf("record an event of an operation accepted before the migration: %v", err)
+	}
+	created := accept(t, l.Store, params(t, call{"acme", "op-new", `{}`})).Operation
+	if _, err := l.Store.Transition(ctx, &ledger.TransitionParams{OperationRef: created.ID,
+		Events: []ledger.EventParams{{Kind: ledger.EventSendStarted, Data: ledger.SendStartedData{Send: 1, Worker: "w1"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := l.Store.ChainList(ctx, &ledger.ChainListParams{})
+	if err != nil || len(cs) != 3 {
+		t.Fatalf("ChainList: %d chains, %v; want 3", len(cs), err)
+	}
+	byID := map[string]*ledger.Chain{}
+	for _, c := range cs {
+		byID[c.OperationID] = c
+	}
+	for id, want := range map[string]ledger.ChainCheck{
+		"op-running": {Chained: 1, Unchained: 2, FromMigration: true},
+		"op-quiet":   {FromMigration: true},
+		"op-new":     {Chained: 1},
+	} {
+		c := byID[id]
+		if c == nil {
+			t.Fatalf("ChainList read no chain of %s", id)
+		}
+		if got := c.Check(); got != want {
+			t.Errorf("%s/%s (head %q): check %+v, want %+v", c.Tenant, c.OperationID, c.Head, got, want)
+		}
+	}
+	if running, quiet, fresh := byID["op-running"], byID["op-quiet"], byID["op-new"]; running.Events[2].PrevHash != ledger.ChainStartMigration ||
+		quiet.Head != ledger.ChainStartMigration || fresh.Events[0].PrevHash != "" {
+		t.Errorf("chains start after %q, with head %q, and after %q; want the migration, the migration and the operation's creation",
+			running.Events[2].PrevHash, quiet.Head, fresh.Events[0].PrevHash)
+	}
+
+	// What a binary of schema 9 writes.
+	for name, q := range map[string]string{
+		"an event": `INSERT INTO events (operation_ref, kind, data, created_at) VALUES (1002, 'send_started', '{}', ` + l.Now + `)`,
+		"an operation": `INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
+			state, retry_policy, estimate_micros, currency, ttl_ms, created_at, updated_at, intended_remote_jobs, priced, schema_version)
+			VALUES ('acme', 'op-old', 'task-old', 'hosted_test', 'run_suite', 'fp', '{}', 'accepted', 'lookup_then_attach', 0, 'USD', 0, ` + l.Now + `, ` + l.Now + `, 1, false, 9)`,
+	} {
+		_, err := l.DB.ExecContext(ctx, q)
+		if err == nil || !strings.Contains(err.Error(), "older than the ledger schema (version 10)") {
+			t.Errorf("a binary of schema 9 writing %s after the migration: %v; want it refused as older than the ledger schema", name, err)
+		}
+	}
+	// An event of no operation stays outside every chain, in any version.
+	if _, err := l.DB.ExecContext(ctx, `INSERT INTO events (kind, data, created_at) VALUES ('denied', '{}', `+l.Now+`)`); err != nil {
+		t.Errorf("an event of no operation without a hash: %v", err)
+	}
 }
 
 // migrationMarksPlaintextSecrets checks migration 00007: operations

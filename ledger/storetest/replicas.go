@@ -18,9 +18,11 @@ type ReplicaFactory func(t *testing.T, n int) []ledger.Store
 // ExerciseReplicas runs the part of the contract that concerns several
 // gateway replicas on one database: every row of the acceptance table
 // holds when the attempts of one operation race each other through
-// different connection pools.
+// different connection pools, and appends to one operation's hash chain
+// from all of them never fork it.
 func ExerciseReplicas(t *testing.T, newReplicas ReplicaFactory) {
 	t.Run("ConcurrentAcceptance", func(t *testing.T) { t.Parallel(); testReplicaAcceptance(t, newReplicas) })
+	t.Run("ConcurrentChainAppends", func(t *testing.T) { t.Parallel(); testChainConcurrentAppends(t, newReplicas(t, 4)) })
 }
 
 // tally counts the decisions one (tenant, operation ID) got.

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -239,9 +240,15 @@ func (s *Store) apply(ctx context.Context, tx Tx, req *acceptRequest) (*ledger.A
 // setClientResult records what an attempt's client got, with its event.
 func (s *Store) setClientResult(ctx context.Context, tx Tx, requestID string, r ledger.ClientResult) error {
 	now := s.now(time.Time{})
-	var id, opRef int64
-	err := tx.QueryRow(ctx, `UPDATE attempts SET client_result = $1, updated_at = $2 WHERE request_id = $3 RETURNING id, operation_ref`,
-		r, now, requestID).Scan(&id, nullInt{&opRef})
+	var (
+		id, opRef int64
+		head      sql.NullString
+	)
+	// The same statement reads the operation's chain head and locks its
+	// row: recording a client result costs no round trip for the chain.
+	err := tx.QueryRow(ctx, `UPDATE attempts SET client_result = $1, updated_at = $2 WHERE request_id = $3
+		RETURNING id, operation_ref, (SELECT chain_head FROM operations WHERE id = attempts.operation_ref`+s.drv.ForNoKeyUpdate()+`)`,
+		r, now, requestID).Scan(&id, nullInt{&opRef}, &head)
 	if err != nil {
 		return s.notFound(err, fmt.Sprintf("attempt %q", requestID))
 	}
@@ -249,7 +256,8 @@ func (s *Store) setClientResult(ctx context.Context, tx Tx, requestID string, r 
 	if r == ledger.ClientDisconnected || r == ledger.ClientTimedOut {
 		kind = ledger.EventClientStoppedWatching
 	}
-	return s.event(ctx, tx, opRef, id, kind, ledger.ClientResultData{ClientResult: r, RequestID: requestID}, now)
+	_, err = s.event(ctx, tx, opRef, head.String, id, kind, ledger.ClientResultData{ClientResult: r, RequestID: requestID}, now)
+	return err
 }
 
 // acceptOne applies the acceptance table to one request inside tx.
@@ -289,7 +297,11 @@ func (s *Store) acceptOne(ctx context.Context, tx Tx, p *ledger.AcceptParams) (*
 	// An attached attempt writes nothing but its attempt row: replays are
 	// the hot path of a retrying client. A conflict is worth an event.
 	if decision == ledger.DecisionConflict {
-		if err := s.event(ctx, tx, stored.ID, att.ID, ledger.EventConflict, ledger.ConflictData{Reason: reason, RequestID: p.RequestID}, now); err != nil {
+		head, err := s.chainHead(ctx, tx, stored.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := s.event(ctx, tx, stored.ID, head, att.ID, ledger.EventConflict, ledger.ConflictData{Reason: reason, RequestID: p.RequestID}, now); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -328,7 +340,14 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 			if err != nil {
 				return nil, nil, err
 			}
-			if err := s.event(ctx, tx, related, att.ID, ledger.EventDenied, ledger.DeniedData{OperationID: p.OperationID, Reason: verdict.Reason, RequestID: p.RequestID}, now); err != nil {
+			// A denied retry is an event of the operation it repeats.
+			var head string
+			if related != 0 {
+				if head, err = s.chainHead(ctx, tx, related); err != nil {
+					return nil, nil, err
+				}
+			}
+			if _, err := s.event(ctx, tx, related, head, att.ID, ledger.EventDenied, ledger.DeniedData{OperationID: p.OperationID, Reason: verdict.Reason, RequestID: p.RequestID}, now); err != nil {
 				return nil, nil, err
 			}
 			return &ledger.AcceptResult{Decision: ledger.DecisionDenied, Reason: verdict.Reason, Message: verdict.Message, Attempt: att}, nil, nil

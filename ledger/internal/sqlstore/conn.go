@@ -69,6 +69,14 @@ type Driver interface {
 	// ForUpdate is the row-locking suffix for a SELECT inside a write
 	// transaction ("" where the database serialises writers itself).
 	ForUpdate() string
+	// ForNoKeyUpdate is the suffix for a SELECT that locks a row the
+	// transaction changes but none of whose keys it changes. Unlike
+	// ForUpdate it does not conflict with the key-share lock a database
+	// takes on a row that a new row references: two transactions that
+	// each recorded an attempt of one operation can both go on to lock
+	// the operation's chain head, one after the other, instead of
+	// deadlocking.
+	ForNoKeyUpdate() string
 	// AcceptWorkers is how many acceptance batches may commit at once.
 	AcceptWorkers() int
 	// Retryable reports whether a failed transaction may simply be run

@@ -203,8 +203,10 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 			return nil, fmt.Errorf("update reservation: %w", err)
 		}
 	}
+	// op was read under its row lock: its head is the chain's.
+	head := op.ChainHead
 	for _, e := range p.Events {
-		if err := s.event(ctx, tx, op.ID, e.AttemptRef, e.Kind, e.Data, now); err != nil {
+		if head, err = s.event(ctx, tx, op.ID, head, e.AttemptRef, e.Kind, e.Data, now); err != nil {
 			return nil, err
 		}
 	}

@@ -135,7 +135,8 @@ func (s *Store) AttemptRecord(ctx context.Context, p *ledger.AttemptRecordParams
 		if err != nil {
 			return err
 		}
-		return s.event(ctx, tx, 0, att.ID, ledger.EventDenied, ledger.DeniedData{Reason: p.Reason, RequestID: p.RequestID}, now)
+		_, err = s.event(ctx, tx, 0, "", att.ID, ledger.EventDenied, ledger.DeniedData{Reason: p.Reason, RequestID: p.RequestID}, now)
+		return err
 	})
 	return att, err
 }

@@ -81,7 +81,7 @@ const operationColumns = `id, tenant, operation_id, task_id, upstream, tool, fin
 	state, status_message, review_reason, result, error, approval_ref, retry_policy,
 	estimate_micros, currency, intended_remote_jobs, send_count, cost_breach, ttl_ms,
 	cancel_requested_at, lease_owner, lease_until, created_at, updated_at, ended_at, priced, secret_arguments, secrets_at_rest,
-	input_channel, input_requests, request_state, input_responses`
+	input_channel, input_requests, request_state, input_responses, chain_head`
 
 func scanOperation(r Row) (*ledger.Operation, error) {
 	var (
@@ -99,7 +99,7 @@ func scanOperation(r Row) (*ledger.Operation, error) {
 		&o.State, &o.StatusMessage, &o.ReviewReason, nullJSON{&o.Result}, nullJSON{&o.Error}, nullInt{&o.ApprovalID}, &o.RetryPolicy,
 		&estimate, &currency, &intended, &sends, &o.CostBreach, &ttlMS,
 		ts{&o.CancelRequestedAt}, &o.LeaseOwner, ts{&o.LeaseUntil}, ts{&o.CreatedAt}, ts{&o.UpdatedAt}, ts{&o.EndedAt}, &o.Priced, &secret, &atRest,
-		&o.InputChannel, nullJSON{&o.InputRequests}, &o.RequestState, nullJSON{&o.InputResponses})
+		&o.InputChannel, nullJSON{&o.InputRequests}, &o.RequestState, nullJSON{&o.InputResponses}, &o.ChainHead)
 	if err != nil {
 		return nil, err
 	}
@@ -204,17 +204,19 @@ func scanReservation(r Row) (*ledger.Reservation, error) {
 	return &v, nil
 }
 
-const eventColumns = `id, operation_ref, attempt_ref, kind, data, created_at`
+const eventColumns = `id, operation_ref, attempt_ref, kind, data, created_at, hash, prev_hash`
 
 func scanEvent(r Row) (*ledger.Event, error) {
 	var (
-		e    ledger.Event
-		data string
+		e          ledger.Event
+		data       string
+		hash, prev sql.NullString
 	)
-	if err := r.Scan(&e.ID, nullInt{&e.OperationRef}, nullInt{&e.AttemptRef}, &e.Kind, &data, ts{&e.CreatedAt}); err != nil {
+	if err := r.Scan(&e.ID, nullInt{&e.OperationRef}, nullInt{&e.AttemptRef}, &e.Kind, &data, ts{&e.CreatedAt}, &hash, &prev); err != nil {
 		return nil, err
 	}
 	e.Data = json.RawMessage(data)
+	e.Hash, e.PrevHash = hash.String, prev.String
 	return &e, nil
 }
 

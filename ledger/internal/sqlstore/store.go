@@ -152,18 +152,51 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(tx Tx) error) (err error) 
 	return nil
 }
 
-// event appends one event inside tx.
-func (s *Store) event(ctx context.Context, tx Querier, opRef, attemptRef int64, kind ledger.EventKind, data any, at time.Time) error {
+// event appends one event inside tx and returns its hash. An event of an
+// operation is the next link of the operation's chain: head must be the
+// operation's chain head as read in tx under the operation's row lock
+// (the lock is what keeps two transactions from both appending after one
+// head), and the returned hash is the new head, for the next event of the
+// same transaction. The database moves the head as the event is inserted
+// and refuses an event that does not follow it (migration 00010). An
+// event of no operation (opRef 0, a denial that named none) belongs to no
+// chain and is stored without a hash: no operation row could hold its
+// head, and it records a refusal that accepted, reserved and started
+// nothing.
+func (s *Store) event(ctx context.Context, tx Querier, opRef int64, head string, attemptRef int64, kind ledger.EventKind, data any, at time.Time) (string, error) {
 	raw := []byte("{}")
 	if data != nil {
 		var err error
 		if raw, err = json.Marshal(data); err != nil {
-			return fmt.Errorf("encode %s event: %w", kind, err)
+			return "", fmt.Errorf("encode %s event: %w", kind, err)
 		}
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO events (operation_ref, attempt_ref, kind, data, created_at) VALUES ($1, $2, $3, $4, $5)`,
-		idOrNull(opRef), idOrNull(attemptRef), kind, string(raw), at)
-	return err
+	var hash, prev any
+	if opRef != 0 {
+		e := &ledger.Event{OperationRef: opRef, AttemptRef: attemptRef, Kind: kind, Data: raw, CreatedAt: at, PrevHash: head}
+		h, err := ledger.EventHash(e)
+		if err != nil {
+			return "", fmt.Errorf("chain the %s event of operation %d: %w", kind, opRef, err)
+		}
+		hash, prev = h, head
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO events (operation_ref, attempt_ref, kind, data, created_at, hash, prev_hash) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		idOrNull(opRef), idOrNull(attemptRef), kind, string(raw), at, hash, prev); err != nil {
+		return "", fmt.Errorf("record the %s event of operation %d: %w", kind, opRef, err)
+	}
+	h, _ := hash.(string)
+	return h, nil
+}
+
+// chainHead reads an operation's chain head inside tx and locks the
+// operation's row until tx ends, so that the events tx appends after it
+// follow it.
+func (s *Store) chainHead(ctx context.Context, tx Querier, opRef int64) (string, error) {
+	var head string
+	if err := tx.QueryRow(ctx, `SELECT chain_head FROM operations WHERE id = $1`+s.drv.ForNoKeyUpdate(), opRef).Scan(&head); err != nil {
+		return "", s.notFound(err, fmt.Sprintf("operation %d", opRef))
+	}
+	return head, nil
 }
 
 // notFound turns a missing row into ledger.ErrNotFound with what was sought.

@@ -4,7 +4,7 @@
 -- kind keeps what the provider called it, so that receipts list such
 -- charges as what they are. '' is a charge the provider gave no kind,
 -- which every charge recorded before this migration is. Older binaries
--- never read it, so the minimum schema version stays where 00007 set it.
+-- never read it, so the minimum schema version stays where an earlier migration set it.
 ALTER TABLE charges ADD COLUMN kind text NOT NULL DEFAULT '';
 
 -- +goose Down

@@ -5,7 +5,7 @@
 -- bound to the key's kid), NULL once the key is retired, so that a retired
 -- key can never sign again while the receipts it signed still verify.
 -- Older binaries never read the table, so the minimum schema version stays
--- where 00007 set it.
+-- where an earlier migration set it.
 CREATE TABLE signing_keys (
     id                 INTEGER PRIMARY KEY,
     kid                text NOT NULL UNIQUE,

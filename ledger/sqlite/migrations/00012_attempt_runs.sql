@@ -5,7 +5,7 @@
 -- that named no run or came on no session, which every attempt recorded
 -- before this migration is. An older binary's acceptance leaves both '',
 -- which loses only the run of its attempts, so the minimum schema version
--- stays where 00007 set it. The indexes hold only attempts that name one.
+-- stays where an earlier migration set it. The indexes hold only attempts that name one.
 ALTER TABLE attempts ADD COLUMN run_id text NOT NULL DEFAULT '';
 ALTER TABLE attempts ADD COLUMN session_id text NOT NULL DEFAULT '';
 CREATE INDEX attempts_run ON attempts (run_id) WHERE run_id <> '';
