@@ -143,6 +143,7 @@ func (r *run) review(ctx context.Context) error {
 		r.p.detail("  TASKGATE_SECRETS_KEYS=\"$(cat %s)\" taskgate --db %s packet --run %s --out %s",
 			filepath.Join(dir, keyFile), db, RunID, rv.Dir)
 		r.p.detail("  taskgate receipt verify %s --jwks %s", filepath.Join(rv.Dir, receiptFile), filepath.Join(rv.Dir, "jwks.json"))
+		r.p.detail("  taskgate --db %s verify", db)
 	}
 	return nil
 }
