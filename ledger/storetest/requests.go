@@ -240,6 +240,25 @@ func testApprovalRequests(t *testing.T, newStore Factory) {
 		}
 	})
 
+	t.Run("an expired approval asks for a new one", func(t *testing.T) {
+		s := newStore(t)
+		if _, err := s.ApprovalCreate(ctx, approval("acme", "op-old", "20.00", 1, time.Now().Add(-time.Minute))); err != nil {
+			t.Fatal(err)
+		}
+		res := accept(t, s, waits(params(t, call{"acme", "op-old", args}), ledger.RequestWait))
+		if res.Decision != ledger.DecisionCreated || res.Operation.State != ledger.StateAwaitingApproval || res.Request == nil {
+			t.Fatalf("Accept = %s %q; want created awaiting_approval", res.Decision, res.Reason)
+		}
+		d, err := decide(s, res.Request.ID, ledger.RequestApproved, time.Time{})
+		if err != nil || d.Operation.State != ledger.StateAccepted {
+			t.Fatalf("approve = %+v, %v", d, err)
+		}
+		rs, err := s.ReservationList(ctx, d.Approval.ID)
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("reservations against the new approval = %d, %v; want 1", len(rs), err)
+		}
+	})
+
 	t.Run("racing decisions record exactly one", func(t *testing.T) {
 		s := newStore(t)
 		res := accept(t, s, waits(params(t, call{"acme", "op-race", args}), ledger.RequestWait))

@@ -331,7 +331,10 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 			if existing, err := s.operationByKey(ctx, tx, p.Tenant, p.OperationID); err != nil || existing != nil {
 				return nil, nil, err
 			}
-			unapproved := verdict.Reason == ledger.ReasonApprovalRequired
+			// A call with no approval, or only an expired or revoked one
+			// for its own operation ID, may ask an approver for one; a retry
+			// under a new operation ID may not.
+			unapproved := verdict.Reason == ledger.ReasonApprovalRequired || verdict.Reason == ledger.ReasonApprovalExpired && related == 0
 			waiting = unapproved && p.Approval.Request == ledger.RequestWait
 			if !waiting {
 				return s.deny(ctx, tx, p, related, verdict, unapproved && p.Approval.Request == ledger.RequestRecord, now)
@@ -423,8 +426,8 @@ func (s *Store) deny(ctx context.Context, tx Tx, p *ledger.AcceptParams, related
 			return nil, nil, err
 		}
 		res.Request = req
-		res.Message = fmt.Sprintf("this tool needs an approval for the operation ID before it runs; approval request %d asks an approver for it (taskgate approval-requests approve %d); once it is approved, retry with the same operation ID. It expires at %s",
-			req.ID, req.ID, req.ExpiresAt.UTC().Format(time.RFC3339))
+		res.Message = fmt.Sprintf("this call needs an approval it does not have (%s); approval request %d asks an approver for one (taskgate approval-requests approve %d); once it is approved, retry with the same operation ID. The request expires at %s",
+			verdict.Reason, req.ID, req.ID, req.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	att, err := s.insertAttempt(ctx, tx, p, 0, related, ledger.DecisionDenied, verdict.Reason, now)
 	if err != nil {
