@@ -1,7 +1,8 @@
 // Package ledger holds taskgate's durable record of work: operations, the
 // attempts that tried to obtain them, the remote jobs and charges they caused,
-// the approvals they ran under and the spend reserved against them, pending
-// approval questions, tenants' API keys (by hash) and an append-only event
+// the approvals they ran under and the spend reserved against them, the
+// approval requests calls wait on, pending approval questions, tenants' API
+// keys (by hash) and an append-only event
 // log; stores enqueue background jobs in the same transactions. It defines the
 // [Store] interface that the SQLite and PostgreSQL stores implement, the
 // pure acceptance decision ([Decide]) and the table of the moves an

@@ -254,6 +254,34 @@ func TestApprovalRequestExpires(t *testing.T) {
 	}
 }
 
+// Cancelling a waiting task cancels its request: nothing starts, and a
+// late approval changes nothing.
+func TestCancelledWhileWaiting(t *testing.T) {
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	cs := connect(t, h, "acme", fixtures.EraExtension)
+	task, _, err := taskwire.CallToolAsTask(testCtx(t), cs, fixtures.RunSuiteCall("op-cancel", nil), nil)
+	if err != nil || task == nil {
+		t.Fatalf("tools/call = %v, %v; want a task", task, err)
+	}
+	ap := newApprover(t, h)
+	q := ap.pending("op-cancel")
+	if _, err := taskwire.CancelTask(testCtx(t), cs, task.ID); err != nil {
+		t.Fatalf("tasks/cancel: %v", err)
+	}
+	if got, err := taskwire.GetTask(testCtx(t), cs, task.ID); err != nil || got.Status != taskwire.StatusCancelled {
+		t.Fatalf("task after tasks/cancel = %+v, %v; want cancelled", got, err)
+	}
+	if status, body := ap.do(http.MethodPost, fmt.Sprintf("/v1/approval-requests/%d/approve", q.ID), `{}`); status != http.StatusConflict {
+		t.Fatalf("approving a cancelled task's request: %d %s, want 409", status, body)
+	}
+	if got, err := h.Store.ApprovalRequestGet(testCtx(t), "acme", q.ID); err != nil || got.Status != ledger.RequestCancelled {
+		t.Fatalf("request = %+v, %v; want cancelled", got, err)
+	}
+	if n := len(h.Sim.Jobs()); n != 0 {
+		t.Fatalf("provider jobs = %d, want 0", n)
+	}
+}
+
 // A client that cannot take a task keeps getting approval_required, now
 // naming its pending request; once an approver approves it, the client's
 // retry runs.
