@@ -2,12 +2,11 @@
 // attempts that tried to obtain them, the remote jobs and charges they caused,
 // the approvals they ran under and the spend reserved against them, the
 // approval requests calls wait on, pending approval questions, tenants' API
-// keys (by hash) and an append-only event
-// log; stores enqueue background jobs in the same transactions. It defines the
-// [Store] interface that the SQLite and PostgreSQL stores implement, the
-// pure acceptance decision ([Decide]) and the table of the moves an
-// operation's [State] may make ([State.CanBecome]), which every store
-// enforces.
+// keys (by hash) and an append-only event log; stores enqueue background
+// jobs in the same transactions. It defines the [Store] interface that the
+// SQLite and PostgreSQL stores implement, the pure acceptance decision
+// ([Decide]) and the table of the moves an operation's [State] may make
+// ([State.CanBecome]), which every store enforces.
 //
 // The ledger is the only source of truth for a task: nothing about an
 // operation may live only in process memory. This package must never perform
