@@ -44,6 +44,7 @@ const (
 	CodeUnauthenticated  = "unauthenticated"
 	CodeForbidden        = "forbidden"
 	CodeNotFound         = "not_found"
+	CodeConflict         = "conflict"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeTooLarge         = "request_too_large"
 	CodeInternal         = "internal_error"
@@ -65,6 +66,10 @@ type Options struct {
 	// Signer signs receipts with the ledger's active signing key; nil, or a
 	// ledger without an active key, serves them unsigned.
 	Signer *signingkeys.Signer
+	// QueueLease is how long an approved request's dispatch job holds its
+	// operation before recovery may take it (the worker's lease). Zero
+	// means DefaultQueueLease.
+	QueueLease time.Duration
 }
 
 // API serves the REST endpoints. It is safe for concurrent use.
@@ -74,6 +79,8 @@ type API struct {
 	clock   func() time.Time
 	maxBody int64
 	signer  *signingkeys.Signer
+	// queueLease: see Options.QueueLease.
+	queueLease time.Duration
 }
 
 // New returns the API over opts.Store. It panics if opts or opts.Store is
@@ -92,6 +99,10 @@ func New(opts *Options) *API {
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
+	a.queueLease = opts.QueueLease
+	if a.queueLease <= 0 {
+		a.queueLease = DefaultQueueLease
+	}
 	return a
 }
 
@@ -101,9 +112,14 @@ func New(opts *Options) *API {
 //	GET    /v1/approvals                  list approvals (?operation_id=, ?all=true includes revoked)
 //	DELETE /v1/approvals/{id}             revoke an approval (approver credentials only)
 //	GET    /v1/operations/{id}/receipt    an operation's receipt (?format=yaml|json|md), signed when the ledger has an active signing key
+//	GET    /v1/approval-requests          list approval requests (?status=pending by default, a comma-separated list, or all)
+//	GET    /v1/approval-requests/{id}     one approval request
+//	POST   /v1/approval-requests/{id}/approve   approve it, with the terms of POST /v1/approvals (approver credentials only)
+//	POST   /v1/approval-requests/{id}/decline   decline it, with a note (approver credentials only)
 //
-// Writing approvals needs the scope authn.ScopeApprove; without it the
-// answer is 403 with code forbidden.
+// Writing approvals, and deciding approval requests, needs the scope
+// authn.ScopeApprove; without it the answer is 403 with code forbidden. A
+// request decided already answers 409 with code conflict.
 // Other methods on those paths answer 405 and other paths under /v1/ 404,
 // both as JSON. The caller wraps mux (or the handler it is mounted in) with
 // [authn.Authenticator.Middleware].
@@ -113,11 +129,19 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("/v1/approvals", methodNotAllowed("GET, HEAD, POST"))
 	mux.HandleFunc("DELETE /v1/approvals/{id}", a.revokeApproval)
 	mux.HandleFunc("/v1/approvals/{id}", methodNotAllowed("DELETE"))
+	mux.HandleFunc("GET /v1/approval-requests", a.listApprovalRequests)
+	mux.HandleFunc("/v1/approval-requests", methodNotAllowed("GET, HEAD"))
+	mux.HandleFunc("GET /v1/approval-requests/{id}", a.getApprovalRequest)
+	mux.HandleFunc("/v1/approval-requests/{id}", methodNotAllowed("GET, HEAD"))
+	mux.HandleFunc("POST /v1/approval-requests/{id}/approve", a.approveApprovalRequest)
+	mux.HandleFunc("/v1/approval-requests/{id}/approve", methodNotAllowed("POST"))
+	mux.HandleFunc("POST /v1/approval-requests/{id}/decline", a.declineApprovalRequest)
+	mux.HandleFunc("/v1/approval-requests/{id}/decline", methodNotAllowed("POST"))
 	mux.HandleFunc("GET /v1/operations/{id}/receipt", a.getReceipt)
 	mux.HandleFunc("/v1/operations/{id}/receipt", methodNotAllowed("GET, HEAD"))
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusNotFound, code: CodeNotFound,
-			message: fmt.Sprintf("no endpoint %s; see /v1/approvals and /v1/operations/{id}/receipt", r.URL.Path)})
+			message: fmt.Sprintf("no endpoint %s; see /v1/approvals, /v1/approval-requests and /v1/operations/{id}/receipt", r.URL.Path)})
 	})
 }
 
@@ -146,19 +170,7 @@ func approver(r *http.Request) *apiError {
 // creator names the credential that created something, for the ledger's
 // record: "api_key:7" or "jwt:<subject>".
 func creator(r *http.Request) string {
-	ti := auth.TokenInfoFromContext(r.Context())
-	if ti == nil {
-		return ""
-	}
-	method, _ := ti.Extra[authn.ExtraMethod].(string)
-	switch method {
-	case authn.MethodAPIKey:
-		return fmt.Sprintf("%s:%v", method, ti.Extra[authn.ExtraKeyID])
-	case authn.MethodJWT:
-		sub, _ := ti.Extra[authn.ExtraSubject].(string)
-		return method + ":" + sub
-	}
-	return method
+	return authn.CredentialID(auth.TokenInfoFromContext(r.Context()))
 }
 
 // apiError is an answer that is not a success.

@@ -54,6 +54,10 @@ type Config struct {
 	Wait time.Duration `yaml:"wait"`
 	// TaskTTL is the retention advertised on tasks. Default 24h.
 	TaskTTL time.Duration `yaml:"task_ttl"`
+	// ApprovalRequestTTL is how long a call waiting for an approval (an
+	// approval request) waits for an approver before it expires and its
+	// task fails approval_request_expired. Default 1h.
+	ApprovalRequestTTL time.Duration `yaml:"approval_request_ttl"`
 	// PollInterval is the poll interval advertised on tasks. Default 1s.
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// Retention is how long an operation ID stays reserved after its
@@ -206,6 +210,11 @@ type Tool struct {
 	// Approval: "required" (runs only under an unexpired approval for the
 	// tenant, operation ID and tool) or "none". Default none.
 	Approval ledger.ApprovalMode `yaml:"approval"`
+	// ApproveBy lists the ways a call without an approval may get one:
+	// "request" (it waits as an approval request until an approver
+	// decides it) and "elicitation" (the client's user is asked in the
+	// protocol, when the client declares elicitation). Default both.
+	ApproveBy []ledger.ApprovalWay `yaml:"approve_by"`
 	// RetryPolicy: "lookup_then_attach" (ask the provider before any
 	// re-send; needs contract.lookup) or "no_automatic_resend". Default:
 	// lookup_then_attach when a lookup is configured, else

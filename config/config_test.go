@@ -226,6 +226,9 @@ func TestDefaults(t *testing.T) {
 	if got := c.Upstreams[0].MaxRestartsPerMinute; got != 5 {
 		t.Errorf("max_restarts_per_minute = %d, want the default 5", got)
 	}
+	if c.ApprovalRequestTTL != time.Hour {
+		t.Errorf("approval_request_ttl = %s, want the default 1h", c.ApprovalRequestTTL)
+	}
 	if !*c.Auth.APIKeys || c.Auth.StdioTenant != "local" {
 		t.Errorf("auth defaults = %+v", c.Auth)
 	}
@@ -248,7 +251,7 @@ func TestInvalid(t *testing.T) {
 		{"doc example", base + "        consequential: true\n        retry_policy: lookup_then_attach\n", "t.yaml:7: upstreams[0].tools.t.retry_policy: lookup_then_attach needs contract.lookup: "},
 
 		// Shapes and types, before any value is looked at.
-		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, allowed_origins, wait, task_ttl, poll_interval, retention, control_socket, worker, auth, secrets, upstreams)"},
+		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, allowed_origins, wait, task_ttl, approval_request_ttl, poll_interval, retention, control_socket, worker, auth, secrets, upstreams)"},
 		{"unknown nested field", base + "        consequential: true\n        contract:\n          lookup: {tool: l, stauts_field: s}\n", "t.yaml:8: upstreams[0].tools.t.contract.lookup.stauts_field: unknown field (known: tool, arguments, status_field, remote_job_id_field, jobs_field, statuses, not_found_safe_after)"},
 		{"number for a duration", "wait: 30\n", "t.yaml:1: wait: 30 is not a duration; write 30s"},
 		{"unknown secrets store", "secrets:\n  store: vault\n", `t.yaml:2: secrets.store: "vault" is not encrypted or plaintext`},
@@ -302,6 +305,10 @@ func TestInvalid(t *testing.T) {
 		{"every origin", "allowed_origins: [\"*\"]\n", `t.yaml:1: allowed_origins[0]: "*" would let every web page call the gateway; list each origin`},
 		{"origin without scheme", "allowed_origins: [console.example.com]\n", `allowed_origins[0]: "console.example.com" is not an http or https origin`},
 		{"origin without host", "allowed_origins: [\"https://:8080\"]\n", `allowed_origins[0]: "https://:8080" names no host`},
+		{"unknown approval way", base + "        consequential: true\n        approve_by: [request, email]\n", `upstreams[0].tools.t.approve_by[1]: must be request or elicitation, got "email"`},
+		{"approval way twice", base + "        consequential: true\n        approve_by: [request, request]\n", "upstreams[0].tools.t.approve_by[1]: lists request twice"},
+		{"approval ways on a pass-through tool", base + "        approve_by: [request]\n", "upstreams[0].tools.t.approve_by: applies only to a consequential tool"},
+		{"negative approval request ttl", "approval_request_ttl: -1m\n", "approval_request_ttl: cannot be negative"},
 		{"negative estimate", base + "        consequential: true\n        contract:\n          cost: {estimate: \"-1\"}\n", "contract.cost.estimate: cannot be negative"},
 	}
 	for _, tt := range tests {
@@ -347,17 +354,17 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		placeholder = ": the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}"
 	)
 	want := []string{
-		"t.yaml:67: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
-		"t.yaml:72: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
-		"t.yaml:92: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
-		"t.yaml:84: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:89: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:99: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
-		"t.yaml:119: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
-		"t.yaml:132: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
-		"t.yaml:124: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:129: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:139: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:69: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
+		"t.yaml:74: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
+		"t.yaml:94: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
+		"t.yaml:86: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:91: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:101: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:121: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
+		"t.yaml:134: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
+		"t.yaml:126: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:131: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:141: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
 	}
 	// The tools are a map: warnings of different tools come in no set order.
 	slices.Sort(got)

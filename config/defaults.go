@@ -25,6 +25,7 @@ func (c *Config) applyDefaults() {
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 1<<20)
 	c.Wait = cmp.Or(c.Wait, 30*time.Second)
 	c.TaskTTL = cmp.Or(c.TaskTTL, 24*time.Hour)
+	c.ApprovalRequestTTL = cmp.Or(c.ApprovalRequestTTL, time.Hour)
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
 	c.Retention = cmp.Or(c.Retention, 24*time.Hour)
 	w := &c.Worker
@@ -59,6 +60,9 @@ func (c *Config) applyDefaults() {
 				continue
 			}
 			t.Approval = cmp.Or(t.Approval, ledger.ApprovalNone)
+			if t.ApproveBy == nil {
+				t.ApproveBy = []ledger.ApprovalWay{ledger.ApproveByRequest, ledger.ApproveByElicitation}
+			}
 			if t.RetryPolicy == "" {
 				t.RetryPolicy = ledger.RetryNoAutomaticResend
 				if t.Contract.Lookup != nil {

@@ -138,6 +138,7 @@ func Changes(running, next *Config) []string {
 	}{
 		{"wait", running.Wait, next.Wait},
 		{"task_ttl", running.TaskTTL, next.TaskTTL},
+		{"approval_request_ttl", running.ApprovalRequestTTL, next.ApprovalRequestTTL},
 		{"poll_interval", running.PollInterval, next.PollInterval},
 	} {
 		if f.was != f.next {

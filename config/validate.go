@@ -59,7 +59,7 @@ func (c *Config) validate(v *validator) {
 		field string
 		d     time.Duration
 	}{
-		{"wait", c.Wait}, {"task_ttl", c.TaskTTL}, {"poll_interval", c.PollInterval}, {"retention", c.Retention},
+		{"wait", c.Wait}, {"task_ttl", c.TaskTTL}, {"approval_request_ttl", c.ApprovalRequestTTL}, {"poll_interval", c.PollInterval}, {"retention", c.Retention},
 		{"worker.lease", c.Worker.Lease}, {"worker.sweep", c.Worker.Sweep}, {"worker.upstream_poll", c.Worker.UpstreamPoll},
 		{"worker.reconcile", c.Worker.Reconcile}, {"worker.fetch_poll", c.Worker.FetchPoll},
 	}
@@ -287,6 +287,14 @@ func validateTool(v *validator, f string, t *Tool) {
 	if !t.Approval.Valid() {
 		v.fail(f+".approval", "must be %s or %s, got %q", ledger.ApprovalRequired, ledger.ApprovalNone, t.Approval)
 	}
+	for i, w := range t.ApproveBy {
+		switch {
+		case !w.Valid():
+			v.fail(fmt.Sprintf("%s.approve_by[%d]", f, i), "must be %s or %s, got %q", ledger.ApproveByRequest, ledger.ApproveByElicitation, w)
+		case slices.Index(t.ApproveBy, w) < i:
+			v.fail(fmt.Sprintf("%s.approve_by[%d]", f, i), "lists %s twice", w)
+		}
+	}
 	if !t.RetryPolicy.Valid() {
 		v.fail(f+".retry_policy", "must be %s or %s, got %q", ledger.RetryLookupThenAttach, ledger.RetryNoAutomaticResend, t.RetryPolicy)
 	}
@@ -297,7 +305,7 @@ func validateTool(v *validator, f string, t *Tool) {
 		if t.Approval == ledger.ApprovalRequired {
 			v.fail(f+".approval", "applies only to a consequential tool")
 		}
-		for _, name := range []string{"retry_policy", "derive_operation_id", "secret_arguments", "require_task", "wait", "contract"} {
+		for _, name := range []string{"approve_by", "retry_policy", "derive_operation_id", "secret_arguments", "require_task", "wait", "contract"} {
 			if v.given(f + "." + name) {
 				v.fail(f+"."+name, "applies only to a consequential tool; set consequential: true, or remove it")
 			}

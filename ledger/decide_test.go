@@ -25,7 +25,7 @@ func TestDecide(t *testing.T) {
 
 func TestStateTaskStatus(t *testing.T) {
 	for st, want := range map[State]string{
-		StateAccepted: "working", StateSending: "working", StateRunning: "working", StateReview: "working",
+		StateAwaitingApproval: "working", StateAccepted: "working", StateSending: "working", StateRunning: "working", StateReview: "working",
 		StateInputRequired: "input_required", StateCompleted: "completed", StateFailed: "failed", StateCancelled: "cancelled",
 	} {
 		if got := st.TaskStatus(); got != want {

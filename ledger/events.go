@@ -62,6 +62,14 @@ const (
 	EventInputRequested EventKind = "input_requested"
 	EventInputAnswered  EventKind = "input_answered"
 	EventInputDeclined  EventKind = "input_declined"
+	// EventApprovalRequested: the operation waits for its approval
+	// request; EventApprovalRequestApproved and ...Declined: an approver
+	// decided it; EventApprovalRequestExpired: nobody did in time. Each
+	// names the request, and a decision the approver's credential.
+	EventApprovalRequested       EventKind = "approval_requested"
+	EventApprovalRequestApproved EventKind = "approval_request_approved"
+	EventApprovalRequestDeclined EventKind = "approval_request_declined"
+	EventApprovalRequestExpired  EventKind = "approval_request_expired"
 )
 
 // The data of each event kind that carries any. Their JSON keys are the
@@ -306,6 +314,19 @@ type InputAnsweredData struct {
 	RequestID string            `json:"request_id,omitempty"`
 	Responses json.RawMessage   `json:"responses"`
 	Send      int               `json:"send"`
+}
+
+// ApprovalRequestData is the data of the approval request events: which
+// request, who asked (RequestedBy, on approval_requested) or who decided
+// (Approver, the credential ID; empty for an expiry), the approval an
+// approve created and the approver's note.
+type ApprovalRequestData struct {
+	ApprovalID  int64  `json:"approval_id,omitempty"`
+	Approver    string `json:"approver,omitempty"`
+	ExpiresAt   string `json:"expires_at,omitempty"`
+	Note        string `json:"note,omitempty"`
+	RequestID   int64  `json:"request_id"`
+	RequestedBy string `json:"requested_by,omitempty"`
 }
 
 // DecodeEventData reads the data of e as T, the payload type of its kind.

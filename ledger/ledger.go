@@ -1,12 +1,12 @@
 // Package ledger holds taskgate's durable record of work: operations, the
 // attempts that tried to obtain them, the remote jobs and charges they caused,
-// the approvals they ran under and the spend reserved against them, pending
-// approval questions, tenants' API keys (by hash) and an append-only event
-// log; stores enqueue background jobs in the same transactions. It defines the
-// [Store] interface that the SQLite and PostgreSQL stores implement, the
-// pure acceptance decision ([Decide]) and the table of the moves an
-// operation's [State] may make ([State.CanBecome]), which every store
-// enforces.
+// the approvals they ran under and the spend reserved against them, the
+// approval requests calls wait on, pending approval questions, tenants' API
+// keys (by hash) and an append-only event log; stores enqueue background
+// jobs in the same transactions. It defines the [Store] interface that the
+// SQLite and PostgreSQL stores implement, the pure acceptance decision
+// ([Decide]) and the table of the moves an operation's [State] may make
+// ([State.CanBecome]), which every store enforces.
 //
 // The ledger is the only source of truth for a task: nothing about an
 // operation may live only in process memory. This package must never perform
@@ -55,8 +55,13 @@ const (
 	ReasonApprovalToolMismatch  = "approval_tool_mismatch"
 	// ReasonApprovalDeclined and ReasonApprovalInvalid: the user, asked to
 	// approve the call, declined or gave an answer that approves nothing.
+	// An approver's decline of an approval request ends its operation
+	// with ReasonApprovalDeclined too.
 	ReasonApprovalDeclined = "approval_declined"
 	ReasonApprovalInvalid  = "approval_invalid"
+	// ReasonApprovalRequestExpired: no approver decided the operation's
+	// approval request before it expired, so nothing was started.
+	ReasonApprovalRequestExpired = "approval_request_expired"
 	// ReasonEstimateUnavailable: the contract prices calls with an
 	// estimate tool, and it gave no estimate.
 	ReasonEstimateUnavailable = "estimate_unavailable"
@@ -93,10 +98,14 @@ const (
 type State string
 
 const (
-	StateAccepted State = "accepted" // committed; dispatch queued
-	StateSending  State = "sending"  // "send started" is durable; no remote job bound yet
-	StateRunning  State = "running"  // a remote job is bound and not finished
-	StateReview   State = "review"   // require_review: nothing is re-sent until a human resolves it
+	// StateAwaitingApproval: the call needs an approval it does not have;
+	// its approval request waits for an approver, and nothing is reserved,
+	// queued or sent until one approves.
+	StateAwaitingApproval State = "awaiting_approval"
+	StateAccepted         State = "accepted" // committed; dispatch queued
+	StateSending          State = "sending"  // "send started" is durable; no remote job bound yet
+	StateRunning          State = "running"  // a remote job is bound and not finished
+	StateReview           State = "review"   // require_review: nothing is re-sent until a human resolves it
 	// StateInputRequired: the upstream asked a question the client is to
 	// answer; the operation's InputRequests hold it, and nothing is sent
 	// until the answer is recorded.
@@ -371,6 +380,67 @@ const (
 	RoleAgent    = "agent"
 	RoleApprover = "approver"
 )
+
+// ApprovalRequestStatus is where an approval request is in its life. Its
+// values are stable strings: the API, the command line and receipts spell
+// them the same way.
+type ApprovalRequestStatus string
+
+const (
+	// RequestPending: no approver has decided yet.
+	RequestPending ApprovalRequestStatus = "pending"
+	// RequestApproved: an approver approved it; ApprovalRef is the approval.
+	RequestApproved ApprovalRequestStatus = "approved"
+	// RequestDeclined: an approver declined it; nothing was started.
+	RequestDeclined ApprovalRequestStatus = "declined"
+	// RequestExpired: nobody decided before ExpiresAt; nothing was started.
+	RequestExpired ApprovalRequestStatus = "expired"
+	// RequestCancelled: the waiting operation was cancelled first.
+	RequestCancelled ApprovalRequestStatus = "cancelled"
+)
+
+// Valid reports whether s is a status this version knows.
+func (s ApprovalRequestStatus) Valid() bool {
+	switch s {
+	case RequestPending, RequestApproved, RequestDeclined, RequestExpired, RequestCancelled:
+		return true
+	}
+	return false
+}
+
+// ApprovalRequest is a consequential call waiting for a human's approval.
+// It holds what an approver needs to decide: the call's tool, its
+// arguments with the values of secret arguments redacted (never the
+// values themselves), its fingerprint and its priced route. Exactly one
+// decision is ever recorded for it.
+type ApprovalRequest struct {
+	ID          int64
+	Tenant      string
+	OperationID string
+	// OperationRef is the operation waiting for the approval; 0 for the
+	// request of a client that cannot take a task, which retries the call
+	// once it is approved.
+	OperationRef int64
+	// Tool is qualified by its upstream: "hosted_test.run_suite".
+	Tool        string
+	Arguments   json.RawMessage
+	Fingerprint string
+	// Estimate and RemoteJobs are the call's route: approving reserves
+	// all of it against the new approval.
+	Estimate   money.Amount
+	RemoteJobs int
+	// RequestedBy is the credential ID of the caller ("api_key:7",
+	// "jwt:<subject>"); DecidedBy the approver's, empty for an expiry.
+	RequestedBy string
+	Status      ApprovalRequestStatus
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	DecidedAt   time.Time
+	DecidedBy   string
+	Note        string
+	// ApprovalRef is the approval an approver gave; 0 until approved.
+	ApprovalRef int64
+}
 
 // ApprovalQuestion is one question the gateway asked a client for an
 // approval. Only an answer that names an outstanding question, asked of the

@@ -3,11 +3,17 @@ package ledger
 import "slices"
 
 // moves is every change of state an operation may make: the key is where it
-// is, the value where it may go next. An operation starts accepted (Accept
-// writes no other state) and an ended state has no way out, not even to
+// is, the value where it may go next. An operation starts accepted, or
+// awaiting_approval when it waits for an approval request (Accept writes
+// no other state), and an ended state has no way out, not even to
 // review: what is learnt after the end (a duplicate job, a late charge) is
 // recorded beside the state, which stays.
 var moves = map[State][]State{
+	StateAwaitingApproval: {
+		StateAccepted,  // an approver approved: reserved and queued together
+		StateFailed,    // an approver declined, or the request expired; nothing was started
+		StateCancelled, // cancelled while it waited
+	},
 	StateAccepted: {
 		StateSending,   // send started
 		StateReview,    // the configuration lost the tool, or the worker kept failing (so from sending and running too)

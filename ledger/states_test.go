@@ -2,11 +2,14 @@ package ledger
 
 import "testing"
 
-var allStates = []State{StateAccepted, StateSending, StateRunning, StateReview, StateInputRequired, StateCompleted, StateFailed, StateCancelled}
+var allStates = []State{StateAwaitingApproval, StateAccepted, StateSending, StateRunning, StateReview, StateInputRequired, StateCompleted, StateFailed, StateCancelled}
 
 // legalMoves is every move the worker, the gateway and a human's
 // resolution make; any other pair of states is illegal.
 var legalMoves = []struct{ from, to State }{
+	{StateAwaitingApproval, StateAccepted},
+	{StateAwaitingApproval, StateFailed},
+	{StateAwaitingApproval, StateCancelled},
 	{StateAccepted, StateSending},
 	{StateAccepted, StateReview},
 	{StateAccepted, StateCancelled},
@@ -53,6 +56,13 @@ func TestStateCanBecome(t *testing.T) {
 		{StateInputRequired, StateCompleted, false},
 		{StateInputRequired, StateRunning, false},
 		{StateCompleted, StateInputRequired, false},
+		// Nothing is sent before an approver approves, and nothing goes
+		// back to waiting once approved.
+		{StateAwaitingApproval, StateSending, false},
+		{StateAwaitingApproval, StateRunning, false},
+		{StateAwaitingApproval, StateCompleted, false},
+		{StateAccepted, StateAwaitingApproval, false},
+		{StateReview, StateAwaitingApproval, false},
 		// Only a send reaches the provider: nothing skips "send started".
 		{StateAccepted, StateRunning, false},
 		{StateAccepted, StateCompleted, false},

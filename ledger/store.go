@@ -26,6 +26,13 @@ var (
 	// that [State.CanBecome] does not allow. A move out of an ended state
 	// is ErrStateChanged as well: the operation ended under the caller.
 	ErrIllegalTransition = errors.New("illegal operation state transition")
+	// ErrRequestDecided means an approval request was decided (approved,
+	// declined, expired or cancelled) before this decision: exactly one is
+	// ever recorded. The wrapping error names what it was.
+	ErrRequestDecided = errors.New("the approval request was already decided")
+	// ErrApprovalShort means the terms an approver gave do not cover the
+	// request's route (its estimate or its remote jobs); nothing changed.
+	ErrApprovalShort = errors.New("the approval does not cover the request")
 	// ErrSchemaNewer means a newer binary has migrated the ledger past the
 	// schema this binary knows; it must not write to it.
 	ErrSchemaNewer = errors.New("the ledger's schema is newer than this taskgate")
@@ -116,6 +123,21 @@ type Store interface {
 	// unknown, expired, answered or mismatched question, get ErrNotFound.
 	ApprovalQuestionTake(ctx context.Context, p *ApprovalQuestionTakeParams) (*ApprovalQuestion, error)
 
+	// Approval requests. ApprovalRequestList lists a tenant's requests,
+	// newest first; ApprovalRequestGet loads one of the tenant's
+	// (ErrNotFound for another tenant's, as for none).
+	ApprovalRequestList(ctx context.Context, p *ApprovalRequestListParams) ([]*ApprovalRequest, error)
+	ApprovalRequestGet(ctx context.Context, tenant string, id int64) (*ApprovalRequest, error)
+	// ApprovalRequestDecide records the one decision of a pending request
+	// in one transaction: approving creates the approval, reserves the
+	// request's route against it and queues the waiting operation;
+	// declining or expiring ends it failed with nothing started. Of
+	// concurrent decisions exactly one succeeds; the others get
+	// ErrRequestDecided. Terms short of the route get ErrApprovalShort, a
+	// decision of a request that has expired (or, for an expiry, has not)
+	// ErrRequestDecided, both changing nothing.
+	ApprovalRequestDecide(ctx context.Context, p *ApprovalRequestDecision) (*ApprovalRequestDecided, error)
+
 	// API keys: stored as SHA-256 hashes, never in the clear.
 	KeyCreate(ctx context.Context, k *APIKey) (*APIKey, error)
 	// KeyByHash returns the unrevoked key with this hash; ErrNotFound if none.
@@ -181,6 +203,12 @@ type ApprovalRequirement struct {
 	// operation's intended remote jobs, reserved against the approval's
 	// limit. Zero means one.
 	RemoteJobs int
+	// Request says what a call without any approval leaves behind (see
+	// [RequestMode]); RequestTTL is how long its approval request waits
+	// for an approver, and RequestedBy is the caller's credential ID.
+	Request     RequestMode
+	RequestTTL  time.Duration
+	RequestedBy string
 }
 
 // Jobs is the route's remote jobs: RemoteJobs, or one when it is unset.
@@ -244,6 +272,10 @@ type AcceptResult struct {
 	// named no existing operation.
 	Operation *Operation
 	Attempt   *Attempt
+	// Request is the approval request the call waits on (a created
+	// operation awaiting_approval) or that names what a human must approve
+	// (a denial for RequestRecord); nil otherwise.
+	Request *ApprovalRequest
 }
 
 // AttemptRecordParams describe an attempt denied before acceptance.
@@ -314,6 +346,48 @@ type ApprovalListParams struct {
 	Tenant         string
 	OperationID    string
 	IncludeRevoked bool
+}
+
+// ApprovalRequestListParams filter ApprovalRequestList.
+type ApprovalRequestListParams struct {
+	Tenant string
+	// Statuses selects requests in any of these statuses; empty selects
+	// every status.
+	Statuses []ApprovalRequestStatus
+	// ExpiredBy, when set, selects only requests that expire at or before
+	// it (for the expiry sweep). Tenant may then be empty: every tenant.
+	ExpiredBy time.Time
+	Limit     int // zero: 100
+}
+
+// ApprovalRequestDecision is one decision of an approval request.
+type ApprovalRequestDecision struct {
+	Tenant string
+	ID     int64
+	// Outcome is RequestApproved, RequestDeclined or RequestExpired.
+	Outcome ApprovalRequestStatus
+	// Approval holds the terms of an approve: MaxTotalCost, MaxRemoteJobs,
+	// RetryPolicy and ExpiresAt; the tenant, operation ID and tool are the
+	// request's, and CreatedBy is By.
+	Approval *Approval
+	// By is the approver's credential ID; empty for an expiry.
+	By   string
+	Note string
+	// Enqueue and QueueLease are as for [AcceptParams]: the waiting
+	// operation's dispatch, queued in the approving transaction.
+	Enqueue    func(op *Operation) []river.InsertManyParams
+	QueueLease time.Duration
+	// Now is the decision time; zero means the store's clock.
+	Now time.Time
+}
+
+// ApprovalRequestDecided is what a decision recorded: the request as it
+// now stands, the approval an approve created, and the operation that
+// waited (nil for a request without one).
+type ApprovalRequestDecided struct {
+	Request   *ApprovalRequest
+	Approval  *Approval
+	Operation *Operation
 }
 
 // ApprovalQuestionTakeParams name the question an answer claims to reply

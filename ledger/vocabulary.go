@@ -36,6 +36,43 @@ func (m ApprovalMode) Valid() bool {
 	return m == ApprovalRequired || m == ApprovalNone
 }
 
+// ApprovalWay is a way a consequential call may get the approval it
+// lacks. Its values are stable strings: configuration spells them the
+// same way.
+type ApprovalWay string
+
+const (
+	// ApproveByRequest: the call waits as an approval request until an
+	// approver decides it (REST, the command line, the console).
+	ApproveByRequest ApprovalWay = "request"
+	// ApproveByElicitation: the gateway asks the client's user in the
+	// protocol, when the client declares elicitation.
+	ApproveByElicitation ApprovalWay = "elicitation"
+)
+
+// Valid reports whether w is an approval way this version knows.
+func (w ApprovalWay) Valid() bool {
+	return w == ApproveByRequest || w == ApproveByElicitation
+}
+
+// RequestMode says what an acceptance leaves behind for a call that needs
+// an approval it does not have.
+type RequestMode string
+
+const (
+	// RequestNone: the call is denied (approval_required) and nothing is
+	// recorded for an approver.
+	RequestNone RequestMode = ""
+	// RequestWait: the operation is created awaiting_approval, with its
+	// approval request; the client holds its task meanwhile.
+	RequestWait RequestMode = "wait"
+	// RequestRecord: the call is denied (approval_required), and an
+	// approval request is recorded (or a pending one named) so that the
+	// client, once a human approves it, can retry with the same operation
+	// ID.
+	RequestRecord RequestMode = "record"
+)
+
 // RemoteJobKind says what a remote job is at its upstream.
 type RemoteJobKind string
 

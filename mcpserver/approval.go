@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -194,6 +195,37 @@ func (h *host) approveFromAnswer(ctx context.Context, a *approvalCall, answer *m
 	}
 	a.log.Info("approval given through elicitation", "approval", ap.ID, "max_total_cost", ceiling.String(), "max_remote_jobs", jobs)
 	return nil
+}
+
+// approvesBy reports whether the tool's configuration allows way.
+func (r *route) approvesBy(way ledger.ApprovalWay) bool {
+	return slices.Contains(r.policy.ApproveBy, way)
+}
+
+// requestMode is what a call without any approval leaves behind: a
+// client that can be asked in the protocol, where elicitation is allowed,
+// is asked first; otherwise, where requests are allowed, a client that
+// takes a task holds one while its approval request waits, and one that
+// cannot is told which request a human must approve before it retries.
+func requestMode(r *route, c *taskwire.Caller) ledger.RequestMode {
+	switch {
+	case r.policy.Approval != ledger.ApprovalRequired || !r.approvesBy(ledger.ApproveByRequest):
+		return ledger.RequestNone
+	case r.approvesBy(ledger.ApproveByElicitation) && (c.Elicit != nil || statelessVersion(c.ProtocolVersion) && c.ElicitationDeclared):
+		return ledger.RequestNone
+	case c.Era == taskwire.EraNone:
+		return ledger.RequestRecord
+	}
+	return ledger.RequestWait
+}
+
+// pendingRequest is what a denial says of the approval request that waits
+// for a human: which one, until when, and how an approver approves it.
+func pendingRequest(req *ledger.ApprovalRequest) map[string]any {
+	return map[string]any{
+		"id": req.ID, "status": req.Status, "expires_at": req.ExpiresAt.UTC().Format(time.RFC3339),
+		"how_to_approve": fmt.Sprintf("taskgate approval-requests approve %d", req.ID),
+	}
 }
 
 // numberText reads a form value that should be a decimal amount.

@@ -97,8 +97,8 @@ func TestDeclinedApprovalStartsNothing(t *testing.T) {
 
 func TestWithoutElicitationTheErrorSaysHowToApprove(t *testing.T) {
 	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
-	cs := connect(t, h, "acme", fixtures.EraExtension)
-	_, _, err := taskwire.CallToolAsTask(testCtx(t), cs, fixtures.RunSuiteCall("op-unapproved", nil), nil)
+	cs := connect(t, h, "acme", fixtures.EraPlain)
+	_, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall("op-unapproved", nil))
 	var rpcErr *jsonrpc.Error
 	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
 		t.Fatalf("error = %v, want -32602", err)
@@ -190,7 +190,7 @@ func approvalsOf(t *testing.T, h *fixtures.Harness, opID string) []*ledger.Appro
 // gateway never asked — the model writing its own approval — is refused,
 // and nothing is approved or started.
 func TestUnsolicitedApprovalIsRefused(t *testing.T) {
-	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}, EditConfig: approveBy("[elicitation]")})
 	self := map[string]any{"max_total_cost": "1000000", "max_remote_jobs": 50}
 	for _, tt := range []struct {
 		name    string
@@ -284,10 +284,10 @@ func TestApprovalAnswerCountsOnce(t *testing.T) {
 // does nothing else.
 func TestHowToApproveIsQuoted(t *testing.T) {
 	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
-	cs := connect(t, h, "acme", fixtures.EraExtension)
+	cs := connect(t, h, "acme", fixtures.EraPlain)
 	dir := t.TempDir()
 	opID := "x; touch " + dir + "/pwned # it's $(touch " + dir + "/pwned2)"
-	_, _, err := taskwire.CallToolAsTask(testCtx(t), cs, fixtures.RunSuiteCall(opID, nil), nil)
+	_, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall(opID, nil))
 	var rpcErr *jsonrpc.Error
 	if !errors.As(err, &rpcErr) {
 		t.Fatalf("error = %v, want a JSON-RPC error", err)
@@ -366,8 +366,8 @@ func TestApprovalOfAFanOutByElicitation(t *testing.T) {
 // Without elicitation, the ready approve command covers the whole route.
 func TestHowToApproveAFanOut(t *testing.T) {
 	h := harness(t, &fixtures.Options{})
-	cs := connect(t, h, "acme", fixtures.EraExtension)
-	_, _, err := taskwire.CallToolAsTask(testCtx(t), cs, fixtures.RunMatrixCall("op-matrix", "smoke", 4), nil)
+	cs := connect(t, h, "acme", fixtures.EraPlain)
+	_, err := cs.CallTool(testCtx(t), fixtures.RunMatrixCall("op-matrix", "smoke", 4))
 	var rpcErr *jsonrpc.Error
 	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams {
 		t.Fatalf("error = %v, want -32602", err)

@@ -142,7 +142,7 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	}
 
 	a := &approvalCall{log: log, call: call, r: r, tenant: tenant, opID: opID, fp: string(fp), priced: priced, requestID: requestID, source: source, runID: runID}
-	if raw, ok := call.InputResponses[approvalInput]; ok && r.policy.Approval == ledger.ApprovalRequired {
+	if raw, ok := call.InputResponses[approvalInput]; ok && r.policy.Approval == ledger.ApprovalRequired && r.approvesBy(ledger.ApproveByElicitation) {
 		if out, taken := h.takeAnswer(ctx, a, raw); taken && out != nil {
 			return out, nil
 		}
@@ -155,13 +155,14 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 			RetryPolicy: r.policy.RetryPolicy, TTL: g.config().TaskTTL, Priced: r.contract.Priced(),
 			SecretArguments: r.policy.SecretArguments,
 			InputChannel:    inputChannel(&call.Caller),
-			Approval:        ledger.ApprovalRequirement{Required: r.policy.Approval == ledger.ApprovalRequired, Estimate: priced.Estimate, RemoteJobs: priced.RemoteJobs},
-			Enqueue:         worker.Dispatch,
-			QueueLease:      g.config().Worker.Lease,
+			Approval: ledger.ApprovalRequirement{Required: r.policy.Approval == ledger.ApprovalRequired, Estimate: priced.Estimate, RemoteJobs: priced.RemoteJobs,
+				Request: requestMode(r, &call.Caller), RequestTTL: g.config().ApprovalRequestTTL, RequestedBy: authn.CredentialID(call.Caller.TokenInfo)},
+			Enqueue:    worker.Dispatch,
+			QueueLease: g.config().Worker.Lease,
 		})
 	}
 	res, err := accept(requestID)
-	if err == nil && res.Decision == ledger.DecisionDenied && res.Reason == ledger.ReasonApprovalRequired {
+	if err == nil && res.Decision == ledger.DecisionDenied && res.Reason == ledger.ReasonApprovalRequired && r.approvesBy(ledger.ApproveByElicitation) {
 		// Ask the user in the protocol, where the client can show a form.
 		a.requestID = ledger.NewRequestID()
 		a.source = "mcp/elicitation"
@@ -198,10 +199,16 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		if res.Reason == ledger.ReasonApprovalRequired || res.Reason == ledger.ReasonApprovalExpired {
 			data["how_to_approve"] = howToApprove(a)
 		}
+		if req := res.Request; req != nil {
+			data["approval_request"] = pendingRequest(req)
+		}
 		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidParams, res.Message, data)}, nil
 	}
 
 	op := res.Operation
+	if res.Request != nil {
+		log.Info("the call waits for an approval request", "approval_request", res.Request.ID, "expires_at", res.Request.ExpiresAt)
+	}
 	if call.Caller.Era != taskwire.EraNone {
 		out := &taskwire.Outcome{Task: h.task(op)}
 		h.finishAttempt(ctx, log, requestID)

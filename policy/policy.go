@@ -102,6 +102,14 @@ func Admit(a *ledger.Approval, tool string, used Usage, route Route, retry bool,
 	return Verdict{Allowed: true}
 }
 
+// WaitingRetry refuses a call under a new operation ID whose arguments
+// already wait for an approval as operation opID: it is a retry of that
+// operation, which runs once an approver approves it.
+func WaitingRetry(opID string) Verdict {
+	return deny(ledger.ReasonRetryUsesNewOperation,
+		fmt.Sprintf("these arguments already wait for an approval as operation %q; retry with operation ID %q instead of a new one, and it runs once an approver approves it", opID, opID))
+}
+
 func deny(reason, msg string) Verdict { return Verdict{Reason: reason, Message: msg} }
 
 // Committed sums what reservations commit against their approval: a held

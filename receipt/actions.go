@@ -21,13 +21,16 @@ const (
 	ActionPreserveEvidence     = "preserve_evidence"
 	ActionReconcileAgain       = "reconcile_again"
 	ActionResolveReview        = "resolve_review"
+	// ActionDecideApprovalRequest: the operation waits for an approver to
+	// approve or decline its approval request.
+	ActionDecideApprovalRequest = "decide_approval_request"
 )
 
 // actionRank sorts next actions: what stops further spend comes first.
 func actionRank(action string) int {
 	return slices.Index([]string{
 		ActionCancelDuplicate, ActionRequestRefund, ActionCheckMissingJob, ActionCheckLateInvoice, ActionReviewChargeCurrency,
-		ActionPreserveEvidence, ActionReconcileAgain, ActionResolveReview,
+		ActionPreserveEvidence, ActionReconcileAgain, ActionResolveReview, ActionDecideApprovalRequest,
 	}, action)
 }
 
@@ -111,6 +114,10 @@ func (f *facts) nextActions(r *Receipt) []NextAction {
 	if f.op.State == ledger.StateReview {
 		reason := cmp.Or(f.op.ReviewReason, f.op.StatusMessage, "the operation waits for a human decision")
 		add(NextAction{Action: ActionResolveReview, Target: f.op.OperationID, Reason: reason})
+	}
+	if f.op.State == ledger.StateAwaitingApproval {
+		reason := cmp.Or(f.op.StatusMessage, "the operation waits for an approver to decide its approval request")
+		add(NextAction{Action: ActionDecideApprovalRequest, Target: f.op.OperationID, Reason: reason})
 	}
 
 	slices.SortStableFunc(out, func(a, b NextAction) int {

@@ -23,6 +23,7 @@ func (f *facts) approvalTerms(r *Receipt) *ApprovalTerms {
 		RetryPolicy:        string(a.RetryPolicy),
 		ExpiresAt:          utc(a.ExpiresAt),
 		RevokedAt:          utc(a.RevokedAt),
+		ApprovedBy:         a.CreatedBy,
 		HeadroomUSD:        usd(a.MaxTotalCost.Micros - spent),
 		RemoteJobsHeadroom: a.MaxRemoteJobs - jobs,
 	}
@@ -67,4 +68,40 @@ func (f *facts) overCeilingCharge() *ledger.Charge {
 		return last
 	}
 	return nil
+}
+
+// approvalRequest is the approval request the operation waited on, read
+// from its events; nil when it waited on none. A request still pending
+// when the operation was cancelled died with it.
+func (f *facts) approvalRequest() *ApprovalRequestLine {
+	var line *ApprovalRequestLine
+	for _, e := range f.events {
+		d, err := ledger.DecodeEventData[ledger.ApprovalRequestData](e)
+		switch e.Kind {
+		case ledger.EventApprovalRequested:
+			if err == nil {
+				line = &ApprovalRequestLine{ID: d.RequestID, RequestedBy: d.RequestedBy, Status: string(ledger.RequestPending)}
+			}
+			continue
+		case ledger.EventApprovalRequestApproved, ledger.EventApprovalRequestDeclined, ledger.EventApprovalRequestExpired:
+		default:
+			continue
+		}
+		if line == nil || err != nil {
+			continue
+		}
+		line.Note, line.DecidedAt = d.Note, utc(e.CreatedAt)
+		switch e.Kind {
+		case ledger.EventApprovalRequestApproved:
+			line.Status, line.ApprovedBy = string(ledger.RequestApproved), d.Approver
+		case ledger.EventApprovalRequestDeclined:
+			line.Status, line.DeclinedBy = string(ledger.RequestDeclined), d.Approver
+		default:
+			line.Status = string(ledger.RequestExpired)
+		}
+	}
+	if line != nil && line.Status == string(ledger.RequestPending) && f.op.State == ledger.StateCancelled {
+		line.Status = string(ledger.RequestCancelled)
+	}
+	return line
 }

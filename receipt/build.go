@@ -46,6 +46,7 @@ func Build(in *Input) *Receipt {
 	r.ResultUsed = f.resultUsed()
 	r.ReconciliationStatus = ReconciliationStatus(f.out.Status)
 	r.Approval = f.approvalTerms(r)
+	r.ApprovalRequest = f.approvalRequest()
 	r.Breaches = f.breaches(r)
 	r.ReviewStatus = f.reviewStatus(r)
 	r.Questions = f.questions()

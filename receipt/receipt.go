@@ -88,14 +88,17 @@ type Receipt struct {
 	// LastReconciliation is the latest reconciler pass; nil when none ran.
 	LastReconciliation *Reconciliation `json:"last_reconciliation,omitempty" yaml:"last_reconciliation,omitempty"`
 	// Approval is nil when the operation ran without one.
-	Approval     *ApprovalTerms `json:"approval,omitempty" yaml:"approval,omitempty"`
-	Breaches     []Breach       `json:"breaches" yaml:"breaches"`
-	Lineage      []AttemptLine  `json:"lineage" yaml:"lineage"`
-	RemoteJobs   []RemoteJob    `json:"remote_jobs" yaml:"remote_jobs"`
-	Charges      []Charge       `json:"charges" yaml:"charges"`
-	Questions    []Question     `json:"questions,omitempty" yaml:"questions,omitempty"`
-	Cancellation *Cancellation  `json:"cancellation,omitempty" yaml:"cancellation,omitempty"`
-	NextActions  []NextAction   `json:"next_actions" yaml:"next_actions"`
+	Approval *ApprovalTerms `json:"approval,omitempty" yaml:"approval,omitempty"`
+	// ApprovalRequest is the request the operation waited on for its
+	// approval, and who decided it; nil when it waited on none.
+	ApprovalRequest *ApprovalRequestLine `json:"approval_request,omitempty" yaml:"approval_request,omitempty"`
+	Breaches        []Breach             `json:"breaches" yaml:"breaches"`
+	Lineage         []AttemptLine        `json:"lineage" yaml:"lineage"`
+	RemoteJobs      []RemoteJob          `json:"remote_jobs" yaml:"remote_jobs"`
+	Charges         []Charge             `json:"charges" yaml:"charges"`
+	Questions       []Question           `json:"questions,omitempty" yaml:"questions,omitempty"`
+	Cancellation    *Cancellation        `json:"cancellation,omitempty" yaml:"cancellation,omitempty"`
+	NextActions     []NextAction         `json:"next_actions" yaml:"next_actions"`
 	// Signature is the signature block [Sign] adds; nil on an unsigned
 	// receipt, whose renderings then carry none.
 	Signature *Signature `json:"signature,omitempty" yaml:"signature,omitempty"`
@@ -117,6 +120,9 @@ type ApprovalTerms struct {
 	RetryPolicy   string    `json:"retry_policy" yaml:"retry_policy"`
 	ExpiresAt     time.Time `json:"expires_at" yaml:"expires_at"`
 	RevokedAt     time.Time `json:"revoked_at,omitzero" yaml:"revoked_at,omitempty"`
+	// ApprovedBy is the credential ID of who gave the approval ("api_key:7",
+	// "jwt:<subject>", "elicitation"); empty when the ledger names none.
+	ApprovedBy string `json:"approved_by,omitempty" yaml:"approved_by,omitempty"`
 	// HeadroomUSD is the ceiling minus the larger of what reservations
 	// commit and what final and pending charges add up to; negative once
 	// the ceiling is breached.
@@ -124,6 +130,20 @@ type ApprovalTerms struct {
 	// RemoteJobsHeadroom is the job limit minus the larger of reserved and
 	// observed remote jobs; negative when more jobs ran than approved.
 	RemoteJobsHeadroom int `json:"remote_jobs_headroom" yaml:"remote_jobs_headroom"`
+}
+
+// ApprovalRequestLine is the approval request an operation waited on, as
+// its events record it: who asked, what became of it, and the credential
+// ID of the approver who approved or declined it.
+type ApprovalRequestLine struct {
+	ID          int64  `json:"id" yaml:"id"`
+	RequestedBy string `json:"requested_by,omitempty" yaml:"requested_by,omitempty"`
+	// Status is pending, approved, declined, expired or cancelled.
+	Status     string    `json:"status" yaml:"status"`
+	ApprovedBy string    `json:"approved_by,omitempty" yaml:"approved_by,omitempty"`
+	DeclinedBy string    `json:"declined_by,omitempty" yaml:"declined_by,omitempty"`
+	Note       string    `json:"note,omitempty" yaml:"note,omitempty"`
+	DecidedAt  time.Time `json:"decided_at,omitzero" yaml:"decided_at,omitempty"`
 }
 
 // Breach is a broken approval boundary.

@@ -110,6 +110,25 @@ func (r *Receipt) Markdown() []byte {
 		}
 		row("approval", v)
 		row("approval headroom", fmt.Sprintf("%s, %s", a.HeadroomUSD.Display(), plural(a.RemoteJobsHeadroom, "remote job")))
+		if a.ApprovedBy != "" {
+			row("approved by", a.ApprovedBy)
+		}
+	}
+	if q := r.ApprovalRequest; q != nil {
+		v := fmt.Sprintf("#%d, %s", q.ID, q.Status)
+		switch {
+		case q.ApprovedBy != "":
+			v += " by " + q.ApprovedBy
+		case q.DeclinedBy != "":
+			v += " by " + q.DeclinedBy
+		}
+		if !q.DecidedAt.IsZero() {
+			v += " at " + stamp(q.DecidedAt)
+		}
+		if q.Note != "" {
+			v += ": " + q.Note
+		}
+		row("approval request", v)
 	}
 	if !r.GeneratedAt.IsZero() {
 		row("generated", stamp(r.GeneratedAt))

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -447,6 +448,15 @@ func TestNextActions(t *testing.T) {
 			want: []receipt.NextAction{{Action: "resolve_review", Target: "op-1"}},
 		},
 		{
+			name: "waiting for an approval: decide its request",
+			edit: func(in *receipt.Input) {
+				in.Operation.State = ledger.StateAwaitingApproval
+				in.Operation.StatusMessage = "waiting for an approver to decide approval request 7"
+				in.RemoteJobs, in.Charges = nil, nil
+			},
+			want: []receipt.NextAction{{Action: "decide_approval_request", Target: "op-1"}},
+		},
+		{
 			name: "a fan-out that completed without one of its jobs: check the missing job, keep evidence",
 			edit: func(in *receipt.Input) {
 				in.Operation.IntendedRemoteJobs = 2
@@ -808,4 +818,38 @@ func cmpOrKnowledge(k, alt ledger.Knowledge) ledger.Knowledge {
 		return alt
 	}
 	return k
+}
+
+// The approval request an operation waited on shows who asked and who
+// decided, from its events.
+func TestApprovalRequestLine(t *testing.T) {
+	ev := func(id int64, kind ledger.EventKind, data string) *ledger.Event {
+		return &ledger.Event{ID: id, Kind: kind, CreatedAt: at(time.Duration(id) * time.Minute), Data: json.RawMessage(data)}
+	}
+	requested := ev(1, ledger.EventApprovalRequested, `{"request_id":7,"requested_by":"api_key:3"}`)
+	tests := []struct {
+		name   string
+		state  ledger.State
+		events []*ledger.Event
+		want   *receipt.ApprovalRequestLine
+	}{
+		{"none", ledger.StateCompleted, nil, nil},
+		{"approved", ledger.StateCompleted, []*ledger.Event{requested, ev(2, ledger.EventApprovalRequestApproved, `{"request_id":7,"approver":"api_key:9","approval_id":4,"note":"ok"}`)},
+			&receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", Status: "approved", ApprovedBy: "api_key:9", Note: "ok", DecidedAt: at(2 * time.Minute)}},
+		{"declined", ledger.StateFailed, []*ledger.Event{requested, ev(2, ledger.EventApprovalRequestDeclined, `{"request_id":7,"approver":"jwt:dana"}`)},
+			&receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", Status: "declined", DeclinedBy: "jwt:dana", DecidedAt: at(2 * time.Minute)}},
+		{"expired", ledger.StateFailed, []*ledger.Event{requested, ev(2, ledger.EventApprovalRequestExpired, `{"request_id":7}`)},
+			&receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", Status: "expired", DecidedAt: at(2 * time.Minute)}},
+		{"pending", ledger.StateAwaitingApproval, []*ledger.Event{requested}, &receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", Status: "pending"}},
+		{"cancelled while pending", ledger.StateCancelled, []*ledger.Event{requested}, &receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", Status: "cancelled"}},
+	}
+	for _, tt := range tests {
+		in := base()
+		in.Operation.State = tt.state
+		in.Events = tt.events
+		got := receipt.Build(in).ApprovalRequest
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: approval request = %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
 }

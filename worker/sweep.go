@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -28,8 +29,17 @@ func (w *Worker) sweepLoop(ctx context.Context) {
 	}
 }
 
-// Sweep queues every operation whose lease has lapsed.
+// Sweep queues every operation whose lease has lapsed, and expires the
+// approval requests that nobody decided in time.
 func (w *Worker) Sweep(ctx context.Context) error {
+	if err := w.recoverLapsed(ctx); err != nil {
+		return err
+	}
+	return w.expireRequests(ctx)
+}
+
+// recoverLapsed queues every operation whose lease has lapsed.
+func (w *Worker) recoverLapsed(ctx context.Context) error {
 	ops, err := w.store.OperationsToRecover(ctx, w.clock(), 100)
 	if err != nil {
 		return err
@@ -55,6 +65,42 @@ func (w *Worker) Sweep(ctx context.Context) error {
 			// Another replica, or the operation's own worker, got there first.
 		default:
 			return err
+		}
+	}
+	return nil
+}
+
+// dueForExpiry reports whether request q, as read, has waited out its
+// lifetime at now without a decision.
+func dueForExpiry(q *ledger.ApprovalRequest, now time.Time) bool {
+	return q.Status == ledger.RequestPending && !now.Before(q.ExpiresAt)
+}
+
+// expireRequests records the expiry of every pending approval request past
+// its lifetime: its waiting operation fails approval_request_expired with
+// nothing started. An approver's decision that lands first wins; the
+// ledger's compare-and-set keeps exactly one.
+func (w *Worker) expireRequests(ctx context.Context) error {
+	now := w.clock()
+	due, err := w.store.ApprovalRequestList(ctx, &ledger.ApprovalRequestListParams{
+		Statuses: []ledger.ApprovalRequestStatus{ledger.RequestPending}, ExpiredBy: now, Limit: 100,
+	})
+	if err != nil {
+		return fmt.Errorf("list the approval requests due to expire: %w", err)
+	}
+	for _, q := range due {
+		if !dueForExpiry(q, now) {
+			continue
+		}
+		_, err := w.store.ApprovalRequestDecide(ctx, &ledger.ApprovalRequestDecision{ID: q.ID, Outcome: ledger.RequestExpired, Now: now})
+		switch {
+		case err == nil:
+			w.log.Info("an approval request expired undecided", "tenant", q.Tenant, "operation_id", q.OperationID,
+				"approval_request", q.ID, "expires_at", q.ExpiresAt)
+		case errors.Is(err, ledger.ErrRequestDecided):
+			// An approver, or another replica, decided it first.
+		default:
+			return fmt.Errorf("expire approval request %d: %w", q.ID, err)
 		}
 	}
 	return nil

@@ -145,7 +145,7 @@ func estimate(ctx context.Context, cs *mcp.ClientSession, tool string, args map[
 // allStates are every operation state, to count every operation.
 func allStates() []ledger.State {
 	return []ledger.State{
-		ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, ledger.StateInputRequired, ledger.StateReview,
+		ledger.StateAwaitingApproval, ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, ledger.StateInputRequired, ledger.StateReview,
 		ledger.StateCompleted, ledger.StateFailed, ledger.StateCancelled,
 	}
 }

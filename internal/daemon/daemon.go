@@ -217,7 +217,8 @@ func (d *Daemon) listen(opts *Options) error {
 		return err
 	}
 	d.auth = authn.NewSwitch(auth)
-	restAPI := api.New(&api.Options{Store: d.Store, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Signer: signingkeys.NewSigner(d.Store, d.secrets)})
+	restAPI := api.New(&api.Options{Store: d.Store, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Signer: signingkeys.NewSigner(d.Store, d.secrets),
+		QueueLease: cfg.Worker.Lease})
 	handler, err := d.Gateway.Handler(&mcpserver.HTTPOptions{Auth: d.auth, Gatherer: d.Registry, Extra: restAPI.Register,
 		ReceiptKeys: signingkeys.Handler(d.Store, log)})
 	if err != nil {

@@ -108,7 +108,7 @@ func (d *Daemon) drainRetired(ctx context.Context) {
 // upstreamsInUse names the upstreams of the operations in flight: those a
 // worker may still move on their upstream.
 func (d *Daemon) upstreamsInUse(ctx context.Context) (map[string]bool, error) {
-	inFlight := []ledger.State{ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, ledger.StateInputRequired}
+	inFlight := []ledger.State{ledger.StateAwaitingApproval, ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, ledger.StateInputRequired}
 	out := map[string]bool{}
 	var before int64
 	for {

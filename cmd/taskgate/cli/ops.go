@@ -31,7 +31,7 @@ func (e *env) opsCmd() *cobra.Command {
 // states are every operation state, unfinished ones first.
 func states() []ledger.State {
 	return []ledger.State{
-		ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, ledger.StateInputRequired, ledger.StateReview,
+		ledger.StateAwaitingApproval, ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, ledger.StateInputRequired, ledger.StateReview,
 		ledger.StateCompleted, ledger.StateFailed, ledger.StateCancelled,
 	}
 }

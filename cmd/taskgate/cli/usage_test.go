@@ -30,7 +30,7 @@ func TestUsageErrors(t *testing.T) {
 		{"mistyped keys subcommand", []string{"keys", "crate"}, `unknown command "crate" for "taskgate keys"; did you mean "create"?`},
 		{"mistyped approvals subcommand", []string{"approvals", "lst"}, `unknown command "lst" for "taskgate approvals"; did you mean "list"?`},
 		{"unknown log level", []string{"--log-level", "loud", "ops", "list"}, `--log-level "loud" is not a log level; use debug, info, warn, error`},
-		{"unknown state", []string{"ops", "list", "--state", "running,bogus"}, `--state "bogus" is not an operation state; the states are accepted, sending, running, input_required, review, completed, failed, cancelled`},
+		{"unknown state", []string{"ops", "list", "--state", "running,bogus"}, `--state "bogus" is not an operation state; the states are awaiting_approval, accepted, sending, running, input_required, review, completed, failed, cancelled`},
 		{"no limit", []string{"ops", "list", "--limit", "0"}, "--limit 0: list at least one operation"},
 		{"ops show without an ID", []string{"ops", "show"}, "expected one argument, the operation ID or task ID; got 0"},
 		{"demo with a ledger", []string{"demo"}, "--db does not apply: demo runs on a temporary ledger of its own"},

@@ -138,6 +138,10 @@ func validateAccept(p *ledger.AcceptParams) error {
 		return errors.New("accept: tool is required")
 	case !p.InputChannel.Valid():
 		return fmt.Errorf("accept: unknown input channel %q", p.InputChannel)
+	case p.Approval.Request != ledger.RequestNone && p.Approval.Request != ledger.RequestWait && p.Approval.Request != ledger.RequestRecord:
+		return fmt.Errorf("accept: unknown approval request mode %q", p.Approval.Request)
+	case p.Approval.Request != ledger.RequestNone && p.Approval.RequestTTL <= 0:
+		return errors.New("accept: an approval request needs a positive lifetime")
 	}
 	return nil
 }
@@ -317,6 +321,9 @@ func (s *Store) acceptOne(ctx context.Context, tx Tx, p *ledger.AcceptParams) (*
 // operation ID) first.
 func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now time.Time) (*ledger.AcceptResult, []river.InsertManyParams, error) {
 	var approval *ledger.Approval
+	// waiting: the call has no approval at all, and its client holds a
+	// task while an approval request waits for an approver.
+	waiting := false
 	if p.Approval.Required {
 		var (
 			verdict policy.Verdict
@@ -336,21 +343,14 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 			if existing, err := s.operationByKey(ctx, tx, p.Tenant, p.OperationID); err != nil || existing != nil {
 				return nil, nil, err
 			}
-			att, err := s.insertAttempt(ctx, tx, p, 0, related, ledger.DecisionDenied, verdict.Reason, now)
-			if err != nil {
-				return nil, nil, err
+			// A call with no approval, or only an expired or revoked one
+			// for its own operation ID, may ask an approver for one; a retry
+			// under a new operation ID may not.
+			unapproved := verdict.Reason == ledger.ReasonApprovalRequired || verdict.Reason == ledger.ReasonApprovalExpired && related == 0
+			waiting = unapproved && p.Approval.Request == ledger.RequestWait
+			if !waiting {
+				return s.deny(ctx, tx, p, related, verdict, unapproved && p.Approval.Request == ledger.RequestRecord, now)
 			}
-			// A denied retry is an event of the operation it repeats.
-			var head string
-			if related != 0 {
-				if head, err = s.chainHead(ctx, tx, related); err != nil {
-					return nil, nil, err
-				}
-			}
-			if _, err := s.event(ctx, tx, related, head, att.ID, ledger.EventDenied, ledger.DeniedData{OperationID: p.OperationID, Reason: verdict.Reason, RequestID: p.RequestID}, now); err != nil {
-				return nil, nil, err
-			}
-			return &ledger.AcceptResult{Decision: ledger.DecisionDenied, Reason: verdict.Reason, Message: verdict.Message, Attempt: att}, nil, nil
 		}
 	}
 
@@ -361,12 +361,17 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 	// The dispatch job enqueued below holds the operation until a worker
 	// claims it; should it never run, the lease lapses and recovery starts.
 	leaseOwner, leaseUntil := "", time.Time{}
-	if p.Enqueue != nil && p.QueueLease > 0 {
+	state := ledger.StateAccepted
+	if waiting {
+		// Nothing is queued or leased: no worker may touch the operation
+		// until an approver approves, and recovery passes it by.
+		state = ledger.StateAwaitingApproval
+	} else if p.Enqueue != nil && p.QueueLease > 0 {
 		leaseOwner, leaseUntil = ledger.LeaseQueued, now.Add(p.QueueLease).Truncate(time.Microsecond)
 	}
 	op := &ledger.Operation{
 		Tenant: p.Tenant, OperationID: p.OperationID, TaskID: p.TaskID, Upstream: p.Upstream, Tool: p.Tool,
-		Fingerprint: p.Fingerprint, Arguments: argumentsOrEmpty(p.Arguments), State: ledger.StateAccepted,
+		Fingerprint: p.Fingerprint, Arguments: argumentsOrEmpty(p.Arguments), State: state,
 		ApprovalID: approvalRef, RetryPolicy: p.RetryPolicy, Estimate: money.FromMicros(p.Approval.Estimate.Micros, currencyOf(p)),
 		IntendedRemoteJobs: p.Approval.Jobs(), TTL: p.TTL.Truncate(time.Millisecond), Priced: p.Priced, SecretArguments: secretNames(p.SecretArguments),
 		InputChannel: p.InputChannel, LeaseOwner: leaseOwner, LeaseUntil: leaseUntil, CreatedAt: now, UpdatedAt: now,
@@ -407,11 +412,51 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 	if err != nil {
 		return nil, nil, err
 	}
+	if waiting {
+		req, err := s.waitForApproval(ctx, tx, p, op, att.ID, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &ledger.AcceptResult{Decision: ledger.DecisionCreated, Operation: op, Attempt: att, Request: req}, nil, nil
+	}
 	var jobs []river.InsertManyParams
 	if p.Enqueue != nil {
 		jobs = p.Enqueue(op)
 	}
 	return &ledger.AcceptResult{Decision: ledger.DecisionCreated, Operation: op, Attempt: att}, jobs, nil
+}
+
+// deny records the attempt denied for verdict, pointing at the related
+// operation it repeats, if any. With record, the denial names the call's
+// approval request, recorded for it when none is pending, so that a human
+// can approve it and the client retry.
+func (s *Store) deny(ctx context.Context, tx Tx, p *ledger.AcceptParams, related int64, verdict policy.Verdict, record bool, now time.Time) (*ledger.AcceptResult, []river.InsertManyParams, error) {
+	res := &ledger.AcceptResult{Decision: ledger.DecisionDenied, Reason: verdict.Reason, Message: verdict.Message}
+	if record {
+		req, err := s.recordRequest(ctx, tx, p, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		res.Request = req
+		res.Message = fmt.Sprintf("this call needs an approval it does not have (%s); approval request %d asks an approver for one (taskgate approval-requests approve %d); once it is approved, retry with the same operation ID. The request expires at %s",
+			verdict.Reason, req.ID, req.ID, req.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	att, err := s.insertAttempt(ctx, tx, p, 0, related, ledger.DecisionDenied, verdict.Reason, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A denied retry is an event of the operation it repeats.
+	var head string
+	if related != 0 {
+		if head, err = s.chainHead(ctx, tx, related); err != nil {
+			return nil, nil, err
+		}
+	}
+	if _, err := s.event(ctx, tx, related, head, att.ID, ledger.EventDenied, ledger.DeniedData{OperationID: p.OperationID, Reason: verdict.Reason, RequestID: p.RequestID}, now); err != nil {
+		return nil, nil, err
+	}
+	res.Attempt = att
+	return res, nil, nil
 }
 
 // admit finds the approval a new operation would run under and asks policy
@@ -440,6 +485,20 @@ func (s *Store) admit(ctx context.Context, tx Tx, p *ledger.AcceptParams, now ti
 		}
 	}
 	if approval == nil {
+		// The same arguments waiting for an approval under another
+		// operation ID are this call's original: a retry, not new work.
+		// (A waiting operation has not ended: the open index finds it.)
+		var ref int64
+		var waitingID string
+		err := tx.QueryRow(ctx, `SELECT id, operation_id FROM operations
+			WHERE ended_at IS NULL AND state = $3 AND tenant = $1 AND fingerprint = $2 AND operation_id <> $4 ORDER BY id DESC LIMIT 1`,
+			p.Tenant, p.Fingerprint, ledger.StateAwaitingApproval, p.OperationID).Scan(&ref, &waitingID)
+		switch {
+		case err == nil:
+			return nil, ref, policy.WaitingRetry(waitingID), nil
+		case !errors.Is(s.drv.Interpret(err), ledger.ErrNotFound):
+			return nil, 0, policy.Verdict{}, err
+		}
 		return nil, 0, policy.Admit(nil, p.QualifiedTool(), policy.Usage{}, route(p), false, now), nil
 	}
 	// Lock the approval so that concurrent reservations against it are

@@ -46,16 +46,24 @@ func (s *Store) ApprovalCreate(ctx context.Context, a *ledger.Approval) (*ledger
 	}
 	var out *ledger.Approval
 	err := s.InTx(ctx, func(tx Tx) error {
-		created := s.now(a.CreatedAt)
 		var err error
-		out, err = scanApproval(tx.QueryRow(ctx, `INSERT INTO approvals (tenant, operation_id, tool, max_cost_micros, currency,
-				max_remote_jobs, retry_policy, expires_at, created_at, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING `+approvalColumns,
-			a.Tenant, a.OperationID, a.Tool, a.MaxTotalCost.Micros, a.MaxTotalCost.Currency, a.MaxRemoteJobs, a.RetryPolicy,
-			a.ExpiresAt.UTC().Truncate(time.Microsecond), created, a.CreatedBy))
+		out, err = s.insertApproval(ctx, tx, a)
 		return err
 	})
 	return out, err
+}
+
+// insertApproval writes a inside tx; a zero CreatedAt is the store's clock.
+func (s *Store) insertApproval(ctx context.Context, tx Tx, a *ledger.Approval) (*ledger.Approval, error) {
+	out, err := scanApproval(tx.QueryRow(ctx, `INSERT INTO approvals (tenant, operation_id, tool, max_cost_micros, currency,
+			max_remote_jobs, retry_policy, expires_at, created_at, created_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING `+approvalColumns,
+		a.Tenant, a.OperationID, a.Tool, a.MaxTotalCost.Micros, a.MaxTotalCost.Currency, a.MaxRemoteJobs, a.RetryPolicy,
+		a.ExpiresAt.UTC().Truncate(time.Microsecond), s.now(a.CreatedAt), a.CreatedBy))
+	if err != nil {
+		return nil, fmt.Errorf("record the approval for %q: %w", a.OperationID, err)
+	}
+	return out, nil
 }
 
 // ApprovalList implements ledger.Store.

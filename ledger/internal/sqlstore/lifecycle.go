@@ -115,6 +115,13 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 			return nil, fmt.Errorf("operation %d cannot become input_required without the question it waits on: %w", op.ID, ledger.ErrIllegalTransition)
 		}
 		set("state", p.To)
+		if op.State == ledger.StateAwaitingApproval && p.To == ledger.StateCancelled {
+			// The request dies with the operation it was for.
+			if _, err := tx.Exec(ctx, `UPDATE approval_requests SET status = $1, decided_at = $2 WHERE operation_ref = $3 AND status = $4`,
+				ledger.RequestCancelled, now, op.ID, ledger.RequestPending); err != nil {
+				return nil, fmt.Errorf("cancel the approval request of operation %d: %w", op.ID, err)
+			}
+		}
 		if p.To.Terminal() {
 			set("ended_at", now)
 		}
