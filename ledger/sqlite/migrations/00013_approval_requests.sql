@@ -8,7 +8,7 @@
 -- A decision is a compare-and-set on status, so approve, decline and
 -- expiry race to exactly one outcome. An older binary ignores the table
 -- and the waiting operations (it neither dispatches nor recovers them),
--- so the minimum schema version stays where 00007 set it.
+-- so the minimum schema version stays where an earlier migration set it.
 CREATE TABLE approval_requests (
     id              INTEGER PRIMARY KEY,
     tenant          text    NOT NULL,
