@@ -39,6 +39,10 @@ type HTTPOptions struct {
 	// signingkeys.JWKSPath, unauthenticated: a verifier needs no
 	// credential. Nil serves nothing there.
 	ReceiptKeys http.Handler
+	// Console serves the approvers' pages at /console and below; it does
+	// its own authentication, from its session cookie. Nil serves nothing
+	// there.
+	Console http.Handler
 }
 
 // Sessions (protocol 2025-11-25 and earlier) are tied to a replica's
@@ -54,8 +58,8 @@ const (
 
 // Handler returns the gateway's HTTP surface: MCP at /mcp (refusing a
 // browser origin that is not allowed, see originAllowed), RFC 9728
-// metadata, the receipt-signing keys, /healthz, /readyz, /metrics and the
-// authenticated Extra routes.
+// metadata, the receipt-signing keys, /healthz, /readyz, /metrics, the
+// authenticated Extra routes and the console.
 // It makes its own MCP servers: one for sessions, whose clients are pinged
 // and whose idle sessions end, and one for stateless 2026-07-28 requests,
 // whose handlers end when their HTTP request does.
@@ -99,6 +103,11 @@ func (g *Gateway) Handler(opts *HTTPOptions) (http.Handler, error) {
 		api := http.NewServeMux()
 		opts.Extra(api)
 		mux.Handle("/v1/", opts.Auth.Middleware(limitBody(g.config().MaxBodyBytes, api)))
+	}
+	if opts.Console != nil {
+		console := limitBody(g.config().MaxBodyBytes, opts.Console)
+		mux.Handle("/console", console)
+		mux.Handle("/console/", console)
 	}
 	return mux, nil
 }

@@ -219,8 +219,12 @@ func (d *Daemon) listen(opts *Options) error {
 	d.auth = authn.NewSwitch(auth)
 	restAPI := api.New(&api.Options{Store: d.Store, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Signer: signingkeys.NewSigner(d.Store, d.secrets),
 		QueueLease: cfg.Worker.Lease})
+	approverConsole, err := d.console(restAPI)
+	if err != nil {
+		return err
+	}
 	handler, err := d.Gateway.Handler(&mcpserver.HTTPOptions{Auth: d.auth, Gatherer: d.Registry, Extra: restAPI.Register,
-		ReceiptKeys: signingkeys.Handler(d.Store, log)})
+		ReceiptKeys: signingkeys.Handler(d.Store, log), Console: approverConsole.Handler()})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,289 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/taskgate/taskgate/api"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/receipt"
+)
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed assets
+var assetFiles embed.FS
+
+// refreshSeconds is how often a page showing work in progress reloads
+// itself, with a meta refresh rather than a script.
+const refreshSeconds = 2
+
+// viewer is the signed-in approver a page is rendered for.
+type viewer struct {
+	tenant, credential, csrf string
+}
+
+type viewerKey struct{}
+
+func withViewer(ctx context.Context, v *viewer) context.Context {
+	return context.WithValue(ctx, viewerKey{}, v)
+}
+
+func viewerFrom(ctx context.Context) *viewer {
+	v, _ := ctx.Value(viewerKey{}).(*viewer)
+	return v
+}
+
+type gateCtx struct {
+	g *gate
+	s *session
+}
+
+func withGate(ctx context.Context, g *gate, s *session) context.Context {
+	return context.WithValue(ctx, gateKey{}, gateCtx{g, s})
+}
+
+func gateFrom(ctx context.Context) (*gate, *session) {
+	v, _ := ctx.Value(gateKey{}).(gateCtx)
+	return v.g, v.s
+}
+
+// page is what every template is rendered with.
+type page struct {
+	Title      string
+	Tenant     string
+	Credential string
+	CSRF       string
+	// Error is shown at the top of the page.
+	Error string
+	// Refresh reloads the page after this many seconds; zero never.
+	Refresh int
+	Data    any
+}
+
+// templates holds each page parsed with the layout.
+type templates struct {
+	pages map[string]*template.Template
+}
+
+func parseTemplates() (*templates, error) {
+	t := &templates{pages: map[string]*template.Template{}}
+	for _, name := range []string{"signin", "inbox", "operation", "error"} {
+		p, err := template.New(name).Funcs(template.FuncMap{"stamp": stamp}).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: parse the %s page: %w", name, err)
+		}
+		t.pages[name] = p
+	}
+	return t, nil
+}
+
+// stamp prints a time as the receipts do; the zero time as a dash.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "–"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// render writes the named page, filling in who views it.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, name string, status int, p *page) {
+	if v := viewerFrom(r.Context()); v != nil {
+		p.Tenant, p.Credential, p.CSRF = v.tenant, v.credential, v.csrf
+	}
+	var b bytes.Buffer
+	if err := c.tmpl.pages[name].ExecuteTemplate(&b, "layout", p); err != nil {
+		c.log.ErrorContext(r.Context(), "console page", "page", name, "err", err)
+		http.Error(w, "the console could not render this page; the gateway log has the details", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(b.Bytes())
+}
+
+func (c *Console) signInPage(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	c.render(w, r, "signin", status, &page{Title: "Sign in", Error: msg})
+}
+
+// fail answers with the error page; err, when set, goes to the log.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error, status int, msg string) {
+	if err != nil {
+		c.log.ErrorContext(r.Context(), "console", "path", r.URL.Path, "err", err)
+	}
+	c.render(w, r, "error", status, &page{Title: http.StatusText(status), Error: msg})
+}
+
+func serveAsset(w http.ResponseWriter, r *http.Request) {
+	sub, _ := fs.Sub(assetFiles, "assets")
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	http.StripPrefix(Prefix+"/assets/", http.FileServerFS(sub)).ServeHTTP(w, r)
+}
+
+func (c *Console) routes() {
+	c.pages.HandleFunc("GET "+Prefix+"/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, Prefix+"/inbox", http.StatusSeeOther)
+	})
+	c.pages.HandleFunc("GET "+Prefix+"/inbox", c.inbox)
+	c.pages.HandleFunc("POST "+Prefix+"/requests/{id}/approve", c.decide("approve"))
+	c.pages.HandleFunc("POST "+Prefix+"/requests/{id}/decline", c.decide("decline"))
+	c.pages.HandleFunc("GET "+Prefix+"/operations/{id}", c.operation)
+	c.pages.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, nil, http.StatusNotFound, "there is no console page at "+r.URL.Path+"; start from the inbox")
+	})
+}
+
+// inboxData is the inbox: the tenant's pending approval requests.
+type inboxData struct {
+	Requests []inboxRequest
+}
+
+type inboxRequest struct {
+	api.ApprovalRequestView
+	// ArgumentsText is the arguments, indented, as the page shows them.
+	ArgumentsText string
+}
+
+func (c *Console) inbox(w http.ResponseWriter, r *http.Request) {
+	c.inboxWith(w, r, http.StatusOK, "")
+}
+
+// inboxWith renders the inbox with status and an error to show, for a
+// decision that was refused.
+func (c *Console) inboxWith(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	v := viewerFrom(r.Context())
+	list, err := c.store.ApprovalRequestList(r.Context(), &ledger.ApprovalRequestListParams{Tenant: v.tenant, Statuses: []ledger.ApprovalRequestStatus{ledger.RequestPending}})
+	if err != nil {
+		c.fail(w, r, err, http.StatusInternalServerError, "could not list the approval requests; the gateway log has the details, try again shortly")
+		return
+	}
+	now := c.clock()
+	var d inboxData
+	for _, q := range list {
+		view := api.ViewApprovalRequest(q, now)
+		// Past its expiry a request waits for no one, though the sweep
+		// has not yet recorded it.
+		if view.Status != string(ledger.RequestPending) {
+			continue
+		}
+		var args bytes.Buffer
+		if json.Indent(&args, view.Arguments, "", "  ") != nil {
+			args.Reset()
+			args.Write(view.Arguments)
+		}
+		d.Requests = append(d.Requests, inboxRequest{ApprovalRequestView: view, ArgumentsText: args.String()})
+	}
+	c.render(w, r, "inbox", status, &page{Title: "Inbox", Error: msg, Data: d})
+}
+
+// decide approves or declines through the REST API's handler, so that the
+// console's decisions follow exactly its rules, events and errors.
+func (c *Console) decide(verb string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		body := map[string]any{"note": r.PostFormValue("note")}
+		if verb == "approve" {
+			for _, f := range []string{"max_total_cost", "currency", "retry_policy", "expires_in"} {
+				if v := strings.TrimSpace(r.PostFormValue(f)); v != "" {
+					body[f] = v
+				}
+			}
+			if raw := strings.TrimSpace(r.PostFormValue("max_remote_jobs")); raw != "" {
+				n, err := strconv.Atoi(raw)
+				if err != nil || n <= 0 {
+					c.inboxWith(w, r, http.StatusBadRequest, fmt.Sprintf("remote-job limit %q is not a positive whole number", raw))
+					return
+				}
+				body["max_remote_jobs"] = n
+			}
+		}
+		b, _ := json.Marshal(body)
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "/v1/approval-requests/"+url.PathEscape(id)+"/"+verb, bytes.NewReader(b))
+		if err != nil {
+			c.fail(w, r, err, http.StatusBadRequest, fmt.Sprintf("approval request %q is not a request ID", id))
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		var out buffer
+		c.api.ServeHTTP(&out, req)
+		if out.status != http.StatusOK {
+			var e struct {
+				Error struct {
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			msg := out.body.String()
+			if json.Unmarshal(out.body.Bytes(), &e) == nil && e.Error.Message != "" {
+				msg = e.Error.Message
+			}
+			c.inboxWith(w, r, out.status, fmt.Sprintf("could not %s approval request %s: %s", verb, id, msg))
+			return
+		}
+		var decided api.ApprovalRequestDecided
+		if err := json.Unmarshal(out.body.Bytes(), &decided); err != nil {
+			c.fail(w, r, err, http.StatusInternalServerError, "the decision was recorded but its answer could not be read; see the inbox and the operation")
+			return
+		}
+		if verb == "decline" {
+			http.Redirect(w, r, Prefix+"/inbox", http.StatusSeeOther)
+			return
+		}
+		http.Redirect(w, r, Prefix+"/operations/"+url.PathEscape(decided.ApprovalRequest.OperationID), http.StatusSeeOther)
+	}
+}
+
+// operationData is one operation's page: its receipt, which holds the
+// lineage, remote jobs, charges and next actions, and its Markdown.
+type operationData struct {
+	Receipt  *receipt.Receipt
+	Markdown string
+	Ended    bool
+}
+
+func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
+	v := viewerFrom(r.Context())
+	id := r.PathValue("id")
+	op, err := c.store.OperationGet(r.Context(), &ledger.OperationGetParams{Tenant: v.tenant, OperationID: id})
+	if errors.Is(err, ledger.ErrNotFound) {
+		op, err = c.store.OperationGet(r.Context(), &ledger.OperationGetParams{Tenant: v.tenant, TaskID: id})
+	}
+	if errors.Is(err, ledger.ErrNotFound) {
+		// Another tenant's operation reads exactly like a missing one.
+		c.fail(w, r, nil, http.StatusNotFound, fmt.Sprintf("no operation or task %q", id))
+		return
+	}
+	if err != nil {
+		c.fail(w, r, err, http.StatusInternalServerError, "could not load the operation; the gateway log has the details, try again shortly")
+		return
+	}
+	in, err := receipt.Load(r.Context(), c.store, op, &receipt.LoadOptions{Now: c.clock()})
+	if err != nil {
+		c.fail(w, r, err, http.StatusInternalServerError, "could not load the operation's receipt; the gateway log has the details, try again shortly")
+		return
+	}
+	rc := receipt.Build(in)
+	d := operationData{Receipt: rc, Markdown: string(rc.Markdown()), Ended: ended(op.State)}
+	p := &page{Title: "Operation " + op.OperationID, Data: d}
+	if !d.Ended {
+		p.Refresh = refreshSeconds
+	}
+	c.render(w, r, "operation", http.StatusOK, p)
+}
+
+// ended reports whether an operation in s has ended: nothing more will
+// happen to it that a page must wait for.
+func ended(s ledger.State) bool {
+	return s == ledger.StateCompleted || s == ledger.StateFailed || s == ledger.StateCancelled
+}
