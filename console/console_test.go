@@ -8,6 +8,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,12 +128,18 @@ func approverKey(t *testing.T, h *fixtures.Harness, tenant string) (string, *led
 // for an approval request; it returns the session and the task.
 func waitingCall(t *testing.T, h *fixtures.Harness, tenant, opID string) (*mcp.ClientSession, *taskwire.Task) {
 	t.Helper()
+	return waitingCallOf(t, h, tenant, fixtures.RunSuiteCall(opID, nil))
+}
+
+// waitingCallOf is waitingCall of the call given.
+func waitingCallOf(t *testing.T, h *fixtures.Harness, tenant string, call *mcp.CallToolParams) (*mcp.ClientSession, *taskwire.Task) {
+	t.Helper()
 	cs, err := h.Connect(testCtx(t), tenant, fixtures.EraExtension)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	task, _, err := taskwire.CallToolAsTask(testCtx(t), cs, fixtures.RunSuiteCall(opID, nil), nil)
+	task, _, err := taskwire.CallToolAsTask(testCtx(t), cs, call, nil)
 	if err != nil || task == nil || task.Status != taskwire.StatusWorking {
 		t.Fatalf("tools/call = %+v, %v; want a working task waiting for approval", task, err)
 	}
@@ -367,5 +374,46 @@ func TestRevokedKeySignsOut(t *testing.T) {
 	// The cookie is gone: the next page asks to sign in afresh.
 	if p := b.get("/console/inbox"); p.url != "/console/sign-in" {
 		t.Errorf("after the session ended, the inbox went to %s (%d)", p.url, p.status)
+	}
+}
+
+// The operations list shows the tenant's operations only, filtered by
+// state, tool and review.
+func TestOperationsList(t *testing.T) {
+	h := harness(t)
+	waitingCall(t, h, "acme", "op-one")
+	waitingCallOf(t, h, "acme", fixtures.RunSuiteCall("op-two", map[string]any{"suite": "smoke"}))
+	waitingCall(t, h, "globex", "op-three")
+	key, _ := approverKey(t, h, "acme")
+	b := newBrowser(t, h)
+	b.signIn(key)
+	for query, want := range map[string][]string{
+		"":                         {"op-one", "op-two"},
+		"?state=awaiting_approval": {"op-one", "op-two"},
+		"?state=completed":         nil,
+		"?tool=run_suite":          {"op-one", "op-two"},
+		"?tool=run_matrix":         nil,
+		"?review=1":                nil,
+		"?open=1&tool=run_suite":   {"op-one", "op-two"},
+		"?open=1&tool=run_matrix":  nil,
+	} {
+		p := b.get("/console/operations" + query)
+		if p.status != http.StatusOK {
+			t.Fatalf("operations%s = %d\n%s", query, p.status, p.body)
+		}
+		if strings.Contains(p.body, "op-three") {
+			t.Errorf("operations%s shows globex's operation", query)
+		}
+		for _, op := range []string{"op-one", "op-two"} {
+			if shown := strings.Contains(p.body, ">"+op+"</a>"); shown != slices.Contains(want, op) {
+				t.Errorf("operations%s: %s shown = %v, want %v", query, op, shown, !shown)
+			}
+		}
+		if len(want) == 0 && !strings.Contains(p.body, "No operations match") {
+			t.Errorf("operations%s does not say that none match:\n%s", query, p.body)
+		}
+	}
+	if p := b.get("/console/operations?state=bogus"); p.status != http.StatusBadRequest || !strings.Contains(p.body, `state &#34;bogus&#34; is not an operation state`) {
+		t.Errorf("a state that is none = %d\n%s", p.status, p.body)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,7 +81,7 @@ type templates struct {
 
 func parseTemplates() (*templates, error) {
 	t := &templates{pages: map[string]*template.Template{}}
-	for _, name := range []string{"signin", "inbox", "operation", "error"} {
+	for _, name := range []string{"signin", "inbox", "operations", "operation", "error"} {
 		p, err := template.New(name).Funcs(template.FuncMap{"stamp": stamp}).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parse the %s page: %w", name, err)
@@ -139,6 +140,7 @@ func (c *Console) routes() {
 	c.pages.HandleFunc("GET "+Prefix+"/inbox", c.inbox)
 	c.pages.HandleFunc("POST "+Prefix+"/requests/{id}/approve", c.decide("approve"))
 	c.pages.HandleFunc("POST "+Prefix+"/requests/{id}/decline", c.decide("decline"))
+	c.pages.HandleFunc("GET "+Prefix+"/operations", c.operations)
 	c.pages.HandleFunc("GET "+Prefix+"/operations/{id}", c.operation)
 	c.pages.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, http.StatusNotFound, "there is no console page at "+r.URL.Path+"; start from the inbox")
@@ -286,4 +288,84 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
 // happen to it that a page must wait for.
 func ended(s ledger.State) bool {
 	return s == ledger.StateCompleted || s == ledger.StateFailed || s == ledger.StateCancelled
+}
+
+// operationsData is the list of operations and the filters it was
+// chosen by.
+type operationsData struct {
+	Filter     operationsFilter
+	States     []ledger.State
+	Operations []operationRow
+}
+
+// operationsFilter is the list's query: state, tool (upstream.tool, or a
+// part of it), only those needing review, only those with open next
+// actions.
+type operationsFilter struct {
+	State  string
+	Tool   string
+	Review bool
+	Open   bool
+}
+
+type operationRow struct {
+	*ledger.Operation
+	// NextActions is how many next actions its receipt has open; only
+	// counted when the filter asks for open next actions.
+	NextActions int
+}
+
+// listStates are the states the filter offers, in the order of an
+// operation's life.
+func listStates() []ledger.State {
+	return []ledger.State{ledger.StateAwaitingApproval, ledger.StateAccepted, ledger.StateSending, ledger.StateRunning,
+		ledger.StateInputRequired, ledger.StateReview, ledger.StateCompleted, ledger.StateFailed, ledger.StateCancelled}
+}
+
+// operationsLimit is how many of the newest operations the list shows.
+const operationsLimit = 100
+
+func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
+	v := viewerFrom(r.Context())
+	q := r.URL.Query()
+	f := operationsFilter{State: q.Get("state"), Tool: strings.TrimSpace(q.Get("tool")), Review: q.Get("review") != "", Open: q.Get("open") != ""}
+	p := &ledger.OperationListParams{Tenant: v.tenant, Limit: operationsLimit}
+	if f.State != "" {
+		st := ledger.State(f.State)
+		if !slices.Contains(listStates(), st) {
+			c.fail(w, r, nil, http.StatusBadRequest, fmt.Sprintf("state %q is not an operation state", f.State))
+			return
+		}
+		p.States = []ledger.State{st}
+	}
+	if f.Review {
+		p.States = []ledger.State{ledger.StateReview}
+	}
+	list, err := c.store.OperationList(r.Context(), p)
+	if err != nil {
+		c.fail(w, r, err, http.StatusInternalServerError, "could not list the operations; the gateway log has the details, try again shortly")
+		return
+	}
+	d := operationsData{Filter: f, States: listStates()}
+	for _, op := range list {
+		if f.Review && op.State != ledger.StateReview {
+			continue
+		}
+		if f.Tool != "" && !strings.Contains(op.Upstream+"."+op.Tool, f.Tool) {
+			continue
+		}
+		row := operationRow{Operation: op}
+		if f.Open {
+			in, err := receipt.Load(r.Context(), c.store, op, &receipt.LoadOptions{Now: c.clock()})
+			if err != nil {
+				c.fail(w, r, err, http.StatusInternalServerError, "could not load an operation's receipt; the gateway log has the details, try again shortly")
+				return
+			}
+			if row.NextActions = len(receipt.Build(in).NextActions); row.NextActions == 0 {
+				continue
+			}
+		}
+		d.Operations = append(d.Operations, row)
+	}
+	c.render(w, r, "operations", http.StatusOK, &page{Title: "Operations", Data: d})
 }
