@@ -324,6 +324,21 @@ func TestApproveFromInbox(t *testing.T) {
 	if strings.Contains(p.body, `http-equiv="refresh"`) {
 		t.Errorf("the page of an ended operation still reloads itself")
 	}
+	// The spend page shows the approval, used, against its ceiling.
+	approvals, err := h.Store.ApprovalList(testCtx(t), &ledger.ApprovalListParams{Tenant: "acme"})
+	if err != nil || len(approvals) != 1 {
+		t.Fatalf("approvals = %+v, %v; want one", approvals, err)
+	}
+	spend := b.get("/console/spend")
+	row := regexp.MustCompile(fmt.Sprintf(`(?s)<tr id="approval-%d">.*?</tr>`, approvals[0].ID)).FindString(spend.body)
+	for _, want := range []string{"op-inbox", approvals[0].MaxTotalCost.String() + " " + approvals[0].MaxTotalCost.Currency, credential} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the spend page's row of approval %d lacks %s:\n%s", approvals[0].ID, want, spend.body)
+		}
+	}
+	if strings.Contains(row, "not used yet") || !strings.Contains(spend.body, "No open breaches") {
+		t.Errorf("the spend page does not show the approval used without a breach:\n%s", spend.body)
+	}
 	// Deciding again is the REST API's conflict, shown on the inbox.
 	again := b.post(fmt.Sprintf("/console/requests/%d/decline", q.ID), url.Values{"csrf": {csrf}})
 	if again.status != http.StatusConflict || !strings.Contains(again.body, "could not decline") {

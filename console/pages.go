@@ -81,7 +81,7 @@ type templates struct {
 
 func parseTemplates() (*templates, error) {
 	t := &templates{pages: map[string]*template.Template{}}
-	for _, name := range []string{"signin", "inbox", "operations", "operation", "error"} {
+	for _, name := range []string{"signin", "inbox", "operations", "operation", "spend", "error"} {
 		p, err := template.New(name).Funcs(template.FuncMap{"stamp": stamp}).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parse the %s page: %w", name, err)
@@ -141,6 +141,7 @@ func (c *Console) routes() {
 	c.pages.HandleFunc("POST "+Prefix+"/requests/{id}/approve", c.decide("approve"))
 	c.pages.HandleFunc("POST "+Prefix+"/requests/{id}/decline", c.decide("decline"))
 	c.pages.HandleFunc("GET "+Prefix+"/operations", c.operations)
+	c.pages.HandleFunc("GET "+Prefix+"/spend", c.spend)
 	c.pages.HandleFunc("GET "+Prefix+"/operations/{id}", c.operation)
 	c.pages.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, http.StatusNotFound, "there is no console page at "+r.URL.Path+"; start from the inbox")
