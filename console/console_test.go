@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
+	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/taskwire"
@@ -430,5 +432,82 @@ func TestOperationsList(t *testing.T) {
 	}
 	if p := b.get("/console/operations?state=bogus"); p.status != http.StatusBadRequest || !strings.Contains(p.body, `state &#34;bogus&#34; is not an operation state`) {
 		t.Errorf("a state that is none = %d\n%s", p.status, p.body)
+	}
+}
+
+// An operation in review is resolved from its page by the rules of
+// taskgate ops resolve, and the resolution names the approver.
+func TestResolveReview(t *testing.T) {
+	h, err := fixtures.New(testCtx(t), &fixtures.Options{
+		Config: fixtures.ConfigOptions{UpstreamTimeout: time.Second},
+		Sim:    providersim.Options{Faults: providersim.Faults{DropResponseAfterAccept: 1, LookupIndeterminate: true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	cs, err := h.Connect(testCtx(t), "acme", fixtures.EraExtension)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if _, _, err := taskwire.CallToolAsTask(testCtx(t), cs, fixtures.RunSuiteCall("op-lost", nil), nil); err != nil {
+		t.Fatalf("tools/call: %v", err)
+	}
+	testwait.Until(t, testCtx(t), "the operation to need review", func() (bool, error) {
+		op, err := h.Store.OperationGet(testCtx(t), &ledger.OperationGetParams{Tenant: "acme", OperationID: "op-lost"})
+		return err == nil && op.State == ledger.StateReview, err
+	})
+	key, k := approverKey(t, h, "acme")
+	b := newBrowser(t, h)
+	b.signIn(key)
+	p := b.get("/console/operations/op-lost")
+	if !strings.Contains(p.body, `id="review"`) || strings.Contains(p.body, `http-equiv="refresh"`) {
+		t.Fatalf("the page of an operation in review has no review forms, or reloads under them:\n%s", p.body)
+	}
+	csrf := csrfInput.FindStringSubmatch(p.body)[1]
+	if p := b.post("/console/operations/op-lost/resolve", url.Values{"csrf": {csrf}, "action": {"attach"}}); p.status != http.StatusBadRequest ||
+		!strings.Contains(p.body, "remote job ID") {
+		t.Fatalf("attach without a job = %d\n%s", p.status, p.body)
+	}
+	jobs := h.Sim.Jobs()
+	if len(jobs) != 1 {
+		t.Fatalf("provider jobs = %d, want 1", len(jobs))
+	}
+	p = b.post("/console/operations/op-lost/resolve", url.Values{"csrf": {csrf}, "action": {"attach"}, "job": {jobs[0].ID}, "note": {"seen at the provider"}})
+	if p.status != http.StatusOK || p.url != "/console/operations/op-lost" {
+		t.Fatalf("attach = %d at %s\n%s", p.status, p.url, p.body)
+	}
+	testwait.Until(t, testCtx(t), "the attached job to complete the operation", func() (bool, error) {
+		op, err := h.Store.OperationGet(testCtx(t), &ledger.OperationGetParams{Tenant: "acme", OperationID: "op-lost"})
+		return err == nil && op.State == ledger.StateCompleted, err
+	})
+	op, err := h.Store.OperationGet(testCtx(t), &ledger.OperationGetParams{Tenant: "acme", OperationID: "op-lost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := h.Store.EventList(testCtx(t), op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resolved []ledger.ResolvedData
+	for _, e := range events {
+		if e.Kind == ledger.EventResolved {
+			var d ledger.ResolvedData
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			resolved = append(resolved, d)
+		}
+	}
+	want := ledger.ResolvedData{Action: "attach", Actor: fmt.Sprintf("api_key:%d", k.ID), Note: "seen at the provider", RemoteJobID: jobs[0].ID}
+	if len(resolved) != 1 || resolved[0] != want {
+		t.Errorf("resolved events = %+v, want one %+v", resolved, want)
+	}
+	if p := b.post("/console/operations/op-lost/resolve", url.Values{"csrf": {csrf}, "action": {"fail"}}); p.status != http.StatusConflict {
+		t.Errorf("failing a completed operation = %d, want 409\n%s", p.status, p.body)
+	}
+	if n := len(h.Sim.Jobs()); n != 1 {
+		t.Errorf("provider jobs = %d, want still 1", n)
 	}
 }

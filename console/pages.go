@@ -143,6 +143,7 @@ func (c *Console) routes() {
 	c.pages.HandleFunc("GET "+Prefix+"/operations", c.operations)
 	c.pages.HandleFunc("GET "+Prefix+"/spend", c.spend)
 	c.pages.HandleFunc("GET "+Prefix+"/operations/{id}", c.operation)
+	c.pages.HandleFunc("POST "+Prefix+"/operations/{id}/resolve", c.resolve)
 	c.pages.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, http.StatusNotFound, "there is no console page at "+r.URL.Path+"; start from the inbox")
 	})
@@ -253,42 +254,44 @@ type operationData struct {
 	Receipt  *receipt.Receipt
 	Markdown string
 	Ended    bool
+	// Review says the operation waits for a human's resolution, and why.
+	Review       bool
+	ReviewReason string
+	// OpenDuplicates are the duplicate remote jobs no one has accepted or
+	// cancelled yet.
+	OpenDuplicates []string
 }
 
 func (c *Console) operation(w http.ResponseWriter, r *http.Request) {
-	v := viewerFrom(r.Context())
-	id := r.PathValue("id")
-	op, err := c.store.OperationGet(r.Context(), &ledger.OperationGetParams{Tenant: v.tenant, OperationID: id})
-	if errors.Is(err, ledger.ErrNotFound) {
-		op, err = c.store.OperationGet(r.Context(), &ledger.OperationGetParams{Tenant: v.tenant, TaskID: id})
-	}
-	if errors.Is(err, ledger.ErrNotFound) {
-		// Another tenant's operation reads exactly like a missing one.
-		c.fail(w, r, nil, http.StatusNotFound, fmt.Sprintf("no operation or task %q", id))
+	op, ok := c.findOperation(w, r)
+	if !ok {
 		return
 	}
-	if err != nil {
-		c.fail(w, r, err, http.StatusInternalServerError, "could not load the operation; the gateway log has the details, try again shortly")
-		return
-	}
+	c.operationPage(w, r, op, http.StatusOK, "")
+}
+
+// operationPage renders op's page with status and an error to show, for a
+// resolution that was refused.
+func (c *Console) operationPage(w http.ResponseWriter, r *http.Request, op *ledger.Operation, status int, msg string) {
 	in, err := receipt.Load(r.Context(), c.store, op, &receipt.LoadOptions{Now: c.clock()})
 	if err != nil {
 		c.fail(w, r, err, http.StatusInternalServerError, "could not load the operation's receipt; the gateway log has the details, try again shortly")
 		return
 	}
 	rc := receipt.Build(in)
-	d := operationData{Receipt: rc, Markdown: string(rc.Markdown()), Ended: ended(op.State)}
-	p := &page{Title: "Operation " + op.OperationID, Data: d}
-	if !d.Ended {
+	d := operationData{Receipt: rc, Markdown: string(rc.Markdown()), Ended: op.State.Terminal(), Review: op.State == ledger.StateReview,
+		ReviewReason: op.ReviewReason}
+	for _, j := range rc.RemoteJobs {
+		if j.Duplicate && j.DuplicateResolved == "open" {
+			d.OpenDuplicates = append(d.OpenDuplicates, j.RemoteJobID)
+		}
+	}
+	p := &page{Title: "Operation " + op.OperationID, Error: msg, Data: d}
+	// A page with a form to fill in does not reload under the approver.
+	if !d.Ended && !d.Review && len(d.OpenDuplicates) == 0 {
 		p.Refresh = refreshSeconds
 	}
-	c.render(w, r, "operation", http.StatusOK, p)
-}
-
-// ended reports whether an operation in s has ended: nothing more will
-// happen to it that a page must wait for.
-func ended(s ledger.State) bool {
-	return s == ledger.StateCompleted || s == ledger.StateFailed || s == ledger.StateCancelled
+	c.render(w, r, "operation", status, p)
 }
 
 // operationsData is the list of operations and the filters it was
@@ -369,4 +372,25 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 		d.Operations = append(d.Operations, row)
 	}
 	c.render(w, r, "operations", http.StatusOK, &page{Title: "Operations", Data: d})
+}
+
+// findOperation finds the viewer's operation named by the path's {id}, an
+// operation ID or a task ID, or answers that there is none.
+func (c *Console) findOperation(w http.ResponseWriter, r *http.Request) (*ledger.Operation, bool) {
+	v := viewerFrom(r.Context())
+	id := r.PathValue("id")
+	op, err := c.store.OperationGet(r.Context(), &ledger.OperationGetParams{Tenant: v.tenant, OperationID: id})
+	if errors.Is(err, ledger.ErrNotFound) {
+		op, err = c.store.OperationGet(r.Context(), &ledger.OperationGetParams{Tenant: v.tenant, TaskID: id})
+	}
+	if errors.Is(err, ledger.ErrNotFound) {
+		// Another tenant's operation reads exactly like a missing one.
+		c.fail(w, r, nil, http.StatusNotFound, fmt.Sprintf("no operation or task %q", id))
+		return nil, false
+	}
+	if err != nil {
+		c.fail(w, r, err, http.StatusInternalServerError, "could not load the operation; the gateway log has the details, try again shortly")
+		return nil, false
+	}
+	return op, true
 }
