@@ -45,20 +45,28 @@ func harness(t *testing.T) *fixtures.Harness {
 
 func baseURL(h *fixtures.Harness) string { return strings.TrimSuffix(h.MCPURL(), "/mcp") }
 
-// browser is an HTTP client that keeps cookies, as a browser does.
+// browser is an HTTP client of the gateway at base that keeps cookies,
+// as a browser does.
 type browser struct {
 	t    *testing.T
-	h    *fixtures.Harness
+	base string
 	http *http.Client
 }
 
 func newBrowser(t *testing.T, h *fixtures.Harness) *browser {
 	t.Helper()
+	b := &browser{t: t, base: baseURL(h)}
+	b.init()
+	return b
+}
+
+func (b *browser) init() {
+	b.t.Helper()
 	jar, err := cookiejar.New(nil)
 	if err != nil {
-		t.Fatal(err)
+		b.t.Fatal(err)
 	}
-	return &browser{t: t, h: h, http: &http.Client{Jar: jar}}
+	b.http = &http.Client{Jar: jar}
 }
 
 // page is one answer, after redirects.
@@ -75,13 +83,13 @@ func (b *browser) do(method, path string, form url.Values) page {
 	if form != nil {
 		body = strings.NewReader(form.Encode())
 	}
-	req, err := http.NewRequestWithContext(testCtx(b.t), method, baseURL(b.h)+path, body)
+	req, err := http.NewRequestWithContext(testCtx(b.t), method, b.base+path, body)
 	if err != nil {
 		b.t.Fatal(err)
 	}
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", baseURL(b.h))
+		req.Header.Set("Origin", b.base)
 	}
 	resp, err := b.http.Do(req)
 	if err != nil {
