@@ -186,6 +186,9 @@ func TestSignInWithApproverKey(t *testing.T) {
 	if strings.Contains(ck, key) || strings.Contains(ck, "Secure") {
 		t.Errorf("Set-Cookie %q carries the key in the clear, or is Secure on an http public URL", ck)
 	}
+	if p := b.get("/console"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/inbox" {
+		t.Errorf("/console = %d to %q, want 303 to the inbox", p.status, p.header.Get("Location"))
+	}
 	inbox := b.get("/console/inbox")
 	if inbox.status != http.StatusOK || !strings.Contains(inbox.body, "<h1>Inbox</h1>") || !strings.Contains(inbox.body, "tenant <b>acme</b>") {
 		t.Fatalf("inbox = %d\n%s", inbox.status, inbox.body)
@@ -279,6 +282,11 @@ func TestOtherTenantsOperationIsNotFound(t *testing.T) {
 	if p := b.get("/console/inbox"); !strings.Contains(p.body, "No approval requests are waiting") {
 		t.Errorf("acme's inbox shows globex's request:\n%s", p.body)
 	}
+	q := pendingRequest(t, h, "globex")
+	if p := b.post(fmt.Sprintf("/console/requests/%d/approve", q.ID), url.Values{"csrf": {b.csrf("/console/inbox")}}); p.status != http.StatusNotFound {
+		t.Errorf("acme approving globex's request = %d, want 404\n%s", p.status, p.body)
+	}
+	pendingRequest(t, h, "globex")
 	theirs, _ := approverKey(t, h, "globex")
 	g := newBrowser(t, h)
 	g.signIn(theirs)

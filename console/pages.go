@@ -134,9 +134,11 @@ func serveAsset(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) routes() {
-	c.pages.HandleFunc("GET "+Prefix+"/{$}", func(w http.ResponseWriter, r *http.Request) {
+	toInbox := func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix+"/inbox", http.StatusSeeOther)
-	})
+	}
+	c.pages.HandleFunc("GET "+Prefix, toInbox)
+	c.pages.HandleFunc("GET "+Prefix+"/{$}", toInbox)
 	c.pages.HandleFunc("GET "+Prefix+"/inbox", c.inbox)
 	c.pages.HandleFunc("POST "+Prefix+"/requests/{id}/approve", c.decide("approve"))
 	c.pages.HandleFunc("POST "+Prefix+"/requests/{id}/decline", c.decide("decline"))
