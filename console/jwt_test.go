@@ -63,7 +63,7 @@ func (i *issuer) token(t *testing.T, subject, scope string, expires time.Time) s
 
 // jwtConsole serves the console alone, over an authenticator that takes
 // only JWTs from iss, on a fresh SQLite ledger.
-func jwtConsole(t *testing.T, iss *issuer) string {
+func jwtConsole(t *testing.T, iss *issuer, secure bool) string {
 	t.Helper()
 	store, err := dburl.Open(testCtx(t), "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), &dburl.Options{Migrate: true})
 	if err != nil {
@@ -81,7 +81,7 @@ func jwtConsole(t *testing.T, iss *issuer) string {
 	}
 	routes := http.NewServeMux()
 	api.New(&api.Options{Store: store}).Register(routes)
-	c, err := console.New(&console.Options{Auth: auth, API: routes, Store: store, Sealer: ring})
+	c, err := console.New(&console.Options{Auth: auth, API: routes, Store: store, Sealer: ring, Secure: secure})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func jwtConsole(t *testing.T, iss *issuer) string {
 // the scope, or expired, does not.
 func TestSignInWithJWT(t *testing.T) {
 	iss := newIssuer(t)
-	b := &browser{t: t, base: jwtConsole(t, iss)}
+	b := &browser{t: t, base: jwtConsole(t, iss, false)}
 	b.init()
 	if p := b.signIn(iss.token(t, "bob", "tools", time.Now().Add(time.Hour))); p.status != http.StatusForbidden || !strings.Contains(p.body, "the console is for approvers") {
 		t.Fatalf("a JWT without the approve scope = %d\n%s", p.status, p.body)
@@ -107,5 +107,17 @@ func TestSignInWithJWT(t *testing.T) {
 	p := b.signIn(iss.token(t, "alice", "openid "+authn.ScopeApprove, time.Now().Add(time.Hour)))
 	if p.status != http.StatusOK || p.url != "/console/inbox" || !strings.Contains(p.body, "<code>jwt:alice</code>") || !strings.Contains(p.body, "tenant <b>alice</b>") {
 		t.Fatalf("an approver's JWT = %d at %s\n%s", p.status, p.url, p.body)
+	}
+}
+
+// Behind an https public URL the session cookie is Secure.
+func TestSecureCookie(t *testing.T) {
+	iss := newIssuer(t)
+	b := &browser{t: t, base: jwtConsole(t, iss, true)}
+	b.init()
+	b.http.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	p := b.signIn(iss.token(t, "alice", authn.ScopeApprove, time.Now().Add(time.Hour)))
+	if ck := p.header.Get("Set-Cookie"); p.status != http.StatusSeeOther || !strings.Contains(ck, "; Secure") || !strings.Contains(ck, "HttpOnly") {
+		t.Fatalf("sign-in = %d, Set-Cookie %q; want a Secure, HttpOnly cookie", p.status, ck)
 	}
 }
