@@ -1,0 +1,103 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/taskgate/taskgate/internal/sim/fixtures"
+	"github.com/taskgate/taskgate/internal/testwait"
+	"github.com/taskgate/taskgate/ledger"
+)
+
+// screenshotsEnv names the directory TestScreenshots writes its images
+// into; unset, the test does not run. ./console/screenshots sets it.
+const screenshotsEnv = "TASKGATE_CONSOLE_SCREENSHOTS"
+
+// TestScreenshots takes the README's pictures of the console from a real
+// run: a real MCP call of a paid tool waits for approval, the approver
+// signs in and sees it in the inbox, approves it, and the operation page
+// shows the completed task and its receipt.
+func TestScreenshots(t *testing.T) {
+	dir := os.Getenv(screenshotsEnv)
+	if dir == "" {
+		t.Skip("SKIPPED: set " + screenshotsEnv + "=DIR (./console/screenshots does) to take the console's screenshots")
+	}
+	exe := chromiumPath(t)
+	h := harness(t)
+	waitingCall(t, h, "acme", "settlement-regression-842")
+	waitingCallOf(t, h, "acme", fixtures.RunMatrixCall("nightly-matrix-17", "nightly", 4))
+	list, err := h.Store.ApprovalRequestList(testCtx(t), &ledger.ApprovalRequestListParams{Tenant: "acme", Statuses: []ledger.ApprovalRequestStatus{ledger.RequestPending}})
+	if err != nil || len(list) != 2 {
+		t.Fatalf("pending requests = %+v, %v; want the suite's and the matrix's", list, err)
+	}
+	q := list[0]
+	for _, r := range list {
+		if r.OperationID == "settlement-regression-842" {
+			q = r
+		}
+	}
+	key, _ := approverKey(t, h, "acme")
+
+	alloc, cancel := chromedp.NewExecAllocator(testCtx(t), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900))...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	// The browser starts on the first action and lives as long as that
+	// action's context: start it on ctx, not on a step's.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		step, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if err := chromedp.Do(step, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	shoot := func(name string) {
+		t.Helper()
+		step, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		png, err := chromedp.Run(step, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", filepath.Join(dir, name))
+	}
+	base := baseURL(h)
+	request := fmt.Sprintf("#request-%d", q.ID)
+
+	run("sign in as the approver", chromedp.Navigate(base+"/console/sign-in"), chromedp.WaitVisible(chromedp.CSS("#credential")),
+		chromedp.SendKeys(chromedp.CSS("#credential"), key), chromedp.Submit(chromedp.CSS("#sign-in")),
+		chromedp.WaitVisible(chromedp.CSS(request)))
+	shoot("console-inbox.png")
+
+	run("approve from the inbox", chromedp.SetValue(chromedp.CSS(request+" form.approve input[name=note]"), "settlement regression before the release"),
+		chromedp.Click(chromedp.CSS(request+" form.approve button")), chromedp.WaitVisible(chromedp.CSS("#state")))
+	testwait.Until(t, testCtx(t), "the operation page to show the task completed and reconciled", func() (bool, error) {
+		step, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		state, err := chromedp.Run(step, chromedp.Evaluate[string](`(document.querySelector("#state") || {}).textContent || ""`))
+		if err != nil {
+			return false, nil // a reload is under way
+		}
+		receipt, err := chromedp.Run(step, chromedp.Evaluate[string](`(document.querySelector("#receipt") || {}).textContent || ""`))
+		if err != nil {
+			return false, nil
+		}
+		return state == "completed" && strings.Contains(receipt, "| reconciliation | complete |"), nil
+	})
+	shoot("console-operation.png")
+}
