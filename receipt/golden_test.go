@@ -561,3 +561,30 @@ func TestMoneyIsDecimalText(t *testing.T) {
 	}
 	walk(&n)
 }
+
+// The schema admits a receipt of an operation in any state the ledger has.
+func TestSchemaNamesEveryState(t *testing.T) {
+	var doc struct {
+		Defs struct {
+			Receipt struct {
+				Properties struct {
+					State struct {
+						Enum []string `json:"enum"`
+					} `json:"state"`
+				} `json:"properties"`
+			} `json:"receipt"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(receipt.Schema(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	enum := doc.Defs.Receipt.Properties.State.Enum
+	for _, s := range []ledger.State{
+		ledger.StateAwaitingApproval, ledger.StateAccepted, ledger.StateSending, ledger.StateRunning, ledger.StateInputRequired,
+		ledger.StateReview, ledger.StateCompleted, ledger.StateFailed, ledger.StateCancelled,
+	} {
+		if !slices.Contains(enum, string(s)) {
+			t.Errorf("receipt.schema.json's state enum %v lacks %q", enum, s)
+		}
+	}
+}
