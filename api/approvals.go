@@ -229,6 +229,20 @@ func (b *approvalRequest) terms() (*ApprovalTerms, *apiError) {
 	return t, nil
 }
 
+// approvalOf is the approval terms give tenant at now, or the answer to a
+// request whose terms do not make one.
+func (a *API) approvalOf(r *http.Request, terms *ApprovalTerms, tenant string, now time.Time) (*ledger.Approval, *apiError) {
+	approval, err := terms.Approval(tenant, now)
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return nil, badRequest(fe.Field, "%s", fe.Error())
+	}
+	if err != nil {
+		return nil, a.internal(r, "could not check the approval", err)
+	}
+	return approval, nil
+}
+
 func (a *API) createApproval(w http.ResponseWriter, r *http.Request) {
 	tenant, aerr := approverTenant(r)
 	if aerr != nil {
@@ -251,14 +265,9 @@ func (a *API) createApproval(w http.ResponseWriter, r *http.Request) {
 	}
 	terms.CreatedBy = creator(r)
 	now := a.clock()
-	approval, err := terms.Approval(tenant, now)
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		writeError(w, badRequest(fe.Field, "%s", fe.Error()))
-		return
-	}
-	if err != nil {
-		writeError(w, a.internal(r, "could not check the approval", err))
+	approval, aerr := a.approvalOf(r, terms, tenant, now)
+	if aerr != nil {
+		writeError(w, aerr)
 		return
 	}
 	created, err := a.store.ApprovalCreate(r.Context(), approval)

@@ -188,23 +188,31 @@ func checkNote(note string) *apiError {
 	return nil
 }
 
-func (a *API) approveApprovalRequest(w http.ResponseWriter, r *http.Request) {
+// readDecision reads what every decision on an approval request starts
+// with: the approver's tenant, the request's ID from the path, and the body
+// into body, whose note must be a note's length.
+func (a *API) readDecision(w http.ResponseWriter, r *http.Request, body any, note *string) (string, int64, *apiError) {
 	tenant, aerr := approverTenant(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return "", 0, aerr
 	}
 	id, aerr := requestID(r)
 	if aerr != nil {
-		writeError(w, aerr)
-		return
+		return "", 0, aerr
 	}
+	if aerr := a.decodeBody(w, r, body); aerr != nil {
+		return "", 0, aerr
+	}
+	if aerr := checkNote(*note); aerr != nil {
+		return "", 0, aerr
+	}
+	return tenant, id, nil
+}
+
+func (a *API) approveApprovalRequest(w http.ResponseWriter, r *http.Request) {
 	var body approveBody
-	if aerr := a.decodeBody(w, r, &body); aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	if aerr := checkNote(body.Note); aerr != nil {
+	tenant, id, aerr := a.readDecision(w, r, &body, &body.Note)
+	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
@@ -239,14 +247,9 @@ func (a *API) approveApprovalRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := a.clock()
-	approval, err := terms.Approval(tenant, now)
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		writeError(w, badRequest(fe.Field, "%s", fe.Error()))
-		return
-	}
-	if err != nil {
-		writeError(w, a.internal(r, "could not check the approval", err))
+	approval, aerr := a.approvalOf(r, terms, tenant, now)
+	if aerr != nil {
+		writeError(w, aerr)
 		return
 	}
 	by := creator(r)
@@ -265,22 +268,9 @@ func (a *API) approveApprovalRequest(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) declineApprovalRequest(w http.ResponseWriter, r *http.Request) {
-	tenant, aerr := approverTenant(r)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	id, aerr := requestID(r)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
 	var body declineBody
-	if aerr := a.decodeBody(w, r, &body); aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	if aerr := checkNote(body.Note); aerr != nil {
+	tenant, id, aerr := a.readDecision(w, r, &body, &body.Note)
+	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
