@@ -23,17 +23,17 @@ import (
 )
 
 // forwardPassThrough relays a 2026-07-28 tools/call of a pass-through tool
-// to its Streamable HTTP upstream as bytes, and hands a 2025-11-25
-// session's requests to relayLegacy. A 2026-07-28 request is stateless on
-// both sides, so nothing is gained by decoding it into a server session and
-// encoding it again as a client call, and that round trip was most of a
-// pass-through call's cost. It must do what that path does to the request:
-// refuse a rebound Host, drop params.idempotencyKey and taskgate's _meta,
-// hide the tasks extension, and never pass on the upstream's own HTTP
-// errors as the client's. Everything else — consequential tools, other
-// methods, unknown protocol versions, stdio upstreams, tools whose
-// arguments travel in headers, anything unusual — takes the ordinary path
-// through next.
+// as bytes — to a 2026-07-28 upstream as it is, to one that holds sessions
+// in the gateway's relay session (relayStateless) — and hands a
+// 2025-11-25 session's requests to relayLegacy. Nothing is gained by
+// decoding a call into a server session and encoding it again as a client
+// call, and that round trip was most of a pass-through call's cost. It
+// must do what that path does to the request: refuse a rebound Host, drop
+// params.idempotencyKey and taskgate's _meta, hide the tasks extension,
+// and never pass on the upstream's own HTTP errors as the client's.
+// Everything else — consequential tools, other methods, unknown protocol
+// versions, tools whose arguments travel in headers, anything unusual —
+// takes the ordinary path through next.
 func (g *Gateway) forwardPassThrough(legacy *legacySessions, next http.Handler) http.Handler {
 	next = legacy.watch(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -51,15 +51,51 @@ func (g *Gateway) forwardPassThrough(legacy *legacySessions, next http.Handler) 
 			return
 		}
 		c, ok := g.readPassThrough(body, r.Header.Get("Mcp-Name"), false)
-		if !ok || !c.up.CanForward() {
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
-		f, ok := c.stateless(nil, false)
-		if !ok || !g.forward(w, r.Context(), f, 0) {
+		if c.up.CanForward() {
+			f, ok := c.stateless(nil, false)
+			if !ok || !g.forward(w, r.Context(), f, 0) {
+				next.ServeHTTP(w, r)
+			}
+			return
+		}
+		// An upstream that holds sessions: the call goes in its relay
+		// session, as a 2025-11-25 client's does.
+		if !acceptsJSONAndStream(r) || !g.relayStateless(w, r.Context(), c) {
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// relayStateless relays c, a 2026-07-28 call, in the upstream's relay
+// session: without the protocol's own _meta keys, which describe the
+// client to a stateless server and which the session already carries,
+// with the log messages the request's logLevel asks for, and with its
+// result annotated as the gateway's own server annotates one. It returns
+// false, having written nothing, when the upstream offers no session.
+func (g *Gateway) relayStateless(w http.ResponseWriter, ctx context.Context, c *passThroughCall) bool {
+	var level mcp.LoggingLevel
+	if raw, ok := c.meta[mcp.MetaKeyLogLevel]; ok && json.Unmarshal(raw, &level) != nil {
+		return false
+	}
+	meta := c.meta
+	for k := range meta {
+		if strings.HasPrefix(strings.ToLower(k), "io.modelcontextprotocol/") {
+			meta = maps.Clone(c.meta)
+			maps.DeleteFunc(meta, func(k string, _ json.RawMessage) bool {
+				return strings.HasPrefix(strings.ToLower(k), "io.modelcontextprotocol/")
+			})
+			break
+		}
+	}
+	relayed := *c
+	relayed.meta = meta
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	return g.relayInSession(w, ctx, &relayed, level, g.serverInfo)
 }
 
 // legacyRelayVersion is the protocol version of the sessions whose
@@ -102,7 +138,7 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 			return
 		}
 		defer untrack()
-		relayed := g.relayInSession(w, ctx, c, info.logLevel)
+		relayed := g.relayInSession(w, ctx, c, info.logLevel, nil)
 		if !relayed && c.up.CanForward() {
 			if f, ok := c.stateless(info, true); ok {
 				relayed = g.forward(w, ctx, f, http.StatusOK)
@@ -120,11 +156,12 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 }
 
 // relayInSession relays c in the upstream's own 2025-11-25 session, with
-// the upstream's log messages at level or above. It returns false, having
+// the upstream's log messages at level or above, and for a 2026-07-28
+// client serverInfo (see upstream.RelayedCall). It returns false, having
 // written nothing, when the upstream offers none.
-func (g *Gateway) relayInSession(w http.ResponseWriter, ctx context.Context, c *passThroughCall, level mcp.LoggingLevel) bool {
+func (g *Gateway) relayInSession(w http.ResponseWriter, ctx context.Context, c *passThroughCall, level mcp.LoggingLevel, serverInfo json.RawMessage) bool {
 	call := c.relayed()
-	call.LogLevel = level
+	call.LogLevel, call.ServerInfo = level, serverInfo
 	call.Unanswered = unavailable(&forwarded{up: c.up, tool: c.tool, id: c.id})
 	resp, err := c.up.RelayCall(ctx, call)
 	switch {

@@ -52,6 +52,11 @@ func serverVersion() string {
 	return "dev"
 }
 
+// implementation is how the gateway's servers name themselves.
+func implementation() *mcp.Implementation {
+	return &mcp.Implementation{Name: "taskgate", Version: serverVersion()}
+}
+
 // Options configure a Gateway.
 type Options struct {
 	Store   ledger.Store
@@ -86,6 +91,9 @@ type Gateway struct {
 	deliveries sync.Map
 	// relayBuffers are reused by forwarded pass-through responses.
 	relayBuffers sync.Pool
+	// serverInfo is implementation() as JSON, which a 2026-07-28 result
+	// relayed from a 2025-11-25 session carries as the gateway's own do.
+	serverInfo json.RawMessage
 
 	// stopping ends when Shutdown is called: every wait for an operation
 	// (and for a user's answer) ends with it.
@@ -126,6 +134,7 @@ func New(opts *Options) (*Gateway, error) {
 	g.cfg.Store(opts.Config)
 	g.stopping, g.shutdown = context.WithCancel(context.Background())
 	g.relayBuffers.New = func() any { b := make([]byte, 8<<10); return &b }
+	g.serverInfo, _ = json.Marshal(implementation())
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -177,7 +186,7 @@ func (g *Gateway) newServer(defaultTenant string, opts *mcp.ServerOptions) (*mcp
 	g.surfaceOptions(&so)
 	// Upstreams' log messages reach clients (askingOptions).
 	so.Capabilities.Logging = &mcp.LoggingCapabilities{}
-	s := mcp.NewServer(&mcp.Implementation{Name: "taskgate", Version: serverVersion()}, &so)
+	s := mcp.NewServer(implementation(), &so)
 	s.AddSendingMiddleware(restoreRequestedSchema)
 	s.AddReceivingMiddleware(g.advertiseSurface)
 	h := &host{g: g, defaultTenant: defaultTenant}

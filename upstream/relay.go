@@ -61,6 +61,11 @@ type RelayedCall struct {
 	// Unanswered is the message that ends the client's event stream when
 	// the upstream's ends without the answer and cannot be resumed.
 	Unanswered []byte
+	// ServerInfo is set when the client speaks 2026-07-28: a result then
+	// carries resultType "complete", and ServerInfo as its _meta
+	// serverInfo where the upstream named none, as a result of the
+	// gateway's own server does. nil leaves results as they are.
+	ServerInfo json.RawMessage
 }
 
 // relaySession is the gateway's own 2025-11-25 session with an HTTP
@@ -573,6 +578,9 @@ func (b *relayedBody) restore(id string, data []byte) []byte {
 	switch {
 	case msg.Method == "" && bytes.Equal(msg.ID, b.sent.id):
 		out, ok := withMember(data, "id", b.call.ID)
+		if ok && b.call.ServerInfo != nil {
+			out, ok = completeResult(out, b.call.ServerInfo)
+		}
 		if !ok {
 			return nil
 		}
@@ -606,13 +614,84 @@ func (b *relayedBody) answer(data []byte) ([]byte, bool) {
 	if !ok || !(bytes.HasPrefix(rest, []byte(`"result":`)) || bytes.HasPrefix(rest, []byte(`"error":`))) {
 		return nil, false
 	}
-	out := make([]byte, 0, len(data)-len(b.sent.id)+len(b.call.ID))
+	var annotation []byte
+	if b.call.ServerInfo != nil {
+		if annotation, ok = completeAnnotation(rest, b.call.ServerInfo); !ok {
+			return nil, false
+		}
+	}
+	out := make([]byte, 0, len(data)-len(b.sent.id)+len(b.call.ID)+len(annotation))
 	out = append(out, `{"jsonrpc":"2.0","id":`...)
 	out = append(out, b.call.ID...)
 	out = append(out, ',')
+	if annotation != nil {
+		out = append(out, `"result":{`...)
+		out = append(out, annotation...)
+		rest = rest[len(`"result":{`):]
+	}
 	out = append(out, rest...)
 	b.gotAnswer()
 	return out, true
+}
+
+// completeAnnotation returns what a 2026-07-28 result gains after its
+// opening brace, for rest, the tail of an answer from its "result" or
+// "error" member: resultType and serverInfo, with a comma unless the
+// result is empty; nil for an error. It fails, for the general path to
+// decode the result, when rest may hold either member already (the words
+// appear anywhere in it) or its result is not an object.
+func completeAnnotation(rest []byte, serverInfo json.RawMessage) ([]byte, bool) {
+	body, ok := bytes.CutPrefix(rest, []byte(`"result":{`))
+	if !ok {
+		return nil, bytes.HasPrefix(rest, []byte(`"error":`))
+	}
+	if bytes.Contains(body, []byte(`"resultType"`)) || bytes.Contains(body, []byte(`"_meta"`)) {
+		return nil, false
+	}
+	a := make([]byte, 0, 96+len(serverInfo))
+	a = append(a, `"resultType":"complete","_meta":{"`+mcp.MetaKeyServerInfo+`":`...)
+	a = append(a, serverInfo...)
+	a = append(a, '}')
+	if !bytes.HasPrefix(body, []byte("}")) {
+		a = append(a, ',')
+	}
+	return a, true
+}
+
+// completeResult returns msg, an answer, with its result annotated as
+// completeAnnotation's, having decoded it: the general path.
+func completeResult(msg []byte, serverInfo json.RawMessage) ([]byte, bool) {
+	raw := member(msg, "result")
+	if raw == nil {
+		return msg, true // an error answer
+	}
+	var res map[string]json.RawMessage
+	if json.Unmarshal(raw, &res) != nil || res == nil {
+		return nil, false
+	}
+	if _, ok := res["resultType"]; !ok {
+		res["resultType"] = json.RawMessage(`"complete"`)
+	}
+	var meta map[string]json.RawMessage
+	if m, ok := res["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
+		return nil, false
+	}
+	if _, ok := meta[mcp.MetaKeyServerInfo]; !ok {
+		if meta == nil {
+			meta = map[string]json.RawMessage{}
+		}
+		meta[mcp.MetaKeyServerInfo] = serverInfo
+		m, err := json.Marshal(meta)
+		if err != nil {
+			return nil, false
+		}
+		res["_meta"] = m
+	}
+	out, err := json.Marshal(res)
+	if err != nil {
+		return nil, false
+	}
+	return withMember(msg, "result", out)
 }
 
 func (b *relayedBody) gotAnswer() {

@@ -58,3 +58,45 @@ func TestRelayedBodyRestore(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayedAnswerForStatelessClient: for a 2026-07-28 client a relayed
+// result gains resultType "complete" and the gateway's serverInfo where it
+// has neither, whether spliced or decoded, and keeps what the upstream set.
+func TestRelayedAnswerForStatelessClient(t *testing.T) {
+	const info = `{"name":"taskgate","version":"dev"}`
+	tests := []struct{ name, in, want string }{
+		{"result", `{"jsonrpc":"2.0","id":"taskgate-relay-3","result":{"content":[]}}`,
+			`{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":` + info + `},"content":[]}}`},
+		{"empty result", `{"jsonrpc":"2.0","id":"taskgate-relay-3","result":{}}`,
+			`{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":` + info + `}}}`},
+		{"result with _meta", `{"jsonrpc":"2.0","id":"taskgate-relay-3","result":{"_meta":{"trace":"t"},"content":[]}}`,
+			`{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","_meta":{"trace":"t","io.modelcontextprotocol/serverInfo":` + info + `},"content":[]}}`},
+		{"the upstream's own serverInfo", `{"jsonrpc":"2.0","id":"taskgate-relay-3","result":{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"}}}}`,
+			`{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"}}}}`},
+		{"the words in content only", `{"jsonrpc":"2.0","id":"taskgate-relay-3","result":{"content":[{"type":"text","text":"\"resultType\""}]}}`,
+			`{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":` + info + `},"content":[{"type":"text","text":"\"resultType\""}]}}`},
+		{"members reordered", `{"result":{"x":1},"id":"taskgate-relay-3","jsonrpc":"2.0"}`,
+			`{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":` + info + `},"x":1}}`},
+		{"error", `{"jsonrpc":"2.0","id":"taskgate-relay-3","error":{"code":-32602,"message":"no"}}`,
+			`{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"no"}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &relayedBody{
+				u:    &Upstream{},
+				call: &RelayedCall{ID: json.RawMessage(`7`), ServerInfo: json.RawMessage(info)},
+				sent: relaySent{id: json.RawMessage(`"taskgate-relay-3"`)},
+			}
+			got := b.restore("", []byte(tt.in))
+			var g, w any
+			if json.Unmarshal(got, &g) != nil || json.Unmarshal([]byte(tt.want), &w) != nil {
+				t.Fatalf("restore(%s) = %s; want %s", tt.in, got, tt.want)
+			}
+			gj, _ := json.Marshal(g)
+			wj, _ := json.Marshal(w)
+			if string(gj) != string(wj) {
+				t.Fatalf("restore(%s) = %s; want %s", tt.in, got, tt.want)
+			}
+		})
+	}
+}
