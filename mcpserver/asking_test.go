@@ -192,8 +192,8 @@ func declines(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 // TestUpstreamLogMessagesReachTheClient: an upstream's log messages during
 // a pass-through call reach the client that made it, at the level that
 // client asked for, in wire order with the call's progress, on every path
-// a call takes: the byte relays (a client that cannot be asked, both
-// eras) and the SDK path (a client that can).
+// a call takes: the byte relays, both eras, for clients that can be asked
+// and those that cannot.
 func TestUpstreamLogMessagesReachTheClient(t *testing.T) {
 	const n = 6
 	// At info, messages 3 and 6 (debug) are left out.
@@ -210,7 +210,7 @@ func TestUpstreamLogMessagesReachTheClient(t *testing.T) {
 	}{
 		{"2025-11-25 client, relay session", false, "2025-11-25", nil, "info", atInfo},
 		{"2025-11-25 client, relay session, no level set", false, "2025-11-25", nil, "", noLogs},
-		{"2025-11-25 client that elicits, own session", false, "2025-11-25", &mcp.ClientOptions{ElicitationHandler: declines}, "info", atInfo},
+		{"2025-11-25 client that elicits, its relay session", false, "2025-11-25", &mcp.ClientOptions{ElicitationHandler: declines}, "info", atInfo},
 		{"2025-11-25 client that elicits, no level set", false, "2025-11-25", &mcp.ClientOptions{ElicitationHandler: declines}, "", noLogs},
 		{"2025-11-25 client, 2026-07-28 upstream", true, "2025-11-25", nil, "info", atInfo},
 		{"2026-07-28 client, forwarded", true, "2026-07-28", nil, "info", atInfo},

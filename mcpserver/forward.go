@@ -93,9 +93,11 @@ func (g *Gateway) relayStateless(w http.ResponseWriter, ctx context.Context, c *
 	}
 	relayed := *c
 	relayed.meta = meta
+	call := relayed.relayed()
+	call.LogLevel, call.ServerInfo = level, g.serverInfo
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	return g.relayInSession(w, ctx, &relayed, level, g.serverInfo)
+	return g.relayInSession(w, ctx, &relayed, call)
 }
 
 // legacyRelayVersion is the protocol version of the sessions whose
@@ -138,8 +140,16 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 			return
 		}
 		defer untrack()
-		relayed := g.relayInSession(w, ctx, c, info.logLevel, nil)
-		if !relayed && c.up.CanForward() {
+		call := c.relayed()
+		call.LogLevel = info.logLevel
+		if info.caps != nil {
+			call.Capabilities = info.caps
+			call.Asked = func(q *upstream.Question) (json.RawMessage, bool) { return legacy.ask(sid, c.id, q) }
+		}
+		relayed := g.relayInSession(w, ctx, c, call)
+		// A stateless upstream could ask no questions of a client that
+		// can answer them; the SDK path bridges them.
+		if !relayed && info.caps == nil && c.up.CanForward() {
 			if f, ok := c.stateless(info, true); ok {
 				relayed = g.forward(w, ctx, f, http.StatusOK)
 			}
@@ -149,19 +159,43 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 		}
 		return
 	}
+	if id, ok := answerID(body); ok {
+		if q := legacy.answered(sid, user, id); q != nil {
+			// The client's answer goes where the question came from; it
+			// expects nothing back, as from the SDK's handler.
+			if err := q.Answer(r.Context(), body); err != nil {
+				g.log.Warn("an answer to an upstream's question was not delivered", "method", q.Method(), "err", err)
+			}
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+	}
 	if id, ok := cancelledRequest(body); ok {
 		legacy.cancel(sid, user, id)
 	}
 	next.ServeHTTP(w, r)
 }
 
-// relayInSession relays c in the upstream's own 2025-11-25 session, with
-// the upstream's log messages at level or above, and for a 2026-07-28
-// client serverInfo (see upstream.RelayedCall). It returns false, having
-// written nothing, when the upstream offers none.
-func (g *Gateway) relayInSession(w http.ResponseWriter, ctx context.Context, c *passThroughCall, level mcp.LoggingLevel, serverInfo json.RawMessage) bool {
-	call := c.relayed()
-	call.LogLevel, call.ServerInfo = level, serverInfo
+// answerID returns the request ID of a JSON-RPC response: the answer a
+// client posts to a request sent to it.
+func answerID(body []byte) (json.RawMessage, bool) {
+	var msg struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  *string         `json:"method"`
+		Result  json.RawMessage `json:"result"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || msg.Method != nil || !validID(msg.ID) || (msg.Result == nil) == (msg.Error == nil) {
+		return nil, false
+	}
+	return msg.ID, true
+}
+
+// relayInSession relays c, as call, in one of the upstream's 2025-11-25
+// relay sessions. It returns false, having written nothing, when the
+// upstream offers none.
+func (g *Gateway) relayInSession(w http.ResponseWriter, ctx context.Context, c *passThroughCall, call *upstream.RelayedCall) bool {
 	call.Unanswered = unavailable(&forwarded{up: c.up, tool: c.tool, id: c.id})
 	resp, err := c.up.RelayCall(ctx, call)
 	switch {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,8 +88,9 @@ func TestLegacyPassThroughIsRelayed(t *testing.T) {
 }
 
 // TestElicitingClientTakesTheSDKPath: a client that can be asked questions
-// (elicitation or sampling) is called through the SDK, which carries an
-// upstream's questions to it.
+// (elicitation or sampling) is called through the SDK when its upstream is
+// stateless and so holds no relay session; the SDK carries the upstream's
+// questions to it.
 func TestElicitingClientTakesTheSDKPath(t *testing.T) {
 	sampling := &mcp.ClientOptions{CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 		return nil, fmt.Errorf("not asked")
@@ -499,5 +501,56 @@ func TestJSONAnsweringUpstreamKeepsProgress(t *testing.T) {
 	calls := up.seen()
 	if len(calls) != 2 || !relayedID(calls[0]) || relayedID(calls[1]) {
 		t.Errorf("upstream saw %v; want meta relayed and count through the SDK", calls)
+	}
+}
+
+// TestQuestionsAreRelayedToTheirClient: a 2025-11-25 client that can be
+// asked has its pass-through calls relayed too, in a relay session that
+// declares what it declared; the upstream's elicitation on a call's stream
+// reaches that call's client under the gateway's request ID, and the
+// client's answer goes back to the upstream under the upstream's. Two
+// clients asked at once each answer their own question.
+func TestQuestionsAreRelayedToTheirClient(t *testing.T) {
+	up, upURL := startSessionUpstream(t, sessionUpstreamOptions{})
+	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme", "globex")
+	colours := []string{"blue", "green"}
+	var asked [2]atomic.Int32
+	sessions := make([]*mcp.ClientSession, 2)
+	for i := range sessions {
+		opts := &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			if req.Params.Message != "favourite colour?" {
+				return nil, fmt.Errorf("asked %q", req.Params.Message)
+			}
+			asked[i].Add(1)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": colours[i]}}, nil
+		}}
+		client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("asked-%d", i), Version: "1"}, opts)
+		cs, err := client.Connect(testCtx(t), &mcp.StreamableClientTransport{
+			Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: keys[i]}},
+		}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		sessions[i] = cs
+	}
+	var wg sync.WaitGroup
+	for i, cs := range sessions {
+		wg.Go(func() {
+			res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.ask", Arguments: map[string]any{}})
+			if want := "accept:" + colours[i]; err != nil || fixtures.ResultText(res) != want {
+				t.Errorf("client %d: ask = %+v, %v; want %s", i, res, err, want)
+			}
+		})
+	}
+	wg.Wait()
+	calls := up.seen()
+	if len(calls) != 2 || !relayedID(calls[0]) || !relayedID(calls[1]) {
+		t.Fatalf("upstream saw %v; want both calls relayed", calls)
+	}
+	for i := range asked {
+		if n := asked[i].Load(); n != 1 {
+			t.Errorf("client %d was asked %d times; want once", i, n)
+		}
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/taskgate/taskgate/upstream"
 )
 
 // legacySessions follows the gateway's 2025-11-25 sessions, so that a
@@ -32,6 +35,8 @@ type legacySessions struct {
 	// levels holds each session's log level by session ID; apart from
 	// byID, since a client may set it before opened has run.
 	levels map[string]mcp.LoggingLevel
+	// asked numbers the questions passed to clients.
+	asked uint64
 }
 
 // legacySession is what relaying needs to know of one session.
@@ -39,9 +44,11 @@ type legacySession struct {
 	// userID is the TokenInfo user that opened the session; the SDK's
 	// handler refuses a request from anyone else, and so does relaying.
 	userID string
-	// canAsk: the client declared elicitation or sampling. Its calls stay
-	// on the SDK path, which carries an upstream's questions to it.
-	canAsk     bool
+	// caps, for a client that declared elicitation or sampling, are the
+	// capabilities its relayed calls' relay session declares, as the SDK
+	// path's session for its calls would: elicitation, sampling and roots
+	// as the client declared them. nil for a client that cannot be asked.
+	caps       json.RawMessage
 	clientInfo *mcp.Implementation
 	// lastSDK is when the SDK's handler last finished a request of the
 	// session (its idle timer restarts then); sdkActive counts those in
@@ -51,6 +58,15 @@ type legacySession struct {
 	// relayed holds the cancel functions of relayed calls in progress, by
 	// their JSON-RPC request ID, for the client's notifications/cancelled.
 	relayed map[string]context.CancelFunc
+	// questions are the upstreams' questions to the client that await
+	// its answer, by the request ID the client saw.
+	questions map[string]pendingQuestion
+}
+
+// pendingQuestion is an upstream's question on a relayed call's stream.
+type pendingQuestion struct {
+	q    *upstream.Question
+	call string // the relayed call's request ID
 }
 
 // newLegacySessions follows server's sessions; it installs a receiving
@@ -135,8 +151,8 @@ func (l *legacySessions) opened(id, userID string) {
 		return
 	}
 	s := &legacySession{
-		userID: userID, lastSDK: l.now(), relayed: map[string]context.CancelFunc{},
-		canAsk: ip.Capabilities != nil && (ip.Capabilities.Elicitation != nil || ip.Capabilities.Sampling != nil), clientInfo: ip.ClientInfo,
+		userID: userID, lastSDK: l.now(), relayed: map[string]context.CancelFunc{}, questions: map[string]pendingQuestion{},
+		caps: askingCapabilities(ip.Capabilities), clientInfo: ip.ClientInfo,
 	}
 	l.mu.Lock()
 	l.byID[id] = s
@@ -179,8 +195,23 @@ func (l *legacySessions) known(id string) bool {
 	return l.byID[id] != nil
 }
 
+// askingCapabilities returns what the relay session of a client that
+// declared caps declares, or nil when the client cannot be asked.
+func askingCapabilities(caps *mcp.ClientCapabilities) json.RawMessage {
+	if caps == nil || (caps.Elicitation == nil && caps.Sampling == nil) {
+		return nil
+	}
+	b, err := json.Marshal(&mcp.ClientCapabilities{Elicitation: caps.Elicitation, Sampling: caps.Sampling, RootsV2: caps.RootsV2})
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
 // relayInfo is what relaying a call needs of its session.
 type relayInfo struct {
+	// caps are the session's relay capabilities (legacySession.caps).
+	caps   json.RawMessage
 	client *mcp.Implementation
 	// logLevel is the level the client set; empty: none, so it gets no
 	// log messages.
@@ -189,8 +220,8 @@ type relayInfo struct {
 
 // relayable returns what relaying needs of session id for a call by userID
 // that may last maxCall, or false when the call must go to the SDK's
-// handler: the session is unknown, belongs to someone else, can be asked
-// questions, or the handler's idle timer, which relayed calls do not
+// handler: the session is unknown, belongs to someone else, or the
+// handler's idle timer, which relayed calls do not
 // pause, could run out before the call ends.
 func (l *legacySessions) relayable(id, userID string, maxCall time.Duration) (*relayInfo, bool) {
 	l.mu.Lock()
@@ -199,7 +230,7 @@ func (l *legacySessions) relayable(id, userID string, maxCall time.Duration) (*r
 	if !relayableSession(s, userID, l.now(), l.idle, maxCall) {
 		return nil, false
 	}
-	return &relayInfo{client: s.clientInfo, logLevel: l.levels[id]}, true
+	return &relayInfo{caps: s.caps, client: s.clientInfo, logLevel: l.levels[id]}, true
 }
 
 // relayableSession is relayable's decision. The session's idle timer
@@ -207,7 +238,7 @@ func (l *legacySessions) relayable(id, userID string, maxCall time.Duration) (*r
 // serves one; half the idle period is kept in reserve.
 func relayableSession(s *legacySession, userID string, now time.Time, idle, maxCall time.Duration) bool {
 	switch {
-	case s == nil, s.canAsk:
+	case s == nil:
 		return false
 	case s.userID != "" && s.userID != userID:
 		return false
@@ -233,7 +264,43 @@ func (l *legacySessions) track(id string, requestID json.RawMessage, cancel cont
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		delete(s.relayed, key)
+		maps.DeleteFunc(s.questions, func(_ string, p pendingQuestion) bool { return p.call == key })
 	}, true
+}
+
+// ask notes q, asked on the stream of session id's relayed call
+// requestID, and returns the request ID its client sees it under: the
+// gateway's own, so that it cannot meet one the SDK's session uses.
+func (l *legacySessions) ask(id string, requestID json.RawMessage, q *upstream.Question) (json.RawMessage, bool) {
+	key := string(bytes.TrimSpace(requestID))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.byID[id]
+	if s == nil || s.relayed[key] == nil {
+		return nil, false
+	}
+	l.asked++
+	clientID := strconv.Quote("taskgate-ask-" + strconv.FormatUint(l.asked, 10))
+	s.questions[clientID] = pendingQuestion{q: q, call: key}
+	return json.RawMessage(clientID), true
+}
+
+// answered returns, and forgets, the question that the answer with
+// request ID answerID in session id answers; userID must own the session.
+func (l *legacySessions) answered(id, userID string, answerID json.RawMessage) *upstream.Question {
+	key := string(bytes.TrimSpace(answerID))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.byID[id]
+	if s == nil || (s.userID != "" && s.userID != userID) {
+		return nil
+	}
+	p, ok := s.questions[key]
+	if !ok {
+		return nil
+	}
+	delete(s.questions, key)
+	return p.q
 }
 
 // cancel ends the relayed call requestID of session id, if it is one, as

@@ -20,7 +20,7 @@ func TestRelayableSession(t *testing.T) {
 		{"seen by the handler just now", &legacySession{userID: "acme", lastSDK: now}, "acme", call, true},
 		{"another user", &legacySession{userID: "acme", lastSDK: now}, "globex", call, false},
 		{"no user recorded, as the handler checks none", &legacySession{lastSDK: now}, "globex", call, true},
-		{"client can be asked questions", &legacySession{userID: "acme", lastSDK: now, canAsk: true}, "acme", call, false},
+		{"client can be asked questions", &legacySession{userID: "acme", lastSDK: now, caps: []byte(`{"elicitation":{}}`)}, "acme", call, true},
 		{"call ends just inside half the idle period", &legacySession{userID: "acme", lastSDK: now.Add(-idle/2 + call + time.Second)}, "acme", call, true},
 		{"call could end past half the idle period", &legacySession{userID: "acme", lastSDK: now.Add(-idle/2 + call)}, "acme", call, false},
 		{"a call as long as half the idle period", &legacySession{userID: "acme", lastSDK: now}, "acme", idle / 2, false},

@@ -61,6 +61,18 @@ type RelayedCall struct {
 	// Unanswered is the message that ends the client's event stream when
 	// the upstream's ends without the answer and cannot be resumed.
 	Unanswered []byte
+	// Capabilities are the client capabilities of a client that can be
+	// asked questions (elicitation, sampling, roots), as the relay session
+	// declares them: the call goes in a relay session that declares
+	// exactly these, and Asked carries the upstream's questions to the
+	// client. nil: a session that declares none.
+	Capabilities json.RawMessage
+	// Asked is given each request the upstream sends on the call's stream
+	// (elicitation/create, sampling/createMessage, roots/list) when
+	// Capabilities are set. It returns the request ID the client is to see
+	// the question under, for the client's answer to be handed to
+	// Question.Answer, or false to have the question refused.
+	Asked func(q *Question) (json.RawMessage, bool)
 	// ServerInfo is set when the client speaks 2026-07-28: a result then
 	// carries resultType "complete", and ServerInfo as its _meta
 	// serverInfo where the upstream named none, as a result of the
@@ -69,11 +81,17 @@ type RelayedCall struct {
 }
 
 // relaySession is the gateway's own 2025-11-25 session with an HTTP
-// upstream, opened on first use. It declares no client capabilities, so
-// the upstream asks it nothing but pings, which its standalone stream
-// answers. It asks an upstream that logs to log at debug, the lowest
-// level, and each call's messages are filtered by its client's level.
+// upstream, opened on first use. The shared one declares no client
+// capabilities, so the upstream asks it nothing but pings, which its
+// standalone stream answers; each of the others declares one set of
+// capabilities of clients that can be asked, and the upstream's questions
+// on a call's stream go to that call's client. It asks an upstream that
+// logs to log at debug, the lowest level, and each call's messages are
+// filtered by its client's level.
 type relaySession struct {
+	// caps are the client capabilities its initialize declares; nil for
+	// none.
+	caps json.RawMessage
 	// lock is held (a value in it) to read or open the session.
 	lock chan struct{}
 	id   string // Mcp-Session-Id; empty until opened
@@ -87,6 +105,33 @@ type relaySession struct {
 	// failedAt and retryAfter hold back reopening after a failure.
 	failedAt   time.Time
 	retryAfter time.Duration
+}
+
+// maxAskingRelays bounds the relay sessions for clients that can be
+// asked, one per set of capabilities; a call whose set finds no room takes
+// the SDK path.
+const maxAskingRelays = 8
+
+// relayFor returns the relay session that declares caps, made on first
+// use, or nil when there is no room for another.
+func (u *Upstream) relayFor(caps json.RawMessage) *relaySession {
+	if caps == nil {
+		return &u.relay
+	}
+	u.askingMu.Lock()
+	defer u.askingMu.Unlock()
+	if r := u.asking[string(caps)]; r != nil {
+		return r
+	}
+	if len(u.asking) >= maxAskingRelays {
+		return nil
+	}
+	if u.asking == nil {
+		u.asking = map[string]*relaySession{}
+	}
+	r := &relaySession{lock: make(chan struct{}, 1), caps: caps}
+	u.asking[string(caps)] = r
+	return r
 }
 
 // relaySent is how a relayed call went out.
@@ -165,13 +210,17 @@ func (u *Upstream) Timeout() time.Duration { return u.timeout }
 // sendRelayed posts c in the relay session, opening it first if need be,
 // and returns a 2xx response and how the call went out.
 func (u *Upstream) sendRelayed(ctx context.Context, c *RelayedCall) (*http.Response, relaySent, error) {
+	r := u.relayFor(c.Capabilities)
+	if r == nil {
+		return nil, relaySent{}, fmt.Errorf("%w: it holds relay sessions for %d sets of client capabilities already", ErrNotForwardable, maxAskingRelays)
+	}
 	for attempt := 0; ; attempt++ {
-		sid, n, jsonAnswers, err := u.relaySession(ctx)
+		sid, n, jsonAnswers, err := u.relaySession(ctx, r)
 		if err != nil {
 			return nil, relaySent{}, err
 		}
-		if jsonAnswers && c.ProgressToken != nil {
-			return nil, relaySent{}, fmt.Errorf("%w: its progress would travel on the relay session's own stream", ErrNotForwardable)
+		if jsonAnswers && (c.ProgressToken != nil || c.Capabilities != nil) {
+			return nil, relaySent{}, fmt.Errorf("%w: its progress or questions would travel on the relay session's own stream", ErrNotForwardable)
 		}
 		sent := relaySent{sid: sid, id: json.RawMessage(strconv.Quote("taskgate-relay-" + strconv.FormatUint(n, 10)))}
 		meta := c.Meta
@@ -206,7 +255,7 @@ func (u *Upstream) sendRelayed(ctx context.Context, c *RelayedCall) (*http.Respo
 		}
 		if resp.StatusCode == http.StatusNotFound && attempt == 0 {
 			resp.Body.Close()
-			u.forgetRelaySession(sid)
+			u.forgetRelaySession(r, sid)
 			continue
 		}
 		if resp.StatusCode/100 != 2 {
@@ -217,10 +266,9 @@ func (u *Upstream) sendRelayed(ctx context.Context, c *RelayedCall) (*http.Respo
 	}
 }
 
-// relaySession returns the relay session's ID, opening the session if
-// need be, and the sequence number of a new request in it.
-func (u *Upstream) relaySession(ctx context.Context) (string, uint64, bool, error) {
-	r := &u.relay
+// relaySession returns relay session r's ID, opening the session if need
+// be, and the sequence number of a new request in it.
+func (u *Upstream) relaySession(ctx context.Context, r *relaySession) (string, uint64, bool, error) {
 	select {
 	case r.lock <- struct{}{}:
 	case <-ctx.Done():
@@ -233,7 +281,7 @@ func (u *Upstream) relaySession(ctx context.Context) (string, uint64, bool, erro
 		}
 		// Opened for every caller, so not bound to this one's context.
 		octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), u.timeout)
-		id, jsonAnswers, err := u.openRelaySession(octx)
+		id, jsonAnswers, err := u.openRelaySession(octx, r.caps)
 		cancel()
 		if err != nil {
 			r.failedAt, r.retryAfter = time.Now(), relayRetryTransient
@@ -245,16 +293,15 @@ func (u *Upstream) relaySession(ctx context.Context) (string, uint64, bool, erro
 		}
 		lctx, stop := context.WithCancel(context.Background())
 		r.id, r.jsonAnswers, r.stop, r.failedAt = id, jsonAnswers, stop, time.Time{}
-		go u.listenRelay(lctx, id)
+		go u.listenRelay(lctx, r, id)
 	}
 	r.seq++
 	return r.id, r.seq, r.jsonAnswers, nil
 }
 
-// forgetRelaySession drops the relay session sid, unless it has already
-// been replaced.
-func (u *Upstream) forgetRelaySession(sid string) {
-	r := &u.relay
+// forgetRelaySession drops r's session sid, unless it has already been
+// replaced.
+func (u *Upstream) forgetRelaySession(r *relaySession, sid string) {
 	r.lock <- struct{}{}
 	defer func() { <-r.lock }()
 	if r.id == sid {
@@ -263,10 +310,22 @@ func (u *Upstream) forgetRelaySession(sid string) {
 	}
 }
 
-// closeRelaySession ends the relay session, if one is open, as the
+// closeRelaySessions ends the relay sessions that are open, as the
 // upstream shuts down.
-func (u *Upstream) closeRelaySession() {
-	r := &u.relay
+func (u *Upstream) closeRelaySessions() {
+	u.askingMu.Lock()
+	rs := []*relaySession{&u.relay}
+	for _, r := range u.asking {
+		rs = append(rs, r)
+	}
+	u.askingMu.Unlock()
+	for _, r := range rs {
+		u.closeRelaySession(r)
+	}
+}
+
+// closeRelaySession ends r's session, if one is open.
+func (u *Upstream) closeRelaySession(r *relaySession) {
 	r.lock <- struct{}{}
 	sid := r.id
 	if sid != "" {
@@ -279,13 +338,16 @@ func (u *Upstream) closeRelaySession() {
 	}
 }
 
-// openRelaySession initializes a 2025-11-25 session that declares no
-// client capabilities, and reports whether the upstream answers requests
-// with JSON bodies. An upstream that answers with another protocol version
-// or without a session ID cannot hold one: errRelayRefused.
-func (u *Upstream) openRelaySession(ctx context.Context) (string, bool, error) {
+// openRelaySession initializes a 2025-11-25 session that declares caps
+// (none when nil), and reports whether the upstream answers requests with
+// JSON bodies. An upstream that answers with another protocol version or
+// without a session ID cannot hold one: errRelayRefused.
+func (u *Upstream) openRelaySession(ctx context.Context, caps json.RawMessage) (string, bool, error) {
+	if caps == nil {
+		caps = json.RawMessage(`{}`)
+	}
 	init, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "taskgate-relay-init", "method": "initialize", "params": map[string]any{
-		"protocolVersion": relayProtocol, "capabilities": map[string]any{}, "clientInfo": u.impl,
+		"protocolVersion": relayProtocol, "capabilities": caps, "clientInfo": u.impl,
 	}})
 	if err != nil {
 		return "", false, err
@@ -360,7 +422,7 @@ func (u *Upstream) relayLogLevel(ctx context.Context, sid string) {
 // client of the session does, so that the upstream's pings reach the
 // gateway and are answered, until ctx ends or the upstream has forgotten
 // the session.
-func (u *Upstream) listenRelay(ctx context.Context, sid string) {
+func (u *Upstream) listenRelay(ctx context.Context, r *relaySession, sid string) {
 	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.cfg.URL, nil)
 		if err != nil {
@@ -373,7 +435,7 @@ func (u *Upstream) listenRelay(ctx context.Context, sid string) {
 			switch {
 			case resp.StatusCode == http.StatusNotFound:
 				resp.Body.Close()
-				u.forgetRelaySession(sid)
+				u.forgetRelaySession(r, sid)
 				return
 			case resp.StatusCode/100 != 2:
 				// No standalone stream offered: nothing will come on it.
@@ -395,9 +457,10 @@ func (u *Upstream) listenRelay(ctx context.Context, sid string) {
 	}
 }
 
-// answerRelayRequest answers a request the upstream sent in the relay
-// session: a ping with an empty result, anything else (the session
-// declared no capabilities) with -32601.
+// answerRelayRequest answers a request the upstream sent in a relay
+// session that no client is asked: a ping with an empty result, anything
+// else with -32601 (a question on the standalone stream names no call
+// whose client could answer it).
 func (u *Upstream) answerRelayRequest(sid string, data []byte) {
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
@@ -587,7 +650,12 @@ func (b *relayedBody) restore(id string, data []byte) []byte {
 		b.gotAnswer()
 		return out
 	case msg.Method != "" && len(msg.ID) > 0:
+		if out, ok := b.ask(msg.Method, msg.ID, data); ok {
+			return out
+		}
 		b.u.answerRelayRequest(b.sent.sid, data)
+	case msg.Method == methodElicitationComplete && b.call.Asked != nil:
+		return data
 	case msg.Method == "notifications/progress" && b.sent.token != nil && bytes.Equal(msg.Params.ProgressToken, b.sent.token):
 		var params map[string]json.RawMessage
 		if json.Unmarshal(member(data, "params"), &params) != nil {
@@ -600,6 +668,56 @@ func (b *relayedBody) restore(id string, data []byte) []byte {
 		}
 		out, _ := withMember(data, "params", p)
 		return out
+	}
+	return nil
+}
+
+// ask passes a question the upstream sent on the call's stream to the
+// call's client, under the ID Asked gives it.
+func (b *relayedBody) ask(method string, id json.RawMessage, data []byte) ([]byte, bool) {
+	if b.call.Asked == nil {
+		return nil, false
+	}
+	switch method {
+	case methodElicit, methodCreateMessage, methodListRoots:
+	default:
+		return nil, false
+	}
+	clientID, ok := b.call.Asked(&Question{u: b.u, sid: b.sent.sid, id: bytes.Clone(id), method: method})
+	if !ok {
+		return nil, false
+	}
+	return withMember(data, "id", clientID)
+}
+
+// Question is a request the upstream sent a relayed call's client.
+type Question struct {
+	u      *Upstream
+	sid    string
+	id     json.RawMessage
+	method string
+}
+
+// Method is the question's JSON-RPC method.
+func (q *Question) Method() string { return q.method }
+
+// Answer sends the client's response to the question, msg, to the
+// upstream under the ID the upstream asked with.
+func (q *Question) Answer(ctx context.Context, msg []byte) error {
+	out, ok := withMember(msg, "id", q.id)
+	if !ok {
+		return errors.New("the answer is not a JSON object")
+	}
+	ctx, cancel := q.u.bound(ctx)
+	defer cancel()
+	resp, err := q.u.postRelay(ctx, q.sid, out)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("upstream %s answered the answer to %s with HTTP %d", q.u.cfg.Name, q.method, resp.StatusCode)
 	}
 	return nil
 }

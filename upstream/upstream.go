@@ -68,6 +68,10 @@ type Upstream struct {
 	// RelayCall relays in (HTTP upstreams).
 	impl  *mcp.Implementation
 	relay relaySession
+	// asking holds the relay sessions for clients that can be asked, by
+	// the capabilities they declare, under askingMu.
+	askingMu sync.Mutex
+	asking   map[string]*relaySession
 	// suspect asks the supervisor to check the session with a ping.
 	suspect chan struct{}
 	// toolsBusy serialises tools/list refreshes.
@@ -630,7 +634,7 @@ func (u *Upstream) close() error {
 		cs.Close()
 	}
 	if u.httpTransport != nil {
-		u.closeRelaySession()
+		u.closeRelaySessions()
 		u.httpTransport.CloseIdleConnections()
 	}
 	if closeErr != nil {
