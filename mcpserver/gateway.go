@@ -65,6 +65,11 @@ type Options struct {
 	Metrics *Metrics
 	Logger  *slog.Logger
 	Clock   func() time.Time
+	// SDKPathOnly is a test switch: every pass-through call takes the SDK
+	// path (the go-sdk server and passThrough), none is relayed as bytes,
+	// so that the two paths can be compared. It is slower; not for
+	// production.
+	SDKPathOnly bool
 }
 
 // Gateway serves the downstream MCP surface.
@@ -76,6 +81,8 @@ type Gateway struct {
 	metrics *Metrics
 	log     *slog.Logger
 	clock   func() time.Time
+	// sdkPathOnly: Options.SDKPathOnly.
+	sdkPathOnly bool
 
 	mu      sync.Mutex
 	routes  map[string]*route // by downstream tool name
@@ -127,7 +134,7 @@ func New(opts *Options) (*Gateway, error) {
 	}
 	g := &Gateway{
 		store: opts.Store, pool: opts.Pool, catalog: provider.NewCatalog(opts.Config),
-		metrics: opts.Metrics, log: opts.Logger, clock: opts.Clock,
+		metrics: opts.Metrics, log: opts.Logger, clock: opts.Clock, sdkPathOnly: opts.SDKPathOnly,
 		routes: map[string]*route{}, listed: map[string]string{}, syncBusy: make(chan struct{}, 1),
 		toolsListed: map[string]bool{},
 	}

@@ -84,9 +84,13 @@ func (g *Gateway) Handler(opts *HTTPOptions) (http.Handler, error) {
 		StatelessServer: stateless,
 	})
 	mux := http.NewServeMux()
-	legacy := newLegacySessions(sessions, sessionIdle, g.clock)
+	calls := trackDelivery(g, mcpHandler)
+	if !g.sdkPathOnly {
+		// Only relaying needs the sessions followed; the SDK path keeps its own.
+		calls = g.forwardPassThrough(newLegacySessions(sessions, sessionIdle, g.clock), calls)
+	}
 	origins := allowedOrigins(g.config().PublicURL, g.config().AllowedOrigins)
-	mux.Handle("/mcp", g.countRequests(checkOrigin(origins, opts.Auth.Middleware(limitBody(g.config().MaxBodyBytes, g.forwardPassThrough(legacy, trackDelivery(g, mcpHandler)))))))
+	mux.Handle("/mcp", g.countRequests(checkOrigin(origins, opts.Auth.Middleware(limitBody(g.config().MaxBodyBytes, calls)))))
 	mux.Handle(opts.Auth.MetadataPath(), opts.Auth.MetadataHandler())
 	if opts.ReceiptKeys != nil {
 		mux.Handle(signingkeys.JWKSPath, opts.ReceiptKeys)

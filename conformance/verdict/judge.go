@@ -99,21 +99,30 @@ const (
 	// Stale: the baseline lists the scenario, but it passes through taskgate
 	// or is not judged. It fails the run, so the baseline shrinks.
 	Stale
+	// Diverges: the scenario passes through taskgate on one path and not on
+	// the other: the fast path (pass-through calls relayed as bytes) and the
+	// SDK path (every pass-through call through the go-sdk server, forced by
+	// the test switch TASKGATE_TEST_SDK_PATH). It fails the run, whatever the
+	// baseline says: both paths must behave the same.
+	Diverges
 )
 
 func (v Verdict) String() string {
-	return [...]string{"holds", "not judged", "expected", "regression", "stale"}[v]
+	return [...]string{"holds", "not judged", "expected", "regression", "stale", "diverges"}[v]
 }
 
 // Fails reports whether the verdict fails the run.
-func (v Verdict) Fails() bool { return v == Regression || v == Stale }
+func (v Verdict) Fails() bool { return v == Regression || v == Stale || v == Diverges }
 
 // Row is one scenario of a run, judged.
 type Row struct {
 	Scenario string
 	Direct   Outcome
 	Gateway  Outcome
-	Verdict  Verdict
+	// SDKPath is the outcome through taskgate with every pass-through call
+	// on the SDK path.
+	SDKPath Outcome
+	Verdict Verdict
 	// Reason is the baseline's reason, when the scenario has an entry.
 	Reason string
 }
@@ -130,13 +139,18 @@ func (r Row) Explain() string {
 		return "not judged: fails directly"
 	case Expected:
 		return "baselined: " + r.Reason
+	case Diverges:
+		if r.Gateway == Passed {
+			return "DIVERGES: passes through taskgate, fails there on the SDK path only"
+		}
+		return "DIVERGES: fails through taskgate, passes there on the SDK path only: the fast path differs"
 	case Regression:
 		if r.Direct == Passed {
 			return "REGRESSION: passes directly, fails through taskgate, not in the baseline"
 		}
 		return "REGRESSION: must pass through taskgate, fails there, not in the baseline"
 	default:
-		if r.Direct == NotRun && r.Gateway == NotRun {
+		if !r.ran() {
 			return "STALE baseline entry: the scenario did not run"
 		}
 		if r.Gateway == Passed {
@@ -146,17 +160,21 @@ func (r Row) Explain() string {
 	}
 }
 
+// ran reports whether the scenario ran anywhere.
+func (r Row) ran() bool { return r.Direct != NotRun || r.Gateway != NotRun || r.SDKPath != NotRun }
+
 // Judged is one run with its rows.
 type Judged struct {
 	Run  Run
 	Rows []Row
 }
 
-// Judge compares a run's results, directly and through taskgate, with the
-// run's baseline entries (scenario to reason). Rows come sorted by scenario.
-func Judge(r Run, direct, gateway map[string]Outcome, baseline map[string]string) []Row {
+// Judge compares a run's results, directly, through taskgate and through
+// taskgate on the SDK path only, with each other and with the run's
+// baseline entries (scenario to reason). Rows come sorted by scenario.
+func Judge(r Run, direct, gateway, sdkPath map[string]Outcome, baseline map[string]string) []Row {
 	names := map[string]bool{}
-	for _, m := range []map[string]Outcome{direct, gateway} {
+	for _, m := range []map[string]Outcome{direct, gateway, sdkPath} {
 		for s := range m {
 			names[s] = true
 		}
@@ -167,30 +185,33 @@ func Judge(r Run, direct, gateway map[string]Outcome, baseline map[string]string
 	var rows []Row
 	for s := range names {
 		reason, listed := baseline[s]
-		row := Row{Scenario: s, Direct: direct[s], Gateway: gateway[s], Reason: reason}
-		row.Verdict = decide(r, row.Direct, row.Gateway, listed)
+		row := Row{Scenario: s, Direct: direct[s], Gateway: gateway[s], SDKPath: sdkPath[s], Reason: reason}
+		row.Verdict = decide(r, row, listed)
 		rows = append(rows, row)
 	}
 	slices.SortFunc(rows, func(a, b Row) int { return strings.Compare(a.Scenario, b.Scenario) })
 	return rows
 }
 
-// decide is the rule of the whole harness: a scenario taskgate must pass
-// either passes through it or is in the baseline, and a baseline entry
-// names only such a failure.
-func decide(r Run, direct, gateway Outcome, listed bool) Verdict {
-	ran := direct != NotRun || gateway != NotRun
-	required := ran && (r.GatewayOnly() || direct == Passed)
+// decide is the rule of the whole harness: a scenario passes through
+// taskgate on the fast path exactly when it passes there on the SDK path; a
+// scenario taskgate must pass either passes through it or is in the
+// baseline; and a baseline entry names only such a failure. It reads the
+// row's outcomes only.
+func decide(r Run, row Row, listed bool) Verdict {
+	required := row.ran() && (r.GatewayOnly() || row.Direct == Passed)
 	switch {
+	case (row.Gateway == Passed) != (row.SDKPath == Passed):
+		return Diverges
 	case !required && listed:
 		return Stale
-	case !required && direct == Failed:
+	case !required && row.Direct == Failed:
 		return NotJudged
 	case !required:
 		return Holds
-	case gateway == Passed && listed:
+	case row.Gateway == Passed && listed:
 		return Stale
-	case gateway == Passed:
+	case row.Gateway == Passed:
 		return Holds
 	case listed:
 		return Expected
@@ -201,7 +222,7 @@ func decide(r Run, direct, gateway Outcome, listed bool) Verdict {
 
 // Counts are a run's totals for the Markdown table.
 type Counts struct {
-	Scenarios, Direct, Gateway, Baselined int
+	Scenarios, Direct, Gateway, SDKPath, Baselined int
 }
 
 // Count totals a run's rows; a baseline entry for a scenario that did not
@@ -209,7 +230,7 @@ type Counts struct {
 func Count(rows []Row) Counts {
 	var c Counts
 	for _, r := range rows {
-		if r.Direct == NotRun && r.Gateway == NotRun {
+		if !r.ran() {
 			continue
 		}
 		c.Scenarios++
@@ -218,6 +239,9 @@ func Count(rows []Row) Counts {
 		}
 		if r.Gateway == Passed {
 			c.Gateway++
+		}
+		if r.SDKPath == Passed {
+			c.SDKPath++
 		}
 		if r.Verdict == Expected {
 			c.Baselined++

@@ -1,8 +1,11 @@
 // Command verdict judges a conformance run. It reads the official suite's
-// results for each run, directly against the upstream and through taskgate,
-// compares them scenario by scenario with the committed baseline
+// results for each run, directly against the upstream, through taskgate,
+// and through taskgate with every pass-through call on the SDK path (the
+// test switch TASKGATE_TEST_SDK_PATH=1), compares them scenario by scenario
+// with each other and with the committed baseline
 // (conformance/baseline.yml), prints a summary table and writes the counts
-// as a Markdown table. It exits 1 when a scenario that must pass through
+// as a Markdown table. It exits 1 when a scenario passes through taskgate
+// on one path and not on the other, when a scenario that must pass through
 // taskgate fails there without a baseline entry, or when a baseline entry is
 // stale (its scenario now passes, or is no longer judged), so the baseline
 // only ever shrinks as taskgate improves.
@@ -15,8 +18,9 @@
 //	verdict -results DIR -baseline conformance/baseline.yml [-markdown FILE]
 //
 // DIR holds one directory per run (2025-11-25, 2026-07-28, tasks), each with
-// direct/ and gateway/ as written by the suite's -o option; the tasks run
-// has gateway/ only. A missing run is an error.
+// direct/, gateway/ and sdk-path/ as written by the suite's -o option; the
+// tasks run has no direct/. A missing run, or a missing directory of one, is
+// an error.
 package main
 
 import (
@@ -70,7 +74,11 @@ func run(args []string, stdout io.Writer) (int, error) {
 		if err != nil {
 			return 2, err
 		}
-		judged = append(judged, Judged{Run: r, Rows: Judge(r, direct, gateway, base[r])})
+		sdkPath, err := readResults(filepath.Join(dir, "sdk-path"))
+		if err != nil {
+			return 2, err
+		}
+		judged = append(judged, Judged{Run: r, Rows: Judge(r, direct, gateway, sdkPath, base[r])})
 	}
 	printSummary(stdout, judged)
 	if *markdown != "" {
@@ -103,23 +111,31 @@ func printSummary(w io.Writer, judged []Judged) {
 		for _, row := range j.Rows {
 			width = max(width, len(row.Scenario))
 		}
-		fmt.Fprintf(w, "   %-*s  %-8s  %-8s  %s\n", width, "scenario", "directly", "taskgate", "verdict")
+		fmt.Fprintf(w, "   %-*s  %-8s  %-8s  %-8s  %s\n", width, "scenario", "directly", "taskgate", "SDK path", "verdict")
 		for _, row := range j.Rows {
-			fmt.Fprintf(w, "   %-*s  %-8s  %-8s  %s\n", width, row.Scenario, row.Direct, row.Gateway, row.Explain())
+			fmt.Fprintf(w, "   %-*s  %-8s  %-8s  %-8s  %s\n", width, row.Scenario, row.Direct, row.Gateway, row.SDKPath, row.Explain())
 		}
 	}
 	fmt.Fprintln(w)
 	fmt.Fprint(w, Markdown(judged))
 	fmt.Fprintln(w)
-	var regressions, stale []string
+	var diverging, regressions, stale []string
 	for _, j := range judged {
 		for _, row := range j.Rows {
 			switch row.Verdict {
+			case Diverges:
+				diverging = append(diverging, fmt.Sprintf("%s %s", j.Run, row.Scenario))
 			case Regression:
 				regressions = append(regressions, fmt.Sprintf("%s %s", j.Run, row.Scenario))
 			case Stale:
 				stale = append(stale, fmt.Sprintf("%s %s", j.Run, row.Scenario))
 			}
+		}
+	}
+	if len(diverging) > 0 {
+		fmt.Fprintf(w, "FAIL: %d scenario(s) pass through taskgate on one path and not on the other (the fast path, and the SDK path that TASKGATE_TEST_SDK_PATH=1 forces); both must behave the same, so fix the path that fails (the logs of each are in logs/):\n", len(diverging))
+		for _, s := range diverging {
+			fmt.Fprintf(w, "  %s\n", s)
 		}
 	}
 	if len(regressions) > 0 {
@@ -134,23 +150,23 @@ func printSummary(w io.Writer, judged []Judged) {
 			fmt.Fprintf(w, "  %s\n", s)
 		}
 	}
-	if len(regressions)+len(stale) == 0 {
-		fmt.Fprintln(w, "PASS: every scenario that must pass through taskgate passes there or is in the baseline, and no baseline entry is stale.")
+	if len(diverging)+len(regressions)+len(stale) == 0 {
+		fmt.Fprintln(w, "PASS: every scenario passes through taskgate on the fast path exactly when it does on the SDK path, every scenario that must pass through taskgate passes there or is in the baseline, and no baseline entry is stale.")
 	}
 }
 
 // Markdown renders the counts of each run as a table.
 func Markdown(judged []Judged) string {
 	var b strings.Builder
-	b.WriteString("| requirement set | upstream | scenarios | pass directly | pass through taskgate | baselined |\n")
-	b.WriteString("|---|---|---|---|---|---|\n")
+	b.WriteString("| requirement set | upstream | scenarios | pass directly | pass through taskgate | pass through taskgate, SDK path only | baselined |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
 	for _, j := range judged {
 		c := Count(j.Rows)
 		direct := fmt.Sprint(c.Direct)
 		if j.Run.GatewayOnly() {
 			direct = "–"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d |\n", j.Run.Label(), j.Run.Upstream(), c.Scenarios, direct, c.Gateway, c.Baselined)
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d | %d |\n", j.Run.Label(), j.Run.Upstream(), c.Scenarios, direct, c.Gateway, c.SDKPath, c.Baselined)
 	}
 	return b.String()
 }

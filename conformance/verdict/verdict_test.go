@@ -13,27 +13,36 @@ func TestDecide(t *testing.T) {
 		run     Run
 		direct  Outcome
 		gateway Outcome
+		sdkPath Outcome
 		listed  bool
 		want    Verdict
 	}{
-		{"passes both ways", Run20251125, Passed, Passed, false, Holds},
-		{"fails only through taskgate", Run20251125, Passed, Failed, false, Regression},
-		{"missing through taskgate", Run20251125, Passed, NotRun, false, Regression},
-		{"baselined failure", Run20251125, Passed, Failed, true, Expected},
-		{"baselined but passes now", Run20251125, Passed, Passed, true, Stale},
-		{"fails directly", Run20260728, Failed, Failed, false, NotJudged},
-		{"fails directly, passes through taskgate", Run20260728, Failed, Passed, false, NotJudged},
-		{"fails directly and baselined", Run20260728, Failed, Failed, true, Stale},
-		{"baselined but never ran", Run20260728, NotRun, NotRun, true, Stale},
-		{"only through taskgate", Run20260728, NotRun, Passed, false, Holds},
-		{"tasks: passes through taskgate", RunTasks, NotRun, Passed, false, Holds},
-		{"tasks: fails through taskgate", RunTasks, NotRun, Failed, false, Regression},
-		{"tasks: fails through taskgate, baselined", RunTasks, NotRun, Failed, true, Expected},
-		{"tasks: baselined but passes now", RunTasks, NotRun, Passed, true, Stale},
-		{"tasks: baselined but never ran", RunTasks, NotRun, NotRun, true, Stale},
+		{"passes every way", Run20251125, Passed, Passed, Passed, false, Holds},
+		{"fails only through taskgate", Run20251125, Passed, Failed, Failed, false, Regression},
+		{"missing through taskgate", Run20251125, Passed, NotRun, NotRun, false, Regression},
+		{"fails on one path, missing on the other", Run20251125, Passed, Failed, NotRun, false, Regression},
+		{"baselined failure", Run20251125, Passed, Failed, Failed, true, Expected},
+		{"baselined but passes now", Run20251125, Passed, Passed, Passed, true, Stale},
+		{"fails directly", Run20260728, Failed, Failed, Failed, false, NotJudged},
+		{"fails directly, passes through taskgate", Run20260728, Failed, Passed, Passed, false, NotJudged},
+		{"fails directly and baselined", Run20260728, Failed, Failed, Failed, true, Stale},
+		{"baselined but never ran", Run20260728, NotRun, NotRun, NotRun, true, Stale},
+		{"only through taskgate", Run20260728, NotRun, Passed, Passed, false, Holds},
+		{"fails on the SDK path only", Run20251125, Passed, Passed, Failed, false, Diverges},
+		{"fails on the fast path only", Run20251125, Passed, Failed, Passed, false, Diverges},
+		{"fails on the fast path only, baselined", Run20251125, Passed, Failed, Passed, true, Diverges},
+		{"missing on the SDK path", Run20251125, Passed, Passed, NotRun, false, Diverges},
+		{"fails directly, passes on the fast path only", Run20260728, Failed, Passed, Failed, false, Diverges},
+		{"tasks: passes through taskgate", RunTasks, NotRun, Passed, Passed, false, Holds},
+		{"tasks: fails through taskgate", RunTasks, NotRun, Failed, Failed, false, Regression},
+		{"tasks: ran on the SDK path only, failed", RunTasks, NotRun, NotRun, Failed, false, Regression},
+		{"tasks: fails through taskgate, baselined", RunTasks, NotRun, Failed, Failed, true, Expected},
+		{"tasks: baselined but passes now", RunTasks, NotRun, Passed, Passed, true, Stale},
+		{"tasks: baselined but never ran", RunTasks, NotRun, NotRun, NotRun, true, Stale},
+		{"tasks: passes on the fast path only", RunTasks, NotRun, Passed, Failed, false, Diverges},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := decide(tc.run, tc.direct, tc.gateway, tc.listed); got != tc.want {
+			if got := decide(tc.run, Row{Direct: tc.direct, Gateway: tc.gateway, SDKPath: tc.sdkPath}, tc.listed); got != tc.want {
 				t.Fatalf("decide = %v, want %v", got, tc.want)
 			}
 		})
@@ -41,25 +50,31 @@ func TestDecide(t *testing.T) {
 }
 
 func TestJudgeAndCount(t *testing.T) {
-	direct := map[string]Outcome{"ping": Passed, "prompts-get-simple": Passed, "tasks-lifecycle": Failed, "tools-list": Passed}
-	gateway := map[string]Outcome{"ping": Passed, "prompts-get-simple": Failed, "tasks-lifecycle": Failed}
+	direct := map[string]Outcome{"ping": Passed, "prompts-get-simple": Passed, "tasks-lifecycle": Failed, "tools-list": Passed,
+		"tools-call-simple-text": Passed, "logging-set-level": Passed}
+	gateway := map[string]Outcome{"ping": Passed, "prompts-get-simple": Failed, "tasks-lifecycle": Failed, "tools-call-simple-text": Failed,
+		"logging-set-level": Passed}
+	sdkPath := map[string]Outcome{"ping": Passed, "prompts-get-simple": Failed, "tasks-lifecycle": Failed, "tools-list": Passed,
+		"tools-call-simple-text": Failed, "logging-set-level": Failed}
 	base := map[string]string{"prompts-get-simple": "prompts/get is not relayed", "typo-scenario": "never ran"}
-	rows := Judge(Run20260728, direct, gateway, base)
+	rows := Judge(Run20260728, direct, gateway, sdkPath, base)
 	var got []string
 	for _, r := range rows {
 		got = append(got, r.Scenario+"="+r.Explain())
 	}
 	want := []string{
+		"logging-set-level=DIVERGES: passes through taskgate, fails there on the SDK path only",
 		"ping=ok",
 		"prompts-get-simple=baselined: prompts/get is not relayed",
 		"tasks-lifecycle=not judged: fails directly",
-		"tools-list=REGRESSION: passes directly, fails through taskgate, not in the baseline",
+		"tools-call-simple-text=REGRESSION: passes directly, fails through taskgate, not in the baseline",
+		"tools-list=DIVERGES: fails through taskgate, passes there on the SDK path only: the fast path differs",
 		"typo-scenario=STALE baseline entry: the scenario did not run",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if c := Count(rows); c != (Counts{Scenarios: 4, Direct: 3, Gateway: 1, Baselined: 1}) {
+	if c := Count(rows); c != (Counts{Scenarios: 6, Direct: 5, Gateway: 2, SDKPath: 2, Baselined: 1}) {
 		t.Fatalf("counts %+v", c)
 	}
 }
@@ -153,11 +168,15 @@ func TestRun(t *testing.T) {
 	for _, r := range []Run{Run20251125, Run20260728} {
 		writeResult(t, filepath.Join(results, string(r), "direct"), "ping", passingChecks)
 		writeResult(t, filepath.Join(results, string(r), "direct"), "completion-complete", passingChecks)
-		writeResult(t, filepath.Join(results, string(r), "gateway"), "ping", passingChecks)
-		writeResult(t, filepath.Join(results, string(r), "gateway"), "completion-complete", failingChecks)
+		for _, path := range []string{"gateway", "sdk-path"} {
+			writeResult(t, filepath.Join(results, string(r), path), "ping", passingChecks)
+			writeResult(t, filepath.Join(results, string(r), path), "completion-complete", failingChecks)
+		}
 	}
-	writeResult(t, filepath.Join(results, "tasks", "gateway"), "tasks-lifecycle", passingChecks)
-	writeResult(t, filepath.Join(results, "tasks", "gateway"), "tasks-mrtr-input", failingChecks)
+	for _, path := range []string{"gateway", "sdk-path"} {
+		writeResult(t, filepath.Join(results, "tasks", path), "tasks-lifecycle", passingChecks)
+		writeResult(t, filepath.Join(results, "tasks", path), "tasks-mrtr-input", failingChecks)
+	}
 	baseline := filepath.Join(t.TempDir(), "baseline.yml")
 	write := func(s string) {
 		if err := os.WriteFile(baseline, []byte(s), 0o644); err != nil {
@@ -190,8 +209,8 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(table), "| 2025-11-25 | everything-server, stateful | 2 | 2 | 1 | 1 |") ||
-		!strings.Contains(string(table), "| tasks extension (2026-07-28 wire) | internal/sim/conformanceserver | 2 | – | 1 | 1 |") {
+	if !strings.Contains(string(table), "| 2025-11-25 | everything-server, stateful | 2 | 2 | 1 | 1 | 1 |") ||
+		!strings.Contains(string(table), "| tasks extension (2026-07-28 wire) | internal/sim/conformanceserver | 2 | – | 1 | 1 | 1 |") {
 		t.Fatalf("Markdown table:\n%s", table)
 	}
 
@@ -202,8 +221,36 @@ func TestRun(t *testing.T) {
 		!strings.Contains(out, "FAIL: 1 scenario(s)") || !strings.Contains(out, "  tasks tasks-mrtr-input\n") {
 		t.Fatalf("exit %d with a stale tasks entry and a tasks failure:\n%s", code, out)
 	}
-	if table, err = os.ReadFile(md); err != nil || !strings.Contains(string(table), "| tasks extension (2026-07-28 wire) | internal/sim/conformanceserver | 2 | – | 1 | 0 |") {
+	if table, err = os.ReadFile(md); err != nil || !strings.Contains(string(table), "| tasks extension (2026-07-28 wire) | internal/sim/conformanceserver | 2 | – | 1 | 1 | 0 |") {
 		t.Fatalf("Markdown table with the tasks run: %v\n%s", err, table)
+	}
+
+	// A scenario that passes on the fast path and not on the SDK path fails
+	// the run, though everything else holds.
+	write("server:\n  \"2025-11-25\":\n    completion-complete: not relayed\n  \"2026-07-28\":\n    completion-complete: not relayed\n  tasks:\n    tasks-mrtr-input: not relayed\n")
+	if err := os.RemoveAll(filepath.Join(results, "2026-07-28", "sdk-path")); err != nil {
+		t.Fatal(err)
+	}
+	writeResult(t, filepath.Join(results, "2026-07-28", "sdk-path"), "ping", failingChecks)
+	writeResult(t, filepath.Join(results, "2026-07-28", "sdk-path"), "completion-complete", failingChecks)
+	code, out = judge()
+	if code != 1 || !strings.Contains(out, "FAIL: 1 scenario(s) pass through taskgate on one path and not on the other") ||
+		!strings.Contains(out, "  2026-07-28 ping\n") || strings.Contains(out, "FAIL: 1 scenario(s) fail through taskgate") {
+		t.Fatalf("exit %d with ping failing on the SDK path only:\n%s", code, out)
+	}
+	if table, err = os.ReadFile(md); err != nil || !strings.Contains(string(table), "| 2026-07-28 | everything-server, stateless | 2 | 2 | 1 | 0 | 1 |") {
+		t.Fatalf("Markdown table with ping failing on the SDK path: %v\n%s", err, table)
+	}
+
+	if err := os.RemoveAll(filepath.Join(results, "2025-11-25", "sdk-path")); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := run([]string{"-results", results, "-baseline", baseline}, &strings.Builder{}); code != 2 || err == nil {
+		t.Fatalf("a run without its SDK-path results: exit %d, %v; want 2 and an error", code, err)
+	}
+	writeResult(t, filepath.Join(results, "2025-11-25", "sdk-path"), "ping", passingChecks)
+	if code, err := run([]string{"-results", results, "-baseline", baseline}, &strings.Builder{}); code == 2 || err != nil {
+		t.Fatalf("with the SDK-path results back: exit %d, %v; want a verdict", code, err)
 	}
 
 	for _, r := range []Run{RunTasks, Run20260728} {

@@ -62,6 +62,10 @@ type Options struct {
 	// lease lapses and it is recovered once one runs). Start refuses it
 	// on SQLite, whose ledger no other replica shares.
 	NoWorker bool
+	// SDKPathOnly is a test switch (mcpserver.Options.SDKPathOnly): every
+	// pass-through call takes the SDK path, so that it can be compared with
+	// the fast path. Start warns when it is on.
+	SDKPathOnly bool
 	// ToolSync is how often upstream tool lists are re-read; default 10s.
 	ToolSync time.Duration
 	// ServeAtOnce makes Start return as soon as the gateway serves.
@@ -144,9 +148,12 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	d.reloads = newReloadCounter(d.Registry)
 
 	d.Pool = upstream.NewPool(cfg.Upstreams, &upstream.Options{Logger: log, Observe: metrics.ObserveUpstream, StateChanged: metrics.UpstreamStates(cfg.Upstreams), Restarted: metrics.UpstreamRestarted, ClientName: "taskgate"})
-	d.Gateway, err = mcpserver.New(&mcpserver.Options{Store: d.Store, Pool: d.Pool, Config: cfg, Metrics: metrics, Logger: log})
+	d.Gateway, err = mcpserver.New(&mcpserver.Options{Store: d.Store, Pool: d.Pool, Config: cfg, Metrics: metrics, Logger: log, SDKPathOnly: opts.SDKPathOnly})
 	if err != nil {
 		return nil, err
+	}
+	if opts.SDKPathOnly {
+		log.Warn("pass-through calls take the SDK path only: a test switch, slower, not for production")
 	}
 	d.Pool.Start(context.WithoutCancel(ctx))
 	if !opts.NoWorker {

@@ -42,6 +42,25 @@ func (e *env) verbose() {
 	}
 }
 
+// sdkPathEnv turns on serve's SDK-path test switch
+// (daemon.Options.SDKPathOnly). Only the environment sets it, never the
+// configuration, so that no shipped configuration can.
+const sdkPathEnv = "TASKGATE_TEST_SDK_PATH"
+
+// sdkPathOnly reads sdkPathEnv strictly: 1 or true turn the switch on,
+// unset or empty leaves it off, and anything else is refused rather than
+// guessed at.
+func sdkPathOnly(getenv func(string) string) (bool, error) {
+	switch v := getenv(sdkPathEnv); v {
+	case "":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s=%q is neither 1 nor true: set it to 1 to send every pass-through call down the SDK path (a test switch), or unset it", sdkPathEnv, v)
+	}
+}
+
 func (e *env) serveCmd() *cobra.Command {
 	var (
 		cfgPath  string
@@ -60,11 +79,17 @@ func (e *env) serveCmd() *cobra.Command {
 			"The ledger is the configuration's database unless --db or TASKGATE_DB names another. The first\n" +
 			"SIGINT or SIGTERM stops taking requests and lets in-flight ones finish. SIGHUP, or taskgate reload\n" +
 			"over the control socket (control_socket), applies a changed configuration without a restart.\n" +
-			"serve sets GOGC=400 unless GOGC is set. See config/taskgate.example.yaml for every configuration field.",
+			"serve sets GOGC=400 unless GOGC is set. See config/taskgate.example.yaml for every configuration field.\n\n" +
+			"TASKGATE_TEST_SDK_PATH=1 is a test switch: every pass-through call takes the SDK path instead of\n" +
+			"being relayed as bytes, to compare the two (make conformance does). Slower; not for production.",
 		Example: "  taskgate serve --config taskgate.yaml\n  taskgate serve --config taskgate.yaml --listen 127.0.0.1:9000\n  taskgate serve --config taskgate.yaml --stdio",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e.verbose()
+			sdkPath, err := sdkPathOnly(e.getenv)
+			if err != nil {
+				return err
+			}
 			// A reload reads its file as the configuration was read here,
 			// overrides included.
 			load := func(path string) (*config.Config, error) {
@@ -106,7 +131,7 @@ func (e *env) serveCmd() *cobra.Command {
 				control = ""
 			}
 			d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log, NoHTTP: stdio, NoWorker: noWorker, Secrets: ring, ServeAtOnce: !stdio,
-				ControlSocket: control, LoadConfig: load})
+				ControlSocket: control, LoadConfig: load, SDKPathOnly: sdkPath})
 			if err != nil {
 				return err
 			}
