@@ -167,6 +167,31 @@ func TestComparePairing(t *testing.T) {
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
+func TestPrintTableShowsEveryRow(t *testing.T) {
+	p := pairing{client: clientLegacy, elicitation: true, upstream: upstreamStdio}
+	alloc, cpu := 12.5, 0.25
+	rep := &results{Machine: machine{Sessions: 8, Rounds: 1, Gateway: "/bin/taskgate"}, Pairings: []pairingRow{
+		comparePairing(p, measurement{Path: pathDirect, Era: versionLegacy, Sessions: 1, P50Ms: 1, CallsPerSec: 1000},
+			measurement{Path: pathTaskgate, Era: versionLegacy, Sessions: 1, P50Ms: 1.2, CallsPerSec: 900, GatewayAllocKBPerCall: &alloc, GatewayCPUMsPerCall: &cpu}),
+		comparePairing(p, measurement{Path: pathDirect, Era: versionLegacy, Sessions: 8, CallsPerSec: 1000},
+			measurement{Path: pathTaskgate, Era: versionLegacy, Sessions: 8, CallsPerSec: 500, GatewayAllocKBPerCall: &alloc, GatewayCPUMsPerCall: &cpu}),
+	}}
+	var out bytes.Buffer
+	printTable(&out, rep)
+	text := out.String()
+	for _, want := range []string{
+		"met (added p50 <= 0.30 ms)", "below (ratio >= 0.75x)", "12.5", "0.250", "2025-11-25 / 2025-11-25",
+		"targets met: 1 of 2", "peak RSS (VmHWM) over the whole run: n/a", "/bin/taskgate",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the table lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "accept:") {
+		t.Errorf("the table has an acceptance section without acceptances:\n%s", text)
+	}
+}
+
 func TestMetricValue(t *testing.T) {
 	const text = `# HELP go_memstats_alloc_bytes_total Total number of bytes allocated in heap until now, even if released already.
 # TYPE go_memstats_alloc_bytes_total counter

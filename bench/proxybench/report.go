@@ -200,7 +200,7 @@ func printPairings(w io.Writer, rep *results) {
 	fmt.Fprintf(w, "pass-through: the echo tool of a go-sdk server, called through taskgate vs. directly by the same client\n")
 	fmt.Fprintf(w, "client 2026-07-28: the go-sdk default client (no version pinned); 2025-11-25: pinned in ClientSessionOptions; elicitation yes: an ElicitationHandler set\n")
 	fmt.Fprintf(w, "upstream sessions / stateless: Streamable HTTP with / without sessions, in this process; stdio: a child process (one per direct session, one the gateway supervises)\n")
-	fmt.Fprintf(w, "gateway: %s serve, a child process, API key auth, fresh SQLite ledger; gw alloc and gw cpu from its /metrics over each window\n", m.Gateway)
+	fmt.Fprintf(w, "gateway: taskgate serve (%s), one child process for the whole run, API key auth, fresh SQLite ledger; gw alloc and gw cpu from its /metrics over each window\n", m.Gateway)
 	fmt.Fprintf(w, "targets: added p50 <= %.2f ms at 1 session; taskgate/direct calls/s >= %.2fx at %d sessions\n\n", targetAddedP50Ms, targetThroughput, m.Sessions)
 
 	rounds := m.Rounds > 1
@@ -212,10 +212,10 @@ func printPairings(w io.Writer, rep *results) {
 	fmt.Fprintln(tw, head)
 	for _, r := range rep.Pairings {
 		d, g := r.Direct, r.Taskgate
-		line := fmt.Sprintf("%s\t%s\t%s\t%d\t%s / %s\t%.0f\t%.0f\t%.2fx\t%.3f / %.3f\t%+.3f\t%.3f / %.3f\t%s\t%s\t%s %s\t",
+		line := fmt.Sprintf("%s\t%s\t%s\t%d\t%s / %s\t%.0f\t%.0f\t%.2fx\t%.3f / %.3f\t%+.3f\t%.3f / %.3f\t%s\t%s\t%s (%s)\t",
 			r.Client, yesNo(r.Elicitation), r.Upstream, r.Sessions, d.Era, g.Era, d.CallsPerSec, g.CallsPerSec, r.Ratio,
 			d.P50Ms, g.P50Ms, r.AddedP50Ms, d.P99Ms, g.P99Ms,
-			optional(g.GatewayAllocKBPerCall, "%.1f"), optional(g.GatewayCPUMsPerCall, "%.3f"), r.Target, verdict(r))
+			optional(g.GatewayAllocKBPerCall, "%.1f"), optional(g.GatewayCPUMsPerCall, "%.3f"), verdict(r), r.Target)
 		if rounds {
 			line += report.Rounds(d.Rounds) + " | " + report.Rounds(g.Rounds) + "\t"
 		}
