@@ -45,12 +45,14 @@ import (
 )
 
 func main() {
-	// First of all: this binary, run again so, is the stdio echo upstream.
+	// Run again with echoEnv set, this binary is the stdio echo upstream
+	// and nothing else.
 	if os.Getenv(echoEnv) == echoStdio {
 		os.Exit(serveEchoStdio())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// The gateway runs here as taskgate serve runs it, GC setting included.
+	// The acceptance gateway runs here as taskgate serve runs it, GC
+	// setting included.
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, daemon.TuneGC(os.Getenv))
 	stop()
 	os.Exit(code)
@@ -83,7 +85,7 @@ type options struct {
 	upstreamPoll time.Duration
 }
 
-// Protocol versions the clients speak, as -eras names them.
+// Protocol versions the clients speak, as -clients names them.
 const (
 	versionExtension = "2026-07-28"
 	versionLegacy    = "2025-11-25"
