@@ -1,17 +1,30 @@
 // Command proxybench measures what standing taskgate between an MCP client
-// and its upstream costs: latency (p50, p99) and throughput of pass-through
-// tools/call through the gateway against calling the same upstream
-// directly, and the same figures for a consequential call's acceptance path
-// (an operation accepted in the SQLite ledger and returned as a task).
+// and its upstream costs, and a consequential call's acceptance path.
 //
-// Everything runs in this process over real HTTP on loopback: the simulated
-// provider on an httptest server, the real daemon on a fresh SQLite ledger
-// in a temporary directory, and real go-sdk clients. Direct and proxied
-// clients are built the same way and differ only in their endpoint. Every
-// call's answer is checked, and every acceptance it counts is checked in the
-// ledger afterwards. It prints results next to the targets but exits
-// non-zero only when something failed, never for a number below target. It
-// must never touch a ledger or provider it did not create.
+// Pass-through: for every pairing of client (the go-sdk default client,
+// which speaks 2026-07-28 where the peer does, and a 2025-11-25 session
+// client), upstream (a go-sdk server with one echo tool, over Streamable
+// HTTP with sessions, stateless, or over stdio) and elicitation (declared
+// by the client or not), the same client calls the echo tool directly and
+// through taskgate, at one session and at -sessions sessions: calls/s, p50
+// and p99, the ratio and the added p50, held to their targets. The gateway
+// is `taskgate serve`, a child process on a fresh SQLite ledger in front of
+// all three upstreams at once, so that its allocation per call (from its
+// /metrics) and its peak RSS are its own. The HTTP upstreams run in this
+// process on loopback; the stdio upstream is this binary again, started
+// with TASKGATE_PROXYBENCH_ECHO=stdio.
+//
+// Acceptance: consequential calls of the simulated provider's run_suite
+// through the real daemon in this process, each accepted in a fresh SQLite
+// ledger and returned as a task.
+//
+// Every call's answer is checked, every session's negotiated protocol
+// version is checked against the one its pairing must get, and every
+// acceptance it counts is checked in the ledger afterwards. It prints
+// results next to the targets but exits non-zero only when something
+// failed, never for a number below target. It must never touch a ledger,
+// provider or process it did not create, and it stops every process it
+// starts however the run ends.
 package main
 
 import (
@@ -29,12 +42,17 @@ import (
 	"github.com/taskgate/taskgate/bench/internal/command"
 	"github.com/taskgate/taskgate/bench/internal/report"
 	"github.com/taskgate/taskgate/internal/daemon"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
 )
 
 func main() {
+	// Run again with echoEnv set, this binary is the stdio echo upstream
+	// and nothing else.
+	if os.Getenv(echoEnv) == echoStdio {
+		os.Exit(serveEchoStdio())
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// The gateway runs here as taskgate serve runs it, GC setting included.
+	// The acceptance gateway runs here as taskgate serve runs it, GC
+	// setting included.
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, daemon.TuneGC(os.Getenv))
 	stop()
 	os.Exit(code)
@@ -42,51 +60,36 @@ func main() {
 
 // options are the command's flags.
 type options struct {
-	gogc       string // the garbage collector setting in effect
-	duration   time.Duration
-	warmup     time.Duration
-	sessions   int
-	eras       []fixtures.Era
-	rounds     int
-	pass       bool
-	accept     bool
-	json       bool
-	dir        string
-	cpuProfile string
-	memProfile string
-	trace      string
-	verbose    bool
+	gogc     string // the garbage collector setting in effect
+	duration time.Duration
+	warmup   time.Duration
+	sessions int
+	rounds   int
+	// clients, upstreams and elicitation select the pass-through
+	// pairings; taskgate is the binary the gateway process runs.
+	clients     []clientKind
+	upstreams   []upstreamKind
+	elicitation []bool
+	taskgate    string
+	pass        bool
+	accept      bool
+	json        bool
+	dir         string
+	cpuProfile  string
+	memProfile  string
+	trace       string
+	verbose     bool
 	// jobDuration is how long the provider's remote jobs run, and
 	// upstreamPoll how often the worker looks at a running one.
 	jobDuration  time.Duration
 	upstreamPoll time.Duration
 }
 
-// Protocol versions the clients speak, as -eras names them.
+// Protocol versions the clients speak, as -clients names them.
 const (
 	versionExtension = "2026-07-28"
 	versionLegacy    = "2025-11-25"
 )
-
-// eraOf returns how a client of protocol version name speaks: 2026-07-28
-// with the Tasks extension, or 2025-11-25 in a session.
-func eraOf(name string) (fixtures.Era, bool) {
-	switch name {
-	case versionExtension:
-		return fixtures.EraExtension, true
-	case versionLegacy:
-		return fixtures.EraLegacy, true
-	}
-	return "", false
-}
-
-// eraVersion is the protocol version a client of era negotiates.
-func eraVersion(era fixtures.Era) string {
-	if era == fixtures.EraExtension {
-		return versionExtension
-	}
-	return versionLegacy
-}
 
 func (o *options) validate() error {
 	if err := command.CheckWindow(o.duration, o.warmup, o.rounds); err != nil {
@@ -99,51 +102,56 @@ func (o *options) validate() error {
 		return fmt.Errorf("-sessions must be at least 2 (1 session is always measured), got %d", o.sessions)
 	case !o.pass && !o.accept:
 		return errors.New("-pass=false and -accept=false leave nothing to measure")
-	case len(o.eras) == 0:
-		return errors.New("-eras names no protocol era; use 2026-07-28, 2025-11-25 or both, comma-separated")
+	case o.pass && len(o.clients) == 0:
+		return errors.New("-clients names no client; use 2026-07-28, 2025-11-25 or both, comma-separated")
+	case o.pass && len(o.upstreams) == 0:
+		return errors.New("-upstreams names no upstream; use sessions, stateless, stdio or several, comma-separated")
+	}
+	if o.taskgate != "" {
+		if st, err := os.Stat(o.taskgate); err != nil || st.IsDir() {
+			return fmt.Errorf("-taskgate %s is not a binary: %v", o.taskgate, cmp.Or(err, errors.New("a directory")))
+		}
 	}
 	return command.CheckDir(o.dir, "")
 }
 
-// parseEras reads a comma-separated list of protocol eras, in order,
-// without repeats.
-func parseEras(s string) ([]fixtures.Era, error) {
-	return command.List(s, func(name string) (fixtures.Era, error) {
-		era, ok := eraOf(name)
-		if !ok {
-			return era, fmt.Errorf("-eras: unknown protocol era %q; use 2026-07-28, 2025-11-25 or both, comma-separated", name)
-		}
-		return era, nil
-	})
-}
-
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc string) int {
 	var (
-		o    options
-		eras string
+		o                               options
+		clients, upstreams, elicitation string
 	)
 	o.gogc = gogc
 	return command.Run(ctx, args, stdout, stderr, command.Program[*results]{
 		Name: "proxybench",
 		Flags: func(fs *flag.FlagSet) {
-			fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each measurement")
-			fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each measurement, on the same sessions")
+			// 12 pairings, each measured four times, keep every window short.
+			fs.DurationVar(&o.duration, "duration", 2*time.Second, "measured time of each measurement")
+			fs.DurationVar(&o.warmup, "warmup", 300*time.Millisecond, "unmeasured warm-up before each measurement, on the same sessions")
 			fs.IntVar(&o.sessions, "sessions", 8, "client sessions of the concurrent measurements")
-			fs.StringVar(&eras, "eras", "2026-07-28,2025-11-25", "protocol eras of the pass-through measurements, comma-separated")
+			fs.StringVar(&clients, "clients", "2026-07-28,2025-11-25", "pass-through clients, comma-separated: 2026-07-28 (the go-sdk default client) and 2025-11-25 (a pinned session client)")
+			fs.StringVar(&upstreams, "upstreams", "sessions,stateless,stdio", "pass-through echo upstreams, comma-separated: sessions (Streamable HTTP with sessions), stateless, stdio")
+			fs.StringVar(&elicitation, "elicitation", "both", "pass-through clients that declare elicitation: both, yes or no")
+			fs.StringVar(&o.taskgate, "taskgate", "", "the taskgate binary the pass-through gateway process runs; empty builds ./cmd/taskgate (CGO_ENABLED=0) into a temporary directory")
 			fs.IntVar(&o.rounds, "rounds", 1, "run every pass-through measurement this many times, interleaved, and report the median")
 			fs.BoolVar(&o.pass, "pass", true, "measure pass-through calls, direct and through the gateway")
 			fs.BoolVar(&o.accept, "accept", true, "measure the acceptance path of a consequential call")
 			fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
 			fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the gateway's temporary SQLite ledger")
-			fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file; samples carry the label role=client, gateway or upstream")
+			fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process's whole run to this file (the pass-through gateway is another process); samples carry the label role=client, gateway or upstream")
 			fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file")
 			fs.DurationVar(&o.jobDuration, "job-duration", 10*time.Minute, "how long each remote job the worker dispatches runs at the provider")
 			fs.DurationVar(&o.upstreamPoll, "upstream-poll", time.Second, "the worker's upstream_poll: how often it looks at a running remote job")
-			fs.BoolVar(&o.verbose, "v", false, "log the gateway's and the provider's warnings and errors to stderr")
+			fs.BoolVar(&o.verbose, "v", false, "log the gateways', the provider's and the stdio echo servers' warnings and errors to stderr")
 			fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the whole run to this file (go tool trace)")
 		},
 		Check: func() (err error) {
-			if o.eras, err = parseEras(eras); err != nil {
+			if o.clients, err = parseClients(clients); err != nil {
+				return err
+			}
+			if o.upstreams, err = parseUpstreams(upstreams); err != nil {
+				return err
+			}
+			if o.elicitation, err = parseElicitation(elicitation); err != nil {
 				return err
 			}
 			return o.validate()

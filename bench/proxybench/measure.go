@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -8,23 +9,14 @@ import (
 	"runtime/metrics"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/taskgate/taskgate/bench/internal/load"
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
-	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
-// The calls the benchmark makes. estimate_suite is a pass-through tool that
-// does no more than answer a constant; run_suite is consequential.
-const (
-	upstreamName = "hosted_test"
-	passTool     = providersim.ToolEstimateSuite
-	acceptTool   = fixtures.RunSuiteTool
-	wantEstimate = "18.00"
-)
+// acceptTool is the consequential tool the acceptance calls make.
+const acceptTool = fixtures.RunSuiteTool
 
 func measureAll(ctx context.Context, o *options, progress io.Writer) (*results, error) {
 	log := slog.New(slog.DiscardHandler)
@@ -32,14 +24,10 @@ func measureAll(ctx context.Context, o *options, progress io.Writer) (*results, 
 		log = slog.New(slog.NewTextHandler(progress, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	rep := &results{Machine: machineFacts(o)}
-	rep.Machine.Upstream = fmt.Sprintf("providersim %s over httptest on loopback", passTool)
-	rep.Machine.Ledger = "SQLite, fresh, in " + o.dir
 	var err error
 	role(ctx, "client", func(ctx context.Context) {
 		if o.pass {
-			err = withStage(ctx, o, log, rep, func(st *stage) error {
-				return measurePassThrough(ctx, o, st, rep, progress)
-			})
+			err = measurePairings(ctx, o, rep, progress)
 		}
 		if err == nil && o.accept {
 			err = measureAcceptance(ctx, o, log, rep, progress)
@@ -62,86 +50,6 @@ func withStage(ctx context.Context, o *options, log *slog.Logger, rep *results, 
 	return f(st)
 }
 
-// passStep is one pass-through measurement of an era.
-type passStep struct {
-	path     string
-	sessions int
-}
-
-func (p passStep) target(st *stage) (url, key, tool string) {
-	if p.path == "direct" {
-		return st.simURL, "", passTool
-	}
-	return st.gateURL, st.key, upstreamName + "." + passTool
-}
-
-// measurePassThrough measures, per era, one session's sequential calls and
-// o.sessions sessions' concurrent calls, direct and through the gateway.
-// Rounds run every step in turn, so that a burst of load from elsewhere on
-// the machine spreads over all steps instead of one.
-func measurePassThrough(ctx context.Context, o *options, st *stage, rep *results, progress io.Writer) error {
-	steps := []passStep{{"direct", 1}, {"taskgate", 1}, {"direct", o.sessions}, {"taskgate", o.sessions}}
-	got := make([][][]measurement, len(o.eras))
-	for i := range got {
-		got[i] = make([][]measurement, len(steps))
-	}
-	for round := 1; round <= o.rounds; round++ {
-		for i, era := range o.eras {
-			for j, step := range steps {
-				fmt.Fprintf(progress, "round %d/%d: %s %s, %d session(s) ...\n", round, o.rounds, eraVersion(era), step.path, step.sessions)
-				m, err := measurePass(ctx, o, st, era, step)
-				if err != nil {
-					return fmt.Errorf("%s %s, %d session(s): %w", eraVersion(era), step.path, step.sessions, err)
-				}
-				got[i][j] = append(got[i][j], m)
-			}
-		}
-	}
-	for i, era := range o.eras {
-		var ms []measurement
-		for j := range steps {
-			ms = append(ms, median(got[i][j]))
-		}
-		rep.Measurements = append(rep.Measurements, ms...)
-		rep.Comparisons = append(rep.Comparisons, compareEra(eraVersion(era), ms[0], ms[1], ms[2], ms[3])...)
-	}
-	return nil
-}
-
-func measurePass(ctx context.Context, o *options, st *stage, era fixtures.Era, step passStep) (measurement, error) {
-	url, key, tool := step.target(st)
-	sessions, err := dialAll(ctx, step.sessions, url, key, era)
-	if err != nil {
-		return measurement{}, err
-	}
-	defer closeAll(sessions)
-	args := map[string]any{"suite": "settlement"}
-	m, _, err := drive(ctx, o, sessions, func(ctx context.Context, s *session, _, _ int) error {
-		return estimate(ctx, s.cs, tool, args)
-	})
-	if err != nil {
-		return measurement{}, err
-	}
-	m.Path, m.Era = step.path, eraVersion(era)
-	return m, nil
-}
-
-// estimate makes one pass-through call and checks its answer.
-func estimate(ctx context.Context, cs *mcp.ClientSession, tool string, args map[string]any) error {
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		return fmt.Errorf("call %s: %w", tool, err)
-	}
-	if res.IsError {
-		return fmt.Errorf("%s answered with an error: %s", tool, fixtures.ResultText(res))
-	}
-	sc, _ := res.StructuredContent.(map[string]any)
-	if got := sc["estimate_usd"]; got != wantEstimate {
-		return fmt.Errorf("%s answered estimate_usd %v, want %s: the call did not reach the provider's tool", tool, got, wantEstimate)
-	}
-	return nil
-}
-
 // allStates are every operation state, to count every operation.
 func allStates() []ledger.State {
 	return []ledger.State{
@@ -158,6 +66,8 @@ func allStates() []ledger.State {
 // Every measurement gets a fresh gateway and ledger, so that no backlog of
 // one measurement's operations weighs on the next.
 func measureAcceptance(ctx context.Context, o *options, log *slog.Logger, rep *results, progress io.Writer) error {
+	rep.Machine.Upstream = "providersim over httptest on loopback"
+	rep.Machine.Ledger = "SQLite, fresh, in " + o.dir
 	for _, worker := range []string{"on", "stopped"} {
 		got := make([][]measurement, 2)
 		for round := 1; round <= o.rounds; round++ {
@@ -192,12 +102,12 @@ func measureAcceptance(ctx context.Context, o *options, log *slog.Logger, rep *r
 // measureAccept drives acceptances from n sessions on a fresh ledger and
 // checks that it holds exactly the operations the calls were answered for.
 func measureAccept(ctx context.Context, o *options, st *stage, n int) (measurement, error) {
-	sessions, err := dialAll(ctx, n, st.gateURL, st.key, fixtures.EraExtension)
+	sessions, err := dialAll(ctx, n, st.gateURL, st.key)
 	if err != nil {
 		return measurement{}, err
 	}
 	defer closeAll(sessions)
-	m, total, err := drive(ctx, o, sessions, func(ctx context.Context, s *session, worker, seq int) error {
+	m, total, err := drive(ctx, o, sessions, nil, func(ctx context.Context, s *session, worker, seq int) error {
 		opID := fmt.Sprintf("bench-%d-%d", worker, seq)
 		task, res, err := taskwire.CallToolAsTask(ctx, s.cs, fixtures.RunSuiteCall(opID, nil), nil)
 		if err != nil {
@@ -273,20 +183,40 @@ func readRuntime() runtimeCounts {
 
 // drive makes calls on every session, each from its own goroutine, through
 // o's warm-up and measured window, and returns the window's measurement
-// and the calls made in all. A call still hanging well after the window
-// ends is an error.
-func drive(ctx context.Context, o *options, sessions []*session, call func(ctx context.Context, s *session, worker, seq int) error) (measurement, int64, error) {
-	var u usage
+// and the calls made in all. With gw it also measures the gateway
+// process's allocation and CPU time over the window. A call still hanging
+// well after the window ends is an error.
+func drive(ctx context.Context, o *options, sessions []*session, gw *gateway, call func(ctx context.Context, s *session, worker, seq int) error) (measurement, int64, error) {
+	var (
+		u             usage
+		gw0, gw1      gatewayCounters
+		gw0Err, gwErr error
+	)
+	meter := func() func() {
+		closed := u.meter()
+		if gw != nil {
+			gw0, gw0Err = gw.counters(ctx)
+		}
+		return func() {
+			closed()
+			if gw != nil {
+				gw1, gwErr = gw.counters(ctx)
+			}
+		}
+	}
 	w, err := load.Run(ctx, load.Options{
 		Workers:  len(sessions),
 		Warmup:   o.warmup,
 		Duration: o.duration,
 		Grace:    30 * time.Second,
-		Meter:    u.meter,
+		Meter:    meter,
 	}, func(ctx context.Context, worker, seq int) error {
 		return call(ctx, sessions[worker], worker, seq)
 	})
 	if err != nil {
+		return measurement{}, 0, err
+	}
+	if err := cmp.Or(gw0Err, gwErr); err != nil {
 		return measurement{}, 0, err
 	}
 	m := measurement{
@@ -298,6 +228,11 @@ func drive(ctx context.Context, o *options, sessions []*session, call func(ctx c
 	if w.Seconds > 0 {
 		m.CPUCores = u.cpu.Seconds() / w.Seconds
 		m.GCPerSec = float64(u.gcs) / w.Seconds
+	}
+	if gw != nil {
+		alloc := (gw1.allocBytes - gw0.allocBytes) / 1024 / float64(w.Calls)
+		cpu := (gw1.cpuSeconds - gw0.cpuSeconds) * 1000 / float64(w.Calls)
+		m.GatewayAllocKBPerCall, m.GatewayCPUMsPerCall = &alloc, &cpu
 	}
 	return m, w.Total, nil
 }

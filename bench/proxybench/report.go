@@ -9,30 +9,40 @@ import (
 	"github.com/taskgate/taskgate/bench/internal/report"
 )
 
-// The targets the pass-through path is held to.
+// The targets the pass-through path is held to, in every pairing.
 const (
 	// targetThroughput is the minimum calls/s through the gateway as a
 	// fraction of direct calls, at the concurrent session count.
-	targetThroughput = 0.65
+	targetThroughput = 0.75
 	// targetAddedP50Ms is the most the gateway may add to the median
 	// latency of one session's sequential calls.
-	targetAddedP50Ms = 0.5
+	targetAddedP50Ms = 0.3
 )
 
 // results are everything one run measured; -json prints them as they are.
 type results struct {
-	Machine      machine       `json:"machine"`
+	Machine machine `json:"machine"`
+	// Pairings are the pass-through figures: two rows per pairing, at one
+	// session and at the concurrent session count.
+	Pairings []pairingRow `json:"pairings"`
+	// Measurements are the acceptance path's.
 	Measurements []measurement `json:"measurements"`
-	Comparisons  []comparison  `json:"comparisons"`
 }
 
 type machine struct {
 	report.Machine
-	// GOGC and GOMEMLIMIT are the garbage collector's settings: the whole
-	// run allocates heavily, so they move every figure.
+	// GOGC and GOMEMLIMIT are the garbage collector's settings, of this
+	// process and of the gateway process alike (taskgate serve applies
+	// the same default): the whole run allocates heavily, so they move
+	// every figure.
 	GOGC       string `json:"gogc"`
 	GOMEMLIMIT string `json:"gomemlimit"`
-	// Upstream names the upstream tool the pass-through calls make.
+	// Gateway is the taskgate binary the pass-through gateway process
+	// runs, and GatewayPeakRSSBytes its peak resident set size (VmHWM)
+	// over the whole run; nil where the platform does not report it.
+	Gateway             string `json:"gateway,omitempty"`
+	GatewayPeakRSSBytes *int64 `json:"gateway_peak_rss_bytes,omitempty"`
+	// Upstream names the upstream tool the acceptance calls make.
 	Upstream    string  `json:"upstream"`
 	Ledger      string  `json:"ledger"`
 	Synchronous string  `json:"synchronous"`
@@ -47,7 +57,7 @@ type machine struct {
 	UpstreamPollSec float64 `json:"upstream_poll_seconds,omitempty"`
 }
 
-// measurement is one row of the table.
+// measurement is one measured window of calls.
 type measurement struct {
 	// Path is "direct", "taskgate" or "accept".
 	Path string `json:"path"`
@@ -62,15 +72,21 @@ type measurement struct {
 	CallsPerSec float64 `json:"calls_per_second"`
 	P50Ms       float64 `json:"p50_ms"`
 	P99Ms       float64 `json:"p99_ms"`
-	// CPUMsPerCall is the process's CPU time per call in the window (the
-	// client, the gateway and the upstream share the process); CPUCores
-	// is how many cores that CPU time kept busy.
+	// CPUMsPerCall is this process's CPU time per call in the window (the
+	// clients, the HTTP echo upstreams and, for acceptances, the gateway
+	// and the provider share it); CPUCores is how many cores that CPU time
+	// kept busy.
 	CPUMsPerCall float64 `json:"cpu_ms_per_call"`
 	CPUCores     float64 `json:"cpu_cores"`
 	// AllocKBPerCall is the heap allocated per call and GCPerSec the GC
-	// cycles per second in the window, for the whole process.
+	// cycles per second in the window, for this process.
 	AllocKBPerCall float64 `json:"alloc_kb_per_call"`
 	GCPerSec       float64 `json:"gc_per_second"`
+	// GatewayAllocKBPerCall and GatewayCPUMsPerCall are the gateway
+	// process's heap allocation and CPU time per call in the window, from
+	// its /metrics; set for pass-through calls through taskgate only.
+	GatewayAllocKBPerCall *float64 `json:"gateway_alloc_kb_per_call,omitempty"`
+	GatewayCPUMsPerCall   *float64 `json:"gateway_cpu_ms_per_call,omitempty"`
 	// Created is how many operations the calls created, warm-up
 	// included, and Undispatched how many of them still waited for the
 	// worker when the window closed.
@@ -88,39 +104,41 @@ func (m *measurement) label() string {
 	return m.Path
 }
 
-// comparison is a figure derived from two measurements, with its target
-// when it has one.
-type comparison struct {
-	Name  string  `json:"name"`
-	Value float64 `json:"value"`
-	// Unit is "ms" for a latency difference, "x" for a ratio.
-	Unit string `json:"unit"`
-	// Target is the bound wanted, "" when the figure is informational.
-	Target string `json:"target,omitempty"`
-	Met    *bool  `json:"met,omitempty"`
+// pairingRow is one pairing at one session count: the same client
+// calling the upstream directly and through taskgate, and the verdict.
+type pairingRow struct {
+	// Client is the protocol version the client offers: 2026-07-28 for
+	// the go-sdk default client, 2025-11-25 for the pinned one.
+	Client      string      `json:"client"`
+	Elicitation bool        `json:"elicitation"`
+	Upstream    string      `json:"upstream"`
+	Sessions    int         `json:"sessions"`
+	Direct      measurement `json:"direct"`
+	Taskgate    measurement `json:"taskgate"`
+	// Ratio is taskgate's calls/s over direct calls/s; AddedP50Ms is
+	// taskgate's p50 less direct p50.
+	Ratio      float64 `json:"ratio"`
+	AddedP50Ms float64 `json:"added_p50_ms"`
+	// Target is the bound this row is held to: added p50 at one session,
+	// the ratio at the concurrent session count.
+	Target string `json:"target"`
+	Met    bool   `json:"met"`
 }
 
-// compareEra derives the gateway's overhead for one era from its four
-// pass-through measurements.
-func compareEra(era string, direct1, gate1, directN, gateN measurement) []comparison {
-	added := gate1.P50Ms - direct1.P50Ms
-	addedMet := added <= targetAddedP50Ms
-	ratio := 0.0
-	if directN.CallsPerSec > 0 {
-		ratio = gateN.CallsPerSec / directN.CallsPerSec
+// comparePairing compares the direct and taskgate measurements of p at
+// one session count and holds them to that count's target.
+func comparePairing(p pairing, direct, gate measurement) pairingRow {
+	r := pairingRow{
+		Client: string(p.client), Elicitation: p.elicitation, Upstream: string(p.upstream), Sessions: direct.Sessions,
+		Direct: direct, Taskgate: gate,
+		Ratio: safeDiv(gate.CallsPerSec, direct.CallsPerSec), AddedP50Ms: gate.P50Ms - direct.P50Ms,
 	}
-	ratioMet := ratio >= targetThroughput
-	return []comparison{
-		{Name: era + " added p50, 1 session", Value: added, Unit: "ms", Target: fmt.Sprintf("<= %.2f ms", targetAddedP50Ms), Met: &addedMet},
-		{Name: era + " added p99, 1 session", Value: gate1.P99Ms - direct1.P99Ms, Unit: "ms"},
-		{Name: era + " p50 taskgate/direct, 1 session", Value: safeDiv(gate1.P50Ms, direct1.P50Ms), Unit: "x"},
-		{Name: fmt.Sprintf("%s calls/s taskgate/direct, %d sessions", era, gateN.Sessions), Value: ratio, Unit: "x", Target: fmt.Sprintf(">= %.2fx", targetThroughput), Met: &ratioMet},
-		{Name: fmt.Sprintf("%s calls/s taskgate/direct, 1 session", era), Value: safeDiv(gate1.CallsPerSec, direct1.CallsPerSec), Unit: "x"},
-		// When the cores are the limit, throughput goes as the inverse of
-		// CPU per call; this ratio is far steadier on a shared machine
-		// than calls/s.
-		{Name: fmt.Sprintf("%s cpu/call direct/taskgate, %d sessions", era, gateN.Sessions), Value: safeDiv(directN.CPUMsPerCall, gateN.CPUMsPerCall), Unit: "x"},
+	if r.Sessions == 1 {
+		r.Target, r.Met = fmt.Sprintf("added p50 <= %.2f ms", targetAddedP50Ms), r.AddedP50Ms <= targetAddedP50Ms
+	} else {
+		r.Target, r.Met = fmt.Sprintf("ratio >= %.2fx", targetThroughput), r.Ratio >= targetThroughput
 	}
+	return r
 }
 
 func safeDiv(a, b float64) float64 {
@@ -138,19 +156,90 @@ func median(ms []measurement) measurement {
 	return m
 }
 
+// verdict is a row's target cell: "met" or "below".
+func verdict(r pairingRow) string {
+	if r.Met {
+		return "met"
+	}
+	return "below"
+}
+
+// optional shows a figure that only some rows have, "-" where absent.
+func optional(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
+}
+
+// megabytes shows a byte count in MB, or "n/a" when it is unknown.
+func megabytes(b *int64) string {
+	if b == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f MB", float64(*b)/(1<<20))
+}
+
 func printTable(w io.Writer, rep *results) {
 	m := rep.Machine
-	fmt.Fprintf(w, "taskgate proxy benchmark: tools/call through the gateway vs. direct to the same upstream\n")
+	fmt.Fprintf(w, "taskgate proxy benchmark\n")
 	fmt.Fprintf(w, "%s, GOGC %s, GOMEMLIMIT %s\n", m.Machine, m.GOGC, m.GOMEMLIMIT)
-	fmt.Fprintf(w, "upstream %s; gateway: the daemon in this process, API key auth, ledger %s (synchronous %s)\n", m.Upstream, m.Ledger, m.Synchronous)
-	fmt.Fprintf(w, "each measurement: %s warm-up, %s measured; %d round(s), median shown; cpu, alloc and GC figures are the whole process's\n",
+	fmt.Fprintf(w, "each measurement: %s warm-up, %s measured; %d round(s), median shown\n",
 		report.Seconds(m.WarmupSec), report.Seconds(m.DurationSec), m.Rounds)
-	if m.Accept {
-		fmt.Fprintf(w, "accept: %s with a new operation_id per call, a fresh gateway and ledger per measurement; remote jobs run %s, worker upstream_poll %s\n",
-			acceptTool, report.Seconds(m.JobDurationSec), report.Seconds(m.UpstreamPollSec))
+	if len(rep.Pairings) > 0 {
+		printPairings(w, rep)
 	}
-	fmt.Fprintln(w)
+	if m.Accept {
+		printAccept(w, rep)
+	}
+}
 
+func printPairings(w io.Writer, rep *results) {
+	m := rep.Machine
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "pass-through: the echo tool of a go-sdk server, called through taskgate vs. directly by the same client\n")
+	fmt.Fprintf(w, "client 2026-07-28: the go-sdk default client (no version pinned); 2025-11-25: pinned in ClientSessionOptions; elicitation yes: an ElicitationHandler set\n")
+	fmt.Fprintf(w, "upstream sessions / stateless: Streamable HTTP with / without sessions, in this process; stdio: a child process (one per direct session, one the gateway supervises)\n")
+	fmt.Fprintf(w, "gateway: taskgate serve (%s), one child process for the whole run, API key auth, fresh SQLite ledger; gw alloc and gw cpu from its /metrics over each window\n", m.Gateway)
+	fmt.Fprintf(w, "targets: added p50 <= %.2f ms at 1 session; taskgate/direct calls/s >= %.2fx at %d sessions\n\n", targetAddedP50Ms, targetThroughput, m.Sessions)
+
+	rounds := m.Rounds > 1
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "client\telicitation\tupstream\tsessions\tnegotiated direct/taskgate\tdirect calls/s\ttaskgate calls/s\tratio\tp50 ms direct/taskgate\tadded p50 ms\tp99 ms direct/taskgate\tgw alloc KB/call\tgw cpu ms/call\ttarget\t"
+	if rounds {
+		head += "rounds calls/s direct | taskgate\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, r := range rep.Pairings {
+		d, g := r.Direct, r.Taskgate
+		line := fmt.Sprintf("%s\t%s\t%s\t%d\t%s / %s\t%.0f\t%.0f\t%.2fx\t%.3f / %.3f\t%+.3f\t%.3f / %.3f\t%s\t%s\t%s (%s)\t",
+			r.Client, yesNo(r.Elicitation), r.Upstream, r.Sessions, d.Era, g.Era, d.CallsPerSec, g.CallsPerSec, r.Ratio,
+			d.P50Ms, g.P50Ms, r.AddedP50Ms, d.P99Ms, g.P99Ms,
+			optional(g.GatewayAllocKBPerCall, "%.1f"), optional(g.GatewayCPUMsPerCall, "%.3f"), verdict(r), r.Target)
+		if rounds {
+			line += report.Rounds(d.Rounds) + " | " + report.Rounds(g.Rounds) + "\t"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+	met := 0
+	for _, r := range rep.Pairings {
+		if r.Met {
+			met++
+		}
+	}
+	fmt.Fprintf(w, "\ntargets met: %d of %d\n", met, len(rep.Pairings))
+	fmt.Fprintf(w, "gateway peak RSS (VmHWM) over the whole run: %s; one gateway process fronts every pairing, so its high-water mark cannot be told apart per pairing\n",
+		megabytes(m.GatewayPeakRSSBytes))
+}
+
+func printAccept(w io.Writer, rep *results) {
+	m := rep.Machine
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "accept: %s with a new operation_id per call, a fresh gateway and ledger per measurement; remote jobs run %s, worker upstream_poll %s\n",
+		acceptTool, report.Seconds(m.JobDurationSec), report.Seconds(m.UpstreamPollSec))
+	fmt.Fprintf(w, "upstream %s; gateway: the daemon in this process, API key auth, ledger %s (synchronous %s); cpu, alloc and GC figures are this whole process's\n\n",
+		m.Upstream, m.Ledger, m.Synchronous)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "path\tera\tsessions\tcalls\tcalls/s\tp50 ms\tp99 ms\tcpu ms/call\tcores\talloc KB/call\tGC/s\tundispatched\trounds calls/s\t")
 	for _, r := range rep.Measurements {
@@ -160,21 +249,6 @@ func printTable(w io.Writer, rep *results) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.3f\t%.3f\t%.3f\t%.2f\t%.0f\t%.0f\t%s\t%s\t\n",
 			r.label(), r.Era, r.Sessions, r.Calls, r.CallsPerSec, r.P50Ms, r.P99Ms, r.CPUMsPerCall, r.CPUCores, r.AllocKBPerCall, r.GCPerSec, undispatched, report.Rounds(r.Rounds))
-	}
-	tw.Flush()
-
-	if len(rep.Comparisons) == 0 {
-		return
-	}
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "comparison\tvalue\ttarget\t")
-	for _, c := range rep.Comparisons {
-		value := fmt.Sprintf("%.3f ms", c.Value)
-		if c.Unit == "x" {
-			value = fmt.Sprintf("%.2fx", c.Value)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", c.Name, value, report.Target(c.Target, c.Met))
 	}
 	tw.Flush()
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,7 +28,8 @@ import (
 // benchTenant is the tenant of every gateway call.
 const benchTenant = "bench"
 
-// stage is the provider, the gateway in front of it and the key to reach it.
+// stage is what an acceptance measurement runs on: the simulated provider,
+// the daemon in this process in front of it and the key to reach it.
 type stage struct {
 	dir     string
 	sim     *providersim.Sim
@@ -131,20 +133,24 @@ func (s *stage) close() {
 // session is one client: its own HTTP connections, as a separate agent
 // process would have, so that no session waits for another's connection.
 type session struct {
-	cs        *mcp.ClientSession
+	cs *mcp.ClientSession
+	// transport is nil for a stdio session.
 	transport *http.Transport
+	// asked counts the questions (elicitations) the session's client was
+	// asked.
+	asked atomic.Int64
 }
 
-// dial opens a session to url (with key, if any) in era. Direct and proxied
-// sessions are built by the same code and differ only in url and key.
-func dial(ctx context.Context, url, key string, era fixtures.Era) (*session, error) {
+// dial opens a 2026-07-28 session with the Tasks extension to url, with
+// key.
+func dial(ctx context.Context, url, key string) (*session, error) {
 	base, ok := http.DefaultTransport.(*http.Transport)
 	if !ok {
 		return nil, errors.New("http.DefaultTransport is not an *http.Transport")
 	}
 	tr := base.Clone()
 	tr.MaxIdleConnsPerHost = 8
-	cs, err := fixtures.Dial(ctx, url, key, era, &http.Client{Transport: tr})
+	cs, err := fixtures.Dial(ctx, url, key, fixtures.EraExtension, &http.Client{Transport: tr})
 	if err != nil {
 		tr.CloseIdleConnections()
 		return nil, fmt.Errorf("connect to %s: %w", url, err)
@@ -154,16 +160,17 @@ func dial(ctx context.Context, url, key string, era fixtures.Era) (*session, err
 
 func (s *session) close() {
 	_ = s.cs.Close()
-	s.transport.CloseIdleConnections()
+	if s.transport != nil {
+		s.transport.CloseIdleConnections()
+	}
 }
 
-// dialAll opens n sessions and checks that each negotiated the version
-// era asks for.
-func dialAll(ctx context.Context, n int, url, key string, era fixtures.Era) ([]*session, error) {
-	want := eraVersion(era)
+// dialAll opens n sessions and checks that each negotiated 2026-07-28.
+func dialAll(ctx context.Context, n int, url, key string) ([]*session, error) {
+	want := versionExtension
 	var out []*session
 	for range n {
-		s, err := dial(ctx, url, key, era)
+		s, err := dial(ctx, url, key)
 		if err != nil {
 			closeAll(out)
 			return nil, err

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/taskgate/taskgate/internal/syncbuf"
+)
+
+// gatewayUpstream is one upstream of the child gateway's configuration:
+// url for Streamable HTTP, or command (with env) for stdio. Its name is
+// also its tools' prefix.
+type gatewayUpstream struct {
+	name    string
+	url     string
+	command []string
+	env     map[string]string
+}
+
+// gatewayConfig is the YAML configuration of a gateway listening on listen
+// with the ledger db in front of ups, none of whose tools is listed, so
+// that every one passes straight through.
+func gatewayConfig(listen, db string, ups []gatewayUpstream) string {
+	var b strings.Builder
+	// JSON strings are YAML strings, quoted so that no path is misread.
+	q := func(v any) string {
+		out, _ := json.Marshal(v)
+		return string(out)
+	}
+	fmt.Fprintf(&b, "listen: %s\ndatabase: %s\nupstreams:\n", q(listen), q(db))
+	for _, u := range ups {
+		fmt.Fprintf(&b, "  - name: %s\n", q(u.name))
+		if u.url != "" {
+			fmt.Fprintf(&b, "    url: %s\n", q(u.url))
+		} else {
+			fmt.Fprintf(&b, "    command: %s\n", q(u.command))
+			if len(u.env) > 0 {
+				fmt.Fprintf(&b, "    env: %s\n", q(u.env))
+			}
+		}
+	}
+	return b.String()
+}
+
+// gateway is `taskgate serve` running as a child process, with the agent
+// API key its clients present.
+type gateway struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the process is waited for
+	err  error         // Wait's result, once done is closed
+	out  *syncbuf.Buffer
+	base string // http://HOST:PORT
+	key  string
+}
+
+func (g *gateway) mcpURL() string { return g.base + "/mcp" }
+
+// buildTaskgate compiles cmd/taskgate as shipped (pure Go) into dir.
+func buildTaskgate(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "taskgate")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/taskgate/taskgate/cmd/taskgate")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build taskgate (or pass -taskgate): %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// startGateway creates an agent key for benchTenant in a fresh SQLite
+// ledger in dir, starts bin serve in front of ups on a free loopback port
+// and waits until /readyz says every upstream is connected. With verbose
+// the gateway's warnings go to progress too.
+func startGateway(ctx context.Context, bin, dir string, ups []gatewayUpstream, verbose bool, progress io.Writer) (_ *gateway, err error) {
+	db := "sqlite:" + filepath.Join(dir, "gateway.db")
+	var stdout, stderr bytes.Buffer
+	keys := exec.CommandContext(ctx, bin, "keys", "create", "--tenant", benchTenant, "--label", "proxybench", "--db", db)
+	keys.Stdout, keys.Stderr = &stdout, &stderr
+	if err := keys.Run(); err != nil {
+		return nil, fmt.Errorf("create the gateway's API key with %s keys create: %w\n%s", bin, err, stderr.String())
+	}
+	key := strings.TrimSpace(stdout.String())
+	if key == "" {
+		return nil, fmt.Errorf("%s keys create printed no key:\n%s", bin, stderr.String())
+	}
+
+	// The child binds the address itself; a port just released is almost
+	// never taken again this quickly on loopback.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("find a free loopback port for the gateway: %w", err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	path := filepath.Join(dir, "gateway.yaml")
+	if err := os.WriteFile(path, []byte(gatewayConfig(addr, db, ups)), 0o600); err != nil {
+		return nil, fmt.Errorf("write the gateway's configuration: %w", err)
+	}
+
+	level := "error"
+	if verbose {
+		level = "warn"
+	}
+	g := &gateway{base: "http://" + addr, key: key, out: &syncbuf.Buffer{}, done: make(chan struct{})}
+	g.cmd = exec.Command(bin, "serve", "--config", path, "--log-level", level)
+	g.cmd.Stdout = io.Discard
+	g.cmd.Stderr = g.out
+	if verbose {
+		g.cmd.Stderr = io.MultiWriter(g.out, progress)
+	}
+	// Its own process group: an interrupt at the terminal reaches this
+	// process, which stops the gateway in order.
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := g.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s serve: %w", bin, err)
+	}
+	go func() {
+		g.err = g.cmd.Wait()
+		close(g.done)
+	}()
+	defer func() {
+		if err != nil {
+			_ = g.stop()
+		}
+	}()
+	if err := g.waitReady(ctx, 60*time.Second); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// waitReady polls /readyz until it answers 200, the process exits, ctx
+// ends or within has passed.
+func (g *gateway) waitReady(ctx context.Context, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	last := "no answer yet"
+	for {
+		code, err := g.get(ctx, "/readyz", io.Discard)
+		if err == nil && code == http.StatusOK {
+			return nil
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = fmt.Sprintf("status %d", code)
+		}
+		select {
+		case <-g.done:
+			return fmt.Errorf("the gateway exited (%v) before it was ready:\n%s", g.err, g.out.String())
+		case <-ctx.Done():
+			return fmt.Errorf("the gateway was not ready at %s/readyz (%s): %w\n%s", g.base, last, ctx.Err(), g.out.String())
+		case <-tick.C:
+		}
+	}
+}
+
+// get fetches path from the gateway into w and returns the status code.
+func (g *gateway) get(ctx context.Context, path string, w io.Writer) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.base+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return resp.StatusCode, err
+}
+
+// gatewayCounters are the gateway's cumulative counters, as its /metrics
+// reports them.
+type gatewayCounters struct {
+	allocBytes float64
+	cpuSeconds float64
+}
+
+// Metric names of the gateway's Go and process collectors.
+const (
+	metricAllocBytes = "go_memstats_alloc_bytes_total"
+	metricCPUSeconds = "process_cpu_seconds_total"
+)
+
+// counters scrapes the gateway's /metrics.
+func (g *gateway) counters(ctx context.Context) (gatewayCounters, error) {
+	var body bytes.Buffer
+	code, err := g.get(ctx, "/metrics", &body)
+	if err != nil {
+		return gatewayCounters{}, fmt.Errorf("scrape the gateway's /metrics: %w", err)
+	}
+	if code != http.StatusOK {
+		return gatewayCounters{}, fmt.Errorf("the gateway's /metrics answered status %d", code)
+	}
+	var c gatewayCounters
+	if c.allocBytes, err = metricValue(body.String(), metricAllocBytes); err != nil {
+		return gatewayCounters{}, err
+	}
+	if c.cpuSeconds, err = metricValue(body.String(), metricCPUSeconds); err != nil {
+		return gatewayCounters{}, err
+	}
+	return c, nil
+}
+
+// metricValue reads the value of the unlabelled sample name from a
+// Prometheus text exposition.
+func metricValue(text, name string) (float64, error) {
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != ' ' && rest[0] != '\t') {
+			continue
+		}
+		// A sample line is NAME VALUE [TIMESTAMP].
+		fields := strings.Fields(rest)
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return 0, fmt.Errorf("metric %s has the value %q, not a number", name, fields[0])
+		}
+		return v, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read the metrics: %w", err)
+	}
+	return 0, fmt.Errorf("the metrics have no sample %s", name)
+}
+
+// errNoProc says that the platform has no /proc to read a process's
+// memory from.
+var errNoProc = errors.New("no /proc on this platform")
+
+// peakRSS is the gateway's peak resident set size in bytes (VmHWM), as
+// Linux reports it in /proc/PID/status; errNoProc elsewhere.
+func (g *gateway) peakRSS() (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
+	if errors.Is(err, os.ErrNotExist) {
+		if _, statErr := os.Stat("/proc/self/status"); errors.Is(statErr, os.ErrNotExist) {
+			return 0, errNoProc
+		}
+		return 0, fmt.Errorf("read the gateway's /proc status: %w (has it exited?)", err)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the gateway's /proc status: %w", err)
+	}
+	return parseVmHWM(string(status))
+}
+
+// parseVmHWM reads the VmHWM line ("VmHWM:   12345 kB") of a
+// /proc/PID/status file, in bytes.
+func parseVmHWM(status string) (int64, error) {
+	for line := range strings.Lines(status) {
+		rest, ok := strings.CutPrefix(line, "VmHWM:")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) != 2 || fields[1] != "kB" {
+			return 0, fmt.Errorf("VmHWM reads %q, want a number of kB", strings.TrimSpace(rest))
+		}
+		kb, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil || kb < 0 {
+			return 0, fmt.Errorf("VmHWM reads %q, want a number of kB", strings.TrimSpace(rest))
+		}
+		return kb * 1024, nil
+	}
+	return 0, errors.New("the process status has no VmHWM line")
+}
+
+// stop ends the gateway with SIGTERM, as an operator would, and kills it
+// when it has not ended within 20s. It reports how the gateway ended
+// unless it was already stopped.
+func (g *gateway) stop() error {
+	select {
+	case <-g.done:
+		return nil
+	default:
+	}
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stop the gateway: %w", err)
+	}
+	select {
+	case <-g.done:
+		if g.err != nil {
+			return fmt.Errorf("the gateway ended with %w:\n%s", g.err, g.out.String())
+		}
+		return nil
+	case <-time.After(20 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-g.done
+		return fmt.Errorf("the gateway did not stop within 20s of SIGTERM and was killed:\n%s", g.out.String())
+	}
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/internal/sim/fixtures"
+)
+
+// passStage is what the pass-through measurements share: the echo
+// upstreams, served here over HTTP or as children of this binary over
+// stdio, and one gateway process in front of all of them.
+type passStage struct {
+	dir     string
+	self    string // this binary, which serves the stdio echo upstream
+	bin     string // the taskgate binary the gateway runs
+	servers map[upstreamKind]*httptest.Server
+	gw      *gateway
+	// stderr receives the stdio echo servers' stderr (with -v).
+	stderr io.Writer
+}
+
+// startPassStage starts the echo upstreams of kinds and a gateway in
+// front of them, in a new directory under o.dir.
+func startPassStage(ctx context.Context, o *options, kinds []upstreamKind, progress io.Writer) (_ *passStage, err error) {
+	s := &passStage{servers: map[upstreamKind]*httptest.Server{}}
+	defer func() {
+		if err != nil {
+			_ = s.close()
+		}
+	}()
+	if s.dir, err = os.MkdirTemp(o.dir, "taskgate-proxybench-"); err != nil {
+		return nil, fmt.Errorf("create a scratch directory in %s: %w", o.dir, err)
+	}
+	if s.self, err = os.Executable(); err != nil {
+		return nil, fmt.Errorf("find this binary to serve the stdio echo upstream: %w", err)
+	}
+	if o.verbose {
+		s.stderr = progress
+	}
+	var ups []gatewayUpstream
+	for _, k := range kinds {
+		u := gatewayUpstream{name: string(k)}
+		switch k {
+		case upstreamSessions, upstreamStateless:
+			role(ctx, "upstream", func(context.Context) {
+				s.servers[k] = httptest.NewServer(echoHandler(k == upstreamStateless))
+			})
+			u.url = s.servers[k].URL + "/mcp"
+		case upstreamStdio:
+			u.command = []string{s.self}
+			u.env = map[string]string{echoEnv: echoStdio}
+		}
+		ups = append(ups, u)
+	}
+	if s.bin = o.taskgate; s.bin == "" {
+		fmt.Fprintln(progress, "building cmd/taskgate ...")
+		if s.bin, err = buildTaskgate(ctx, s.dir); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Fprintf(progress, "starting %s serve in front of the echo upstreams ...\n", s.bin)
+	if s.gw, err = startGateway(ctx, s.bin, s.dir, ups, o.verbose, progress); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// close stops the gateway and the echo upstreams and removes the
+// directory; it reports a gateway that did not end cleanly.
+func (s *passStage) close() error {
+	var err error
+	if s.gw != nil {
+		err = s.gw.stop()
+	}
+	for _, srv := range s.servers {
+		srv.CloseClientConnections()
+		srv.Close()
+	}
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
+	return err
+}
+
+// endpoint is where a pass-through client connects: an HTTP url, or a
+// stdio command it starts (url empty); key, if any, is its API key, and
+// tool the echo tool's name there.
+type endpoint struct {
+	url     string
+	command func() *exec.Cmd
+	key     string
+	tool    string
+}
+
+// endpoint is where p's clients connect on path.
+func (s *passStage) endpoint(p pairing, path string) endpoint {
+	if path == pathTaskgate {
+		return endpoint{url: s.gw.mcpURL(), key: s.gw.key, tool: string(p.upstream) + "." + echoTool}
+	}
+	if p.upstream == upstreamStdio {
+		return endpoint{tool: echoTool, command: func() *exec.Cmd {
+			cmd := exec.Command(s.self)
+			cmd.Env = append(os.Environ(), echoEnv+"="+echoStdio)
+			cmd.Stderr = s.stderr
+			return cmd
+		}}
+	}
+	return endpoint{url: s.servers[p.upstream].URL + "/mcp", tool: echoTool}
+}
+
+// dialEcho opens one session of p's client to ep, built the same way
+// whether ep is the upstream or the gateway: the go-sdk client with its
+// defaults, an ElicitationHandler when p declares elicitation, and
+// 2025-11-25 pinned for the legacy client.
+func dialEcho(ctx context.Context, ep endpoint, p pairing) (*session, error) {
+	s := &session{}
+	var opts *mcp.ClientOptions
+	if p.elicitation {
+		opts = &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			s.asked.Add(1)
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		}}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "proxybench", Version: "v1"}, opts)
+	var t mcp.Transport
+	where := ep.url
+	if ep.url == "" {
+		t = &mcp.CommandTransport{Command: ep.command()}
+		where = "the stdio echo server"
+	} else {
+		base, ok := http.DefaultTransport.(*http.Transport)
+		if !ok {
+			return nil, errors.New("http.DefaultTransport is not an *http.Transport")
+		}
+		// Its own connections, as a separate agent process would have.
+		s.transport = base.Clone()
+		s.transport.MaxIdleConnsPerHost = 8
+		t = &mcp.StreamableClientTransport{Endpoint: ep.url, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: ep.key, Next: s.transport}}}
+	}
+	var so *mcp.ClientSessionOptions
+	if p.client == clientLegacy {
+		so = &mcp.ClientSessionOptions{ProtocolVersion: versionLegacy}
+	}
+	cs, err := client.Connect(ctx, t, so)
+	if err != nil {
+		if s.transport != nil {
+			s.transport.CloseIdleConnections()
+		}
+		return nil, fmt.Errorf("connect to %s: %w", where, err)
+	}
+	s.cs = cs
+	return s, nil
+}
+
+// dialEchoAll opens n sessions of p on path and checks that each
+// negotiated the protocol version expected there.
+func (s *passStage) dialEchoAll(ctx context.Context, n int, p pairing, path string) ([]*session, endpoint, error) {
+	ep := s.endpoint(p, path)
+	want := expectedVersion(p, path)
+	var out []*session
+	for range n {
+		ss, err := dialEcho(ctx, ep, p)
+		if err != nil {
+			closeAll(out)
+			return nil, ep, err
+		}
+		out = append(out, ss)
+		if got := ss.cs.InitializeResult().ProtocolVersion; got != want {
+			closeAll(out)
+			return nil, ep, fmt.Errorf("a session %s negotiated protocol %s, want %s", path, got, want)
+		}
+	}
+	return out, ep, nil
+}
+
+// passStep is one pass-through measurement of a pairing.
+type passStep struct {
+	path     string
+	sessions int
+}
+
+// measureEcho makes echo calls on step's sessions of p and checks every
+// answer, and that the echo tool asked no client anything.
+func (s *passStage) measureEcho(ctx context.Context, o *options, p pairing, step passStep) (measurement, error) {
+	sessions, ep, err := s.dialEchoAll(ctx, step.sessions, p, step.path)
+	if err != nil {
+		return measurement{}, err
+	}
+	defer closeAll(sessions)
+	var gw *gateway
+	if step.path == pathTaskgate {
+		gw = s.gw
+	}
+	m, _, err := drive(ctx, o, sessions, gw, func(ctx context.Context, ss *session, worker, seq int) error {
+		return echo(ctx, ss.cs, ep.tool, fmt.Sprintf("proxybench %d/%d", worker, seq))
+	})
+	if err != nil {
+		return measurement{}, err
+	}
+	for _, ss := range sessions {
+		if n := ss.asked.Load(); n > 0 {
+			return measurement{}, fmt.Errorf("a client was asked %d question(s) (elicitation), but the echo tool never asks", n)
+		}
+	}
+	m.Path, m.Era = step.path, expectedVersion(p, step.path)
+	return m, nil
+}
+
+// measurePairings measures every pairing directly and through the
+// gateway, at one session and at o.sessions. Rounds run every step of
+// every pairing in turn, so that a burst of load from elsewhere on the
+// machine spreads over all of them instead of one.
+func measurePairings(ctx context.Context, o *options, rep *results, progress io.Writer) (err error) {
+	st, err := startPassStage(ctx, o, o.upstreams, progress)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if stopErr := st.close(); err == nil && stopErr != nil {
+			err = stopErr
+		}
+	}()
+	rep.Machine.Gateway = st.bin
+	ps := pairings(o.clients, o.upstreams, o.elicitation)
+	steps := []passStep{{pathDirect, 1}, {pathTaskgate, 1}, {pathDirect, o.sessions}, {pathTaskgate, o.sessions}}
+	got := make([][][]measurement, len(ps))
+	for i := range got {
+		got[i] = make([][]measurement, len(steps))
+	}
+	for round := 1; round <= o.rounds; round++ {
+		for i, p := range ps {
+			for j, step := range steps {
+				fmt.Fprintf(progress, "round %d/%d: %s: %s, %d session(s) ...\n", round, o.rounds, p, step.path, step.sessions)
+				m, err := st.measureEcho(ctx, o, p, step)
+				if err != nil {
+					return fmt.Errorf("%s: %s, %d session(s): %w", p, step.path, step.sessions, err)
+				}
+				got[i][j] = append(got[i][j], m)
+			}
+		}
+	}
+	for i, p := range ps {
+		direct1, gate1 := median(got[i][0]), median(got[i][1])
+		directN, gateN := median(got[i][2]), median(got[i][3])
+		rep.Pairings = append(rep.Pairings, comparePairing(p, direct1, gate1), comparePairing(p, directN, gateN))
+	}
+	rss, err := st.gw.peakRSS()
+	switch {
+	case errors.Is(err, errNoProc):
+	case err != nil:
+		return err
+	default:
+		rep.Machine.GatewayPeakRSSBytes = &rss
+	}
+	return nil
+}
