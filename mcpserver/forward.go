@@ -64,7 +64,7 @@ func (g *Gateway) forwardPassThrough(legacy *legacySessions, next http.Handler) 
 		}
 		// An upstream that holds sessions: the call goes in its relay
 		// session, as a 2025-11-25 client's does.
-		if !acceptsJSONAndStream(r) || !g.relayStateless(w, r.Context(), c) {
+		if !acceptsJSONAndStream(r) || (!g.resumeParked(w, r, c) && !g.relayStateless(w, r, c)) {
 			next.ServeHTTP(w, r)
 		}
 	})
@@ -74,9 +74,11 @@ func (g *Gateway) forwardPassThrough(legacy *legacySessions, next http.Handler) 
 // session: without the protocol's own _meta keys, which describe the
 // client to a stateless server and which the session already carries,
 // with the log messages the request's logLevel asks for, and with its
-// result annotated as the gateway's own server annotates one. It returns
-// false, having written nothing, when the upstream offers no session.
-func (g *Gateway) relayStateless(w http.ResponseWriter, ctx context.Context, c *passThroughCall) bool {
+// result annotated as the gateway's own server annotates one. A client
+// that declared what it can be asked has the upstream's questions bridged
+// (see bridgedCall). It returns false, having written nothing, when the
+// upstream offers no session.
+func (g *Gateway) relayStateless(w http.ResponseWriter, r *http.Request, c *passThroughCall) bool {
 	var level mcp.LoggingLevel
 	if raw, ok := c.meta[mcp.MetaKeyLogLevel]; ok && json.Unmarshal(raw, &level) != nil {
 		return false
@@ -91,12 +93,23 @@ func (g *Gateway) relayStateless(w http.ResponseWriter, ctx context.Context, c *
 			break
 		}
 	}
+	caps := bridgeable(c.meta)
 	relayed := *c
 	relayed.meta = meta
 	call := relayed.relayed()
 	call.LogLevel, call.ServerInfo = level, g.serverInfo
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	if caps == nil {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		return g.relayInSession(w, ctx, &relayed, call)
+	}
+	// The call may outlive this request, parked for its client's answer.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	b := &bridgedCall{cancel: cancel, user: userOf(r), up: c.up, tool: c.tool}
+	b.serving(r)
+	call.Capabilities = caps
+	call.Park = func(p *upstream.ParkedCall) (string, bool) { return g.parked.park(p, b, g.stopping, c.up.Timeout()) }
+	defer b.served()
 	return g.relayInSession(w, ctx, &relayed, call)
 }
 
@@ -147,10 +160,10 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 			call.Asked = func(q *upstream.Question) (json.RawMessage, bool) { return legacy.ask(sid, c.id, q) }
 		}
 		relayed := g.relayInSession(w, ctx, c, call)
-		// A stateless upstream could ask no questions of a client that
-		// can answer them; the SDK path bridges them.
-		if !relayed && info.caps == nil && c.up.CanForward() {
-			if f, ok := c.stateless(info, true); ok {
+		if !relayed && c.up.CanForward() {
+			if info.caps != nil {
+				relayed = g.forwardAsking(w, ctx, c, info, func(q question) (json.RawMessage, bool) { return legacy.ask(sid, c.id, q) })
+			} else if f, ok := c.stateless(info, true); ok {
 				relayed = g.forward(w, ctx, f, http.StatusOK)
 			}
 		}
@@ -263,13 +276,7 @@ func cancelledRequest(body []byte) (json.RawMessage, bool) {
 // upstream answers with an HTTP error status is passed on with errStatus,
 // or with the upstream's status when errStatus is 0.
 func (g *Gateway) forward(w http.ResponseWriter, ctx context.Context, f *forwarded, errStatus int) bool {
-	h := http.Header{}
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "application/json, text/event-stream")
-	h.Set("Mcp-Protocol-Version", "2026-07-28")
-	h.Set("Mcp-Method", "tools/call")
-	h.Set("Mcp-Name", f.tool)
-	resp, err := f.up.Forward(ctx, f.body, h)
+	resp, err := f.up.Forward(ctx, f.body, forwardHeader(f.tool))
 	switch {
 	case errors.Is(err, upstream.ErrNotForwardable):
 		return false
@@ -429,9 +436,10 @@ func (g *Gateway) readPassThrough(body []byte, mcpName string, legacy bool) (*pa
 // stateless returns c as the 2026-07-28 request to forward. For a call of a
 // 2025-11-25 session (session is what relaying knows of it), _meta gains
 // what a 2026-07-28 request carries: the protocol version, the client,
-// client capabilities that declare nothing, so that the upstream asks no
-// questions that could not reach the session's client, and the log level
-// the client set.
+// client capabilities — none, so that the upstream asks no questions that
+// could not reach the session's client, unless the client can be asked
+// (forwardAsking bridges its questions) — and the log level the client
+// set.
 func (c *passThroughCall) stateless(session *relayInfo, legacy bool) (*forwarded, bool) {
 	params := maps.Clone(c.params)
 	params["name"], _ = json.Marshal(c.tool)
@@ -443,6 +451,9 @@ func (c *passThroughCall) stateless(session *relayInfo, legacy bool) (*forwarded
 		}
 		meta[mcp.MetaKeyProtocolVersion] = json.RawMessage(`"2026-07-28"`)
 		meta[mcp.MetaKeyClientCapabilities] = json.RawMessage(`{}`)
+		if session != nil && session.caps != nil {
+			meta[mcp.MetaKeyClientCapabilities] = session.caps
+		}
 		if session != nil && session.client != nil {
 			info, err := json.Marshal(session.client)
 			if err != nil {

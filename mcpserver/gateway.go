@@ -98,6 +98,8 @@ type Gateway struct {
 	deliveries sync.Map
 	// relayBuffers are reused by forwarded pass-through responses.
 	relayBuffers sync.Pool
+	// parked holds the bridged calls that wait for their client's answer.
+	parked parkedCalls
 	// serverInfo is implementation() as JSON, which a 2026-07-28 result
 	// relayed from a 2025-11-25 session carries as the gateway's own do.
 	serverInfo json.RawMessage

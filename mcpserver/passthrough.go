@@ -31,6 +31,17 @@ func (g *Gateway) passThrough(r *route) mcp.ToolHandler {
 			Name: r.tool, Arguments: p.Arguments, Meta: forwardableMeta(p.Meta),
 			InputResponses: p.InputResponses, RequestState: p.RequestState,
 		}
+		if req.ProtocolVersion() >= "2026-07-28" && statelessVersion(up.Protocol()) {
+			// The upstream asks only what the client can answer, as on
+			// the forwarded path; the SDK would declare the gateway's own
+			// capabilities instead.
+			if caps, ok := clientCapabilitiesOf(p.Meta); ok {
+				if params.Meta == nil {
+					params.Meta = mcp.Meta{}
+				}
+				params.Meta[mcp.MetaKeyClientCapabilities] = caps
+			}
+		}
 		opts := &upstream.CallOptions{}
 		if tok := p.GetProgressToken(); tok != nil && req.Session != nil {
 			ss := req.Session
@@ -67,6 +78,20 @@ func (g *Gateway) upstreamError(ctx context.Context, r *route, err error) error 
 	e := &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s did not answer; try again shortly", r.upstream)}
 	e.Data, _ = json.Marshal(map[string]string{"reason": ledger.ReasonUpstreamUnavailable})
 	return e
+}
+
+// clientCapabilitiesOf returns the client capabilities a 2026-07-28
+// request's _meta declares, without the tasks extension.
+func clientCapabilitiesOf(m mcp.Meta) (json.RawMessage, bool) {
+	v, ok := m[mcp.MetaKeyClientCapabilities]
+	if !ok {
+		return nil, false
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, false
+	}
+	return withoutTasksExtension(raw)
 }
 
 // forwardableMeta drops the protocol's own keys (the SDK sets its own) and

@@ -12,7 +12,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/taskgate/taskgate/upstream"
 )
 
 // legacySessions follows the gateway's 2025-11-25 sessions, so that a
@@ -65,8 +64,16 @@ type legacySession struct {
 
 // pendingQuestion is an upstream's question on a relayed call's stream.
 type pendingQuestion struct {
-	q    *upstream.Question
+	q    question
 	call string // the relayed call's request ID
+}
+
+// question is a request to a client whose answer goes back to whoever
+// asked: an upstream in a relay session (upstream.Question), or a bridged
+// input request (inputQuestion).
+type question interface {
+	Method() string
+	Answer(ctx context.Context, msg []byte) error
 }
 
 // newLegacySessions follows server's sessions; it installs a receiving
@@ -198,10 +205,29 @@ func (l *legacySessions) known(id string) bool {
 // askingCapabilities returns what the relay session of a client that
 // declared caps declares, or nil when the client cannot be asked.
 func askingCapabilities(caps *mcp.ClientCapabilities) json.RawMessage {
-	if caps == nil || (caps.Elicitation == nil && caps.Sampling == nil) {
+	if caps == nil {
 		return nil
 	}
-	b, err := json.Marshal(&mcp.ClientCapabilities{Elicitation: caps.Elicitation, Sampling: caps.Sampling, RootsV2: caps.RootsV2})
+	return askingCaps{caps.Elicitation, caps.Sampling, caps.RootsV2}.declared()
+}
+
+// askingCaps are the client capabilities an upstream may ask by, as the
+// wire spells them in both eras (the go-sdk's ClientCapabilities spells
+// roots two ways).
+type askingCaps struct {
+	Elicitation *mcp.ElicitationCapabilities `json:"elicitation,omitempty"`
+	Sampling    *mcp.SamplingCapabilities    `json:"sampling,omitempty"`
+	Roots       *mcp.RootCapabilities        `json:"roots,omitempty"`
+}
+
+// declared is c as a session declares it, or nil when c has nothing a
+// client could be asked by: roots alone are only asked for along with a
+// question.
+func (c askingCaps) declared() json.RawMessage {
+	if c.Elicitation == nil && c.Sampling == nil {
+		return nil
+	}
+	b, err := json.Marshal(c)
 	if err != nil {
 		return nil
 	}
@@ -271,7 +297,7 @@ func (l *legacySessions) track(id string, requestID json.RawMessage, cancel cont
 // ask notes q, asked on the stream of session id's relayed call
 // requestID, and returns the request ID its client sees it under: the
 // gateway's own, so that it cannot meet one the SDK's session uses.
-func (l *legacySessions) ask(id string, requestID json.RawMessage, q *upstream.Question) (json.RawMessage, bool) {
+func (l *legacySessions) ask(id string, requestID json.RawMessage, q question) (json.RawMessage, bool) {
 	key := string(bytes.TrimSpace(requestID))
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -287,7 +313,7 @@ func (l *legacySessions) ask(id string, requestID json.RawMessage, q *upstream.Q
 
 // answered returns, and forgets, the question that the answer with
 // request ID answerID in session id answers; userID must own the session.
-func (l *legacySessions) answered(id, userID string, answerID json.RawMessage) *upstream.Question {
+func (l *legacySessions) answered(id, userID string, answerID json.RawMessage) question {
 	key := string(bytes.TrimSpace(answerID))
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -73,6 +74,15 @@ type RelayedCall struct {
 	// the question under, for the client's answer to be handed to
 	// Question.Answer, or false to have the question refused.
 	Asked func(q *Question) (json.RawMessage, bool)
+	// Park, for a 2026-07-28 client that declared Capabilities in its
+	// request, turns the upstream's question into an input_required result:
+	// the client asks its user and calls again with the answer. Park is
+	// given the call, parked, and returns the requestState that the
+	// client's next call names it by; the response ends after the
+	// input_required result, and the call waits upstream for
+	// ParkedCall.Resume. Returning false refuses the question. Asked is
+	// not used when Park is set.
+	Park func(p *ParkedCall) (requestState string, ok bool)
 	// ServerInfo is set when the client speaks 2026-07-28: a result then
 	// carries resultType "complete", and ServerInfo as its _meta
 	// serverInfo where the upstream named none, as a result of the
@@ -551,6 +561,12 @@ type relayedBody struct {
 	ended    bool
 	answered bool
 	closed   bool
+	// parked: the call's question went to its client as an input_required
+	// result; the body reads as ended, and Close leaves the call waiting
+	// upstream until ParkedCall.Resume or Abandon. asked numbers the
+	// call's questions.
+	parked bool
+	asked  int
 }
 
 func (b *relayedBody) Read(p []byte) (int, error) {
@@ -560,7 +576,7 @@ func (b *relayedBody) Read(p []byte) (int, error) {
 			b.tail = b.tail[n:]
 			return n, nil
 		}
-		if b.ended {
+		if b.ended || b.parked {
 			return 0, io.EOF
 		}
 		n, err := b.src.Read(p)
@@ -675,7 +691,7 @@ func (b *relayedBody) restore(id string, data []byte) []byte {
 // ask passes a question the upstream sent on the call's stream to the
 // call's client, under the ID Asked gives it.
 func (b *relayedBody) ask(method string, id json.RawMessage, data []byte) ([]byte, bool) {
-	if b.call.Asked == nil {
+	if b.call.Asked == nil && b.call.Park == nil {
 		return nil, false
 	}
 	switch method {
@@ -683,11 +699,104 @@ func (b *relayedBody) ask(method string, id json.RawMessage, data []byte) ([]byt
 	default:
 		return nil, false
 	}
-	clientID, ok := b.call.Asked(&Question{u: b.u, sid: b.sent.sid, id: bytes.Clone(id), method: method})
+	q := &Question{u: b.u, sid: b.sent.sid, id: bytes.Clone(id), method: method}
+	if b.call.Park != nil {
+		return b.park(q, member(data, "params"))
+	}
+	clientID, ok := b.call.Asked(q)
 	if !ok {
 		return nil, false
 	}
 	return withMember(data, "id", clientID)
+}
+
+// park ends the response with q as the input_required result of a
+// 2026-07-28 call, and parks the call until its client answers.
+func (b *relayedBody) park(q *Question, params json.RawMessage) ([]byte, bool) {
+	b.asked++
+	key := "taskgate-ask-" + strconv.Itoa(b.asked)
+	p := &ParkedCall{b: b, q: q, key: key}
+	state, ok := b.call.Park(p)
+	if !ok {
+		return nil, false
+	}
+	method, _ := json.Marshal(q.method)
+	request := map[string]json.RawMessage{"method": method}
+	if params != nil {
+		request["params"] = params
+	}
+	result, err := json.Marshal(map[string]any{
+		"resultType": "input_required", "inputRequests": map[string]any{key: request}, "requestState": state,
+		"_meta": map[string]json.RawMessage{mcp.MetaKeyServerInfo: b.call.ServerInfo},
+	})
+	if err != nil {
+		return nil, false
+	}
+	out, err := json.Marshal(map[string]json.RawMessage{"jsonrpc": json.RawMessage(`"2.0"`), "id": b.call.ID, "result": result})
+	if err != nil {
+		return nil, false
+	}
+	b.parked = true
+	// A call its client never comes back for ends with the upstream's
+	// timeout, as any relayed call does.
+	context.AfterFunc(b.ctx, p.Abandon)
+	return out, true
+}
+
+// ParkedCall is a relayed call of a 2026-07-28 client whose upstream
+// asked a question, which reached the client as an input_required result
+// under Key; the call waits upstream for the answer.
+type ParkedCall struct {
+	mu  sync.Mutex
+	b   *relayedBody
+	q   *Question
+	key string
+	// done: resumed or abandoned.
+	done bool
+}
+
+// Key is the inputRequests key the client answers under.
+func (p *ParkedCall) Key() string { return p.key }
+
+// Resume sends the client's answer (its inputResponses entry) to the
+// upstream and returns the call's response again, to relay as before:
+// its answer comes under id, the request ID of the client's new call. A
+// call already resumed, or abandoned, or whose upstream refused the
+// answer fails.
+func (p *ParkedCall) Resume(ctx context.Context, id json.RawMessage, answer json.RawMessage) (*http.Response, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return nil, errors.New("the call is no longer waiting for this answer")
+	}
+	p.done = true
+	msg, err := json.Marshal(map[string]json.RawMessage{"jsonrpc": json.RawMessage(`"2.0"`), "id": p.q.id, "result": answer})
+	if err == nil {
+		err = p.q.Answer(ctx, msg)
+	}
+	b := p.b
+	if err != nil {
+		b.parked = false
+		b.Close()
+		return nil, err
+	}
+	b.call.ID, b.parked = id, false
+	h := http.Header{}
+	h.Set("Content-Type", "text/event-stream")
+	return &http.Response{StatusCode: http.StatusOK, Header: h, Body: b, ContentLength: -1}, nil
+}
+
+// Abandon ends a parked call that will not be resumed, cancelling it
+// upstream. It does nothing to a call already resumed.
+func (p *ParkedCall) Abandon() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return
+	}
+	p.done = true
+	p.b.parked = false
+	p.b.Close()
 }
 
 // Question is a request the upstream sent a relayed call's client.
@@ -821,7 +930,7 @@ func (b *relayedBody) gotAnswer() {
 
 // Close ends the call; one not answered by then is cancelled upstream.
 func (b *relayedBody) Close() error {
-	if b.closed {
+	if b.closed || b.parked {
 		return nil
 	}
 	b.closed = true
