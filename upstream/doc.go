@@ -112,6 +112,16 @@
 // upstream closes early (Last-Event-ID), cancels a call whose answer is
 // given up on, and is opened again when the upstream has forgotten it.
 //
+// A stdio upstream's calls are relayed on its one supervised connection
+// instead. Each goes out under a request ID and progress token of the
+// gateway's (strings, which the go-sdk's own request IDs never are),
+// shares the session as the SDK path's calls do, and on a 2026-07-28
+// session carries the per-request _meta the go-sdk adds to its own. The
+// connection's Read takes the call's answer and progress off the wire
+// before the go-sdk sees them, and its log messages follow the stdio rule
+// below. A call whose child exits before answering ends with
+// RelayedCall.Unanswered and is not sent again.
+//
 // # Log messages
 //
 // A 2025-11-25 session whose upstream advertises logging is set to debug,

@@ -27,7 +27,8 @@ import (
 )
 
 // serverEnv makes the test binary serve MCP over its stdin and stdout
-// instead of running tests: "providersim", "tiny" or "tiny-legacy"; or,
+// instead of running tests: "providersim", "tiny", "tiny-legacy",
+// "recorded" or "recorded-legacy"; or,
 // with "crash", exit at once as a server that crashes on start.
 const serverEnv = "TASKGATE_UPSTREAM_TEST_SERVER"
 
@@ -59,6 +60,8 @@ func serveStdio(mode string) error {
 		return sim.ServeStdio(ctx, os.Stdin, os.Stdout)
 	case "tiny", "tiny-legacy":
 		return newTinyServer(mode == "tiny-legacy").Run(ctx, &mcp.StdioTransport{})
+	case "recorded", "recorded-legacy":
+		return serveRecorded(ctx, mode == "recorded-legacy")
 	case "crash":
 		fmt.Fprintln(os.Stderr, "crashing on start")
 		os.Exit(crashExitCode)

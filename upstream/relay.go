@@ -155,17 +155,21 @@ type relaySent struct {
 // response, holding only c's answer and progress, under c's request ID and
 // progress token; the caller relays it and closes its body. It fails with
 // an error wrapping ErrNotForwardable, having sent nothing, when the
-// upstream is a stdio server, is not connected, holds no relay session or
-// could not open one now, or would send c's progress where it cannot be
-// relayed; the caller then takes another path. A session the upstream has
-// forgotten (HTTP 404) is opened again and the call sent once more: a 404
-// means the call did not run. A stream the upstream ends before the answer
+// upstream is not connected, holds no relay session or could not open one
+// now, or would send c's progress where it cannot be relayed; the caller
+// then takes another path. A stdio upstream has no relay session: c goes
+// out on its child's one connection instead (relayStdio). A session the
+// upstream has forgotten (HTTP 404) is opened again and the call sent once
+// more: a 404 means the call did not run. A stream the upstream ends before the answer
 // is resumed from its last event, as a client of the session would; one
 // that cannot be is ended with c.Unanswered. A call whose answer is given
 // up on (the caller's context ended, or the upstream's timeout) is
 // cancelled upstream.
 func (u *Upstream) RelayCall(ctx context.Context, c *RelayedCall) (*http.Response, error) {
-	if u.httpClient == nil || !u.connected() {
+	if u.httpClient == nil {
+		return u.relayStdio(ctx, c)
+	}
+	if !u.connected() {
 		return nil, ErrNotForwardable
 	}
 	ctx, cancel := u.bound(ctx)

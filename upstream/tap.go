@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -90,8 +91,10 @@ func (r *progressRouter) deliverMessage(msg []byte) {
 }
 
 // tapTransport wraps a stdio transport so that progress is delivered from
-// the connection's Read, in wire order, and so that the end of the
-// connection's input is known before any call hears of it.
+// the connection's Read, in wire order, so that the end of the
+// connection's input is known before any call hears of it, and so that
+// calls relayed as bytes (RelayCall) get their own messages, which the
+// go-sdk never sees. conn is the connection it made.
 type tapTransport struct {
 	inner    mcp.Transport
 	progress *progressRouter
@@ -99,6 +102,7 @@ type tapTransport struct {
 	// ended is closed when a Read fails: the go-sdk reads nothing more,
 	// and fails the calls in flight only after Read has returned.
 	ended chan struct{}
+	conn  *tapConn
 }
 
 func (t *tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -106,7 +110,8 @@ func (t *tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tapConn{Connection: conn, progress: t.progress, logs: t.logs, ended: t.ended}, nil
+	t.conn = &tapConn{Connection: conn, progress: t.progress, logs: t.logs, ended: t.ended}
+	return t.conn, nil
 }
 
 type tapConn struct {
@@ -115,22 +120,40 @@ type tapConn struct {
 	logs     *logRouter
 	ended    chan struct{}
 	endOnce  sync.Once
+
+	// relayed are the relayed calls awaiting their answer, by request ID.
+	relayMu sync.Mutex
+	relayed map[string]*stdioCall
+	// requestMeta is set once the go-sdk has sent server/discover.
+	requestMeta atomic.Pointer[requestMeta]
 }
 
 func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if err != nil {
-		c.endOnce.Do(func() { close(c.ended) })
-	}
-	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && !req.IsCall() {
-		switch req.Method {
-		case methodProgress:
-			c.progress.deliver(req.Params)
-		case methodLog:
-			c.logs.deliverStdio(req.Params)
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			c.endOnce.Do(func() { close(c.ended) })
+			return msg, err
 		}
+		if c.takeRelayed(msg) {
+			continue // a relayed call's: the go-sdk never sees it
+		}
+		if req, ok := msg.(*jsonrpc.Request); ok && !req.IsCall() {
+			switch req.Method {
+			case methodProgress:
+				c.progress.deliver(req.Params)
+			case methodLog:
+				c.logs.deliverStdio(req.Params)
+			}
+		}
+		return msg, nil
 	}
-	return msg, err
+}
+
+// Write notes the go-sdk's per-request _meta as it goes out.
+func (c *tapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	c.noteRequestMeta(msg)
+	return c.Connection.Write(ctx, msg)
 }
 
 // callHeaderKey carries CallOptions.Header through the go-sdk to the

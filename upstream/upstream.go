@@ -107,6 +107,9 @@ type conn struct {
 	// calls in flight fail and before the supervisor withdraws the
 	// session; nil for HTTP.
 	ended <-chan struct{}
+	// tap is a stdio session's connection, which relayed calls use; nil
+	// for HTTP.
+	tap *tapConn
 }
 
 // over reports whether c's stdio child has stopped answering: no request
@@ -508,17 +511,19 @@ func (u *Upstream) connect(ctx context.Context) (*conn, error) {
 	var transport mcp.Transport
 	var cmd *exec.Cmd
 	var ended chan struct{}
+	var tap *tapTransport
 	if u.httpClient != nil {
 		transport = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.httpClient}
 	} else {
 		cmd = u.command()
 		ended = make(chan struct{})
-		transport = taskwire.WrapClientTransport(&tapTransport{
+		tap = &tapTransport{
 			inner:    &mcp.CommandTransport{Command: cmd},
 			progress: &u.progress,
 			logs:     &u.logs,
 			ended:    ended,
-		})
+		}
+		transport = taskwire.WrapClientTransport(tap)
 		// A stdio upstream has one session for every call, so it declares
 		// everything a call's client may answer (see stdioCapabilities).
 		ctx = context.WithValue(ctx, sessionCapabilitiesKey{}, stdioCapabilities())
@@ -537,6 +542,9 @@ func (u *Upstream) connect(ctx context.Context) (*conn, error) {
 	}
 	if cmd != nil && cmd.Process != nil {
 		c.pid = cmd.Process.Pid
+	}
+	if tap != nil {
+		c.tap = tap.conn
 	}
 	u.askToLog(ctx, cs)
 	return c, nil
