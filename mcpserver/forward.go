@@ -98,6 +98,7 @@ func (g *Gateway) relayStateless(w http.ResponseWriter, r *http.Request, c *pass
 	relayed.meta = meta
 	call := relayed.relayed()
 	call.LogLevel, call.ServerInfo = level, g.serverInfo
+	call.ClientCapabilities = c.meta[mcp.MetaKeyClientCapabilities]
 	if caps == nil {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()

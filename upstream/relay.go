@@ -83,6 +83,10 @@ type RelayedCall struct {
 	// ParkedCall.Resume. Returning false refuses the question. Asked is
 	// not used when Park is set.
 	Park func(p *ParkedCall) (requestState string, ok bool)
+	// ClientCapabilities, for a 2026-07-28 client, are those its request
+	// declared, which a call in a 2026-07-28 stdio session declares in
+	// place of the gateway's, as the SDK path's call does.
+	ClientCapabilities json.RawMessage
 	// ServerInfo is set when the client speaks 2026-07-28: a result then
 	// carries resultType "complete", and ServerInfo as its _meta
 	// serverInfo where the upstream named none, as a result of the

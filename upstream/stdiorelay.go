@@ -199,6 +199,11 @@ func logLevelAsked(c *RelayedCall) mcp.LoggingLevel {
 // gateway's, and the tap hands its answer and progress to it, never to the
 // go-sdk. It shares the session's gate as the SDK path's calls do.
 func (u *Upstream) relayStdio(ctx context.Context, c *RelayedCall) (*http.Response, error) {
+	if c.Capabilities != nil {
+		// The child's questions name no call, so a call whose client can
+		// answer them holds the session alone, which the SDK path does.
+		return nil, fmt.Errorf("%w: a stdio call whose client can be asked holds the session alone", ErrNotForwardable)
+	}
 	u.mu.Lock()
 	cn := u.conn
 	u.mu.Unlock()
@@ -287,6 +292,9 @@ func stdioParams(c *RelayedCall, token, protocol string, meta *requestMeta) json
 			m[mcp.MetaKeyClientInfo] = meta.clientInfo
 		}
 		m[mcp.MetaKeyClientCapabilities] = meta.clientCapabilities
+		if c.ClientCapabilities != nil {
+			m[mcp.MetaKeyClientCapabilities] = c.ClientCapabilities
+		}
 		if level := logLevelAsked(c); level != "" {
 			m[mcp.MetaKeyLogLevel] = quoted(string(level))
 		}
