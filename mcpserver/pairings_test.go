@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 )
 
@@ -84,21 +87,30 @@ func pairingServer(started, cancelled chan<- string, release <-chan struct{}) *m
 	return s
 }
 
-// pairingUpstream is pairingServer over Streamable HTTP, recording each
-// tools/call: its tool, and whether it came as a relayed or forwarded
-// call (the client's own bytes or the relay session's IDs) or through the
-// SDK path (the gateway's own numeric request IDs in its own sessions).
+// pairingUpstream is pairingServer over Streamable HTTP, in this process,
+// or over stdio, in a child the gateway starts. It records each tools/call
+// it receives: its tool, and whether it came on a fast path (the client's
+// own bytes, or a relay's request IDs) or through the SDK path (the
+// gateway's own numeric request IDs in its own sessions).
 type pairingUpstream struct {
+	// srv is the HTTP upstream; nil for stdio.
 	srv                *httptest.Server
 	started, cancelled chan string
 	mu                 sync.Mutex
 	calls              []pairingCall
+	// record is the stdio child's record of what it did, a line each.
+	record string
 }
 
 type pairingCall struct {
 	tool string
 	// fast: the call came on a fast path.
 	fast bool
+}
+
+// relayedRequestID reports whether a request ID is one of a relay's.
+func relayedRequestID(id json.RawMessage) bool {
+	return strings.HasPrefix(string(id), `"taskgate-relay-`)
 }
 
 func startPairingUpstream(t *testing.T, stateless bool) *pairingUpstream {
@@ -126,7 +138,7 @@ func startPairingUpstream(t *testing.T, stateless bool) *pairingUpstream {
 			if json.Unmarshal(b, &msg) == nil && msg.Method == "tools/call" {
 				// Forwarded bytes carry the client's own clientInfo; the
 				// relay session's calls its request IDs.
-				fast := strings.HasPrefix(string(msg.ID), `"taskgate-relay-`) || strings.HasPrefix(msg.Params.Meta.ClientInfo.Name, "pairing-client")
+				fast := relayedRequestID(msg.ID) || strings.HasPrefix(msg.Params.Meta.ClientInfo.Name, "pairing-client")
 				u.mu.Lock()
 				u.calls = append(u.calls, pairingCall{tool: msg.Params.Name, fast: fast})
 				u.mu.Unlock()
@@ -139,9 +151,110 @@ func startPairingUpstream(t *testing.T, stateless bool) *pairingUpstream {
 	return u
 }
 
+// stdioPairingEnv makes the test binary, started by a gateway as a stdio
+// upstream, serve pairingServer instead of running tests, appending what
+// it does to the file the variable names. vanish ends the child, as a
+// provider process that dies mid-call.
+const stdioPairingEnv = "TASKGATE_MCPSERVER_TEST_STDIO_PAIRING"
+
+func init() {
+	record := os.Getenv(stdioPairingEnv)
+	if record == "" {
+		return
+	}
+	f, err := os.OpenFile(record, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		os.Exit(1)
+	}
+	var mu sync.Mutex
+	note := func(line string) {
+		mu.Lock()
+		defer mu.Unlock()
+		_, _ = fmt.Fprintln(f, line)
+	}
+	started, cancelled := make(chan string), make(chan string)
+	go func() {
+		for {
+			select {
+			case name := <-started:
+				note("started " + name)
+				if name == "vanish" {
+					os.Exit(3)
+				}
+			case name := <-cancelled:
+				note("cancelled " + name)
+			}
+		}
+	}()
+	s := pairingServer(started, cancelled, make(chan struct{}))
+	if err := s.Run(context.Background(), recordingTransport{Transport: &mcp.StdioTransport{}, note: note}); err != nil {
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// recordingTransport notes each tools/call it reads: "call TOOL fast" or
+// "call TOOL sdk".
+type recordingTransport struct {
+	mcp.Transport
+	note func(string)
+}
+
+func (t recordingTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	return recordingConn{Connection: c, note: t.note}, err
+}
+
+type recordingConn struct {
+	mcp.Connection
+	note func(string)
+}
+
+func (c recordingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "tools/call" {
+		var p struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(req.Params, &p)
+		id, _ := json.Marshal(req.ID.Raw())
+		path := "sdk"
+		if relayedRequestID(id) {
+			path = "fast"
+		}
+		c.note("call " + p.Name + " " + path)
+	}
+	return msg, err
+}
+
+// startStdioPairingUpstream has the gateway's child serve pairingServer.
+func startStdioPairingUpstream(t *testing.T) *pairingUpstream {
+	t.Helper()
+	u := &pairingUpstream{record: filepath.Join(t.TempDir(), "record")}
+	t.Setenv(stdioPairingEnv, u.record)
+	return u
+}
+
+// lines returns the stdio child's record.
+func (u *pairingUpstream) lines() []string {
+	b, _ := os.ReadFile(u.record)
+	return strings.Fields(strings.ReplaceAll(string(b), " ", "_"))
+}
+
 // seen returns the calls of tool the upstream received, and how many of
 // them came on a fast path.
 func (u *pairingUpstream) seen(tool string) (calls, fast int) {
+	if u.srv == nil {
+		for _, l := range u.lines() {
+			if strings.HasPrefix(l, "call_"+tool+"_") {
+				calls++
+				if strings.HasSuffix(l, "_fast") {
+					fast++
+				}
+			}
+		}
+		return calls, fast
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for _, c := range u.calls {
@@ -153,6 +266,41 @@ func (u *pairingUpstream) seen(tool string) (calls, fast int) {
 		}
 	}
 	return calls, fast
+}
+
+// await waits until the upstream has done what ("started", "cancelled")
+// to tool, count times in all.
+func (u *pairingUpstream) await(t *testing.T, what, tool string, count int) {
+	t.Helper()
+	if u.srv == nil {
+		testwait.Until(t, testCtx(t), fmt.Sprintf("the upstream's %s %s", what, tool), func() (bool, error) {
+			return slicesCount(u.lines(), what+"_"+tool) >= count, nil
+		})
+		return
+	}
+	ch := u.started
+	if what == "cancelled" {
+		ch = u.cancelled
+	}
+	awaitSignal(t, ch, fmt.Sprintf("the upstream's %s %s never came", what, tool))
+}
+
+func slicesCount(lines []string, line string) int {
+	n := 0
+	for _, l := range lines {
+		if l == line {
+			n++
+		}
+	}
+	return n
+}
+
+// goAway takes the upstream away under the call it is serving: the HTTP
+// server drops its connections; a stdio child has ended itself already.
+func (u *pairingUpstream) goAway() {
+	if u.srv != nil {
+		u.srv.CloseClientConnections()
+	}
 }
 
 // pairingClient connects a go-sdk client to the gateway at url: the
@@ -189,20 +337,23 @@ func pairingClient(t *testing.T, url, key, version string, elicit bool, progress
 
 // TestPairingsFastPath runs every pairing of client era (the go-sdk
 // default client, which speaks 2026-07-28, and a 2025-11-25 session),
-// client declaring elicitation or not, and HTTP upstream (with sessions,
-// stateless) through the gateway: results with their progress in order,
+// client declaring elicitation or not, and upstream (HTTP with sessions,
+// stateless HTTP, stdio) through the gateway: results with their progress in order,
 // the upstream's errors as they are, cancellation, a question the client
 // answers, and an upstream that goes away mid-call, which the client hears
 // as -32603 upstream_unavailable and which is not sent again. Every call
-// must have reached the upstream on a fast path.
+// must have reached the upstream on a fast path, but those of a
+// 2025-11-25 client that can be asked to a stdio upstream.
 func TestPairingsFastPath(t *testing.T) {
-	for _, upstreamKind := range []string{"sessions", "stateless"} {
+	for _, upstreamKind := range []string{"sessions", "stateless", "stdio"} {
 		for _, version := range []string{"", "2025-11-25"} {
 			for _, elicit := range []bool{false, true} {
 				name := fmt.Sprintf("%s upstream, client %s, elicitation %v", upstreamKind, cmpOr(version, "default (2026-07-28)"), elicit)
 				t.Run(name, func(t *testing.T) {
-					t.Parallel()
-					runPairing(t, upstreamKind == "stateless", version, elicit)
+					if upstreamKind != "stdio" { // stdio's child reads its record from the environment
+						t.Parallel()
+					}
+					runPairing(t, upstreamKind, version, elicit)
 				})
 			}
 		}
@@ -216,9 +367,22 @@ func cmpOr(s, or string) string {
 	return s
 }
 
-func runPairing(t *testing.T, stateless bool, version string, elicit bool) {
-	up := startPairingUpstream(t, stateless)
-	url, keys := plumbingGatewayKeys(t, testCtx(t), up.srv.URL+"/mcp", "  - name: pairing", fixtures.ConfigOptions{UpstreamTimeout: time.Minute}, "acme")
+func runPairing(t *testing.T, kind, version string, elicit bool) {
+	var up *pairingUpstream
+	var upURL string
+	opts := fixtures.ConfigOptions{UpstreamTimeout: time.Minute}
+	if kind == "stdio" {
+		up = startStdioPairingUpstream(t)
+		opts.Command = []string{os.Args[0]}
+	} else {
+		up = startPairingUpstream(t, kind == "stateless")
+		upURL = up.srv.URL + "/mcp"
+	}
+	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: pairing", opts, "acme")
+	// A stdio child's questions to a 2025-11-25 client name no call, so a
+	// call whose client can answer them holds the session alone, on the
+	// SDK path.
+	wantFast := !(kind == "stdio" && elicit && version == "2025-11-25")
 	var progress progressLog
 	cs := pairingClient(t, url, keys[0], version, elicit, &progress)
 	ctx := testCtx(t)
@@ -250,9 +414,9 @@ func runPairing(t *testing.T, stateless bool, version string, elicit bool) {
 			_, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "pairing.block", Arguments: map[string]any{}})
 			done <- err
 		}()
-		awaitSignal(t, up.started, "the block call never started upstream")
+		up.await(t, "started", "block", 1)
 		cancel()
-		awaitSignal(t, up.cancelled, "the upstream's block call was not cancelled")
+		up.await(t, "cancelled", "block", 1)
 		awaitSignal(t, done, "the cancelled call did not return")
 	})
 	t.Run("question answered", func(t *testing.T) {
@@ -276,8 +440,8 @@ func runPairing(t *testing.T, stateless bool, version string, elicit bool) {
 			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "pairing.vanish", Arguments: map[string]any{}})
 			done <- err
 		}()
-		awaitSignal(t, up.started, "the vanish call never started upstream")
-		up.srv.CloseClientConnections()
+		up.await(t, "started", "vanish", 1)
+		up.goAway()
 		var err error
 		select {
 		case err = <-done:
@@ -294,8 +458,8 @@ func runPairing(t *testing.T, stateless bool, version string, elicit bool) {
 	})
 	for _, tool := range []string{"count", "refuse", "fail", "confirm", "block", "vanish"} {
 		calls, fast := up.seen(tool)
-		if calls == 0 || fast != calls {
-			t.Errorf("%d of %d %s calls reached the upstream on a fast path; want all", fast, calls, tool)
+		if calls == 0 || (wantFast && fast != calls) || (!wantFast && fast != 0) {
+			t.Errorf("%d of %d %s calls reached the upstream on a fast path; want all %v", fast, calls, tool, wantFast)
 		}
 	}
 }

@@ -199,16 +199,18 @@ func logLevelAsked(c *RelayedCall) mcp.LoggingLevel {
 // gateway's, and the tap hands its answer and progress to it, never to the
 // go-sdk. It shares the session's gate as the SDK path's calls do.
 func (u *Upstream) relayStdio(ctx context.Context, c *RelayedCall) (*http.Response, error) {
-	if c.Capabilities != nil {
-		// The child's questions name no call, so a call whose client can
-		// answer them holds the session alone, which the SDK path does.
-		return nil, fmt.Errorf("%w: a stdio call whose client can be asked holds the session alone", ErrNotForwardable)
-	}
 	u.mu.Lock()
 	cn := u.conn
 	u.mu.Unlock()
 	if cn == nil || cn.tap == nil || cn.over() {
 		return nil, fmt.Errorf("%w: upstream %s has no stdio session now", ErrNotForwardable, u.cfg.Name)
+	}
+	if c.Capabilities != nil && (c.ServerInfo == nil || cn.protocol < protocolExtension) {
+		// A 2025-11-25 child's questions name no call, so a call whose
+		// client can answer them holds the session alone, which the SDK
+		// path does. A 2026-07-28 child asks in the call's own answer
+		// (input_required), which a 2026-07-28 client takes as it is.
+		return nil, fmt.Errorf("%w: a stdio call whose client can be asked holds the session alone", ErrNotForwardable)
 	}
 	var meta *requestMeta
 	if cn.protocol >= protocolExtension {
