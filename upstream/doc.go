@@ -102,15 +102,21 @@
 // A gateway's pass-through calls need not be decoded into SDK structures and
 // encoded again. [Upstream.Forward] sends a 2026-07-28 request to an HTTP
 // upstream of that protocol as it is. [Upstream.RelayCall] sends a
-// 2025-11-25 client's call in one 2025-11-25 session the gateway holds with
-// the upstream for that purpose, opened on first use with no client
-// capabilities. Calls of every client share it, so each goes out under a
-// request ID and progress token of the gateway's, and only its own answer
-// and progress come back, under the client's, with the log messages on its
-// stream that its client's level (RelayedCall.LogLevel) admits. The session keeps a
-// standalone stream open to answer pings, resumes a call's stream the
-// upstream closes early (Last-Event-ID), cancels a call whose answer is
-// given up on, and is opened again when the upstream has forgotten it.
+// call of either era in a 2025-11-25 session the gateway holds with the
+// upstream for that purpose, opened on first use: one with no client
+// capabilities, and one per set of capabilities of clients that can be
+// asked (RelayedCall.Capabilities). Calls of every client share them, so
+// each goes out under a request ID and progress token of the gateway's,
+// and only its own answer and progress come back, under the client's,
+// with the log messages on its stream that its client's level
+// (RelayedCall.LogLevel) admits. A question the upstream sends on a call's
+// stream goes to that call's client (RelayedCall.Asked), or, for a
+// 2026-07-28 client, ends the response as an input_required result while
+// the call waits upstream for [ParkedCall.Resume] (RelayedCall.Park). The
+// session keeps a standalone stream open to answer pings, resumes a call's
+// stream the upstream closes early (Last-Event-ID), cancels a call whose
+// answer is given up on, and is opened again when the upstream has
+// forgotten it.
 //
 // A stdio upstream's calls are relayed on its one supervised connection
 // instead. Each goes out under a request ID and progress token of the
