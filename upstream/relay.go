@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -189,7 +190,7 @@ func (u *Upstream) RelayCall(ctx context.Context, c *RelayedCall) (*http.Respons
 	b := &relayedBody{u: u, call: c, sent: sent, ctx: ctx, cancel: cancel, start: start}
 	if mediaType(resp.Header.Get("Content-Type")) == "text/event-stream" {
 		b.src = sse.NewEventReader(resp.Body, mcp.DefaultMaxEventSize, b.restore)
-		resp.Body = b
+		resp.Body = b.newView()
 		return resp, nil
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxRelayedJSON+1))
@@ -204,11 +205,11 @@ func (u *Upstream) RelayCall(ctx context.Context, c *RelayedCall) (*http.Respons
 		}
 	}
 	if err != nil {
-		b.Close()
+		b.close()
 		return nil, fmt.Errorf("upstream %s: read a relayed answer: %w", u.cfg.Name, err)
 	}
 	b.src = io.NopCloser(bytes.NewReader(out))
-	resp.Body = b
+	resp.Body = b.newView()
 	resp.ContentLength = -1
 	resp.Header.Del("Content-Length")
 	return resp, nil
@@ -569,22 +570,47 @@ type relayedBody struct {
 	ended    bool
 	answered bool
 	closed   bool
-	// parked: the call's question went to its client as an input_required
-	// result; the body reads as ended, and Close leaves the call waiting
-	// upstream until ParkedCall.Resume or Abandon. asked numbers the
-	// call's questions.
-	parked bool
-	asked  int
+	// view is the body being read now (relayView); nil while the call is
+	// parked for its client's answer. asked numbers the call's questions.
+	view  atomic.Pointer[relayView]
+	asked int
 }
 
-func (b *relayedBody) Read(p []byte) (int, error) {
+// relayView is the body one request reads of a relayed call: the call's
+// first request, or, once a question parked the call, the request that
+// answered it. Only the call's current view reads and closes it; an
+// earlier one reads as ended and closes nothing, so that the call waits
+// upstream for ParkedCall.Resume or Abandon.
+type relayView struct{ b *relayedBody }
+
+func (b *relayedBody) newView() *relayView {
+	v := &relayView{b: b}
+	b.view.Store(v)
+	return v
+}
+
+func (v *relayView) Read(p []byte) (int, error) {
+	if v.b.view.Load() != v {
+		return 0, io.EOF
+	}
+	return v.b.read(p)
+}
+
+func (v *relayView) Close() error {
+	if v.b.view.Load() != v {
+		return nil
+	}
+	return v.b.close()
+}
+
+func (b *relayedBody) read(p []byte) (int, error) {
 	for {
 		if len(b.tail) > 0 {
 			n := copy(p, b.tail)
 			b.tail = b.tail[n:]
 			return n, nil
 		}
-		if b.ended || b.parked {
+		if b.ended {
 			return 0, io.EOF
 		}
 		n, err := b.src.Read(p)
@@ -744,7 +770,7 @@ func (b *relayedBody) park(q *Question, params json.RawMessage) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
-	b.parked = true
+	b.view.Store(nil)
 	// A call its client never comes back for ends with the upstream's
 	// timeout, as any relayed call does.
 	context.AfterFunc(b.ctx, p.Abandon)
@@ -784,14 +810,13 @@ func (p *ParkedCall) Resume(ctx context.Context, id json.RawMessage, answer json
 	}
 	b := p.b
 	if err != nil {
-		b.parked = false
-		b.Close()
+		b.close()
 		return nil, err
 	}
-	b.call.ID, b.parked = id, false
+	b.call.ID = id
 	h := http.Header{}
 	h.Set("Content-Type", "text/event-stream")
-	return &http.Response{StatusCode: http.StatusOK, Header: h, Body: b, ContentLength: -1}, nil
+	return &http.Response{StatusCode: http.StatusOK, Header: h, Body: b.newView(), ContentLength: -1}, nil
 }
 
 // Abandon ends a parked call that will not be resumed, cancelling it
@@ -803,8 +828,7 @@ func (p *ParkedCall) Abandon() {
 		return
 	}
 	p.done = true
-	p.b.parked = false
-	p.b.Close()
+	p.b.close()
 }
 
 // Question is a request the upstream sent a relayed call's client.
@@ -936,9 +960,9 @@ func (b *relayedBody) gotAnswer() {
 	}
 }
 
-// Close ends the call; one not answered by then is cancelled upstream.
-func (b *relayedBody) Close() error {
-	if b.closed || b.parked {
+// close ends the call; one not answered by then is cancelled upstream.
+func (b *relayedBody) close() error {
+	if b.closed {
 		return nil
 	}
 	b.closed = true
