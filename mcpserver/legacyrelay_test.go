@@ -87,19 +87,20 @@ func TestLegacyPassThroughIsRelayed(t *testing.T) {
 	}
 }
 
-// TestElicitingClientTakesTheSDKPath: a client that can be asked questions
-// (elicitation or sampling) is called through the SDK when its upstream is
-// stateless and so holds no relay session; the SDK carries the upstream's
-// questions to it.
-func TestElicitingClientTakesTheSDKPath(t *testing.T) {
+// TestAskingClientIsForwardedWithItsCapabilities: a client that can be
+// asked questions (elicitation or sampling), calling a stateless upstream,
+// has its call forwarded as its own, declaring what it declared, so that
+// the upstream may ask it (with input_required, which the gateway bridges).
+func TestAskingClientIsForwardedWithItsCapabilities(t *testing.T) {
 	sampling := &mcp.ClientOptions{CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 		return nil, fmt.Errorf("not asked")
 	}}
 	for _, tt := range []struct {
-		name   string
-		elicit bool
-		opts   *mcp.ClientOptions
-	}{{"elicitation", true, nil}, {"sampling", false, sampling}} {
+		name     string
+		elicit   bool
+		opts     *mcp.ClientOptions
+		declared string
+	}{{"elicitation", true, nil, "elicitation"}, {"sampling", false, sampling, "sampling"}} {
 		t.Run(tt.name, func(t *testing.T) {
 			rec, up := forwardingUpstream(t, 0)
 			url, keys := plumbingGatewayKeys(t, testCtx(t), up.URL, "  - name: plumbing", fixtures.ConfigOptions{}, "acme")
@@ -108,8 +109,14 @@ func TestElicitingClientTakesTheSDKPath(t *testing.T) {
 				t.Fatalf("meta = %+v, %v", res, err)
 			}
 			seen := rec.seen()
-			if len(seen) != 1 || seen[0].clientName() == "asking-client" {
-				t.Fatalf("upstream saw %d calls (client %q); want one made by the gateway's own client", len(seen), seen[len(seen)-1].clientName())
+			if len(seen) != 1 || seen[0].clientName() != "asking-client" {
+				t.Fatalf("upstream saw %d calls (client %q); want the one call, forwarded as the client's", len(seen), seen[len(seen)-1].clientName())
+			}
+			params, _ := seen[0].body["params"].(map[string]any)
+			meta, _ := params["_meta"].(map[string]any)
+			caps, _ := meta[mcp.MetaKeyClientCapabilities].(map[string]any)
+			if caps[tt.declared] == nil {
+				t.Errorf("the forwarded call declared %v; want %s", caps, tt.declared)
 			}
 		})
 	}
