@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -15,14 +18,14 @@ import (
 // returns its text at once, both as text content and as structured
 // content. It is served three ways (upstreamKind): over Streamable HTTP
 // with sessions, as most servers run today; stateless, the only way
-// go-sdk v1.8.0 serves 2026-07-28 over HTTP; and over stdio, by this
-// binary run again with echoEnv set.
+// go-sdk v1.8.0 serves 2026-07-28 over HTTP; and over stdio. Each way is
+// this binary run again with echoEnv naming it, a process of its own, as
+// an MCP server is its clients'.
 const (
 	echoTool = "echo"
-	// echoEnv set to echoStdio makes this binary serve the echo server on
-	// stdin and stdout instead of benchmarking.
-	echoEnv   = "TASKGATE_PROXYBENCH_ECHO"
-	echoStdio = "stdio"
+	// echoEnv set to an upstreamKind makes this binary serve the echo
+	// server that way instead of benchmarking.
+	echoEnv = "TASKGATE_PROXYBENCH_ECHO"
 )
 
 // echoArgs are the echo tool's arguments and its structured result.
@@ -51,6 +54,56 @@ func echoHandler(stateless bool) http.Handler {
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 		&mcp.StreamableHTTPOptions{Stateless: stateless}))
 	return mux
+}
+
+// serveEcho is an echo upstream child's main, kind its echoEnv.
+func serveEcho(kind string) int {
+	switch k := upstreamKind(kind); k {
+	case upstreamStdio:
+		return serveEchoStdio()
+	case upstreamSessions, upstreamStateless:
+		return serveEchoHTTP(k == upstreamStateless)
+	}
+	fmt.Fprintf(os.Stderr, "proxybench: %s=%q names no echo upstream; use sessions, stateless or stdio\n", echoEnv, kind)
+	return 2
+}
+
+// serveEchoHTTP is an HTTP echo child's main: it listens on a free
+// loopback port, prints the address as its first line and serves until a
+// signal or until its stdin ends, which the benchmark holds open while it
+// runs, so that the child ends with it however it ends.
+func serveEchoHTTP(stateless bool) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "proxybench echo server: listen on loopback: %v\n", err)
+		return 1
+	}
+	srv := &http.Server{Handler: echoHandler(stateless)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Println(ln.Addr().String())
+	select {
+	case err := <-served:
+		fmt.Fprintf(os.Stderr, "proxybench echo server: %v\n", err)
+		return 1
+	case <-ctx.Done():
+	}
+	// Clients have closed their sessions by now; a stream still open is
+	// cut after a short wait.
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	return 0
 }
 
 // serveEchoStdio is the stdio child's main: it serves one client on stdin

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,10 +14,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/taskgate/taskgate/internal/syncbuf"
+	"github.com/taskgate/taskgate/bench/internal/child"
 )
 
 // gatewayUpstream is one upstream of the child gateway's configuration:
@@ -59,10 +57,7 @@ func gatewayConfig(listen, db string, ups []gatewayUpstream) string {
 // gateway is `taskgate serve` running as a child process, with the agent
 // API key its clients present.
 type gateway struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process is waited for
-	err  error         // Wait's result, once done is closed
-	out  *syncbuf.Buffer
+	proc *child.Process
 	base string // http://HOST:PORT
 	key  string
 }
@@ -114,23 +109,16 @@ func startGateway(ctx context.Context, bin, dir string, ups []gatewayUpstream, v
 	if verbose {
 		level = "warn"
 	}
-	g := &gateway{base: "http://" + addr, key: key, out: &syncbuf.Buffer{}, done: make(chan struct{})}
-	g.cmd = exec.Command(bin, "serve", "--config", path, "--log-level", level)
-	g.cmd.Stdout = io.Discard
-	g.cmd.Stderr = g.out
+	cmd := exec.Command(bin, "serve", "--config", path, "--log-level", level)
+	cmd.Stdout = io.Discard
 	if verbose {
-		g.cmd.Stderr = io.MultiWriter(g.out, progress)
+		cmd.Stderr = progress
 	}
-	// Its own process group: an interrupt at the terminal reaches this
-	// process, which stops the gateway in order.
-	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := g.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s serve: %w", bin, err)
+	proc, err := child.Start(cmd, "the gateway")
+	if err != nil {
+		return nil, err
 	}
-	go func() {
-		g.err = g.cmd.Wait()
-		close(g.done)
-	}()
+	g := &gateway{proc: proc, base: "http://" + addr, key: key}
 	defer func() {
 		if err != nil {
 			_ = g.stop()
@@ -161,10 +149,10 @@ func (g *gateway) waitReady(ctx context.Context, within time.Duration) error {
 			last = fmt.Sprintf("status %d", code)
 		}
 		select {
-		case <-g.done:
-			return fmt.Errorf("the gateway exited (%v) before it was ready:\n%s", g.err, g.out.String())
+		case <-g.proc.Done():
+			return fmt.Errorf("the gateway exited (%v) before it was ready:\n%s", g.proc.Err(), g.proc.Output())
 		case <-ctx.Done():
-			return fmt.Errorf("the gateway was not ready at %s/readyz (%s): %w\n%s", g.base, last, ctx.Err(), g.out.String())
+			return fmt.Errorf("the gateway was not ready at %s/readyz (%s): %w\n%s", g.base, last, ctx.Err(), g.proc.Output())
 		case <-tick.C:
 		}
 	}
@@ -243,68 +231,7 @@ func metricValue(text, name string) (float64, error) {
 	return 0, fmt.Errorf("the metrics have no sample %s", name)
 }
 
-// errNoProc says that the platform has no /proc to read a process's
-// memory from.
-var errNoProc = errors.New("no /proc on this platform")
-
-// peakRSS is the gateway's peak resident set size in bytes (VmHWM), as
-// Linux reports it in /proc/PID/status; errNoProc elsewhere.
-func (g *gateway) peakRSS() (int64, error) {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
-	if errors.Is(err, os.ErrNotExist) {
-		if _, statErr := os.Stat("/proc/self/status"); errors.Is(statErr, os.ErrNotExist) {
-			return 0, errNoProc
-		}
-		return 0, fmt.Errorf("read the gateway's /proc status: %w (has it exited?)", err)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read the gateway's /proc status: %w", err)
-	}
-	return parseVmHWM(string(status))
-}
-
-// parseVmHWM reads the VmHWM line ("VmHWM:   12345 kB") of a
-// /proc/PID/status file, in bytes.
-func parseVmHWM(status string) (int64, error) {
-	for line := range strings.Lines(status) {
-		rest, ok := strings.CutPrefix(line, "VmHWM:")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) != 2 || fields[1] != "kB" {
-			return 0, fmt.Errorf("VmHWM reads %q, want a number of kB", strings.TrimSpace(rest))
-		}
-		kb, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil || kb < 0 {
-			return 0, fmt.Errorf("VmHWM reads %q, want a number of kB", strings.TrimSpace(rest))
-		}
-		return kb * 1024, nil
-	}
-	return 0, errors.New("the process status has no VmHWM line")
-}
-
 // stop ends the gateway with SIGTERM, as an operator would, and kills it
-// when it has not ended within 20s. It reports how the gateway ended
-// unless it was already stopped.
-func (g *gateway) stop() error {
-	select {
-	case <-g.done:
-		return nil
-	default:
-	}
-	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stop the gateway: %w", err)
-	}
-	select {
-	case <-g.done:
-		if g.err != nil {
-			return fmt.Errorf("the gateway ended with %w:\n%s", g.err, g.out.String())
-		}
-		return nil
-	case <-time.After(20 * time.Second):
-		_ = g.cmd.Process.Kill()
-		<-g.done
-		return fmt.Errorf("the gateway did not stop within 20s of SIGTERM and was killed:\n%s", g.out.String())
-	}
-}
+// when it has not ended within 20s; it reports a gateway that did not end
+// cleanly.
+func (g *gateway) stop() error { return g.proc.Stop(20 * time.Second) }

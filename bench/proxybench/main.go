@@ -10,9 +10,12 @@
 // and p99, the ratio and the added p50, held to their targets. The gateway
 // is `taskgate serve`, a child process on a fresh SQLite ledger in front of
 // all three upstreams at once, so that its allocation per call (from its
-// /metrics) and its peak RSS are its own. The HTTP upstreams run in this
-// process on loopback; the stdio upstream is this binary again, started
-// with TASKGATE_PROXYBENCH_ECHO=stdio.
+// /metrics) and its peak RSS are its own. Every upstream is a process of
+// its own too, this binary again with TASKGATE_PROXYBENCH_ECHO naming the
+// upstream, as an MCP server is its clients': so direct calls cross
+// processes just as calls through taskgate do. Each HTTP upstream is one
+// process on loopback that direct clients and the gateway call alike; a
+// stdio upstream is started per direct session, and once by the gateway.
 //
 // Acceptance: consequential calls of the simulated provider's run_suite
 // through the real daemon in this process, each accepted in a fresh SQLite
@@ -45,10 +48,10 @@ import (
 )
 
 func main() {
-	// Run again with echoEnv set, this binary is the stdio echo upstream
-	// and nothing else.
-	if os.Getenv(echoEnv) == echoStdio {
-		os.Exit(serveEchoStdio())
+	// Run again with echoEnv set, this binary is an echo upstream and
+	// nothing else.
+	if kind := os.Getenv(echoEnv); kind != "" {
+		os.Exit(serveEcho(kind))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// The acceptance gateway runs here as taskgate serve runs it, GC
@@ -137,11 +140,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc stri
 			fs.BoolVar(&o.accept, "accept", true, "measure the acceptance path of a consequential call")
 			fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
 			fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the gateway's temporary SQLite ledger")
-			fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process's whole run to this file (the pass-through gateway is another process); samples carry the label role=client, gateway or upstream")
+			fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process's whole run to this file (the pass-through gateway and echo upstreams are other processes); samples carry the label role=client, gateway or upstream")
 			fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file")
 			fs.DurationVar(&o.jobDuration, "job-duration", 10*time.Minute, "how long each remote job the worker dispatches runs at the provider")
 			fs.DurationVar(&o.upstreamPoll, "upstream-poll", time.Second, "the worker's upstream_poll: how often it looks at a running remote job")
-			fs.BoolVar(&o.verbose, "v", false, "log the gateways', the provider's and the stdio echo servers' warnings and errors to stderr")
+			fs.BoolVar(&o.verbose, "v", false, "log the gateways', the provider's and the echo servers' warnings and errors to stderr")
 			fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the whole run to this file (go tool trace)")
 		},
 		Check: func() (err error) {

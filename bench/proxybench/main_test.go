@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,12 +16,12 @@ import (
 	"github.com/taskgate/taskgate/config"
 )
 
-// TestMain lets this test binary serve as the stdio echo upstream when it
-// runs itself as one, as the benchmark's binary does
+// TestMain lets this test binary serve as an echo upstream when it runs
+// itself as one, as the benchmark's binary does
 // (TestRunMeasuresEverything).
 func TestMain(m *testing.M) {
-	if os.Getenv(echoEnv) == echoStdio {
-		os.Exit(serveEchoStdio())
+	if kind := os.Getenv(echoEnv); kind != "" {
+		os.Exit(serveEcho(kind))
 	}
 	os.Exit(m.Run())
 }
@@ -170,7 +171,8 @@ func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 func TestPrintTableShowsEveryRow(t *testing.T) {
 	p := pairing{client: clientLegacy, elicitation: true, upstream: upstreamStdio}
 	alloc, cpu := 12.5, 0.25
-	rep := &results{Machine: machine{Sessions: 8, Rounds: 1, Gateway: "/bin/taskgate"}, Pairings: []pairingRow{
+	rep := &results{Machine: machine{Sessions: 8, Rounds: 1, Gateway: "/bin/taskgate",
+		UpstreamPeakRSSBytes: map[string]int64{"stateless": 3 << 20, "sessions": 1 << 20}}, Pairings: []pairingRow{
 		comparePairing(p, measurement{Path: pathDirect, Era: versionLegacy, Sessions: 1, P50Ms: 1, CallsPerSec: 1000},
 			measurement{Path: pathTaskgate, Era: versionLegacy, Sessions: 1, P50Ms: 1.2, CallsPerSec: 900, GatewayAllocKBPerCall: &alloc, GatewayCPUMsPerCall: &cpu}),
 		comparePairing(p, measurement{Path: pathDirect, Era: versionLegacy, Sessions: 8, CallsPerSec: 1000},
@@ -182,6 +184,7 @@ func TestPrintTableShowsEveryRow(t *testing.T) {
 	for _, want := range []string{
 		"met (added p50 <= 0.30 ms)", "below (ratio >= 0.75x)", "12.5", "0.250", "2025-11-25 / 2025-11-25",
 		"targets met: 1 of 2", "peak RSS (VmHWM) over the whole run: n/a", "/bin/taskgate",
+		"echo upstream peak RSS (VmHWM) over the whole run: sessions 1.0 MB, stateless 3.0 MB;",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the table lacks %q:\n%s", want, text)
@@ -227,26 +230,6 @@ bad_value NaNish
 	}
 }
 
-func TestParseVmHWM(t *testing.T) {
-	tests := []struct {
-		status  string
-		want    int64
-		wantErr bool
-	}{
-		{status: "Name:\ttaskgate\nVmPeak:\t 1300000 kB\nVmHWM:\t   65536 kB\nVmRSS:\t   60000 kB\n", want: 65536 * 1024},
-		{status: "VmHWM: 1 kB", want: 1024},
-		{status: "Name:\ttaskgate\nVmRSS:\t   60000 kB\n", wantErr: true},
-		{status: "VmHWM:\t   65536 MB\n", wantErr: true},
-		{status: "VmHWM:\t   lots kB\n", wantErr: true},
-	}
-	for _, tt := range tests {
-		got, err := parseVmHWM(tt.status)
-		if (err != nil) != tt.wantErr || got != tt.want {
-			t.Errorf("parseVmHWM(%q) = %d, %v; want %d, error %v", tt.status, got, err, tt.want, tt.wantErr)
-		}
-	}
-}
-
 // TestGatewayConfigParses holds the gateway's configuration to taskgate's
 // own parser: every upstream by its kind, with its name as its tools'
 // prefix.
@@ -255,7 +238,7 @@ func TestGatewayConfigParses(t *testing.T) {
 	path := filepath.Join(dir, "gateway.yaml")
 	y := gatewayConfig("127.0.0.1:9999", "sqlite:"+filepath.Join(dir, "a dir", "gateway.db"), []gatewayUpstream{
 		{name: "sessions", url: "http://127.0.0.1:1234/mcp"},
-		{name: "stdio", command: []string{"/path with space/proxybench"}, env: map[string]string{echoEnv: echoStdio}},
+		{name: "stdio", command: []string{"/path with space/proxybench"}, env: map[string]string{echoEnv: string(upstreamStdio)}},
 	})
 	cfg, err := config.Parse(strings.NewReader(y), path, nil)
 	if err != nil {
@@ -268,7 +251,7 @@ func TestGatewayConfigParses(t *testing.T) {
 	if web.URL != "http://127.0.0.1:1234/mcp" || web.ToolPrefix() != "sessions" || len(web.Command) != 0 {
 		t.Errorf("sessions upstream = url %q, prefix %q, command %v", web.URL, web.ToolPrefix(), web.Command)
 	}
-	if !slices.Equal(stdio.Command, []string{"/path with space/proxybench"}) || stdio.Env[echoEnv] != echoStdio || stdio.ToolPrefix() != "stdio" || stdio.URL != "" {
+	if !slices.Equal(stdio.Command, []string{"/path with space/proxybench"}) || stdio.Env[echoEnv] != string(upstreamStdio) || stdio.ToolPrefix() != "stdio" || stdio.URL != "" {
 		t.Errorf("stdio upstream = command %v, env %v, prefix %q, url %q", stdio.Command, stdio.Env, stdio.ToolPrefix(), stdio.URL)
 	}
 	if len(web.Tools) != 0 || len(stdio.Tools) != 0 {
@@ -333,6 +316,38 @@ func TestRunFailsWhenTheGatewayDoes(t *testing.T) {
 	if stdout.Len() != 0 {
 		t.Errorf("a failed run printed %q to stdout, want nothing", stdout.String())
 	}
+	// The HTTP echo upstreams were started before the gateway failed.
+	if left := children(t); len(left) > 0 {
+		t.Errorf("processes left running after the failed run: %v", left)
+	}
+}
+
+// children lists the processes this test process started that still
+// exist, from /proc; none where there is no /proc.
+func children(t *testing.T) []string {
+	t.Helper()
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // it ended meanwhile
+		}
+		// The command name, in parentheses, may hold spaces; the parent's
+		// PID is the second field after it.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		if f := strings.Fields(s[i+1:]); len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+			out = append(out, s[:i+1])
+		}
+	}
+	return out
 }
 
 // TestRunMeasuresEverything runs the benchmark briefly on two pairings
@@ -395,8 +410,17 @@ func TestRunMeasuresEverything(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("pairing rows = %v, want %v", got, want)
 	}
-	if runtime.GOOS == "linux" && (rep.Machine.GatewayPeakRSSBytes == nil || *rep.Machine.GatewayPeakRSSBytes <= 0) {
-		t.Errorf("gateway peak RSS = %v, want a size on Linux", deref(rep.Machine.GatewayPeakRSSBytes))
+	if runtime.GOOS == "linux" {
+		if rep.Machine.GatewayPeakRSSBytes == nil || *rep.Machine.GatewayPeakRSSBytes <= 0 {
+			t.Errorf("gateway peak RSS = %v, want a size on Linux", deref(rep.Machine.GatewayPeakRSSBytes))
+		}
+		// The stdio upstream's processes are not measured.
+		if rss := rep.Machine.UpstreamPeakRSSBytes; len(rss) != 1 || rss["sessions"] <= 0 {
+			t.Errorf("upstream peak RSS = %v, want a size for sessions only on Linux", rss)
+		}
+	}
+	if left := children(t); len(left) > 0 {
+		t.Errorf("processes left running after the run: %v", left)
 	}
 
 	type acceptKey struct {

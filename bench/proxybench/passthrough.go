@@ -6,32 +6,59 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/bench/internal/child"
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
 )
 
 // passStage is what the pass-through measurements share: the echo
-// upstreams, served here over HTTP or as children of this binary over
-// stdio, and one gateway process in front of all of them.
+// upstreams, each a child process of this binary, and one gateway process
+// in front of all of them. An HTTP upstream is one process that direct
+// clients and the gateway call alike; a stdio upstream is a process per
+// direct session, and one the gateway supervises.
 type passStage struct {
 	dir     string
-	self    string // this binary, which serves the stdio echo upstream
+	self    string // this binary, which serves the echo upstreams
 	bin     string // the taskgate binary the gateway runs
-	servers map[upstreamKind]*httptest.Server
+	servers map[upstreamKind]*echoProcess
 	gw      *gateway
-	// stderr receives the stdio echo servers' stderr (with -v).
+	// stderr receives the echo servers' stderr (with -v).
 	stderr io.Writer
+}
+
+// echoProcess is an HTTP echo upstream's process and its MCP endpoint.
+type echoProcess struct {
+	proc *child.Process
+	url  string
+}
+
+// echoCommand is this binary run as the echo upstream of kind.
+func (s *passStage) echoCommand(kind upstreamKind) *exec.Cmd {
+	cmd := exec.Command(s.self)
+	cmd.Env = append(os.Environ(), echoEnv+"="+string(kind))
+	cmd.Stderr = s.stderr
+	return cmd
+}
+
+// startEchoProcess starts the HTTP echo upstream of kind and waits for the
+// address it listens on.
+func (s *passStage) startEchoProcess(ctx context.Context, kind upstreamKind) (*echoProcess, error) {
+	proc, addr, err := child.StartServer(ctx, s.echoCommand(kind), fmt.Sprintf("the %s echo upstream", kind), 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &echoProcess{proc: proc, url: "http://" + addr + "/mcp"}, nil
 }
 
 // startPassStage starts the echo upstreams of kinds and a gateway in
 // front of them, in a new directory under o.dir.
 func startPassStage(ctx context.Context, o *options, kinds []upstreamKind, progress io.Writer) (_ *passStage, err error) {
-	s := &passStage{servers: map[upstreamKind]*httptest.Server{}}
+	s := &passStage{servers: map[upstreamKind]*echoProcess{}}
 	defer func() {
 		if err != nil {
 			_ = s.close()
@@ -41,7 +68,7 @@ func startPassStage(ctx context.Context, o *options, kinds []upstreamKind, progr
 		return nil, fmt.Errorf("create a scratch directory in %s: %w", o.dir, err)
 	}
 	if s.self, err = os.Executable(); err != nil {
-		return nil, fmt.Errorf("find this binary to serve the stdio echo upstream: %w", err)
+		return nil, fmt.Errorf("find this binary to serve the echo upstreams: %w", err)
 	}
 	if o.verbose {
 		s.stderr = progress
@@ -51,13 +78,16 @@ func startPassStage(ctx context.Context, o *options, kinds []upstreamKind, progr
 		u := gatewayUpstream{name: string(k)}
 		switch k {
 		case upstreamSessions, upstreamStateless:
-			role(ctx, "upstream", func(context.Context) {
-				s.servers[k] = httptest.NewServer(echoHandler(k == upstreamStateless))
-			})
-			u.url = s.servers[k].URL + "/mcp"
+			fmt.Fprintf(progress, "starting the %s echo upstream ...\n", k)
+			srv, err := s.startEchoProcess(ctx, k)
+			if err != nil {
+				return nil, err
+			}
+			s.servers[k] = srv
+			u.url = srv.url
 		case upstreamStdio:
 			u.command = []string{s.self}
-			u.env = map[string]string{echoEnv: echoStdio}
+			u.env = map[string]string{echoEnv: string(upstreamStdio)}
 		}
 		ups = append(ups, u)
 	}
@@ -74,21 +104,21 @@ func startPassStage(ctx context.Context, o *options, kinds []upstreamKind, progr
 	return s, nil
 }
 
-// close stops the gateway and the echo upstreams and removes the
-// directory; it reports a gateway that did not end cleanly.
+// close stops the gateway, then the echo upstreams it was connected to,
+// and removes the directory; it reports every process that did not end
+// cleanly.
 func (s *passStage) close() error {
-	var err error
+	var errs []error
 	if s.gw != nil {
-		err = s.gw.stop()
+		errs = append(errs, s.gw.stop())
 	}
 	for _, srv := range s.servers {
-		srv.CloseClientConnections()
-		srv.Close()
+		errs = append(errs, srv.proc.Stop(10*time.Second))
 	}
 	if s.dir != "" {
 		_ = os.RemoveAll(s.dir)
 	}
-	return err
+	return errors.Join(errs...)
 }
 
 // endpoint is where a pass-through client connects: an HTTP url, or a
@@ -107,14 +137,9 @@ func (s *passStage) endpoint(p pairing, path string) endpoint {
 		return endpoint{url: s.gw.mcpURL(), key: s.gw.key, tool: string(p.upstream) + "." + echoTool}
 	}
 	if p.upstream == upstreamStdio {
-		return endpoint{tool: echoTool, command: func() *exec.Cmd {
-			cmd := exec.Command(s.self)
-			cmd.Env = append(os.Environ(), echoEnv+"="+echoStdio)
-			cmd.Stderr = s.stderr
-			return cmd
-		}}
+		return endpoint{tool: echoTool, command: func() *exec.Cmd { return s.echoCommand(upstreamStdio) }}
 	}
-	return endpoint{url: s.servers[p.upstream].URL + "/mcp", tool: echoTool}
+	return endpoint{url: s.servers[p.upstream].url, tool: echoTool}
 }
 
 // dialEcho opens one session of p's client to ep, built the same way
@@ -253,13 +278,29 @@ func measurePairings(ctx context.Context, o *options, rep *results, progress io.
 		directN, gateN := median(got[i][2]), median(got[i][3])
 		rep.Pairings = append(rep.Pairings, comparePairing(p, direct1, gate1), comparePairing(p, directN, gateN))
 	}
-	rss, err := st.gw.peakRSS()
+	return st.peakRSS(rep)
+}
+
+// peakRSS records the peak RSS of the gateway and of every HTTP echo
+// upstream, where the platform reports it; the processes must still run.
+func (s *passStage) peakRSS(rep *results) error {
+	rss, err := s.gw.proc.PeakRSS()
 	switch {
-	case errors.Is(err, errNoProc):
+	case errors.Is(err, child.ErrNoProc):
+		return nil
 	case err != nil:
 		return err
-	default:
-		rep.Machine.GatewayPeakRSSBytes = &rss
+	}
+	rep.Machine.GatewayPeakRSSBytes = &rss
+	for k, srv := range s.servers {
+		rss, err := srv.proc.PeakRSS()
+		if err != nil {
+			return err
+		}
+		if rep.Machine.UpstreamPeakRSSBytes == nil {
+			rep.Machine.UpstreamPeakRSSBytes = map[string]int64{}
+		}
+		rep.Machine.UpstreamPeakRSSBytes[string(k)] = rss
 	}
 	return nil
 }

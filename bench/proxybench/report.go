@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/taskgate/taskgate/bench/internal/load"
@@ -34,7 +37,8 @@ type machine struct {
 	// GOGC and GOMEMLIMIT are the garbage collector's settings, of this
 	// process and of the gateway process alike (taskgate serve applies
 	// the same default): the whole run allocates heavily, so they move
-	// every figure.
+	// every figure. The echo upstream processes run with Go's default
+	// unless GOGC is set, as a go-sdk server would.
 	GOGC       string `json:"gogc"`
 	GOMEMLIMIT string `json:"gomemlimit"`
 	// Gateway is the taskgate binary the pass-through gateway process
@@ -42,6 +46,12 @@ type machine struct {
 	// over the whole run; nil where the platform does not report it.
 	Gateway             string `json:"gateway,omitempty"`
 	GatewayPeakRSSBytes *int64 `json:"gateway_peak_rss_bytes,omitempty"`
+	// UpstreamPeakRSSBytes is the peak resident set size (VmHWM) of each
+	// HTTP echo upstream's process over the whole run, by upstream;
+	// empty where the platform does not report it. The stdio upstream's
+	// processes, one per direct session and one under the gateway, are
+	// not measured.
+	UpstreamPeakRSSBytes map[string]int64 `json:"upstream_peak_rss_bytes,omitempty"`
 	// Upstream names the upstream tool the acceptance calls make.
 	Upstream    string  `json:"upstream"`
 	Ledger      string  `json:"ledger"`
@@ -72,9 +82,10 @@ type measurement struct {
 	CallsPerSec float64 `json:"calls_per_second"`
 	P50Ms       float64 `json:"p50_ms"`
 	P99Ms       float64 `json:"p99_ms"`
-	// CPUMsPerCall is this process's CPU time per call in the window (the
-	// clients, the HTTP echo upstreams and, for acceptances, the gateway
-	// and the provider share it); CPUCores is how many cores that CPU time
+	// CPUMsPerCall is this process's CPU time per call in the window: the
+	// clients' only for pass-through calls, whose upstreams and gateway
+	// are processes of their own; the clients', the gateway's and the
+	// provider's for acceptances. CPUCores is how many cores that CPU time
 	// kept busy.
 	CPUMsPerCall float64 `json:"cpu_ms_per_call"`
 	CPUCores     float64 `json:"cpu_cores"`
@@ -199,7 +210,7 @@ func printPairings(w io.Writer, rep *results) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "pass-through: the echo tool of a go-sdk server, called through taskgate vs. directly by the same client\n")
 	fmt.Fprintf(w, "client 2026-07-28: the go-sdk default client (no version pinned); 2025-11-25: pinned in ClientSessionOptions; elicitation yes: an ElicitationHandler set\n")
-	fmt.Fprintf(w, "upstream sessions / stateless: Streamable HTTP with / without sessions, in this process; stdio: a child process (one per direct session, one the gateway supervises)\n")
+	fmt.Fprintf(w, "upstream sessions / stateless: Streamable HTTP with / without sessions, each one child process that direct clients and the gateway call alike; stdio: a child process (one per direct session, one the gateway supervises)\n")
 	fmt.Fprintf(w, "gateway: taskgate serve (%s), one child process for the whole run, API key auth, fresh SQLite ledger; gw alloc and gw cpu from its /metrics over each window\n", m.Gateway)
 	fmt.Fprintf(w, "targets: added p50 <= %.2f ms at 1 session; taskgate/direct calls/s >= %.2fx at %d sessions\n\n", targetAddedP50Ms, targetThroughput, m.Sessions)
 
@@ -231,6 +242,14 @@ func printPairings(w io.Writer, rep *results) {
 	fmt.Fprintf(w, "\ntargets met: %d of %d\n", met, len(rep.Pairings))
 	fmt.Fprintf(w, "gateway peak RSS (VmHWM) over the whole run: %s; one gateway process fronts every pairing, so its high-water mark cannot be told apart per pairing\n",
 		megabytes(m.GatewayPeakRSSBytes))
+	if len(m.UpstreamPeakRSSBytes) > 0 {
+		var each []string
+		for _, k := range slices.Sorted(maps.Keys(m.UpstreamPeakRSSBytes)) {
+			rss := m.UpstreamPeakRSSBytes[k]
+			each = append(each, k+" "+megabytes(&rss))
+		}
+		fmt.Fprintf(w, "echo upstream peak RSS (VmHWM) over the whole run: %s; stdio's processes are not measured\n", strings.Join(each, ", "))
+	}
 }
 
 func printAccept(w io.Writer, rep *results) {
