@@ -31,18 +31,12 @@ func (g *Gateway) passThrough(r *route) mcp.ToolHandler {
 			Name: r.tool, Arguments: p.Arguments, Meta: forwardableMeta(p.Meta),
 			InputResponses: p.InputResponses, RequestState: p.RequestState,
 		}
-		if req.ProtocolVersion() >= "2026-07-28" && statelessVersion(up.Protocol()) {
-			// The upstream asks only what the client can answer, as on
-			// the forwarded path; the SDK would declare the gateway's own
-			// capabilities instead.
-			if caps, ok := clientCapabilitiesOf(p.Meta); ok {
-				if params.Meta == nil {
-					params.Meta = mcp.Meta{}
-				}
-				params.Meta[mcp.MetaKeyClientCapabilities] = caps
-			}
-		}
 		opts := &upstream.CallOptions{}
+		if req.ProtocolVersion() >= "2026-07-28" {
+			// The upstream asks only what the client can answer, as on
+			// the byte relays.
+			opts.ClientCapabilities, _ = clientCapabilitiesOf(p.Meta)
+		}
 		if tok := p.GetProgressToken(); tok != nil && req.Session != nil {
 			ss := req.Session
 			opts.Progress = func(n *mcp.ProgressNotificationParams) {

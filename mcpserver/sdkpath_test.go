@@ -93,3 +93,39 @@ func switchGateway(t *testing.T, upstreamURL string, sdkPathOnly bool) (url, key
 	}
 	return d.URL + "/mcp", key
 }
+
+// TestBothPathsDeclareTheClientsCapabilities: a 2026-07-28 client's call
+// reaches a 2026-07-28 upstream declaring the client's own capabilities
+// (sampling only, here) on either path, never the gateway's, so that the
+// upstream asks only what the client can answer.
+func TestBothPathsDeclareTheClientsCapabilities(t *testing.T) {
+	for _, sdkPathOnly := range []bool{false, true} {
+		t.Run(map[bool]string{false: "fast path", true: "SDK path"}[sdkPathOnly], func(t *testing.T) {
+			rec, up := forwardingUpstream(t, 0)
+			url, key := switchGateway(t, up.URL, sdkPathOnly)
+			client := mcp.NewClient(&mcp.Implementation{Name: "sampling-client", Version: "1"}, &mcp.ClientOptions{
+				CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) { return nil, nil },
+			})
+			cs, err := client.Connect(testCtx(t), &mcp.StreamableClientTransport{
+				Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
+			}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}}); err != nil || res.IsError {
+				t.Fatalf("meta = %+v, %v", res, err)
+			}
+			seen := rec.seen()
+			if len(seen) != 1 {
+				t.Fatalf("upstream saw %d calls; want 1", len(seen))
+			}
+			params, _ := seen[0].body["params"].(map[string]any)
+			meta, _ := params["_meta"].(map[string]any)
+			caps, _ := meta[mcp.MetaKeyClientCapabilities].(map[string]any)
+			if caps["sampling"] == nil || caps["elicitation"] != nil {
+				t.Errorf("the call declared %v; want the client's sampling and no elicitation", caps)
+			}
+		})
+	}
+}

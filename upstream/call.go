@@ -49,6 +49,11 @@ type CallOptions struct {
 	// the session of a call that passes Elicit or CreateMessage (HTTP).
 	// Nil declares what the funcs set answer.
 	Capabilities *mcp.ClientCapabilities
+	// ClientCapabilities are what a 2026-07-28 session's call declares per
+	// request in place of the gateway's own: the calling client's, so that
+	// the upstream asks only what it can answer. Nil declares the
+	// gateway's; a 2025-11-25 session ignores it.
+	ClientCapabilities json.RawMessage
 	// Log receives the upstream's notifications/message sent during this
 	// call, in wire order with its progress, all of them before the call
 	// returns. Over HTTP they are the messages on the call's response
@@ -111,6 +116,12 @@ func (u *Upstream) call(ctx context.Context, params *mcp.CallToolParams, opts *C
 			p.Meta = mcp.Meta{}
 		}
 		p.Meta[mcp.MetaKeyLogLevel] = level
+	}
+	if opts.ClientCapabilities != nil && c.protocol >= protocolExtension {
+		if p.Meta == nil {
+			p.Meta = mcp.Meta{}
+		}
+		p.Meta[mcp.MetaKeyClientCapabilities] = opts.ClientCapabilities
 	}
 	logs := &logSink{fn: opts.Log}
 	defer logs.close()

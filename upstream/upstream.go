@@ -272,17 +272,6 @@ func (u *Upstream) Connected() bool {
 	return u.conn != nil
 }
 
-// Protocol is the protocol version of the upstream's session now, or ""
-// while it has none.
-func (u *Upstream) Protocol() string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.conn == nil {
-		return ""
-	}
-	return u.conn.protocol
-}
-
 // ping checks that a session answers: with ping up to protocol 2025-11-25,
 // with server/discover from 2026-07-28, which has no ping (the go-sdk sends
 // it through CallCustomMethod and adds the per-request _meta).
