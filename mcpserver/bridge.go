@@ -172,11 +172,11 @@ func writeInvalidParams(w http.ResponseWriter, id json.RawMessage, message strin
 	}})
 }
 
-// A 2025-11-25 client that can be asked, calling a stateless upstream, is
-// asked by input_required results there: forwardAsking turns each of their
-// input requests into a request of its own on the call's stream, and sends
-// the call again with the answers, as the go-sdk's client does on the SDK
-// path.
+// A 2025-11-25 client that can be asked, calling a stateless upstream or a
+// stdio child whose session is 2026-07-28, is asked by input_required
+// results there: forwardAsking turns each of their input requests into a
+// request of its own on the call's stream, and sends the call again with
+// the answers, as the go-sdk's client does on the SDK path.
 
 // maxInputRounds bounds the input_required rounds of one bridged call.
 const maxInputRounds = 16
@@ -195,11 +195,7 @@ func (g *Gateway) forwardAsking(w http.ResponseWriter, ctx context.Context, c *p
 	}
 	call := c
 	for round := 0; ; round++ {
-		f, ok := call.stateless(info, true)
-		if !ok {
-			return started
-		}
-		resp, err := f.up.Forward(ctx, f.body, forwardHeader(f.tool))
+		resp, f, err := sendAsking(ctx, call, info)
 		switch {
 		case errors.Is(err, upstream.ErrNotForwardable) && !started:
 			return false
@@ -246,6 +242,27 @@ func (g *Gateway) forwardAsking(w http.ResponseWriter, ctx context.Context, c *p
 		}
 		call = call.retried(responses, state)
 	}
+}
+
+// sendAsking sends one round of a call of a 2025-11-25 client that can be
+// asked, declaring its capabilities: forwarded to a stateless upstream, or
+// relayed to a stdio child whose session is 2026-07-28 (which, too, asks
+// in the call's answer).
+func sendAsking(ctx context.Context, c *passThroughCall, info *relayInfo) (*http.Response, *forwarded, error) {
+	if c.up.CanForward() {
+		f, ok := c.stateless(info, true)
+		if !ok {
+			return nil, &forwarded{up: c.up, tool: c.tool, id: c.id}, upstream.ErrNotForwardable
+		}
+		resp, err := f.up.Forward(ctx, f.body, forwardHeader(f.tool))
+		return resp, f, err
+	}
+	f := &forwarded{up: c.up, tool: c.tool, id: c.id}
+	call := c.relayed()
+	call.LogLevel, call.Capabilities, call.ClientCapabilities = info.logLevel, info.caps, info.caps
+	call.Unanswered = unavailable(f)
+	resp, err := c.up.RelayCall(ctx, call)
+	return resp, f, err
 }
 
 // forwardHeader is the HTTP header of a forwarded tools/call of tool.

@@ -161,10 +161,12 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 			call.Asked = func(q *upstream.Question) (json.RawMessage, bool) { return legacy.ask(sid, c.id, q) }
 		}
 		relayed := g.relayInSession(w, ctx, c, call)
-		if !relayed && c.up.CanForward() {
-			if info.caps != nil {
-				relayed = g.forwardAsking(w, ctx, c, info, func(q question) (json.RawMessage, bool) { return legacy.ask(sid, c.id, q) })
-			} else if f, ok := c.stateless(info, true); ok {
+		switch {
+		case relayed:
+		case info.caps != nil:
+			relayed = g.forwardAsking(w, ctx, c, info, func(q question) (json.RawMessage, bool) { return legacy.ask(sid, c.id, q) })
+		case c.up.CanForward():
+			if f, ok := c.stateless(info, true); ok {
 				relayed = g.forward(w, ctx, f, http.StatusOK)
 			}
 		}

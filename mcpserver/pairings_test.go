@@ -342,8 +342,8 @@ func pairingClient(t *testing.T, url, key, version string, elicit bool, progress
 // the upstream's errors as they are, cancellation, a question the client
 // answers, and an upstream that goes away mid-call, which the client hears
 // as -32603 upstream_unavailable and which is not sent again. Every call
-// must have reached the upstream on a fast path, but those of a
-// 2025-11-25 client that can be asked to a stdio upstream.
+// must have reached the upstream on a fast path (the stdio child speaks
+// 2026-07-28, as a go-sdk server does by default).
 func TestPairingsFastPath(t *testing.T) {
 	for _, upstreamKind := range []string{"sessions", "stateless", "stdio"} {
 		for _, version := range []string{"", "2025-11-25"} {
@@ -379,10 +379,6 @@ func runPairing(t *testing.T, kind, version string, elicit bool) {
 		upURL = up.srv.URL + "/mcp"
 	}
 	url, keys := plumbingGatewayKeys(t, testCtx(t), upURL, "  - name: pairing", opts, "acme")
-	// A stdio child's questions to a 2025-11-25 client name no call, so a
-	// call whose client can answer them holds the session alone, on the
-	// SDK path.
-	wantFast := !(kind == "stdio" && elicit && version == "2025-11-25")
 	var progress progressLog
 	cs := pairingClient(t, url, keys[0], version, elicit, &progress)
 	ctx := testCtx(t)
@@ -458,8 +454,8 @@ func runPairing(t *testing.T, kind, version string, elicit bool) {
 	})
 	for _, tool := range []string{"count", "refuse", "fail", "confirm", "block", "vanish"} {
 		calls, fast := up.seen(tool)
-		if calls == 0 || (wantFast && fast != calls) || (!wantFast && fast != 0) {
-			t.Errorf("%d of %d %s calls reached the upstream on a fast path; want all %v", fast, calls, tool, wantFast)
+		if calls == 0 || fast != calls {
+			t.Errorf("%d of %d %s calls reached the upstream on a fast path; want all", fast, calls, tool)
 		}
 	}
 }

@@ -107,3 +107,21 @@ func TestStdioPassThroughIsRelayed(t *testing.T) {
 		})
 	}
 }
+
+// TestStdioQuestionsOfAnOlderChildReachTheClient: a 2025-11-25 stdio
+// child asks with requests that name no call, so a call whose client can
+// answer them holds the child's session alone (the SDK path), and the
+// client answers the child's question.
+func TestStdioQuestionsOfAnOlderChildReachTheClient(t *testing.T) {
+	t.Setenv(stdioPlumbingEnv, "2025-11-25")
+	url, keys := plumbingGatewayKeys(t, testCtx(t), "", "  - name: plumbing", fixtures.ConfigOptions{Command: []string{os.Args[0]}}, "acme")
+	cs := legacySession(t, url, keys[0], "asked-client", false, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "blue"}}, nil
+		},
+	})
+	res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.ask", Arguments: map[string]any{}})
+	if err != nil || fixtures.ResultText(res) != "accept:blue" {
+		t.Fatalf("ask = %+v, %v; want accept:blue", res, err)
+	}
+}

@@ -205,11 +205,12 @@ func (u *Upstream) relayStdio(ctx context.Context, c *RelayedCall) (*http.Respon
 	if cn == nil || cn.tap == nil || cn.over() {
 		return nil, fmt.Errorf("%w: upstream %s has no stdio session now", ErrNotForwardable, u.cfg.Name)
 	}
-	if c.Capabilities != nil && (c.ServerInfo == nil || cn.protocol < protocolExtension) {
+	if c.Capabilities != nil && (cn.protocol < protocolExtension || c.Asked != nil) {
 		// A 2025-11-25 child's questions name no call, so a call whose
 		// client can answer them holds the session alone, which the SDK
 		// path does. A 2026-07-28 child asks in the call's own answer
-		// (input_required), which a 2026-07-28 client takes as it is.
+		// (input_required), which the caller takes, so such a call may be
+		// relayed unless its caller waits for questions as requests.
 		return nil, fmt.Errorf("%w: a stdio call whose client can be asked holds the session alone", ErrNotForwardable)
 	}
 	var meta *requestMeta
