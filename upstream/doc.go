@@ -126,7 +126,11 @@
 // connection's Read takes the call's answer and progress off the wire
 // before the go-sdk sees them, and its log messages follow the stdio rule
 // below. A call whose child exits before answering ends with
-// RelayedCall.Unanswered and is not sent again.
+// RelayedCall.Unanswered and is not sent again. A call whose client can be
+// asked (RelayedCall.Capabilities) is relayed only on a 2026-07-28
+// session, where the child asks in the call's answer and the caller
+// bridges; a 2025-11-25 child's questions name no call, so there such a
+// call takes the SDK path, which holds the session alone.
 //
 // # Log messages
 //
