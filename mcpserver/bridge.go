@@ -33,29 +33,49 @@ import (
 
 // bridgedCall is one such call, from its first request to its answer.
 type bridgedCall struct {
-	// cancel ends the call upstream; stop detaches it from the request
-	// being served, whose end would otherwise end the call.
+	// cancel ends the call upstream.
 	cancel context.CancelFunc
-	stop   func() bool
 	user   string
 	up     *upstream.Upstream
 	tool   string
-	// parked: the request being served ended with a question.
+
+	mu sync.Mutex
+	// stop detaches the call from the request being served, the gen-th,
+	// whose end would otherwise end the call; parked: that request ended
+	// with a question.
+	stop   func() bool
+	gen    int
 	parked bool
 }
 
-// serving ties the call to r: the client going away ends it.
-func (b *bridgedCall) serving(r *http.Request) {
+// serving ties the call to r, the request now serving it: the client going
+// away ends it. It returns r's turn, for served.
+func (b *bridgedCall) serving(r *http.Request) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.gen++
 	b.stop, b.parked = context.AfterFunc(r.Context(), b.cancel), false
+	return b.gen
 }
 
-// served is called as the request being served ends: a call that did not
-// park for a question has ended.
-func (b *bridgedCall) served() {
-	if !b.parked {
+// served is called as the request of turn gen ends: a call that did not
+// park for a question has ended, unless a later request serves it already.
+func (b *bridgedCall) served(gen int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if gen == b.gen && !b.parked {
 		b.stop()
 		b.cancel()
 	}
+}
+
+// parkedFor detaches the call from the request serving it, which ends
+// with a question.
+func (b *bridgedCall) parkedFor() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stop()
+	b.parked = true
 }
 
 // parkedCall is a bridged call waiting for its client's answer.
@@ -83,8 +103,7 @@ func (pc *parkedCalls) park(p *upstream.ParkedCall, call *bridgedCall, until con
 		return "", false
 	}
 	state := "taskgate-" + base64.RawURLEncoding.EncodeToString(b[:])
-	call.stop()
-	call.parked = true
+	call.parkedFor()
 	pc.mu.Lock()
 	if pc.byState == nil {
 		pc.byState = map[string]parkedCall{}
@@ -150,8 +169,7 @@ func (g *Gateway) resumeParked(w http.ResponseWriter, r *http.Request, c *passTh
 		writeInvalidParams(w, c.id, "inputResponses has no answer to "+parked.p.Key()+", which the requestState asks for")
 		return true
 	}
-	parked.call.serving(r)
-	defer parked.call.served()
+	defer parked.call.served(parked.call.serving(r))
 	resp, err := parked.p.Resume(r.Context(), c.id, answer)
 	if err != nil {
 		g.log.Warn("an answer to an upstream's question was not delivered", "upstream", c.up.Name(), "tool", c.tool, "err", err)
@@ -185,17 +203,21 @@ const maxInputRounds = 16
 // bridges the upstream's input_required answers to the client, asked
 // through ask. It returns false, having written nothing, when the upstream
 // cannot take forwarded requests after all.
-func (g *Gateway) forwardAsking(w http.ResponseWriter, ctx context.Context, c *passThroughCall, info *relayInfo, ask func(question) (json.RawMessage, bool)) bool {
+func (g *Gateway) forwardAsking(w http.ResponseWriter, ctx context.Context, c *passThroughCall, info *relayInfo, user string, ask func(question) (json.RawMessage, bool)) bool {
+	// The whole call, its client's answers included, is bounded as the SDK
+	// path bounds it.
+	ctx, cancel := context.WithTimeout(ctx, c.up.Timeout())
+	defer cancel()
 	started := false
 	send := func(msg []byte) {
-		_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg)
+		_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", oneLine(msg))
 		if f, ok := w.(http.Flusher); ok {
 			f.Flush()
 		}
 	}
 	call := c
 	for round := 0; ; round++ {
-		resp, f, err := sendAsking(ctx, call, info)
+		resp, f, err := sendAsking(ctx, call, info, user)
 		switch {
 		case errors.Is(err, upstream.ErrNotForwardable) && !started:
 			return false
@@ -248,7 +270,7 @@ func (g *Gateway) forwardAsking(w http.ResponseWriter, ctx context.Context, c *p
 // asked, declaring its capabilities: forwarded to a stateless upstream, or
 // relayed to a stdio child whose session is 2026-07-28 (which, too, asks
 // in the call's answer).
-func sendAsking(ctx context.Context, c *passThroughCall, info *relayInfo) (*http.Response, *forwarded, error) {
+func sendAsking(ctx context.Context, c *passThroughCall, info *relayInfo, user string) (*http.Response, *forwarded, error) {
 	if c.up.CanForward() {
 		f, ok := c.stateless(info, true)
 		if !ok {
@@ -259,10 +281,26 @@ func sendAsking(ctx context.Context, c *passThroughCall, info *relayInfo) (*http
 	}
 	f := &forwarded{up: c.up, tool: c.tool, id: c.id}
 	call := c.relayed()
-	call.LogLevel, call.Capabilities, call.ClientCapabilities = info.logLevel, info.caps, info.caps
+	call.LogLevel, call.Capabilities, call.ClientCapabilities, call.User = info.logLevel, info.caps, info.caps, user
 	call.Unanswered = unavailable(f)
 	resp, err := c.up.RelayCall(ctx, call)
 	return resp, f, err
+}
+
+// oneLine returns msg, a JSON message, without line breaks, to go in one
+// event's data line: an upstream's may be pretty-printed, or have come as
+// several data lines.
+func oneLine(msg []byte) []byte {
+	if !bytes.ContainsAny(msg, "\r\n") {
+		return msg
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, msg) != nil {
+		// Not JSON: the client would refuse it anyway, but the stream
+		// stays whole.
+		return bytes.ReplaceAll(bytes.ReplaceAll(msg, []byte("\r"), nil), []byte("\n"), nil)
+	}
+	return b.Bytes()
 }
 
 // forwardHeader is the HTTP header of a forwarded tools/call of tool.

@@ -97,7 +97,7 @@ func (g *Gateway) relayStateless(w http.ResponseWriter, r *http.Request, c *pass
 	relayed := *c
 	relayed.meta = meta
 	call := relayed.relayed()
-	call.LogLevel, call.ServerInfo = level, g.serverInfo
+	call.LogLevel, call.ServerInfo, call.User = level, g.serverInfo, userOf(r)
 	call.ClientCapabilities = c.meta[mcp.MetaKeyClientCapabilities]
 	if caps == nil {
 		ctx, cancel := context.WithCancel(r.Context())
@@ -107,10 +107,9 @@ func (g *Gateway) relayStateless(w http.ResponseWriter, r *http.Request, c *pass
 	// The call may outlive this request, parked for its client's answer.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	b := &bridgedCall{cancel: cancel, user: userOf(r), up: c.up, tool: c.tool}
-	b.serving(r)
+	defer b.served(b.serving(r))
 	call.Capabilities = caps
 	call.Park = func(p *upstream.ParkedCall) (string, bool) { return g.parked.park(p, b, g.stopping, c.up.Timeout()) }
-	defer b.served()
 	return g.relayInSession(w, ctx, &relayed, call)
 }
 
@@ -119,15 +118,17 @@ func (g *Gateway) relayStateless(w http.ResponseWriter, r *http.Request, c *pass
 const legacyRelayVersion = "2025-11-25"
 
 // relayLegacy relays a tools/call of a pass-through tool in a 2025-11-25
-// session to its HTTP upstream as bytes, when that is sure to answer as the
-// SDK path would: the session is one the SDK's handler opened for the same
-// user, its client cannot be asked questions (an upstream's questions reach
-// a client only through the SDK path), and the request is one the handler
-// would accept. The call goes in the upstream's relay session
-// (upstream.RelayCall) or, where the upstream holds no 2025-11-25
-// sessions, as the stateless 2026-07-28 request it is there, with the
-// session's client information. Either way the upstream's messages mean
+// session to its upstream as bytes, when that is sure to answer as the SDK
+// path would: the session is one the SDK's handler opened for the same
+// user, and the request is one the handler would accept. The call goes in
+// one of the upstream's relay sessions (upstream.RelayCall), where the
+// upstream's questions on the call's stream reach a client that can answer
+// them; or, where the upstream holds no 2025-11-25 sessions, as the
+// stateless 2026-07-28 request it is there, with the session's client
+// information (forwardAsking, for a client that can be asked, bridges the
+// input_required answers it gets). Either way the upstream's messages mean
 // the same to the client as they would from the SDK path. The client's
+// answers to questions go back where the questions came from, and its
 // notifications/cancelled for a relayed call ends it. Everything else goes
 // to next.
 func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *legacySessions, next http.Handler) {
@@ -155,7 +156,10 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 		}
 		defer untrack()
 		call := c.relayed()
-		call.LogLevel = info.logLevel
+		call.LogLevel, call.User = info.logLevel, user
+		// A stdio child of 2026-07-28 is told the client can be asked
+		// nothing, as a stateless upstream is (stateless).
+		call.ClientCapabilities = json.RawMessage(`{}`)
 		if info.caps != nil {
 			call.Capabilities = info.caps
 			call.Asked = func(q *upstream.Question) (json.RawMessage, bool) { return legacy.ask(sid, c.id, q) }
@@ -164,7 +168,7 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 		switch {
 		case relayed:
 		case info.caps != nil:
-			relayed = g.forwardAsking(w, ctx, c, info, func(q question) (json.RawMessage, bool) { return legacy.ask(sid, c.id, q) })
+			relayed = g.forwardAsking(w, ctx, c, info, user, func(q question) (json.RawMessage, bool) { return legacy.ask(sid, c.id, q) })
 		case c.up.CanForward():
 			if f, ok := c.stateless(info, true); ok {
 				relayed = g.forward(w, ctx, f, http.StatusOK)

@@ -28,7 +28,7 @@ import (
 // pairingServer is the upstream of the pairing tests: count sends
 // progress, refuse answers a JSON-RPC error, fail a tool error, confirm
 // asks the user (input_required, which the go-sdk turns into an
-// elicitation for a 2025-11-25 session), block returns when cancelled
+// elicitation for a 2025-11-25 session), confirm_long at length, block returns when cancelled
 // and vanish only when the test ends, for its upstream to go away under
 // it. started
 // hears of every block and vanish call, cancelled of every block call
@@ -55,8 +55,8 @@ func pairingServer(started, cancelled chan<- string, release <-chan struct{}) *m
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Fails as a tool."}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 		return nil, nil, errors.New("the build broke")
 	})
-	s.AddTool(&mcp.Tool{Name: "confirm", Description: "Asks for confirmation.", InputSchema: map[string]any{"type": "object"}},
-		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	confirm := func(message string) mcp.ToolHandler {
+		return func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			if r, ok := req.Params.InputResponses["confirm"]; ok {
 				er, _ := r.(*mcp.ElicitResult)
 				if er == nil {
@@ -65,10 +65,15 @@ func pairingServer(started, cancelled chan<- string, release <-chan struct{}) *m
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s:%v", er.Action, er.Content["sure"])}}}, nil
 			}
 			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"confirm": &mcp.ElicitParams{
-				Message:         "delete the branch?",
+				Message:         message,
 				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"sure": map[string]any{"type": "boolean"}}},
 			}}}, nil
-		})
+		}
+	}
+	s.AddTool(&mcp.Tool{Name: "confirm", Description: "Asks for confirmation.", InputSchema: map[string]any{"type": "object"}}, confirm("delete the branch?"))
+	// A question longer than any one read of a relayed stream.
+	s.AddTool(&mcp.Tool{Name: "confirm_long", Description: "Asks at length.", InputSchema: map[string]any{"type": "object"}},
+		confirm(strings.Repeat("Consider what is on it. ", 2000)+"delete the branch?"))
 	for _, name := range []string{"block", "vanish"} {
 		s.AddTool(&mcp.Tool{Name: name, Description: "Waits.", InputSchema: map[string]any{"type": "object"}},
 			func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -311,7 +316,7 @@ func pairingClient(t *testing.T, url, key, version string, elicit bool, progress
 	opts := &mcp.ClientOptions{ProgressNotificationHandler: progress.add}
 	if elicit {
 		opts.ElicitationHandler = func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			if req.Params.Message != "delete the branch?" {
+			if !strings.HasSuffix(req.Params.Message, "delete the branch?") {
 				return nil, fmt.Errorf("asked %q", req.Params.Message)
 			}
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"sure": true}}, nil
@@ -499,5 +504,22 @@ func TestBridgedQuestionBelongsToItsCaller(t *testing.T) {
 	}
 	if calls, _ := up.seen("confirm"); calls != 2 {
 		t.Errorf("the upstream received %d confirm calls; want acme's, answered in place, and globex's", calls)
+	}
+}
+
+// TestLongQuestionIsBridgedWhole: an upstream's question longer than a
+// relayed stream's reads reaches a 2026-07-28 client whole, and the
+// answer goes back into the waiting call.
+func TestLongQuestionIsBridgedWhole(t *testing.T) {
+	up := startPairingUpstream(t, false)
+	url, keys := plumbingGatewayKeys(t, testCtx(t), up.srv.URL+"/mcp", "  - name: pairing", fixtures.ConfigOptions{UpstreamTimeout: time.Minute}, "acme")
+	var progress progressLog
+	cs := pairingClient(t, url, keys[0], "", true, &progress)
+	res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "pairing.confirm_long", Arguments: map[string]any{}})
+	if err != nil || fixtures.ResultText(res) != "accept:true" {
+		t.Fatalf("confirm_long = %+v, %v; want accept:true", res, err)
+	}
+	if calls, fast := up.seen("confirm_long"); calls != 1 || fast != 1 {
+		t.Errorf("the upstream received %d confirm_long calls (%d relayed); want the one, relayed and answered in place", calls, fast)
 	}
 }

@@ -65,10 +65,12 @@ type RelayedCall struct {
 	Unanswered []byte
 	// Capabilities are the client capabilities of a client that can be
 	// asked questions (elicitation, sampling, roots), as the relay session
-	// declares them: the call goes in a relay session that declares
-	// exactly these, and Asked carries the upstream's questions to the
-	// client. nil: a session that declares none.
+	// declares them: the call goes in a relay session of User's that
+	// declares exactly these, and Asked carries the upstream's questions to
+	// the client. nil: the shared session that declares none.
 	Capabilities json.RawMessage
+	// User is who makes the call: the tenant's user its credential names.
+	User string
 	// Asked is given each request the upstream sends on the call's stream
 	// (elicitation/create, sampling/createMessage, roots/list) when
 	// Capabilities are set. It returns the request ID the client is to see
@@ -123,19 +125,22 @@ type relaySession struct {
 }
 
 // maxAskingRelays bounds the relay sessions for clients that can be
-// asked, one per set of capabilities; a call whose set finds no room takes
-// the SDK path.
-const maxAskingRelays = 8
+// asked, one per user and set of capabilities; a call that finds no room
+// takes the SDK path.
+const maxAskingRelays = 32
 
-// relayFor returns the relay session that declares caps, made on first
-// use, or nil when there is no room for another.
-func (u *Upstream) relayFor(caps json.RawMessage) *relaySession {
+// relayFor returns the relay session that declares caps for user, made on
+// first use, or nil when there is no room for another. A session that can
+// be asked is one user's alone: what an upstream keeps of a session (the
+// roots it was told, above all) must not pass to another tenant.
+func (u *Upstream) relayFor(user string, caps json.RawMessage) *relaySession {
 	if caps == nil {
 		return &u.relay
 	}
+	key := user + "\x00" + string(caps)
 	u.askingMu.Lock()
 	defer u.askingMu.Unlock()
-	if r := u.asking[string(caps)]; r != nil {
+	if r := u.asking[key]; r != nil {
 		return r
 	}
 	if len(u.asking) >= maxAskingRelays {
@@ -145,7 +150,7 @@ func (u *Upstream) relayFor(caps json.RawMessage) *relaySession {
 		u.asking = map[string]*relaySession{}
 	}
 	r := &relaySession{lock: make(chan struct{}, 1), caps: caps}
-	u.asking[string(caps)] = r
+	u.asking[key] = r
 	return r
 }
 
@@ -229,9 +234,9 @@ func (u *Upstream) Timeout() time.Duration { return u.timeout }
 // sendRelayed posts c in the relay session, opening it first if need be,
 // and returns a 2xx response and how the call went out.
 func (u *Upstream) sendRelayed(ctx context.Context, c *RelayedCall) (*http.Response, relaySent, error) {
-	r := u.relayFor(c.Capabilities)
+	r := u.relayFor(c.User, c.Capabilities)
 	if r == nil {
-		return nil, relaySent{}, fmt.Errorf("%w: it holds relay sessions for %d sets of client capabilities already", ErrNotForwardable, maxAskingRelays)
+		return nil, relaySent{}, fmt.Errorf("%w: it holds %d relay sessions for clients that can be asked already", ErrNotForwardable, maxAskingRelays)
 	}
 	for attempt := 0; ; attempt++ {
 		sid, n, jsonAnswers, err := u.relaySession(ctx, r)
@@ -571,9 +576,19 @@ type relayedBody struct {
 	answered bool
 	closed   bool
 	// view is the body being read now (relayView); nil while the call is
-	// parked for its client's answer. asked numbers the call's questions.
-	view  atomic.Pointer[relayView]
-	asked int
+	// parked for its client's answer. parking: the input_required result
+	// that parks it is being read out. asked numbers the call's questions.
+	view    atomic.Pointer[relayView]
+	parking bool
+	asked   int
+}
+
+// buffered is how much of the event being read src holds still.
+func buffered(src io.Reader) int {
+	if b, ok := src.(interface{ Buffered() int }); ok {
+		return b.Buffered()
+	}
+	return 0
 }
 
 // relayView is the body one request reads of a relayed call: the call's
@@ -614,6 +629,12 @@ func (b *relayedBody) read(p []byte) (int, error) {
 			return 0, io.EOF
 		}
 		n, err := b.src.Read(p)
+		if b.parking && buffered(b.src) == 0 {
+			// The input_required result has been read whole: the request
+			// that reads it ends here, and the call waits upstream.
+			b.parking = false
+			b.view.Store(nil)
+		}
 		if n > 0 || err == nil {
 			return n, nil
 		}
@@ -770,7 +791,7 @@ func (b *relayedBody) park(q *Question, params json.RawMessage) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
-	b.view.Store(nil)
+	b.parking = true
 	// A call its client never comes back for ends with the upstream's
 	// timeout, as any relayed call does.
 	context.AfterFunc(b.ctx, p.Abandon)

@@ -115,8 +115,8 @@ func (s *stdioCall) deliverAnswer(resp *jsonrpc.Response) {
 		member, value = `,"error":`, e
 	case len(value) == 0:
 		value = []byte("null")
-	case bytes.IndexByte(value, '\r') >= 0:
-		// A carriage return ends an event's line: keep the data on one.
+	case bytes.ContainsAny(value, "\r\n"):
+		// A line break ends an event's line: keep the data on one.
 		var b bytes.Buffer
 		if json.Compact(&b, value) != nil {
 			s.end(s.call.Unanswered)

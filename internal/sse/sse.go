@@ -61,6 +61,10 @@ func (r *reader) Read(p []byte) (int, error) {
 
 func (r *reader) Close() error { return r.body.Close() }
 
+// Buffered is how many bytes of the event being passed on are left to
+// read: none once it has been read whole.
+func (r *reader) Buffered() int { return len(r.pending) }
+
 // next reads one event, up to and including the blank line that ends it.
 func (r *reader) next() ([]byte, error) {
 	var (
