@@ -104,8 +104,9 @@
 // upstream of that protocol as it is. [Upstream.RelayCall] sends a
 // call of either era in a 2025-11-25 session the gateway holds with the
 // upstream for that purpose, opened on first use: one with no client
-// capabilities, and one per set of capabilities of clients that can be
-// asked (RelayedCall.Capabilities). Calls of every client share them, so
+// capabilities, and one per user and set of capabilities of clients that
+// can be asked (RelayedCall.Capabilities). Calls of many clients share
+// them, so
 // each goes out under a request ID and progress token of the gateway's,
 // and only its own answer and progress come back, under the client's,
 // with the log messages on its stream that its client's level
