@@ -64,17 +64,6 @@ type gateway struct {
 
 func (g *gateway) mcpURL() string { return g.base + "/mcp" }
 
-// buildTaskgate compiles cmd/taskgate as shipped (pure Go) into dir.
-func buildTaskgate(ctx context.Context, dir string) (string, error) {
-	bin := filepath.Join(dir, "taskgate")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/taskgate/taskgate/cmd/taskgate")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build taskgate (or pass -taskgate): %w\n%s", err, out)
-	}
-	return bin, nil
-}
-
 // startGateway creates an agent key for benchTenant in a fresh SQLite
 // ledger in dir, starts bin serve in front of ups on a free loopback port
 // and waits until /readyz says every upstream is connected. With verbose

@@ -93,7 +93,7 @@ func startPassStage(ctx context.Context, o *options, kinds []upstreamKind, progr
 	}
 	if s.bin = o.taskgate; s.bin == "" {
 		fmt.Fprintln(progress, "building cmd/taskgate ...")
-		if s.bin, err = buildTaskgate(ctx, s.dir); err != nil {
+		if s.bin, err = child.BuildTaskgate(ctx, s.dir); err != nil {
 			return nil, err
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/authn"
+	"github.com/taskgate/taskgate/bench/internal/child"
 	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/internal/daemon"
 	"github.com/taskgate/taskgate/internal/dburl"
@@ -132,7 +133,7 @@ func newWorld(ctx context.Context, o *options, progress io.Writer) (_ *world, er
 	}
 	if !o.inProcess {
 		if w.bin = o.taskgate; w.bin == "" {
-			if w.bin, err = build(ctx, w.dir); err != nil {
+			if w.bin, err = child.BuildTaskgate(ctx, w.dir); err != nil {
 				return nil, err
 			}
 		}
@@ -181,17 +182,6 @@ func (w *world) close() {
 	if w.dir != "" {
 		_ = os.RemoveAll(w.dir)
 	}
-}
-
-// build compiles cmd/taskgate as shipped (pure Go) into dir.
-func build(ctx context.Context, dir string) (string, error) {
-	bin := filepath.Join(dir, "taskgate")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/taskgate/taskgate/cmd/taskgate")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build taskgate (or pass -taskgate): %w\n%s", err, out)
-	}
-	return bin, nil
 }
 
 // backendsCPU is the CPU time the database's backends serving this run's

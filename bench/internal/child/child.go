@@ -5,8 +5,9 @@
 // benchmark, which then stops its children in order; its stdin is a pipe
 // the benchmark holds open, so that a child that reads it can end itself
 // when the benchmark ends, even when it is killed. The package keeps each
-// child's stderr for its errors and reads its peak resident set size. It
-// must never signal a process it did not start.
+// child's stderr for its errors and reads its peak resident set size, and
+// builds the taskgate binary a benchmark runs. It must never signal a
+// process it did not start.
 package child
 
 import (
@@ -17,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +31,18 @@ import (
 // ErrNoProc says that the platform has no /proc to read a process's
 // memory from.
 var ErrNoProc = errors.New("no /proc on this platform")
+
+// BuildTaskgate compiles cmd/taskgate as shipped (pure Go) into dir and
+// returns the binary's path, so that compiling is never measured.
+func BuildTaskgate(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "taskgate")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/taskgate/taskgate/cmd/taskgate")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build taskgate (or pass -taskgate): %w\n%s", err, out)
+	}
+	return bin, nil
+}
 
 // Process is a child started by [Start] or [StartServer].
 type Process struct {
