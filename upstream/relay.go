@@ -21,6 +21,13 @@ import (
 // relayProtocol is the protocol of the session RelayCall relays in.
 const relayProtocol = "2025-11-25"
 
+// relayIDPrefix begins the request IDs and progress tokens of relayed
+// calls, in a relay session or on a stdio child's connection: strings,
+// which the go-sdk's own request IDs never are, and apart from the SDK
+// path's "taskgate-N" tokens, so a message read names a relayed call or
+// none.
+const relayIDPrefix = "taskgate-relay-"
+
 // How long an upstream that could not open a relay session is left alone
 // before it is asked again: after a refusal, and after a failure that may
 // pass.
@@ -246,7 +253,7 @@ func (u *Upstream) sendRelayed(ctx context.Context, c *RelayedCall) (*http.Respo
 		if jsonAnswers && (c.ProgressToken != nil || c.Capabilities != nil) {
 			return nil, relaySent{}, fmt.Errorf("%w: its progress or questions would travel on the relay session's own stream", ErrNotForwardable)
 		}
-		sent := relaySent{sid: sid, id: json.RawMessage(strconv.Quote("taskgate-relay-" + strconv.FormatUint(n, 10)))}
+		sent := relaySent{sid: sid, id: json.RawMessage(strconv.Quote(relayIDPrefix + strconv.FormatUint(n, 10)))}
 		meta := c.Meta
 		if c.ProgressToken != nil {
 			sent.token = sent.id

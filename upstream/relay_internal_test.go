@@ -46,13 +46,7 @@ func TestRelayedBodyRestore(t *testing.T) {
 				}
 				return
 			}
-			var g, w any
-			if json.Unmarshal(got, &g) != nil || json.Unmarshal([]byte(tt.want), &w) != nil {
-				t.Fatalf("restore(%s) = %s; want %s", tt.in, got, tt.want)
-			}
-			gj, _ := json.Marshal(g)
-			wj, _ := json.Marshal(w)
-			if string(gj) != string(wj) {
+			if got == nil || !sameJSON(t, got, []byte(tt.want)) {
 				t.Fatalf("restore(%s) = %s; want %s", tt.in, got, tt.want)
 			}
 		})
@@ -88,13 +82,7 @@ func TestRelayedAnswerForStatelessClient(t *testing.T) {
 				sent: relaySent{id: json.RawMessage(`"taskgate-relay-3"`)},
 			}
 			got := b.restore("", []byte(tt.in))
-			var g, w any
-			if json.Unmarshal(got, &g) != nil || json.Unmarshal([]byte(tt.want), &w) != nil {
-				t.Fatalf("restore(%s) = %s; want %s", tt.in, got, tt.want)
-			}
-			gj, _ := json.Marshal(g)
-			wj, _ := json.Marshal(w)
-			if string(gj) != string(wj) {
+			if got == nil || !sameJSON(t, got, []byte(tt.want)) {
 				t.Fatalf("restore(%s) = %s; want %s", tt.in, got, tt.want)
 			}
 		})

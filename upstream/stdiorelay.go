@@ -20,12 +20,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// stdioRelayPrefix begins the request IDs, and progress tokens, of calls
-// relayed on a stdio connection. They are strings, which the go-sdk's own
-// request IDs never are, and apart from the SDK path's "taskgate-N"
-// tokens, so a message the tap reads names a relayed call or none.
-const stdioRelayPrefix = "taskgate-relay-"
-
 // sseEvent begins one message of a relayed call's event stream.
 const sseEvent = "event: message\ndata: "
 
@@ -236,7 +230,7 @@ func (u *Upstream) relayStdio(ctx context.Context, c *RelayedCall) (*http.Respon
 		cancel()
 		return nil, fmt.Errorf("%w: the stdio child of upstream %s has exited", ErrNotForwardable, u.cfg.Name)
 	}
-	id := stdioRelayPrefix + strconv.FormatUint(u.tokens.Add(1), 10)
+	id := relayIDPrefix + strconv.FormatUint(u.tokens.Add(1), 10)
 	params := stdioParams(c, id, cn.protocol, meta)
 	s := &stdioCall{call: c, wake: make(chan struct{}, 1)}
 	sink := &logSink{}
@@ -464,7 +458,7 @@ func (c *tapConn) takeRelayed(msg jsonrpc.Message) bool {
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
 		id, ok := m.ID.Raw().(string)
-		if !ok || !strings.HasPrefix(id, stdioRelayPrefix) {
+		if !ok || !strings.HasPrefix(id, relayIDPrefix) {
 			return false
 		}
 		if s := c.relayedCall(id); s != nil {
@@ -472,7 +466,7 @@ func (c *tapConn) takeRelayed(msg jsonrpc.Message) bool {
 		}
 		return true
 	case *jsonrpc.Request:
-		if m.IsCall() || m.Method != methodProgress || !bytes.Contains(m.Params, []byte(stdioRelayPrefix)) {
+		if m.IsCall() || m.Method != methodProgress || !bytes.Contains(m.Params, []byte(relayIDPrefix)) {
 			return false
 		}
 		var p struct {
@@ -482,7 +476,7 @@ func (c *tapConn) takeRelayed(msg jsonrpc.Message) bool {
 			return false
 		}
 		token, ok := p.ProgressToken.(string)
-		if !ok || !strings.HasPrefix(token, stdioRelayPrefix) {
+		if !ok || !strings.HasPrefix(token, relayIDPrefix) {
 			return false
 		}
 		if s := c.relayedCall(token); s != nil {

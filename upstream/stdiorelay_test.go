@@ -438,7 +438,7 @@ func TestStdioRelayedRequestIsTheSDKPaths(t *testing.T) {
 					t.Fatalf("the child read %d calls, want 2", len(calls))
 				}
 				sdk, relayed := withoutToken(t, calls[0]), withoutToken(t, calls[1])
-				if !strings.HasPrefix(sdk.token, "taskgate-") || strings.HasPrefix(sdk.token, stdioRelayPrefix) || !strings.HasPrefix(relayed.token, stdioRelayPrefix) {
+				if !strings.HasPrefix(sdk.token, "taskgate-") || strings.HasPrefix(sdk.token, relayIDPrefix) || !strings.HasPrefix(relayed.token, relayIDPrefix) {
 					t.Errorf("progress tokens %q (SDK path) and %q (relayed), want the gateway's own, apart", sdk.token, relayed.token)
 				}
 				if _, numeric := calls[0].ID.(float64); !numeric || calls[1].ID != relayed.token {
