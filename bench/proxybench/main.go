@@ -135,17 +135,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc stri
 			fs.StringVar(&upstreams, "upstreams", "sessions,stateless,stdio", "pass-through echo upstreams, comma-separated: sessions (Streamable HTTP with sessions), stateless, stdio")
 			fs.StringVar(&elicitation, "elicitation", "both", "pass-through clients that declare elicitation: both, yes or no")
 			fs.StringVar(&o.taskgate, "taskgate", "", "the taskgate binary the pass-through gateway process runs; empty builds ./cmd/taskgate (CGO_ENABLED=0) into a temporary directory")
-			fs.IntVar(&o.rounds, "rounds", 1, "run every pass-through measurement this many times, interleaved, and report the median")
+			fs.IntVar(&o.rounds, "rounds", 1, "run every measurement this many times (pass-through steps interleaved across pairings, acceptance by session count) and report the median")
 			fs.BoolVar(&o.pass, "pass", true, "measure pass-through calls, direct and through the gateway")
 			fs.BoolVar(&o.accept, "accept", true, "measure the acceptance path of a consequential call")
 			fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
-			fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the gateway's temporary SQLite ledger")
+			fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the temporary files: the gateways' SQLite ledgers, the pass-through gateway's configuration and the taskgate it builds")
 			fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process's whole run to this file (the pass-through gateway and echo upstreams are other processes); samples carry the label role=client, gateway or upstream")
-			fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file")
+			fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of this process's whole run to this file (the pass-through gateway and echo upstreams are other processes)")
 			fs.DurationVar(&o.jobDuration, "job-duration", 10*time.Minute, "how long each remote job the worker dispatches runs at the provider")
 			fs.DurationVar(&o.upstreamPoll, "upstream-poll", time.Second, "the worker's upstream_poll: how often it looks at a running remote job")
 			fs.BoolVar(&o.verbose, "v", false, "log the gateways', the provider's and the echo servers' warnings and errors to stderr")
-			fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of the whole run to this file (go tool trace)")
+			fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of this process's whole run to this file (go tool trace; the pass-through gateway and echo upstreams are other processes)")
 		},
 		Check: func() (err error) {
 			if o.clients, err = parseClients(clients); err != nil {
