@@ -21,6 +21,7 @@ import (
 
 	"github.com/taskgate/taskgate/internal/sse"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/taskwire"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -166,7 +167,7 @@ func (g *Gateway) resumeParked(w http.ResponseWriter, r *http.Request, c *passTh
 	if !ok {
 		// Without its answer the call cannot go on; the client hears why.
 		parked.p.Abandon()
-		writeInvalidParams(w, c.id, "inputResponses has no answer to "+parked.p.Key()+", which the requestState asks for")
+		writeInvalidParams(w, c.id, "inputResponses has no answer to "+parked.p.Key()+", which the requestState asks for", "inputResponses."+parked.p.Key())
 		return true
 	}
 	defer parked.call.served(parked.call.serving(r))
@@ -181,13 +182,13 @@ func (g *Gateway) resumeParked(w http.ResponseWriter, r *http.Request, c *passTh
 	return true
 }
 
-// writeInvalidParams answers request id with -32602 and message.
-func writeInvalidParams(w http.ResponseWriter, id json.RawMessage, message string) {
+// writeInvalidParams answers request id with -32602, message and the path
+// of the missing value, as an invalid argument is answered.
+func writeInvalidParams(w http.ResponseWriter, id json.RawMessage, message, path string) {
+	e, _ := json.Marshal(rpcError(jsonrpc.CodeInvalidParams, message, map[string]any{"reason": taskwire.ReasonInvalidArguments, "path": path}))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusBadRequest)
-	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{
-		"code": -32602, "message": message, "data": map[string]any{"reason": "invalid_arguments"},
-	}})
+	_, _ = w.Write(append(answerWith(id, e), '\n'))
 }
 
 // A 2025-11-25 client that can be asked, calling a stateless upstream or a

@@ -83,16 +83,10 @@ func (g *Gateway) relayStateless(w http.ResponseWriter, r *http.Request, c *pass
 	if raw, ok := c.meta[mcp.MetaKeyLogLevel]; ok && json.Unmarshal(raw, &level) != nil {
 		return false
 	}
-	meta := c.meta
-	for k := range meta {
-		if strings.HasPrefix(strings.ToLower(k), "io.modelcontextprotocol/") {
-			meta = maps.Clone(c.meta)
-			maps.DeleteFunc(meta, func(k string, _ json.RawMessage) bool {
-				return strings.HasPrefix(strings.ToLower(k), "io.modelcontextprotocol/")
-			})
-			break
-		}
-	}
+	meta := maps.Clone(c.meta)
+	maps.DeleteFunc(meta, func(k string, _ json.RawMessage) bool {
+		return strings.HasPrefix(strings.ToLower(k), "io.modelcontextprotocol/")
+	})
 	caps := bridgeable(c.meta)
 	relayed := *c
 	relayed.meta = meta

@@ -33,14 +33,7 @@ func legacySession(t *testing.T, url, key, name string, elicit bool, opts *mcp.C
 			return &mcp.ElicitResult{Action: "decline"}, nil
 		}
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, opts)
-	cs, err := client.Connect(testCtx(t), &mcp.StreamableClientTransport{
-		Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
-	}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := dialGateway(t, url, key, name, "2025-11-25", opts)
 	if _, err := cs.ListTools(testCtx(t), nil); err != nil {
 		t.Fatal(err)
 	}

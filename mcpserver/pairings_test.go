@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,19 +36,7 @@ import (
 // cancelled.
 func pairingServer(started, cancelled chan<- string, release <-chan struct{}) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "pairing"}, nil)
-	type countArgs struct {
-		N int `json:"n"`
-	}
-	mcp.AddTool(s, &mcp.Tool{Name: "count", Description: "Sends n progress notifications."}, func(ctx context.Context, req *mcp.CallToolRequest, a countArgs) (*mcp.CallToolResult, any, error) {
-		if tok := req.Params.GetProgressToken(); tok != nil {
-			for i := 1; i <= a.N; i++ {
-				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: float64(a.N)}); err != nil {
-					return nil, nil, err
-				}
-			}
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "counted"}}}, nil, nil
-	})
+	addCountTool(s)
 	s.AddTool(&mcp.Tool{Name: "refuse", Description: "Refuses its call.", InputSchema: map[string]any{"type": "object"}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the suite name is unknown"}
@@ -322,17 +311,7 @@ func pairingClient(t *testing.T, url, key, version string, elicit bool, progress
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"sure": true}}, nil
 		}
 	}
-	var sopts *mcp.ClientSessionOptions
-	if version != "" {
-		sopts = &mcp.ClientSessionOptions{ProtocolVersion: version}
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "pairing-client", Version: "1"}, opts).Connect(testCtx(t), &mcp.StreamableClientTransport{
-		Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
-	}, sopts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := dialGateway(t, url, key, "pairing-client", version, opts)
 	// Listing the tools waits for the gateway's session with the upstream.
 	if _, err := cs.ListTools(testCtx(t), nil); err != nil {
 		t.Fatal(err)
@@ -353,7 +332,7 @@ func TestPairingsFastPath(t *testing.T) {
 	for _, upstreamKind := range []string{"sessions", "stateless", "stdio"} {
 		for _, version := range []string{"", "2025-11-25"} {
 			for _, elicit := range []bool{false, true} {
-				name := fmt.Sprintf("%s upstream, client %s, elicitation %v", upstreamKind, cmpOr(version, "default (2026-07-28)"), elicit)
+				name := fmt.Sprintf("%s upstream, client %s, elicitation %v", upstreamKind, cmp.Or(version, "default (2026-07-28)"), elicit)
 				t.Run(name, func(t *testing.T) {
 					if upstreamKind != "stdio" { // stdio's child reads its record from the environment
 						t.Parallel()
@@ -363,13 +342,6 @@ func TestPairingsFastPath(t *testing.T) {
 			}
 		}
 	}
-}
-
-func cmpOr(s, or string) string {
-	if s == "" {
-		return or
-	}
-	return s
 }
 
 func runPairing(t *testing.T, kind, version string, elicit bool) {

@@ -30,19 +30,7 @@ import (
 // sends progress, ask elicits (2025-11-25 only), meta echoes its _meta.
 func plumbingServer(versions ...string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "plumbing"}, &mcp.ServerOptions{SupportedProtocolVersions: versions})
-	type countArgs struct {
-		N int `json:"n"`
-	}
-	mcp.AddTool(s, &mcp.Tool{Name: "count", Description: "Sends n progress notifications."}, func(ctx context.Context, req *mcp.CallToolRequest, a countArgs) (*mcp.CallToolResult, any, error) {
-		if tok := req.Params.GetProgressToken(); tok != nil {
-			for i := 1; i <= a.N; i++ {
-				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: float64(a.N)}); err != nil {
-					return nil, nil, err
-				}
-			}
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "counted"}}}, nil, nil
-	})
+	addCountTool(s)
 	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "Asks the user."}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "favourite colour?", RequestedSchema: map[string]any{
 			"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}},
@@ -58,6 +46,24 @@ func plumbingServer(versions ...string) *mcp.Server {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
 	})
 	return s
+}
+
+// addCountTool gives s the tool count, which sends n progress
+// notifications when asked for progress and answers "counted".
+func addCountTool(s *mcp.Server) {
+	type countArgs struct {
+		N int `json:"n"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "count", Description: "Sends n progress notifications."}, func(ctx context.Context, req *mcp.CallToolRequest, a countArgs) (*mcp.CallToolResult, any, error) {
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			for i := 1; i <= a.N; i++ {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: float64(a.N)}); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "counted"}}}, nil, nil
+	})
 }
 
 // plumbingGateway starts a gateway on a fresh ledger in front of the
@@ -82,6 +88,26 @@ func plumbingGatewayKeys(t *testing.T, ctx context.Context, upstreamURL, entry s
 		t.Fatal(err)
 	}
 	return startDaemon(t, ctx, cfg, nil, tenants...)
+}
+
+// dialGateway connects a go-sdk client named name, with opts, to the
+// gateway at url as key's holder, pinning protocol version unless it is
+// empty (the go-sdk's default, 2026-07-28 where the server speaks it). The
+// session is closed when the test ends.
+func dialGateway(t *testing.T, url, key, name, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	var sopts *mcp.ClientSessionOptions
+	if version != "" {
+		sopts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, opts).Connect(testCtx(t), &mcp.StreamableClientTransport{
+		Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
+	}, sopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
 }
 
 // startDaemon starts a gateway of cfg, logging to log (nil: nowhere), and

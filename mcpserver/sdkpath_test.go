@@ -2,7 +2,6 @@ package mcpserver_test
 
 import (
 	"context"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,18 +35,7 @@ func TestSDKPathOnlyRelaysNothing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rec, up := forwardingUpstream(t, 0)
 			url, key := switchGateway(t, up.URL, tt.sdkPathOnly)
-			client := mcp.NewClient(&mcp.Implementation{Name: "switch-client", Version: "1"}, nil)
-			var sopts *mcp.ClientSessionOptions
-			if tt.version != "" {
-				sopts = &mcp.ClientSessionOptions{ProtocolVersion: tt.version}
-			}
-			cs, err := client.Connect(testCtx(t), &mcp.StreamableClientTransport{
-				Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
-			}, sopts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cs.Close()
+			cs := dialGateway(t, url, key, "switch-client", tt.version, nil)
 			if _, err := cs.ListTools(testCtx(t), nil); err != nil {
 				t.Fatal(err)
 			}
@@ -103,16 +91,9 @@ func TestBothPathsDeclareTheClientsCapabilities(t *testing.T) {
 		t.Run(map[bool]string{false: "fast path", true: "SDK path"}[sdkPathOnly], func(t *testing.T) {
 			rec, up := forwardingUpstream(t, 0)
 			url, key := switchGateway(t, up.URL, sdkPathOnly)
-			client := mcp.NewClient(&mcp.Implementation{Name: "sampling-client", Version: "1"}, &mcp.ClientOptions{
+			cs := dialGateway(t, url, key, "sampling-client", "", &mcp.ClientOptions{
 				CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) { return nil, nil },
 			})
-			cs, err := client.Connect(testCtx(t), &mcp.StreamableClientTransport{
-				Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
-			}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cs.Close()
 			if res, err := cs.CallTool(testCtx(t), &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}}); err != nil || res.IsError {
 				t.Fatalf("meta = %+v, %v", res, err)
 			}

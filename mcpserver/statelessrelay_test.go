@@ -2,7 +2,6 @@ package mcpserver_test
 
 import (
 	"context"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -16,13 +15,7 @@ import (
 // speaks 2026-07-28 where its server does, to the gateway at url.
 func defaultClient(t *testing.T, url, key string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "default-client", Version: "1"}, opts).Connect(testCtx(t), &mcp.StreamableClientTransport{
-		Endpoint: url, MaxRetries: -1, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := dialGateway(t, url, key, "default-client", "", opts)
 	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 		t.Fatalf("the default client negotiated %s with the gateway; want 2026-07-28", v)
 	}
