@@ -303,6 +303,10 @@ type InputRequestedData struct {
 	RequestState bool              `json:"request_state,omitempty"`
 	Requests     json.RawMessage   `json:"requests"`
 	Send         int               `json:"send"`
+	// UpstreamTask is the ID of the upstream task that asked, for a
+	// question an upstream task asked while it ran: its answer goes to
+	// that task, not into another send.
+	UpstreamTask string `json:"upstream_task,omitempty"`
 }
 
 // InputAnsweredData is the data of input_answered and input_declined

@@ -29,17 +29,20 @@ var moves = map[State][]State{
 		StateCancelled,     // cancellation was requested
 	},
 	StateRunning: {
-		StateReview,    // the bound job cannot be followed
-		StateCompleted, // the remote job finished
-		StateFailed,    // the remote job failed
-		StateCancelled, // the upstream cancelled the job, or cancellation was requested
+		StateReview,        // the bound job cannot be followed
+		StateInputRequired, // the upstream's task asks a question the client can answer
+		StateCompleted,     // the remote job finished
+		StateFailed,        // the remote job failed
+		StateCancelled,     // the upstream cancelled the job, or cancellation was requested
 	},
 	StateInputRequired: {
 		StateAccepted,  // the answer is recorded: send again with it
 		StateSending,   // the answer goes to a call still waiting for it (2025-11-25), or that call gave up
+		StateRunning,   // the answer goes to the upstream's task that asked, or that task moved on
 		StateReview,    // the question cannot be answered any more (its call died with the gateway)
+		StateCompleted, // the upstream's task that asked ended with a result while the question waited
 		StateCancelled, // the client declined the question, or cancellation was requested
-		StateFailed,    // the task expired unanswered
+		StateFailed,    // the task expired unanswered, or the upstream's task that asked failed
 	},
 	StateReview: {
 		StateAccepted,  // a human vouched that nothing started: send again

@@ -21,12 +21,15 @@ var legalMoves = []struct{ from, to State }{
 	{StateSending, StateFailed},
 	{StateSending, StateCancelled},
 	{StateRunning, StateReview},
+	{StateRunning, StateInputRequired},
 	{StateRunning, StateCompleted},
 	{StateRunning, StateFailed},
 	{StateRunning, StateCancelled},
 	{StateInputRequired, StateAccepted},
 	{StateInputRequired, StateSending},
+	{StateInputRequired, StateRunning},
 	{StateInputRequired, StateReview},
+	{StateInputRequired, StateCompleted},
 	{StateInputRequired, StateCancelled},
 	{StateInputRequired, StateFailed},
 	{StateReview, StateAccepted},
@@ -46,15 +49,17 @@ func TestStateCanBecome(t *testing.T) {
 		{StateRunning, StateCancelled, true},
 		{StateReview, StateRunning, true},
 		{StateReview, StateAccepted, true},
-		// A question comes only from a send, and its answer goes out only
-		// through another send.
+		// A question comes from a send or from the upstream task a send
+		// started; its answer goes out through another send, or to that
+		// task.
 		{StateSending, StateInputRequired, true},
 		{StateInputRequired, StateAccepted, true},
 		{StateAccepted, StateInputRequired, false},
-		{StateRunning, StateInputRequired, false},
+		{StateRunning, StateInputRequired, true},
 		{StateInputRequired, StateSending, true},
-		{StateInputRequired, StateCompleted, false},
-		{StateInputRequired, StateRunning, false},
+		{StateInputRequired, StateCompleted, true},
+		{StateInputRequired, StateRunning, true},
+		{StateReview, StateInputRequired, false},
 		{StateCompleted, StateInputRequired, false},
 		// Nothing is sent before an approver approves, and nothing goes
 		// back to waiting once approved.

@@ -77,8 +77,8 @@ func testInputRounds(t *testing.T, newStore Factory) {
 	if !recoverable() {
 		t.Fatal("a question asked within a call whose worker's lease lapsed is not listed for recovery")
 	}
-	if _, err := move(&ledger.TransitionParams{To: ledger.StateCompleted}); !errors.Is(err, ledger.ErrIllegalTransition) {
-		t.Fatalf("input_required to completed: %v, want ErrIllegalTransition", err)
+	if _, err := move(&ledger.TransitionParams{To: ledger.StateAwaitingApproval}); !errors.Is(err, ledger.ErrIllegalTransition) {
+		t.Fatalf("input_required to awaiting_approval: %v, want ErrIllegalTransition", err)
 	}
 	answer := json.RawMessage(`{"confirm":{"action":"accept","content":{"confirm":true}}}`)
 	if _, err := move(&ledger.TransitionParams{To: ledger.StateAccepted, Input: &ledger.InputUpdate{Requests: question, RequestState: "opaque-1", Responses: answer}}); !errors.Is(err, ledger.ErrIllegalTransition) {
