@@ -19,17 +19,20 @@ import (
 )
 
 // A consequential call's upstream may ask a question while the operation
-// runs: a 2026-07-28 input_required result, or a 2025-11-25
-// elicitation/create within the call. The worker records the question on
+// runs: a 2026-07-28 input_required result or upstream task, or a
+// 2025-11-25 elicitation/create within the call. The worker records the question on
 // the operation, which waits in input_required; the client reads it in
 // tasks/get (2026-07-28) or is asked it on tasks/result (2025-11-25), and
 // its answer is recorded here. Only answers to the question outstanding
 // are taken, each once. Once every question is answered, an
 // input_required result's operation is queued to send again, carrying the
 // answers and the upstream's requestState; a call that asked within
-// itself gets the answer from its worker and goes on. An answer that
-// declines (or cancels) ends the operation: nothing more is sent, except
-// that a call waiting within itself is told the answer.
+// itself gets the answer from its worker and goes on; a question of the
+// upstream's own task (2026-07-28) is answered to that task, which the
+// operation goes on following. An answer that declines (or cancels) ends
+// the operation: nothing more is sent, except that a call waiting within
+// itself, or a task that asked, is told the answer, and the operation
+// ends as the task does.
 
 // inputChannel is how the client of call can answer a question asked
 // during the operation it starts.
@@ -162,6 +165,18 @@ func (h *host) answerOnce(ctx context.Context, op *ledger.Operation, requestID s
 		attrs []any
 	)
 	switch {
+	case asked.UpstreamTask != "" && (declined != "" || len(open) == 0):
+		// The answer, a decline too, goes to the upstream task that asked;
+		// the task's poll job delivers it and records how the task ends.
+		p.To, p.StatusMessage = ledger.StateRunning, new("answered; the answer goes to the task at "+op.Upstream)
+		p.Input = &ledger.InputUpdate{Responses: rawAll}
+		p.Events = []ledger.EventParams{{Kind: ledger.EventInputAnswered, Data: data}}
+		say = "the upstream task's question was answered; the answer goes to the task"
+		if declined != "" {
+			p.StatusMessage = new(fmt.Sprintf("the user answered the upstream's question with %s; the task at %s is told so", declined, op.Upstream))
+			p.Events[0].Kind = ledger.EventInputDeclined
+			say, attrs = "the user declined the upstream task's question; the task is told so", []any{"action", declined}
+		}
 	case declined != "":
 		msg := fmt.Sprintf("the user answered the upstream's question with %s; nothing more was sent to the upstream", declined)
 		if inFlight {

@@ -66,13 +66,20 @@ type confirmArgs struct {
 }
 
 func newConfirmUpstream(t *testing.T) (*confirmUpstream, string) {
+	u, server := newConfirmServer()
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(srv.Close)
+	return u, srv.URL
+}
+
+// newConfirmServer is the MCP server of a confirmUpstream, for any
+// transport.
+func newConfirmServer() (*confirmUpstream, *mcp.Server) {
 	u := &confirmUpstream{jobs: map[string]confirmJob{}}
 	server := mcp.NewServer(&mcp.Implementation{Name: "files", Version: "1"}, nil)
 	mcp.AddTool(server, &mcp.Tool{Name: "confirm_delete", Description: "Deletes a file once the user confirms."}, u.confirmDelete)
 	mcp.AddTool(server, &mcp.Tool{Name: "lookup_job"}, u.lookupJob)
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))
-	t.Cleanup(srv.Close)
-	return u, srv.URL
+	return u, server
 }
 
 func stateFor(a confirmArgs) string { return "confirm-state:" + a.Filename + ":" + a.IdempotencyKey }

@@ -24,7 +24,8 @@ const helperEnv = "TASKGATE_MCPSERVER_TEST_HELPER"
 
 // TestMain lets the test binary stand in for the taskgate command (to run
 // "serve --stdio" as a real child process) and for a stdio upstream: the
-// provider simulator or the surface upstream of surface_test.go.
+// provider simulator, the surface upstream of surface_test.go or the
+// confirm upstream of input_test.go.
 func TestMain(m *testing.M) {
 	switch os.Getenv(helperEnv) {
 	case "taskgate":
@@ -34,6 +35,12 @@ func TestMain(m *testing.M) {
 		err := sim.ServeStdio(context.Background(), os.Stdin, os.Stdout)
 		sim.Close()
 		if err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	case "confirm":
+		_, server := newConfirmServer()
+		if err := server.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)

@@ -318,6 +318,23 @@ func (u *Upstream) TaskResult(ctx context.Context, taskID string) (*mcp.CallTool
 	return &res, nil
 }
 
+// UpdateTask answers the input requests of a 2026-07-28 upstream task
+// with tasks/update, keyed as the task keyed them. The upstream ignores
+// answers to keys it no longer waits on, so answering again is harmless.
+func (u *Upstream) UpdateTask(ctx context.Context, taskID string, responses map[string]json.RawMessage) error {
+	ctx, cancel := u.bound(ctx)
+	defer cancel()
+	defer u.trackRequest()()
+	c, err := u.current(ctx)
+	if err != nil {
+		return err
+	}
+	if err := taskwire.UpdateTask(ctx, c.cs, taskID, responses); err != nil {
+		return fmt.Errorf("upstream %s: %w", u.cfg.Name, err)
+	}
+	return nil
+}
+
 // CancelTask asks the upstream to cancel a task with tasks/cancel. Success
 // means the request was accepted, not that the task's effect was reversed.
 func (u *Upstream) CancelTask(ctx context.Context, taskID string) error {

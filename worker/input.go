@@ -22,8 +22,16 @@ import (
 // recorded by the gateway, queues the next send. Where it cannot, the
 // operation waits for a human, as nothing can answer.
 func (w *Worker) askClient(ctx context.Context, l *lease, res *mcp.CallToolResult) error {
+	return w.ask(ctx, l, res.InputRequests, res.RequestState, "")
+}
+
+// ask records the questions q of the upstream: in answer to a send, with
+// its requestState, or those of the upstream task taskID, whose poll job
+// goes on following the task while the question waits and gives it the
+// answer.
+func (w *Worker) ask(ctx context.Context, l *lease, q mcp.InputRequestMap, requestState, taskID string) error {
 	op := l.op
-	if !answerable(op.InputChannel, res.InputRequests) {
+	if !answerable(op.InputChannel, q) {
 		msg := "the upstream asked for input, and the client that started this operation has no way to answer"
 		_, err := l.transition(ctx, &ledger.TransitionParams{
 			To: ledger.StateReview, ReviewReason: new(ledger.ReasonUpstreamInputRequired), StatusMessage: &msg,
@@ -35,29 +43,36 @@ func (w *Worker) askClient(ctx context.Context, l *lease, res *mcp.CallToolResul
 	if err != nil {
 		return err
 	}
-	shown, renamed := uniqueKeys(res.InputRequests, used, op.SendCount)
+	shown, renamed := uniqueKeys(q, used, op.SendCount)
 	requests, err := json.Marshal(shown)
 	if err != nil {
 		return fmt.Errorf("encode the upstream's input requests: %w", err)
 	}
 	p := &ledger.TransitionParams{
-		// No worker holds a question that waits for a later send: recovery
-		// leaves it alone.
-		Lease: &ledger.Lease{},
-		From:  []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(ledger.RedactSecretText(questionSummary(res.InputRequests), l.args, op.SecretArguments)),
-		Input: &ledger.InputUpdate{Requests: requests, RequestState: res.RequestState},
+		From: []ledger.State{ledger.StateSending}, To: ledger.StateInputRequired, StatusMessage: new(ledger.RedactSecretText(questionSummary(q), l.args, op.SecretArguments)),
+		Input: &ledger.InputUpdate{Requests: requests, RequestState: requestState},
 		Events: []ledger.EventParams{{Kind: ledger.EventInputRequested, Data: ledger.InputRequestedData{
-			Channel: op.InputChannel, RequestState: res.RequestState != "", Renamed: renamed,
-			Requests: ledger.RedactSecrets(requests, l.args, op.SecretArguments), Send: op.SendCount,
+			Channel: op.InputChannel, RequestState: requestState != "", Renamed: renamed,
+			Requests: ledger.RedactSecrets(requests, l.args, op.SecretArguments), Send: op.SendCount, UpstreamTask: taskID,
 		}}},
 	}
-	if op.TTL > 0 {
-		// A question nobody answers ends with the task's retention.
+	switch {
+	case taskID != "":
+		// The poll job keeps the lease: it sees the task end, or move on,
+		// while the question waits.
+		p.From = []ledger.State{ledger.StateRunning}
+	case op.TTL > 0:
+		// No worker holds a question that waits for a later send: recovery
+		// leaves it alone. A question nobody answers ends with the task's
+		// retention.
+		p.Lease = &ledger.Lease{}
 		p.Enqueue = []river.InsertManyParams{job(DispatchArgs{Operation: l.opRef}, op.TTL)}
+	default:
+		p.Lease = &ledger.Lease{}
 	}
 	_, err = l.transition(context.WithoutCancel(ctx), p)
 	if err == nil {
-		w.logger(op).Info("the upstream asked for input; waiting for the client's answer", "keys", keysOf(shown), "channel", op.InputChannel)
+		w.logger(op).Info("the upstream asked for input; waiting for the client's answer", "keys", keysOf(shown), "channel", op.InputChannel, "upstream_task_id", taskID)
 	}
 	return err
 }
@@ -177,7 +192,11 @@ func (w *Worker) waitingQuestion(ctx context.Context, l *lease) error {
 	if err != nil {
 		return err
 	}
-	if q.InFlight {
+	switch {
+	case q.UpstreamTask != "":
+		// The upstream task that asked is followed while it waits.
+		return w.poll(ctx, l)
+	case q.InFlight:
 		// This job holds the lease: the worker that asked is gone.
 		return w.questionLost(ctx, l)
 	}
@@ -187,8 +206,14 @@ func (w *Worker) waitingQuestion(ctx context.Context, l *lease) error {
 	if due := e.CreatedAt.Add(op.TTL); w.clock().Before(due) {
 		return river.JobSnooze(due.Sub(w.clock()))
 	}
+	return w.unanswered(ctx, l)
+}
+
+// unanswered ends an operation whose client did not answer the upstream's
+// question within the task's retention.
+func (w *Worker) unanswered(ctx context.Context, l *lease) error {
 	msg := "nobody answered the upstream's question within the task's retention; nothing more was sent"
-	_, err = l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
+	_, err := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateInputRequired}, To: ledger.StateFailed, StatusMessage: &msg,
 		Error:       rpcError(-32603, msg),
 		Input:       &ledger.InputUpdate{},

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -217,8 +219,27 @@ func (w *Worker) pollJob(ctx context.Context, l *lease, t *target, bound *ledger
 	}
 }
 
-// pollTask follows an upstream MCP task.
+// pollTask follows an upstream MCP task, and carries the questions a
+// 2026-07-28 task asks to the operation's client and its answers back.
 func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledger.RemoteJob) error {
+	if l.op.State == ledger.StateInputRequired {
+		// The gateway records the client's answer beside this job.
+		cur, err := w.store.OperationGet(ctx, &ledger.OperationGetParams{ID: l.opRef})
+		if err != nil {
+			return err
+		}
+		l.op = cur
+	}
+	switch {
+	case l.op.State == ledger.StateRunning && len(l.op.InputResponses) > 0:
+		if err := w.deliverAnswers(ctx, l, t, bound); err != nil {
+			return err
+		}
+	case l.op.State != ledger.StateRunning && l.op.State != ledger.StateInputRequired:
+		// Cancelled while its question waited: the cancellation deals
+		// with the task.
+		return nil
+	}
 	op := l.op
 	task, err := t.up.GetTask(ctx, bound.UpstreamTaskID)
 	if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) {
@@ -238,8 +259,23 @@ func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledge
 		w.logger(op).Warn("tasks/get failed; trying again", "upstream_task_id", bound.UpstreamTaskID, "err", err)
 		return errStillRunning
 	}
+	if task.Status == taskwire.StatusInputRequired && len(task.InputRequests) > 0 {
+		return w.taskAsks(ctx, l, task)
+	}
 	if !task.Status.IsTerminal() {
 		crashpoint.Reach(crashpoint.WhilePolling)
+		if op.State == ledger.StateInputRequired {
+			// The task went on without the answer (it was answered
+			// elsewhere, or stopped waiting): so does the operation.
+			_, err := l.transition(ctx, &ledger.TransitionParams{
+				From: []ledger.State{ledger.StateInputRequired}, To: ledger.StateRunning, Input: &ledger.InputUpdate{},
+				StatusMessage: new(statusOr(task.StatusMessage, "the upstream's task no longer waits for the answer; running at "+op.Upstream)),
+			})
+			if err != nil {
+				return err
+			}
+			return errStillRunning
+		}
 		if task.StatusMessage != "" && task.StatusMessage != op.StatusMessage {
 			if _, err := l.transition(ctx, &ledger.TransitionParams{StatusMessage: new(task.StatusMessage)}); err != nil {
 				return err
@@ -310,7 +346,8 @@ func (w *Worker) finishTask(ctx context.Context, l *lease, t *target, bound *led
 		events = append(events, bound[1:]...)
 	}
 	return w.settle(ctx, l, &ledger.TransitionParams{
-		From: []ledger.State{ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
+		From: []ledger.State{ledger.StateRunning, ledger.StateInputRequired}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
+		Input:      withdrawn(l.op),
 		RemoteJobs: ups,
 		Creator:    &ledger.AttemptKnowledge{RemoteEffect: effect},
 		Events:     events,
@@ -328,9 +365,103 @@ func (w *Worker) finishFailed(ctx context.Context, l *lease, t *target, jobID st
 		to = ledger.StateCancelled
 	}
 	return w.settle(ctx, l, &ledger.TransitionParams{
-		From: []ledger.State{ledger.StateRunning, ledger.StateSending}, To: to, Error: rpcErr, StatusMessage: &msg,
+		From: []ledger.State{ledger.StateRunning, ledger.StateSending, ledger.StateInputRequired}, To: to, Error: rpcErr, StatusMessage: &msg,
+		Input:      withdrawn(l.op),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: l.op.Upstream, Endpoint: t.up.Endpoint(), RemoteJobID: jobID, Status: status}},
 		Events:     []ledger.EventParams{{Kind: ledger.EventFailed, Data: ledger.FailedData{Message: msg, RemoteJobID: jobID}}},
 		Enqueue:    []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
 	})
+}
+
+// taskAsks handles an upstream task that waits for input: its question is
+// put to the operation's client, unless the client was asked it already
+// (the task has not yet taken the answer given, or the answer is still to
+// come). While the client does not answer, the task's retention is what
+// ends the wait on this side.
+func (w *Worker) taskAsks(ctx context.Context, l *lease, task *taskwire.Task) error {
+	var q mcp.InputRequestMap
+	raw, err := json.Marshal(task.InputRequests)
+	if err == nil {
+		err = json.Unmarshal(raw, &q)
+	}
+	if err != nil {
+		return w.review(ctx, l, ledger.ReasonUpstreamInputRequired, fmt.Sprintf("upstream task %s asks for input the gateway cannot read: %v", task.ID, err))
+	}
+	e, asked, err := w.latestQuestion(ctx, l.op)
+	if err != nil {
+		return err
+	}
+	if e != nil && asked.UpstreamTask == task.ID && askedAlready(asked, q) {
+		if l.op.State == ledger.StateInputRequired && l.op.TTL > 0 && !w.clock().Before(e.CreatedAt.Add(l.op.TTL)) {
+			return w.unanswered(ctx, l)
+		}
+		return errStillRunning
+	}
+	if l.op.State != ledger.StateRunning {
+		// A question the client has not answered yet, replaced by another:
+		// the client is asked the one the task waits on now.
+		if _, err := l.transition(ctx, &ledger.TransitionParams{
+			From: []ledger.State{ledger.StateInputRequired}, To: ledger.StateRunning, Input: &ledger.InputUpdate{},
+		}); err != nil {
+			return err
+		}
+	}
+	if err := w.ask(ctx, l, q, "", task.ID); err != nil {
+		return err
+	}
+	return errStillRunning
+}
+
+// askedAlready reports whether the latest question asked holds every key
+// of q, as the upstream keyed them: the question a task still shows until
+// it takes the answer. A task never uses a key twice.
+func askedAlready(asked ledger.InputRequestedData, q mcp.InputRequestMap) bool {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(asked.Requests, &keys) != nil {
+		return false
+	}
+	upstreamKeys := map[string]bool{}
+	for k := range keys {
+		upstreamKeys[cmp.Or(asked.Renamed[k], k)] = true
+	}
+	for k := range q {
+		if !upstreamKeys[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// deliverAnswers gives the upstream task that asked the answers its
+// client recorded, keyed as the task keyed its questions. An upstream that
+// refuses them no longer waits on them; the next look at the task shows
+// what it does instead.
+func (w *Worker) deliverAnswers(ctx context.Context, l *lease, t *target, bound *ledger.RemoteJob) error {
+	log := w.logger(l.op)
+	var responses map[string]json.RawMessage
+	if err := json.Unmarshal(l.op.InputResponses, &responses); err != nil {
+		return fmt.Errorf("the recorded answers to the upstream task's question are unreadable: %w", err)
+	}
+	err := t.up.UpdateTask(ctx, bound.UpstreamTaskID, responses)
+	var rpcErr *jsonrpc.Error
+	switch {
+	case errors.As(err, &rpcErr):
+		log.Warn("the upstream refused the answers to its task's question", "upstream_task_id", bound.UpstreamTaskID, "err", err)
+	case err != nil:
+		log.Warn("tasks/update failed; trying again", "upstream_task_id", bound.UpstreamTaskID, "err", err)
+		return errStillRunning
+	default:
+		log.Info("the answers went to the upstream task that asked", "upstream_task_id", bound.UpstreamTaskID, "keys", slices.Sorted(maps.Keys(responses)))
+	}
+	_, err = l.transition(ctx, &ledger.TransitionParams{From: []ledger.State{ledger.StateRunning}, Input: &ledger.InputUpdate{}})
+	return err
+}
+
+// withdrawn clears the question of an operation that ends while an
+// upstream task's question waits; nil keeps what is recorded.
+func withdrawn(op *ledger.Operation) *ledger.InputUpdate {
+	if op.State == ledger.StateInputRequired {
+		return &ledger.InputUpdate{}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -80,6 +81,10 @@ func (p pooled) TaskResult(ctx context.Context, id string) (*mcp.CallToolResult,
 }
 
 func (p pooled) CancelTask(ctx context.Context, id string) error { return p.u.CancelTask(ctx, id) }
+
+func (p pooled) UpdateTask(ctx context.Context, id string, responses map[string]json.RawMessage) error {
+	return p.u.UpdateTask(ctx, id, responses)
+}
 
 // notSent marks errors that prove the call never left the gateway.
 func notSent(err error) error {

@@ -80,6 +80,8 @@ type Upstream interface {
 	GetTask(ctx context.Context, taskID string) (*taskwire.Task, error)
 	TaskResult(ctx context.Context, taskID string) (*mcp.CallToolResult, error)
 	CancelTask(ctx context.Context, taskID string) error
+	// UpdateTask answers the input requests of a 2026-07-28 upstream task.
+	UpdateTask(ctx context.Context, taskID string, responses map[string]json.RawMessage) error
 }
 
 // Elicit answers an upstream's elicitation/create within a call.

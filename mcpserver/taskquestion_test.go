@@ -1,0 +1,265 @@
+package mcpserver_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/internal/sim/fixtures"
+	"github.com/taskgate/taskgate/internal/testwait"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/taskwire"
+)
+
+// A 2026-07-28 upstream task that asks for input while it runs: the
+// upstream is a second taskgate (inner) in front of confirmUpstream, whose
+// confirm_delete runs there as a task that waits in input_required with the
+// question in tasks/get. The gateway in front (outer) follows that task as
+// its operation's remote job.
+
+// chainedUpstream is the outer gateway's configuration y with inner, at
+// innerURL and reached with innerKey, as its one upstream, whose
+// files.confirm_delete is consequential and passes the operation ID on as
+// the inner gateway's operation_id.
+func chainedUpstream(y, innerURL, innerKey string) string {
+	return y[:strings.Index(y, "upstreams:")] + fmt.Sprintf(`upstreams:
+  - name: inner
+    url: %s
+    timeout: 5s
+    headers: {Authorization: "Bearer %s"}
+    tools:
+      files.confirm_delete:
+        consequential: true
+        retry_policy: no_automatic_resend
+        secret_arguments: [token]
+        contract:
+          key: {argument: operation_id}
+`, innerURL, innerKey)
+}
+
+// chainedGateways starts confirmUpstream, the inner gateway in front of it
+// and the outer gateway in front of that, on outerDB.
+func chainedGateways(t *testing.T, outerDB string) (*confirmUpstream, *inputGateway, *inputGateway) {
+	t.Helper()
+	up, upURL := newConfirmUpstream(t)
+	inner := startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "inner.db"), nil)
+	outer := startChainedOuter(t, inner, outerDB)
+	return up, inner, outer
+}
+
+func startChainedOuter(t *testing.T, inner *inputGateway, db string) *inputGateway {
+	t.Helper()
+	return startInputGateway(t, "unused", db, func(y string) string { return chainedUpstream(y, inner.url, inner.key) })
+}
+
+func chainedDeleteCall(opID string) *mcp.CallToolParams {
+	p := deleteCall(opID)
+	p.Name = "inner.files.confirm_delete"
+	return p
+}
+
+// askedChainedTask starts the chained confirm_delete as a 2026-07-28 task
+// on the outer gateway and waits for the inner task's question to reach
+// it.
+func askedChainedTask(t *testing.T, cs *mcp.ClientSession, opID string) *taskwire.Task {
+	t.Helper()
+	task, res, err := taskwire.CallToolAsTask(testCtx(t), cs, chainedDeleteCall(opID), nil)
+	if err != nil || task == nil {
+		t.Fatalf("tools/call = %v, %+v, %v; want a task", task, res, err)
+	}
+	got := awaitTask(t, cs, task.ID)
+	if got.Status != taskwire.StatusInputRequired {
+		t.Fatalf("task is %s (%s), want input_required", got.Status, got.StatusMessage)
+	}
+	return got
+}
+
+// checkTaskQuestionRecorded checks the outer ledger: one question, asked
+// by the upstream task the operation is bound to and recorded without the
+// secret argument, one answer of kind, and the one send that started the
+// task.
+func checkTaskQuestionRecorded(t *testing.T, s ledger.Store, opID string, kind ledger.EventKind) *ledger.Operation {
+	t.Helper()
+	op := operationOf(t, s, opID)
+	requested := eventsOf(t, s, op, ledger.EventInputRequested)
+	answered := eventsOf(t, s, op, kind)
+	if len(requested) != 1 || len(answered) != 1 {
+		t.Fatalf("events: %d input_requested, %d %s; want 1 each", len(requested), len(answered), kind)
+	}
+	q, err := ledger.DecodeEventData[ledger.InputRequestedData](requested[0])
+	if err != nil || q.UpstreamTask == "" || q.InFlight {
+		t.Fatalf("input_requested = %+v, %v; want a question of the upstream task", q, err)
+	}
+	jobs, err := s.RemoteJobList(testCtx(t), op.ID)
+	if err != nil || len(jobs) != 1 || jobs[0].UpstreamTaskID != q.UpstreamTask {
+		t.Fatalf("remote jobs = %+v, %v; want the one upstream task %s that asked", jobs, err, q.UpstreamTask)
+	}
+	if strings.Contains(string(requested[0].Data), "tok-s3cr3t") {
+		t.Fatalf("input_requested data = %s; want the secret redacted", requested[0].Data)
+	}
+	if op.SendCount != 1 {
+		t.Fatalf("send count %d; want the one send that started the task: the answer goes to the task", op.SendCount)
+	}
+	return op
+}
+
+// TestUpstreamTaskQuestionAnswered: the question of an upstream task
+// reaches a 2026-07-28 client in tasks/get, its answer goes to that task
+// with tasks/update, and the operation completes with the task's result
+// and one provider job.
+func TestUpstreamTaskQuestionAnswered(t *testing.T) {
+	up, _, outer := chainedGateways(t, "sqlite:"+filepath.Join(t.TempDir(), "outer.db"))
+	cs := outer.connect(t, fixtures.EraExtension)
+
+	task := askedChainedTask(t, cs, "op-chain")
+	if q := question(t, task, "confirm"); q.Message != "Delete report.txt with token tok-s3cr3t?" {
+		t.Fatalf("question = %q", q.Message)
+	}
+	answerTask(t, cs, task.ID, "confirm", `{"action":"accept","content":{"confirm":true}}`)
+	done := awaitTask(t, cs, task.ID)
+	var res mcp.CallToolResult
+	if done.Status != taskwire.StatusCompleted || res.UnmarshalJSON(done.Result) != nil || fixtures.ResultText(&res) != "deleted report.txt" {
+		t.Fatalf("task = %s %s %s; want completed with deleted report.txt", done.Status, done.StatusMessage, done.Result)
+	}
+	if jobs, asked, answered, bad := up.counts(); jobs != 1 || asked != 1 || answered != 1 || bad != 0 {
+		t.Fatalf("provider saw %d jobs, %d questions, %d answers, %d bad states; want 1, 1, 1, 0", jobs, asked, answered, bad)
+	}
+	op := checkTaskQuestionRecorded(t, outer.store, "op-chain", ledger.EventInputAnswered)
+	r := receiptOf(t, outer.store, "op-chain")
+	if r.State != string(ledger.StateCompleted) || r.ObservedRemoteJobs != 1 || len(r.Questions) != 1 || r.Questions[0].Answer != receipt.QuestionAnswered {
+		t.Fatalf("receipt: state %s, %d remote jobs, questions %+v; want completed, one job, one answered question", r.State, r.ObservedRemoteJobs, r.Questions)
+	}
+	if op.State != ledger.StateCompleted {
+		t.Fatalf("operation %s", op.State)
+	}
+}
+
+// TestUpstreamTaskQuestionDeclined: a decline goes to the upstream task
+// too, which ends cancelled with nothing started at the provider; the
+// operation ends as the task did, and the receipt says declined.
+func TestUpstreamTaskQuestionDeclined(t *testing.T) {
+	up, _, outer := chainedGateways(t, "sqlite:"+filepath.Join(t.TempDir(), "outer.db"))
+	cs := outer.connect(t, fixtures.EraExtension)
+
+	task := askedChainedTask(t, cs, "op-chain-declined")
+	answerTask(t, cs, task.ID, "confirm", `{"action":"decline"}`)
+	if done := awaitTask(t, cs, task.ID); done.Status != taskwire.StatusCancelled {
+		t.Fatalf("task = %s (%s); want cancelled", done.Status, done.StatusMessage)
+	}
+	if jobs, asked, answered, _ := up.counts(); jobs != 0 || asked != 1 || answered != 0 {
+		t.Fatalf("provider saw %d jobs, %d questions, %d answers; want 0, 1, 0", jobs, asked, answered)
+	}
+	checkTaskQuestionRecorded(t, outer.store, "op-chain-declined", ledger.EventInputDeclined)
+	testwait.Until(t, testCtx(t), "the receipt to settle", func() (bool, error) {
+		r := receiptOf(t, outer.store, "op-chain-declined")
+		return r.ReviewStatus == receipt.ReviewReady && len(r.Questions) == 1 && r.Questions[0].Answer == receipt.QuestionDeclined &&
+				r.State == string(ledger.StateCancelled),
+			fmt.Errorf("receipt: state %s, %s, questions %+v", r.State, r.ReviewStatus, r.Questions)
+	})
+}
+
+// TestUpstreamTaskQuestionOnTasksResult: a 2025-11-25 client of the outer
+// gateway is asked the upstream task's question on tasks/result, and its
+// answer completes the operation.
+func TestUpstreamTaskQuestionOnTasksResult(t *testing.T) {
+	up, _, outer := chainedGateways(t, "sqlite:"+filepath.Join(t.TempDir(), "outer.db"))
+	var asked []*mcp.ElicitParams
+	cs := legacyElicitingClient(t, outer, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, &asked)
+	ctx := testCtx(t)
+	task, _, err := taskwire.CallToolAsTask(ctx, cs, chainedDeleteCall("op-chain-legacy"), nil)
+	if err != nil || task == nil {
+		t.Fatalf("tools/call = %v, %v; want a task", task, err)
+	}
+	testwait.Until(t, ctx, "the task to need input", func() (bool, error) {
+		got, err := taskwire.GetTask(ctx, cs, task.ID)
+		return err == nil && got.Status == taskwire.StatusInputRequired, fmt.Errorf("task %+v, %v", got, err)
+	})
+	res, err := taskwire.TaskResult(ctx, cs, task.ID)
+	if err != nil || fixtures.ResultText(res) != "deleted report.txt" {
+		t.Fatalf("tasks/result = %s, %v; want deleted report.txt", fixtures.ResultText(res), err)
+	}
+	if len(asked) != 1 || !strings.HasPrefix(asked[0].Message, "Delete report.txt") {
+		t.Fatalf("the client was asked %+v; want the upstream's question once", asked)
+	}
+	if jobs, _, answered, _ := up.counts(); jobs != 1 || answered != 1 {
+		t.Fatalf("provider saw %d jobs, %d answers; want 1, 1", jobs, answered)
+	}
+	checkTaskQuestionRecorded(t, outer.store, "op-chain-legacy", ledger.EventInputAnswered)
+}
+
+// TestUpstreamTaskQuestionSurvivesRestart: the outer gateway restarted
+// while the upstream task's question waits shows it again, and its answer
+// still reaches the task, which completes with one provider job.
+func TestUpstreamTaskQuestionSurvivesRestart(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "outer.db")
+	up, inner, outer := chainedGateways(t, db)
+	task := askedChainedTask(t, outer.connect(t, fixtures.EraExtension), "op-chain-restart")
+	outer.stop()
+
+	again := startChainedOuter(t, inner, db)
+	answerAfterRestart(t, again.connect(t, fixtures.EraExtension), up, task.ID, "the restart")
+	checkTaskQuestionRecorded(t, again.store, "op-chain-restart", ledger.EventInputAnswered)
+}
+
+// TestStdioUpstreamQuestion: confirm_delete in a stdio child that speaks
+// 2026-07-28 asks with an input_required result; the question reaches the
+// client through the task in either era, and the answer goes back in a
+// second send that completes the operation with one provider job.
+func TestStdioUpstreamQuestion(t *testing.T) {
+	cmdLine, _ := json.Marshal([]string{os.Args[0]})
+	for _, era := range []fixtures.Era{fixtures.EraExtension, fixtures.EraLegacy} {
+		t.Run(string(era), func(t *testing.T) {
+			g := startInputGateway(t, "stdio", "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), func(y string) string {
+				return strings.Replace(y, "    url: stdio/mcp", "    command: "+string(cmdLine)+"\n    env: {"+helperEnv+": confirm}", 1)
+			})
+			ctx := testCtx(t)
+			var task *taskwire.Task
+			var res *mcp.CallToolResult
+			switch era {
+			case fixtures.EraExtension:
+				cs := g.connect(t, era)
+				asked := askedTask(t, cs, "op-stdio-confirm")
+				answerTask(t, cs, asked.ID, "confirm", `{"action":"accept","content":{"confirm":true}}`)
+				task = awaitTask(t, cs, asked.ID)
+				res = &mcp.CallToolResult{}
+				if err := res.UnmarshalJSON(task.Result); err != nil {
+					t.Fatalf("task %s ended %s without a result: %v", task.ID, task.Status, err)
+				}
+			default:
+				var questions []*mcp.ElicitParams
+				cs := legacyElicitingClient(t, g, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, &questions)
+				var err error
+				if task, _, err = taskwire.CallToolAsTask(ctx, cs, deleteCall("op-stdio-confirm"), nil); err != nil || task == nil {
+					t.Fatalf("tools/call = %v, %v; want a task", task, err)
+				}
+				testwait.Until(t, ctx, "the task to need input", func() (bool, error) {
+					got, err := taskwire.GetTask(ctx, cs, task.ID)
+					return err == nil && got.Status == taskwire.StatusInputRequired, fmt.Errorf("task %+v, %v", got, err)
+				})
+				if res, err = taskwire.TaskResult(ctx, cs, task.ID); err != nil {
+					t.Fatal(err)
+				}
+				if len(questions) != 1 || !strings.HasPrefix(questions[0].Message, "Delete report.txt") {
+					t.Fatalf("the client was asked %+v; want the upstream's question once", questions)
+				}
+			}
+			if fixtures.ResultText(res) != "deleted report.txt" {
+				t.Fatalf("result = %q; want deleted report.txt", fixtures.ResultText(res))
+			}
+			op := operationOf(t, g.store, "op-stdio-confirm")
+			if op.State != ledger.StateCompleted || op.SendCount != 2 {
+				t.Fatalf("operation %s after %d sends; want completed after the question's send and its continuation", op.State, op.SendCount)
+			}
+			r := receiptOf(t, g.store, "op-stdio-confirm")
+			if r.ObservedRemoteJobs != 1 || len(r.Questions) != 1 || r.Questions[0].Answer != receipt.QuestionAnswered {
+				t.Fatalf("receipt: %d remote jobs, questions %+v; want one job and one answered question", r.ObservedRemoteJobs, r.Questions)
+			}
+		})
+	}
+}
