@@ -88,6 +88,8 @@ func TestOutcomeOf(t *testing.T) {
 		{"an error naming no job, nothing declined", errResult, "", false, outcomeJob},
 		{"an error naming no job after a decline", errResult, "", true, outcomeNothingStarted},
 		{"an error naming its job after a decline", errResult, "del-1", true, outcomeJob},
+		// The upstream reports an effect despite the decline: it is
+		// recorded, under the operation ID as the job's only handle.
 		{"a success after a decline", okResult, "", true, outcomeJob},
 		{"a question", question, "", false, outcomeQuestion},
 		{"a question after a decline", question, "", true, outcomeQuestion},
@@ -95,6 +97,33 @@ func TestOutcomeOf(t *testing.T) {
 	for _, tt := range tests {
 		if got := outcomeOf(tt.res, tt.jobID, tt.declined); got != tt.want {
 			t.Errorf("%s: outcomeOf = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestAskedAlready(t *testing.T) {
+	asked := func(requests string, renamed map[string]string) ledger.InputRequestedData {
+		return ledger.InputRequestedData{Requests: []byte(requests), Renamed: renamed}
+	}
+	elicit := &mcp.ElicitParams{Message: "ok?"}
+	tests := []struct {
+		name  string
+		asked ledger.InputRequestedData
+		q     mcp.InputRequestMap
+		want  bool
+	}{
+		{"the question asked", asked(`{"confirm":{}}`, nil), mcp.InputRequestMap{"confirm": elicit}, true},
+		{"part of the question asked, the rest answered", asked(`{"a":{},"b":{}}`, nil), mcp.InputRequestMap{"b": elicit}, true},
+		{"a new key", asked(`{"confirm":{}}`, nil), mcp.InputRequestMap{"confirm": elicit, "more": elicit}, false},
+		{"a new question", asked(`{"confirm":{}}`, nil), mcp.InputRequestMap{"again": elicit}, false},
+		// The client saw confirm~2; the task keys it confirm.
+		{"a renamed key, by the task's name", asked(`{"confirm~2":{}}`, map[string]string{"confirm~2": "confirm"}), mcp.InputRequestMap{"confirm": elicit}, true},
+		{"a renamed key, by the client's name", asked(`{"confirm~2":{}}`, map[string]string{"confirm~2": "confirm"}), mcp.InputRequestMap{"confirm~2": elicit}, false},
+		{"an unreadable record", asked(`[`, nil), mcp.InputRequestMap{"confirm": elicit}, false},
+	}
+	for _, tt := range tests {
+		if got := askedAlready(tt.asked, tt.q); got != tt.want {
+			t.Errorf("%s: askedAlready = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }
