@@ -263,11 +263,17 @@ func deleteCall(opID string) *mcp.CallToolParams {
 	}}
 }
 
-// askedTask starts confirm_delete as a 2026-07-28 task and waits for the
-// question.
+// askedTask starts confirm_delete as a task and waits for the question.
 func askedTask(t *testing.T, cs *mcp.ClientSession, opID string) *taskwire.Task {
 	t.Helper()
-	task, res, err := taskwire.CallToolAsTask(testCtx(t), cs, deleteCall(opID), nil)
+	return askedTaskOf(t, cs, deleteCall(opID))
+}
+
+// askedTaskOf starts call as a task, in the era of cs, and waits for the
+// question.
+func askedTaskOf(t *testing.T, cs *mcp.ClientSession, call *mcp.CallToolParams) *taskwire.Task {
+	t.Helper()
+	task, res, err := taskwire.CallToolAsTask(testCtx(t), cs, call, nil)
 	if err != nil || task == nil {
 		t.Fatalf("tools/call = %v, %+v, %v; want a task", task, res, err)
 	}
@@ -514,14 +520,7 @@ func TestLegacyClientIsAskedOnTasksResult(t *testing.T) {
 			var asked []*mcp.ElicitParams
 			cs := legacyElicitingClient(t, g, tt.answer, &asked)
 			ctx := testCtx(t)
-			task, _, err := taskwire.CallToolAsTask(ctx, cs, deleteCall("op-legacy"), nil)
-			if err != nil || task == nil {
-				t.Fatalf("tools/call = %v, %v; want a task", task, err)
-			}
-			testwait.Until(t, ctx, "the task to need input", func() (bool, error) {
-				got, err := taskwire.GetTask(ctx, cs, task.ID)
-				return err == nil && got.Status == taskwire.StatusInputRequired, fmt.Errorf("task %+v, %v", got, err)
-			})
+			task := askedTaskOf(t, cs, deleteCall("op-legacy"))
 			res, err := taskwire.TaskResult(ctx, cs, task.ID)
 			if tt.status == taskwire.StatusCompleted && (err != nil || fixtures.ResultText(res) != "deleted report.txt") {
 				t.Fatalf("tasks/result = %s, %v; want deleted report.txt", fixtures.ResultText(res), err)
@@ -715,15 +714,7 @@ func TestUpstreamElicitationWithinTheCall(t *testing.T) {
 			} else {
 				cs = g.connect(t, tt.era)
 			}
-			task, _, err := taskwire.CallToolAsTask(ctx, cs, deleteCall("op-elicit"), nil)
-			if err != nil || task == nil {
-				t.Fatalf("tools/call = %v, %v; want a task", task, err)
-			}
-			var asked *taskwire.Task
-			testwait.Until(t, ctx, "the task to need input", func() (bool, error) {
-				asked, err = taskwire.GetTask(ctx, cs, task.ID)
-				return err == nil && asked.Status == taskwire.StatusInputRequired, fmt.Errorf("task %+v, %v", asked, err)
-			})
+			task := askedTaskOf(t, cs, deleteCall("op-elicit"))
 			if tt.era == fixtures.EraLegacy {
 				res, err := taskwire.TaskResult(ctx, cs, task.ID)
 				if tt.status == taskwire.StatusCompleted && (err != nil || fixtures.ResultText(res) != "deleted report.txt") {
@@ -736,14 +727,14 @@ func TestUpstreamElicitationWithinTheCall(t *testing.T) {
 					t.Fatalf("the client was asked %+v; want the upstream's question once", legacyAsked)
 				}
 			} else {
-				if len(asked.InputRequests) != 1 {
-					t.Fatalf("task has %d input requests; want one", len(asked.InputRequests))
+				if len(task.InputRequests) != 1 {
+					t.Fatalf("task has %d input requests; want one", len(task.InputRequests))
 				}
 				var key string
-				for k := range asked.InputRequests {
+				for k := range task.InputRequests {
 					key = k
 				}
-				if q := question(t, asked, key); q.Message != "Delete report.txt?" {
+				if q := question(t, task, key); q.Message != "Delete report.txt?" {
 					t.Fatalf("question = %q", q.Message)
 				}
 				raw, err := json.Marshal(tt.answer)

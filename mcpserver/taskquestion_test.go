@@ -64,22 +64,6 @@ func chainedDeleteCall(opID string) *mcp.CallToolParams {
 	return p
 }
 
-// askedChainedTask starts the chained confirm_delete as a 2026-07-28 task
-// on the outer gateway and waits for the inner task's question to reach
-// it.
-func askedChainedTask(t *testing.T, cs *mcp.ClientSession, opID string) *taskwire.Task {
-	t.Helper()
-	task, res, err := taskwire.CallToolAsTask(testCtx(t), cs, chainedDeleteCall(opID), nil)
-	if err != nil || task == nil {
-		t.Fatalf("tools/call = %v, %+v, %v; want a task", task, res, err)
-	}
-	got := awaitTask(t, cs, task.ID)
-	if got.Status != taskwire.StatusInputRequired {
-		t.Fatalf("task is %s (%s), want input_required", got.Status, got.StatusMessage)
-	}
-	return got
-}
-
 // checkTaskQuestionRecorded checks the outer ledger: one question, asked
 // by the upstream task the operation is bound to and recorded without the
 // secret argument, one answer of kind, and the one send that started the
@@ -117,7 +101,7 @@ func TestUpstreamTaskQuestionAnswered(t *testing.T) {
 	up, _, outer := chainedGateways(t, "sqlite:"+filepath.Join(t.TempDir(), "outer.db"))
 	cs := outer.connect(t, fixtures.EraExtension)
 
-	task := askedChainedTask(t, cs, "op-chain")
+	task := askedTaskOf(t, cs, chainedDeleteCall("op-chain"))
 	if q := question(t, task, "confirm"); q.Message != "Delete report.txt with token tok-s3cr3t?" {
 		t.Fatalf("question = %q", q.Message)
 	}
@@ -147,7 +131,7 @@ func TestUpstreamTaskQuestionDeclined(t *testing.T) {
 	up, _, outer := chainedGateways(t, "sqlite:"+filepath.Join(t.TempDir(), "outer.db"))
 	cs := outer.connect(t, fixtures.EraExtension)
 
-	task := askedChainedTask(t, cs, "op-chain-declined")
+	task := askedTaskOf(t, cs, chainedDeleteCall("op-chain-declined"))
 	answerTask(t, cs, task.ID, "confirm", `{"action":"decline"}`)
 	if done := awaitTask(t, cs, task.ID); done.Status != taskwire.StatusCancelled {
 		t.Fatalf("task = %s (%s); want cancelled", done.Status, done.StatusMessage)
@@ -172,14 +156,7 @@ func TestUpstreamTaskQuestionOnTasksResult(t *testing.T) {
 	var asked []*mcp.ElicitParams
 	cs := legacyElicitingClient(t, outer, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, &asked)
 	ctx := testCtx(t)
-	task, _, err := taskwire.CallToolAsTask(ctx, cs, chainedDeleteCall("op-chain-legacy"), nil)
-	if err != nil || task == nil {
-		t.Fatalf("tools/call = %v, %v; want a task", task, err)
-	}
-	testwait.Until(t, ctx, "the task to need input", func() (bool, error) {
-		got, err := taskwire.GetTask(ctx, cs, task.ID)
-		return err == nil && got.Status == taskwire.StatusInputRequired, fmt.Errorf("task %+v, %v", got, err)
-	})
+	task := askedTaskOf(t, cs, chainedDeleteCall("op-chain-legacy"))
 	res, err := taskwire.TaskResult(ctx, cs, task.ID)
 	if err != nil || fixtures.ResultText(res) != "deleted report.txt" {
 		t.Fatalf("tasks/result = %s, %v; want deleted report.txt", fixtures.ResultText(res), err)
@@ -199,7 +176,7 @@ func TestUpstreamTaskQuestionOnTasksResult(t *testing.T) {
 func TestUpstreamTaskQuestionSurvivesRestart(t *testing.T) {
 	db := "sqlite:" + filepath.Join(t.TempDir(), "outer.db")
 	up, inner, outer := chainedGateways(t, db)
-	task := askedChainedTask(t, outer.connect(t, fixtures.EraExtension), "op-chain-restart")
+	task := askedTaskOf(t, outer.connect(t, fixtures.EraExtension), chainedDeleteCall("op-chain-restart"))
 	outer.stop()
 
 	again := startChainedOuter(t, inner, db)
@@ -234,14 +211,8 @@ func TestStdioUpstreamQuestion(t *testing.T) {
 			default:
 				var questions []*mcp.ElicitParams
 				cs := legacyElicitingClient(t, g, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, &questions)
+				task = askedTaskOf(t, cs, deleteCall("op-stdio-confirm"))
 				var err error
-				if task, _, err = taskwire.CallToolAsTask(ctx, cs, deleteCall("op-stdio-confirm"), nil); err != nil || task == nil {
-					t.Fatalf("tools/call = %v, %v; want a task", task, err)
-				}
-				testwait.Until(t, ctx, "the task to need input", func() (bool, error) {
-					got, err := taskwire.GetTask(ctx, cs, task.ID)
-					return err == nil && got.Status == taskwire.StatusInputRequired, fmt.Errorf("task %+v, %v", got, err)
-				})
 				if res, err = taskwire.TaskResult(ctx, cs, task.ID); err != nil {
 					t.Fatal(err)
 				}
