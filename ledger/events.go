@@ -286,8 +286,8 @@ type RecoveredData struct {
 }
 
 // InputRequestedData is the data of an input_requested event: the
-// upstream's questions in its answer to the operation's Send'th send,
-// keyed as the upstream keyed them ({method, params} each), with the
+// upstream's questions in its answer to the operation's Send'th send (or
+// those of the task it started, UpstreamTask), keyed as the upstream keyed them ({method, params} each), with the
 // values of secret arguments redacted. RequestState says whether the
 // upstream sent state to return with the answers (the state itself is
 // kept with the operation, not here). InFlight says that the question was

@@ -189,7 +189,8 @@ type Operation struct {
 	// operation is input_required (a JSON object of {method, params} keyed
 	// by the upstream's keys); RequestState is the upstream's opaque state
 	// of that round, returned to it untouched. InputResponses are the
-	// answers recorded for the next round's send.
+	// answers recorded for the next round's send, or, on a running
+	// operation, for the upstream task that asked, until they reach it.
 	InputRequests     json.RawMessage
 	RequestState      string
 	InputResponses    json.RawMessage

@@ -234,3 +234,41 @@ func TestStdioUpstreamQuestion(t *testing.T) {
 		})
 	}
 }
+
+// TestUnansweredUpstreamTaskQuestion: a question of an upstream task that
+// nobody answers within the task's retention fails the operation, and the
+// upstream task, which would wait for an answer that never comes, is
+// cancelled.
+func TestUnansweredUpstreamTaskQuestion(t *testing.T) {
+	up, upURL := newConfirmUpstream(t)
+	inner := startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "inner.db"), nil)
+	outer := startInputGateway(t, "unused", "sqlite:"+filepath.Join(t.TempDir(), "outer.db"), func(y string) string {
+		y = chainedUpstream(y, inner.url, inner.key)
+		return strings.Replace(y, "poll_interval: 100ms", "poll_interval: 100ms\ntask_ttl: 1s", 1)
+	})
+	cs := outer.connect(t, fixtures.EraExtension)
+	ctx := testCtx(t)
+	task := askedTaskOf(t, cs, chainedDeleteCall("op-chain-unanswered"))
+	var done *taskwire.Task
+	testwait.Until(t, ctx, "the unanswered task to end", func() (bool, error) {
+		var err error
+		done, err = taskwire.GetTask(ctx, cs, task.ID)
+		return err == nil && done.Status.IsTerminal(), fmt.Errorf("task %+v, %v", done, err)
+	})
+	if done.Status != taskwire.StatusFailed || done.Error == nil || !strings.Contains(done.Error.Message, "nobody answered") {
+		t.Fatalf("task = %s %+v; want failed because nobody answered", done.Status, done.Error)
+	}
+	op := operationOf(t, outer.store, "op-chain-unanswered")
+	jobs, err := outer.store.RemoteJobList(ctx, op.ID)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("remote jobs = %+v, %v; want the upstream task", jobs, err)
+	}
+	innerCS := inner.connect(t, fixtures.EraExtension)
+	testwait.Until(t, ctx, "the upstream task to be cancelled", func() (bool, error) {
+		got, err := taskwire.GetTask(ctx, innerCS, jobs[0].UpstreamTaskID)
+		return err == nil && got.Status == taskwire.StatusCancelled, fmt.Errorf("upstream task %+v, %v", got, err)
+	})
+	if n, asked, answered, _ := up.counts(); n != 0 || asked != 1 || answered != 0 {
+		t.Fatalf("provider saw %d jobs, %d questions, %d answers; want 0, 1, 0", n, asked, answered)
+	}
+}

@@ -139,7 +139,8 @@ func (w *Worker) fetchAndFinish(ctx context.Context, l *lease, t *target, jobID 
 		events = append(events, *lookup, boundVia(jobID, "lookup"))
 	}
 	return w.settle(ctx, l, &ledger.TransitionParams{
-		From: []ledger.State{ledger.StateSending, ledger.StateRunning}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
+		From: []ledger.State{ledger.StateSending, ledger.StateRunning, ledger.StateInputRequired}, To: ledger.StateCompleted, Result: raw, StatusMessage: new(""),
+		Input: withdrawn(l.op),
 		RemoteJobs: []*ledger.RemoteJobUpsert{{
 			Upstream: op.Upstream, Endpoint: t.up.Endpoint(), RemoteJobID: jobID, Kind: ledger.JobKindProviderJob, Status: ledger.JobCompleted,
 			Intended: new(true), AttemptRef: t.creator, Result: raw,

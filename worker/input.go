@@ -182,10 +182,11 @@ func continuation(params *mcp.CallToolParams, op *ledger.Operation) error {
 }
 
 // waitingQuestion handles a job for an operation that waits on a
-// question: one asked within a call that died with its worker goes to
-// review; one the client has not answered within the task's retention
-// ends the operation. A job that comes early (a question asked again
-// since) waits until the latest question is due.
+// question: an upstream task's question is followed with the task; one
+// asked within a call that died with its worker goes to review; one the
+// client has not answered within the task's retention ends the operation.
+// A job that comes early (a question asked again since) waits until the
+// latest question is due.
 func (w *Worker) waitingQuestion(ctx context.Context, l *lease) error {
 	op := l.op
 	e, q, err := w.latestQuestion(ctx, op)
@@ -206,20 +207,27 @@ func (w *Worker) waitingQuestion(ctx context.Context, l *lease) error {
 	if due := e.CreatedAt.Add(op.TTL); w.clock().Before(due) {
 		return river.JobSnooze(due.Sub(w.clock()))
 	}
-	return w.unanswered(ctx, l)
+	return w.unanswered(ctx, l, "")
 }
 
 // unanswered ends an operation whose client did not answer the upstream's
-// question within the task's retention.
-func (w *Worker) unanswered(ctx context.Context, l *lease) error {
+// question within the task's retention. The upstream task taskID that
+// asked, if any, is asked to cancel, since it waits on an answer that will
+// never come and must not go on without it.
+func (w *Worker) unanswered(ctx context.Context, l *lease, taskID string) error {
 	msg := "nobody answered the upstream's question within the task's retention; nothing more was sent"
+	next := []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)}
+	if taskID != "" {
+		msg = "nobody answered the upstream task's question within the task's retention; the upstream task is asked to cancel"
+		next = []river.InsertManyParams{job(CancelArgs{Operation: l.opRef}, 0)}
+	}
 	_, err := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateInputRequired}, To: ledger.StateFailed, StatusMessage: &msg,
 		Error:       rpcError(-32603, msg),
 		Input:       &ledger.InputUpdate{},
 		Reservation: &ledger.ReservationUpdate{Status: ledger.ReservationReleased},
 		Events:      []ledger.EventParams{{Kind: ledger.EventFailed, Data: ledger.FailedData{Code: -32603, Message: msg}}},
-		Enqueue:     []river.InsertManyParams{job(ReconcileArgs{Operation: l.opRef}, 0)},
+		Enqueue:     next,
 	})
 	return err
 }

@@ -236,8 +236,8 @@ func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledge
 			return err
 		}
 	case l.op.State != ledger.StateRunning && l.op.State != ledger.StateInputRequired:
-		// Cancelled while its question waited: the cancellation deals
-		// with the task.
+		// Cancelled, or ended otherwise, while its question waited: the
+		// cancellation deals with the task.
 		return nil
 	}
 	op := l.op
@@ -271,10 +271,7 @@ func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledge
 				From: []ledger.State{ledger.StateInputRequired}, To: ledger.StateRunning, Input: &ledger.InputUpdate{},
 				StatusMessage: new(statusOr(task.StatusMessage, "the upstream's task no longer waits for the answer; running at "+op.Upstream)),
 			})
-			if err != nil {
-				return err
-			}
-			return errStillRunning
+			return lookAgain(err)
 		}
 		if task.StatusMessage != "" && task.StatusMessage != op.StatusMessage {
 			if _, err := l.transition(ctx, &ledger.TransitionParams{StatusMessage: new(task.StatusMessage)}); err != nil {
@@ -393,7 +390,7 @@ func (w *Worker) taskAsks(ctx context.Context, l *lease, task *taskwire.Task) er
 	}
 	if e != nil && asked.UpstreamTask == task.ID && askedAlready(asked, q) {
 		if l.op.State == ledger.StateInputRequired && l.op.TTL > 0 && !w.clock().Before(e.CreatedAt.Add(l.op.TTL)) {
-			return w.unanswered(ctx, l)
+			return lookAgain(w.unanswered(ctx, l, task.ID))
 		}
 		return errStillRunning
 	}
@@ -403,13 +400,20 @@ func (w *Worker) taskAsks(ctx context.Context, l *lease, task *taskwire.Task) er
 		if _, err := l.transition(ctx, &ledger.TransitionParams{
 			From: []ledger.State{ledger.StateInputRequired}, To: ledger.StateRunning, Input: &ledger.InputUpdate{},
 		}); err != nil {
-			return err
+			return lookAgain(err)
 		}
 	}
-	if err := w.ask(ctx, l, q, "", task.ID); err != nil {
-		return err
+	return lookAgain(w.ask(ctx, l, q, "", task.ID))
+}
+
+// lookAgain is what a move of an operation whose upstream task asks comes
+// to: the task is looked at again, also when the client's answer changed
+// the operation first (the next look reads it).
+func lookAgain(err error) error {
+	if err == nil || errors.Is(err, ledger.ErrStateChanged) {
+		return errStillRunning
 	}
-	return errStillRunning
+	return err
 }
 
 // askedAlready reports whether the latest question asked holds every key
@@ -438,11 +442,20 @@ func askedAlready(asked ledger.InputRequestedData, q mcp.InputRequestMap) bool {
 // what it does instead.
 func (w *Worker) deliverAnswers(ctx context.Context, l *lease, t *target, bound *ledger.RemoteJob) error {
 	log := w.logger(l.op)
+	_, asked, err := w.latestQuestion(ctx, l.op)
+	if err != nil {
+		return err
+	}
+	if asked.UpstreamTask != bound.UpstreamTaskID {
+		// Answers of an earlier round, which went with its send.
+		_, err := l.transition(ctx, &ledger.TransitionParams{From: []ledger.State{ledger.StateRunning}, Input: &ledger.InputUpdate{}})
+		return err
+	}
 	var responses map[string]json.RawMessage
 	if err := json.Unmarshal(l.op.InputResponses, &responses); err != nil {
 		return fmt.Errorf("the recorded answers to the upstream task's question are unreadable: %w", err)
 	}
-	err := t.up.UpdateTask(ctx, bound.UpstreamTaskID, responses)
+	err = t.up.UpdateTask(ctx, bound.UpstreamTaskID, responses)
 	var rpcErr *jsonrpc.Error
 	switch {
 	case errors.As(err, &rpcErr):

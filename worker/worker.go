@@ -13,7 +13,9 @@
 // An upstream's question during the call is recorded on the operation
 // (input_required) for the gateway to put to the client; the answer comes
 // back through the ledger, as the next send of the same operation or, for
-// a question asked within the call, to the call that waits for it.
+// a question asked within the call, to the call that waits for it. A
+// question of the upstream's own task is recorded the same way while the
+// task is followed, and its answer goes to the task with tasks/update.
 // When a worker dies, its lease lapses and the sweeper re-enqueues the
 // operation's job; a reconcile job it left running is rescued by the job
 // queue of any replica once it has run past twice its timeout.

@@ -298,8 +298,9 @@ func (s *Store) upsertCharge(ctx context.Context, tx Tx, op *ledger.Operation, c
 
 // recoverQuery selects open operations whose lease has lapsed: those in
 // the first three states, and those in the fourth held by a worker (a
-// question asked within a call, which died with it); a question waiting
-// for a later send holds no worker's lease. "ended_at
+// question asked within a call, which died with it, or by an upstream
+// task whose poll job died); a question waiting for a later send holds no
+// worker's lease. "ended_at
 // IS NULL" says nothing the states do not; it is the predicate of the
 // operations_open index, which a database uses only when a query repeats
 // it.
