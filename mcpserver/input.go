@@ -20,10 +20,10 @@ import (
 
 // A consequential call's upstream may ask a question while the operation
 // runs: a 2026-07-28 input_required result or upstream task, or a
-// 2025-11-25 elicitation/create within the call. The worker records the question on
-// the operation, which waits in input_required; the client reads it in
-// tasks/get (2026-07-28) or is asked it on tasks/result (2025-11-25), and
-// its answer is recorded here. Only answers to the question outstanding
+// 2025-11-25 elicitation/create within the call. The worker records the
+// question on the operation, which waits in input_required; the client
+// reads it in tasks/get (2026-07-28) or is asked it on tasks/result
+// (2025-11-25), and its answer is recorded here. Only answers to the question outstanding
 // are taken, each once. Once every question is answered, an
 // input_required result's operation is queued to send again, carrying the
 // answers and the upstream's requestState; a call that asked within

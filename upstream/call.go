@@ -266,18 +266,12 @@ func (u *Upstream) closeCallSession(cs *mcp.ClientSession) {
 // GetTask polls an upstream task with tasks/get. In the 2026-07-28 design
 // the task carries its result, error or input requests inline.
 func (u *Upstream) GetTask(ctx context.Context, taskID string) (*taskwire.Task, error) {
-	ctx, cancel := u.bound(ctx)
-	defer cancel()
-	defer u.trackRequest()()
-	c, err := u.current(ctx)
-	if err != nil {
-		return nil, err
-	}
-	t, err := taskwire.GetTask(ctx, c.cs, taskID)
-	if err != nil {
-		return nil, fmt.Errorf("upstream %s: %w", u.cfg.Name, err)
-	}
-	return t, nil
+	var t *taskwire.Task
+	err := u.onSession(ctx, func(ctx context.Context, c *conn) (err error) {
+		t, err = taskwire.GetTask(ctx, c.cs, taskID)
+		return err
+	})
+	return t, err
 }
 
 // TaskResult returns the tool result of a terminal upstream task: inline
@@ -322,6 +316,14 @@ func (u *Upstream) TaskResult(ctx context.Context, taskID string) (*mcp.CallTool
 // with tasks/update, keyed as the task keyed them. The upstream ignores
 // answers to keys it no longer waits on, so answering again is harmless.
 func (u *Upstream) UpdateTask(ctx context.Context, taskID string, responses map[string]json.RawMessage) error {
+	return u.onSession(ctx, func(ctx context.Context, c *conn) error {
+		return taskwire.UpdateTask(ctx, c.cs, taskID, responses)
+	})
+}
+
+// onSession runs one tasks/* request, fn, on the current session, within
+// the upstream's timeout; fn's error is named with the upstream.
+func (u *Upstream) onSession(ctx context.Context, fn func(context.Context, *conn) error) error {
 	ctx, cancel := u.bound(ctx)
 	defer cancel()
 	defer u.trackRequest()()
@@ -329,7 +331,7 @@ func (u *Upstream) UpdateTask(ctx context.Context, taskID string, responses map[
 	if err != nil {
 		return err
 	}
-	if err := taskwire.UpdateTask(ctx, c.cs, taskID, responses); err != nil {
+	if err := fn(ctx, c); err != nil {
 		return fmt.Errorf("upstream %s: %w", u.cfg.Name, err)
 	}
 	return nil
@@ -338,15 +340,8 @@ func (u *Upstream) UpdateTask(ctx context.Context, taskID string, responses map[
 // CancelTask asks the upstream to cancel a task with tasks/cancel. Success
 // means the request was accepted, not that the task's effect was reversed.
 func (u *Upstream) CancelTask(ctx context.Context, taskID string) error {
-	ctx, cancel := u.bound(ctx)
-	defer cancel()
-	defer u.trackRequest()()
-	c, err := u.current(ctx)
-	if err != nil {
+	return u.onSession(ctx, func(ctx context.Context, c *conn) error {
+		_, err := taskwire.CancelTask(ctx, c.cs, taskID)
 		return err
-	}
-	if _, err := taskwire.CancelTask(ctx, c.cs, taskID); err != nil {
-		return fmt.Errorf("upstream %s: %w", u.cfg.Name, err)
-	}
-	return nil
+	})
 }

@@ -56,19 +56,18 @@ func (w *Worker) ask(ctx context.Context, l *lease, q mcp.InputRequestMap, reque
 			Requests: ledger.RedactSecrets(requests, l.args, op.SecretArguments), Send: op.SendCount, UpstreamTask: taskID,
 		}}},
 	}
-	switch {
-	case taskID != "":
+	if taskID != "" {
 		// The poll job keeps the lease: it sees the task end, or move on,
 		// while the question waits.
 		p.From = []ledger.State{ledger.StateRunning}
-	case op.TTL > 0:
+	} else {
 		// No worker holds a question that waits for a later send: recovery
-		// leaves it alone. A question nobody answers ends with the task's
-		// retention.
+		// leaves it alone.
 		p.Lease = &ledger.Lease{}
-		p.Enqueue = []river.InsertManyParams{job(DispatchArgs{Operation: l.opRef}, op.TTL)}
-	default:
-		p.Lease = &ledger.Lease{}
+		if op.TTL > 0 {
+			// A question nobody answers ends with the task's retention.
+			p.Enqueue = []river.InsertManyParams{job(DispatchArgs{Operation: l.opRef}, op.TTL)}
+		}
 	}
 	_, err = l.transition(context.WithoutCancel(ctx), p)
 	if err == nil {
