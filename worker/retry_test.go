@@ -103,7 +103,10 @@ func TestHeartbeatErrorKeepsTheSend(t *testing.T) {
 	counter := countCalls(sim.HTTPHandler())
 	leases := &flakyLeases{}
 	leases.fails.Store(1)
-	g := startGateway(t, serve(t, counter), fixtures.ConfigOptions{Tasks: "off", UpstreamTimeout: 10 * time.Second, Lease: 600 * time.Millisecond},
+	// The first heartbeat, a third of the lease in, falls within the 2 s
+	// send; a lease long enough that slow commits on a loaded machine
+	// cannot let it lapse, which would send the operation to recovery.
+	g := startGateway(t, serve(t, counter), fixtures.ConfigOptions{Tasks: "off", UpstreamTimeout: 10 * time.Second, Lease: 3 * time.Second},
 		withStore(func(s ledger.Store) ledger.Store { leases.Store = s; return leases }))
 	op := g.settle(t, ctx, "op-heartbeat")
 	if op.State != ledger.StateCompleted {
