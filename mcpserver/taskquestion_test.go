@@ -1,11 +1,19 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -238,37 +246,250 @@ func TestStdioUpstreamQuestion(t *testing.T) {
 // TestUnansweredUpstreamTaskQuestion: a question of an upstream task that
 // nobody answers within the task's retention fails the operation, and the
 // upstream task, which would wait for an answer that never comes, is
-// cancelled.
+// cancelled; in either era of upstream task.
 func TestUnansweredUpstreamTaskQuestion(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		front func(*testing.T, *inputGateway) *inputGateway
+	}{
+		{"2026-07-28 task", func(_ *testing.T, g *inputGateway) *inputGateway { return g }},
+		{"2025-11-25 task", func(t *testing.T, g *inputGateway) *inputGateway { return legacyFront(t, g, new(atomic.Int32)) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up, upURL := newConfirmUpstream(t)
+			inner := tt.front(t, startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "inner.db"), nil))
+			outer := startInputGateway(t, "unused", "sqlite:"+filepath.Join(t.TempDir(), "outer.db"), func(y string) string {
+				y = chainedUpstream(y, inner.url, inner.key)
+				return strings.Replace(y, "poll_interval: 100ms", "poll_interval: 100ms\ntask_ttl: 1s", 1)
+			})
+			cs := outer.connect(t, fixtures.EraExtension)
+			ctx := testCtx(t)
+			task := askedTaskOf(t, cs, chainedDeleteCall("op-chain-unanswered"))
+			var done *taskwire.Task
+			testwait.Until(t, ctx, "the unanswered task to end", func() (bool, error) {
+				var err error
+				done, err = taskwire.GetTask(ctx, cs, task.ID)
+				return err == nil && done.Status.IsTerminal(), fmt.Errorf("task %+v, %v", done, err)
+			})
+			if done.Status != taskwire.StatusFailed || done.Error == nil || !strings.Contains(done.Error.Message, "nobody answered") {
+				t.Fatalf("task = %s %+v; want failed because nobody answered", done.Status, done.Error)
+			}
+			op := operationOf(t, outer.store, "op-chain-unanswered")
+			jobs, err := outer.store.RemoteJobList(ctx, op.ID)
+			if err != nil || len(jobs) != 1 {
+				t.Fatalf("remote jobs = %+v, %v; want the upstream task", jobs, err)
+			}
+			innerCS := inner.connect(t, fixtures.EraExtension)
+			testwait.Until(t, ctx, "the upstream task to be cancelled", func() (bool, error) {
+				got, err := taskwire.GetTask(ctx, innerCS, jobs[0].UpstreamTaskID)
+				return err == nil && got.Status == taskwire.StatusCancelled, fmt.Errorf("upstream task %+v, %v", got, err)
+			})
+			if n, asked, answered, _ := up.counts(); n != 0 || asked != 1 || answered != 0 {
+				t.Fatalf("provider saw %d jobs, %d questions, %d answers; want 0, 1, 0", n, asked, answered)
+			}
+		})
+	}
+}
+
+// A 2025-11-25 upstream task that asks for input: the inner gateway is
+// reached through legacyFront, so the outer gateway speaks 2025-11-25 to
+// it, and confirm_delete runs there as a 2025-11-25 task that waits in
+// input_required and asks its question only on tasks/result.
+
+// legacyFront serves g as a server that speaks only 2025-11-25: it refuses
+// server/discover, so that a go-sdk client falls back to initialize with
+// 2025-11-25, and passes everything else to g as it is. results counts the
+// tasks/result requests it passed on.
+func legacyFront(t *testing.T, g *inputGateway, results *atomic.Int32) *inputGateway {
+	t.Helper()
+	target, err := url.Parse(g.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = target.Scheme, target.Host },
+		FlushInterval: -1, // streams reach the client as they are written
+	}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			var msg struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if json.Unmarshal(body, &msg) == nil && msg.Method == "tasks/result" {
+				results.Add(1)
+			}
+			if msg.Method == "server/discover" {
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, msg.ID)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	return &inputGateway{url: front.URL + target.Path, key: g.key, store: g.store}
+}
+
+// legacyChain is confirmUpstream, the inner gateway in front of it behind
+// legacyFront, and the outer gateway in front of that.
+type legacyChain struct {
+	up           *confirmUpstream
+	inner, outer *inputGateway
+	// taskResults counts the outer gateway's tasks/result requests.
+	taskResults atomic.Int32
+}
+
+func startLegacyChain(t *testing.T, outerDB string) *legacyChain {
+	t.Helper()
+	c := &legacyChain{}
 	up, upURL := newConfirmUpstream(t)
-	inner := startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "inner.db"), nil)
-	outer := startInputGateway(t, "unused", "sqlite:"+filepath.Join(t.TempDir(), "outer.db"), func(y string) string {
-		y = chainedUpstream(y, inner.url, inner.key)
-		return strings.Replace(y, "poll_interval: 100ms", "poll_interval: 100ms\ntask_ttl: 1s", 1)
-	})
+	c.up = up
+	c.inner = legacyFront(t, startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "inner.db"), nil), &c.taskResults)
+	c.outer = startChainedOuter(t, c.inner, outerDB)
+	return c
+}
+
+const acceptDelete = `{"action":"accept","content":{"confirm":true}}`
+
+// TestLegacyUpstreamTaskQuestion: the question a 2025-11-25 upstream task
+// asks on tasks/result reaches the outer gateway's client in either era,
+// the answer goes back on that tasks/result, and the operation completes
+// with the task's result and one provider job.
+func TestLegacyUpstreamTaskQuestion(t *testing.T) {
+	for _, era := range []fixtures.Era{fixtures.EraExtension, fixtures.EraLegacy} {
+		t.Run(string(era), func(t *testing.T) {
+			c := startLegacyChain(t, "sqlite:"+filepath.Join(t.TempDir(), "outer.db"))
+			up, outer := c.up, c.outer
+			if got := taskwire.ServerOffersTasks(c.inner.connect(t, fixtures.EraExtension)); got != taskwire.EraLegacy {
+				t.Fatalf("the inner gateway offers %v tasks through its front; want 2025-11-25's", got)
+			}
+			ctx := testCtx(t)
+			opID := "op-legacy-task-" + string(era)
+			var res *mcp.CallToolResult
+			switch era {
+			case fixtures.EraExtension:
+				cs := outer.connect(t, era)
+				task := askedTaskOf(t, cs, chainedDeleteCall(opID))
+				if q := question(t, task, "task_elicitation"); q.Message != "Delete report.txt with token tok-s3cr3t?" {
+					t.Fatalf("question = %q", q.Message)
+				}
+				answerTask(t, cs, task.ID, "task_elicitation", acceptDelete)
+				done := awaitTask(t, cs, task.ID)
+				res = &mcp.CallToolResult{}
+				if done.Status != taskwire.StatusCompleted || res.UnmarshalJSON(done.Result) != nil {
+					t.Fatalf("task = %s %s %s; want completed with a result", done.Status, done.StatusMessage, done.Result)
+				}
+			default:
+				var asked []*mcp.ElicitParams
+				cs := legacyElicitingClient(t, outer, &mcp.ElicitResult{Action: "accept", Content: map[string]any{"confirm": true}}, &asked)
+				task := askedTaskOf(t, cs, chainedDeleteCall(opID))
+				var err error
+				if res, err = taskwire.TaskResult(ctx, cs, task.ID); err != nil {
+					t.Fatal(err)
+				}
+				if len(asked) != 1 || !strings.HasPrefix(asked[0].Message, "Delete report.txt") {
+					t.Fatalf("the client was asked %+v; want the upstream task's question once", asked)
+				}
+			}
+			if fixtures.ResultText(res) != "deleted report.txt" {
+				t.Fatalf("result = %q; want deleted report.txt", fixtures.ResultText(res))
+			}
+			if jobs, asked, answered, bad := up.counts(); jobs != 1 || asked != 1 || answered != 1 || bad != 0 {
+				t.Fatalf("provider saw %d jobs, %d questions, %d answers, %d bad states; want 1, 1, 1, 0", jobs, asked, answered, bad)
+			}
+			checkTaskQuestionRecorded(t, outer.store, opID, ledger.EventInputAnswered)
+			r := receiptOf(t, outer.store, opID)
+			if r.State != string(ledger.StateCompleted) || r.ObservedRemoteJobs != 1 || len(r.Questions) != 1 || r.Questions[0].Answer != receipt.QuestionAnswered {
+				t.Fatalf("receipt: state %s, %d remote jobs, questions %+v; want completed, one job, one answered question", r.State, r.ObservedRemoteJobs, r.Questions)
+			}
+		})
+	}
+}
+
+// TestLegacyUpstreamTaskQuestionDeclined: a decline goes back on
+// tasks/result too; the upstream task ends cancelled with nothing started
+// at the provider, and so does the operation, whose receipt says declined.
+func TestLegacyUpstreamTaskQuestionDeclined(t *testing.T) {
+	c := startLegacyChain(t, "sqlite:"+filepath.Join(t.TempDir(), "outer.db"))
+	up, outer := c.up, c.outer
 	cs := outer.connect(t, fixtures.EraExtension)
+	task := askedTaskOf(t, cs, chainedDeleteCall("op-legacy-task-declined"))
+	answerTask(t, cs, task.ID, "task_elicitation", `{"action":"decline"}`)
+	if done := awaitTask(t, cs, task.ID); done.Status != taskwire.StatusCancelled {
+		t.Fatalf("task = %s (%s); want cancelled", done.Status, done.StatusMessage)
+	}
+	if jobs, asked, answered, _ := up.counts(); jobs != 0 || asked != 1 || answered != 0 {
+		t.Fatalf("provider saw %d jobs, %d questions, %d answers; want 0, 1, 0", jobs, asked, answered)
+	}
+	checkTaskQuestionRecorded(t, outer.store, "op-legacy-task-declined", ledger.EventInputDeclined)
+	testwait.Until(t, testCtx(t), "the receipt to settle", func() (bool, error) {
+		r := receiptOf(t, outer.store, "op-legacy-task-declined")
+		return r.ReviewStatus == receipt.ReviewReady && len(r.Questions) == 1 && r.Questions[0].Answer == receipt.QuestionDeclined &&
+				r.State == string(ledger.StateCancelled),
+			fmt.Errorf("receipt: state %s, %s, questions %+v", r.State, r.ReviewStatus, r.Questions)
+	})
+}
+
+// TestLegacyUpstreamTaskQuestionSurvivesRestart: the outer gateway
+// restarted while a 2025-11-25 upstream task's question waits asks its
+// client the same question again (the task asks it again on the new
+// tasks/result, and it is not recorded twice), and the answer completes
+// the operation with one provider job.
+func TestLegacyUpstreamTaskQuestionSurvivesRestart(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "outer.db")
+	c := startLegacyChain(t, db)
+	up := c.up
+	task := askedTaskOf(t, c.outer.connect(t, fixtures.EraExtension), chainedDeleteCall("op-legacy-task-restart"))
+	c.outer.stop()
+	before := c.taskResults.Load()
+
+	again := startChainedOuter(t, c.inner, db)
+	cs := again.connect(t, fixtures.EraExtension)
 	ctx := testCtx(t)
-	task := askedTaskOf(t, cs, chainedDeleteCall("op-chain-unanswered"))
-	var done *taskwire.Task
-	testwait.Until(t, ctx, "the unanswered task to end", func() (bool, error) {
-		var err error
-		done, err = taskwire.GetTask(ctx, cs, task.ID)
-		return err == nil && done.Status.IsTerminal(), fmt.Errorf("task %+v, %v", done, err)
+	testwait.Until(t, ctx, "the restarted gateway to read the task's result", func() (bool, error) {
+		return c.taskResults.Load() > before, errors.New("no tasks/result since the restart")
 	})
-	if done.Status != taskwire.StatusFailed || done.Error == nil || !strings.Contains(done.Error.Message, "nobody answered") {
-		t.Fatalf("task = %s %+v; want failed because nobody answered", done.Status, done.Error)
+	got, err := taskwire.GetTask(ctx, cs, task.ID)
+	if err != nil || got.Status != taskwire.StatusInputRequired {
+		t.Fatalf("after the restart: %+v, %v; want input_required", got, err)
 	}
-	op := operationOf(t, outer.store, "op-chain-unanswered")
-	jobs, err := outer.store.RemoteJobList(ctx, op.ID)
-	if err != nil || len(jobs) != 1 {
-		t.Fatalf("remote jobs = %+v, %v; want the upstream task", jobs, err)
+	if q := question(t, got, "task_elicitation"); !strings.HasPrefix(q.Message, "Delete report.txt") {
+		t.Fatalf("question after the restart = %q", q.Message)
 	}
-	innerCS := inner.connect(t, fixtures.EraExtension)
-	testwait.Until(t, ctx, "the upstream task to be cancelled", func() (bool, error) {
-		got, err := taskwire.GetTask(ctx, innerCS, jobs[0].UpstreamTaskID)
-		return err == nil && got.Status == taskwire.StatusCancelled, fmt.Errorf("upstream task %+v, %v", got, err)
+	answerTask(t, cs, task.ID, "task_elicitation", acceptDelete)
+	if done := awaitTask(t, cs, task.ID); done.Status != taskwire.StatusCompleted {
+		t.Fatalf("task = %s (%s), want completed", done.Status, done.StatusMessage)
+	}
+	if jobs, asked, answered, bad := up.counts(); jobs != 1 || asked != 1 || answered != 1 || bad != 0 {
+		t.Fatalf("provider saw %d jobs, %d questions, %d answers, %d bad states; want 1, 1, 1, 0", jobs, asked, answered, bad)
+	}
+	checkTaskQuestionRecorded(t, again.store, "op-legacy-task-restart", ledger.EventInputAnswered)
+}
+
+// TestLegacyUpstreamTaskQuestionWithoutAWayToAnswer: a client without
+// tasks cannot be asked a 2025-11-25 upstream task's question either, so
+// the operation waits for a human, and nothing answers the task for it.
+func TestLegacyUpstreamTaskQuestionWithoutAWayToAnswer(t *testing.T) {
+	up, upURL := newConfirmUpstream(t)
+	inner := legacyFront(t, startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "inner.db"), nil), new(atomic.Int32))
+	outer := startInputGateway(t, "unused", "sqlite:"+filepath.Join(t.TempDir(), "outer.db"), func(y string) string {
+		return strings.Replace(chainedUpstream(y, inner.url, inner.key), "wait: 20s", "wait: 300ms", 1)
 	})
-	if n, asked, answered, _ := up.counts(); n != 0 || asked != 1 || answered != 0 {
-		t.Fatalf("provider saw %d jobs, %d questions, %d answers; want 0, 1, 0", n, asked, answered)
+	if _, err := outer.connect(t, fixtures.EraPlain).CallTool(testCtx(t), chainedDeleteCall("op-legacy-task-plain")); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, testCtx(t), "the operation to wait for review", func() (bool, error) {
+		op := operationOf(t, outer.store, "op-legacy-task-plain")
+		return op.State == ledger.StateReview && op.ReviewReason == ledger.ReasonUpstreamInputRequired, fmt.Errorf("state %s (%s)", op.State, op.ReviewReason)
+	})
+	if jobs, asked, answered, _ := up.counts(); jobs != 0 || asked != 1 || answered != 0 {
+		t.Fatalf("provider saw %d jobs, %d questions, %d answers; want 0, 1, 0", jobs, asked, answered)
 	}
 }

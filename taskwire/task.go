@@ -55,6 +55,19 @@ const (
 	methodSubscriptionsListen = "subscriptions/listen"
 )
 
+// RelatedTaskID is the task a 2025-11-25 message's _meta ties it to
+// (under [RelatedTaskMetaKey]), or "" when it names none.
+func RelatedTaskID(meta map[string]any) string {
+	switch rel := meta[RelatedTaskMetaKey].(type) {
+	case map[string]any:
+		id, _ := rel["taskId"].(string)
+		return id
+	case map[string]string:
+		return rel["taskId"]
+	}
+	return ""
+}
+
 // Era is the task wire design a request may be answered with.
 type Era int
 

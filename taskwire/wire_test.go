@@ -459,3 +459,22 @@ func decodedRaw(t *testing.T, b json.RawMessage) json.RawMessage {
 	}
 	return out
 }
+
+func TestRelatedTaskID(t *testing.T) {
+	tests := []struct {
+		name string
+		meta map[string]any
+		want string
+	}{
+		{"as decoded from the wire", map[string]any{RelatedTaskMetaKey: map[string]any{"taskId": "t-1"}}, "t-1"},
+		{"as built to send", map[string]any{RelatedTaskMetaKey: map[string]string{"taskId": "t-2"}}, "t-2"},
+		{"no related task", map[string]any{"other": map[string]any{"taskId": "t-3"}}, ""},
+		{"a task ID that is not a string", map[string]any{RelatedTaskMetaKey: map[string]any{"taskId": 7}}, ""},
+		{"no _meta", nil, ""},
+	}
+	for _, tt := range tests {
+		if got := RelatedTaskID(tt.meta); got != tt.want {
+			t.Errorf("%s: RelatedTaskID = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

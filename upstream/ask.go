@@ -2,6 +2,9 @@ package upstream
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -153,15 +156,66 @@ func sessionOf(req mcp.Request) *mcp.ClientSession {
 }
 
 // elicit routes an elicitation to the call that holds its session, and
-// declines what belongs to no call that can answer it.
+// declines what belongs to no call that can answer it. An elicitation of
+// an upstream task goes to the TaskResult reading that task's result; with
+// none, the upstream gets an error rather than an answer nobody gave, and
+// may ask again on the next tasks/result.
 func (u *Upstream) elicit(ctx context.Context, req *mcp.ElicitRequest, a *asker) (*mcp.ElicitResult, error) {
 	if _, ok := req.Params.Meta[taskwire.RelatedTaskMetaKey]; ok {
-		u.logger.Info("declined an elicitation for an upstream task: task input is not answered here", "message", req.Params.Message)
-		return &mcp.ElicitResult{Action: "decline"}, nil
+		id := taskwire.RelatedTaskID(req.Params.Meta)
+		u.mu.Lock()
+		ask := u.taskAskers[id]
+		u.mu.Unlock()
+		if ask == nil {
+			u.logger.Info("refused an elicitation for an upstream task whose result nobody is reading", "upstream_task_id", id)
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+				Message: fmt.Sprintf("nothing is reading the result of task %q on this client now; ask again on its next tasks/result", id)}
+		}
+		return ask(ctx, req.Params)
 	}
 	if a == nil || a.elicit == nil {
 		u.logger.Info("declined an elicitation no call asked to answer", "message", req.Params.Message)
 		return &mcp.ElicitResult{Action: "decline"}, nil
 	}
 	return a.elicit(ctx, req.Params)
+}
+
+// answerTask routes the elicitations of the upstream task taskID to elicit
+// until the func it returns is called. That func ends the context of the
+// elicitations under way, which also ends with ctx, and returns once they
+// have returned, so that nothing answers for the caller after it.
+func (u *Upstream) answerTask(ctx context.Context, taskID string, elicit elicitFunc) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		mu     sync.Mutex
+		over   bool
+		active sync.WaitGroup
+	)
+	ask := func(rctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+		mu.Lock()
+		if over {
+			mu.Unlock()
+			return nil, errors.New("the tasks/result this question came on has ended; ask again on the next one")
+		}
+		active.Add(1)
+		mu.Unlock()
+		defer active.Done()
+		rctx, stop := context.WithCancel(rctx)
+		defer stop()
+		defer context.AfterFunc(ctx, stop)()
+		return elicit(rctx, p)
+	}
+	u.mu.Lock()
+	u.taskAskers[taskID] = ask
+	u.mu.Unlock()
+	return func() {
+		u.mu.Lock()
+		delete(u.taskAskers, taskID)
+		u.mu.Unlock()
+		mu.Lock()
+		over = true
+		mu.Unlock()
+		cancel()
+		active.Wait()
+	}
 }

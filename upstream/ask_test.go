@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/taskwire"
 )
 
 // addAskingTools adds the tiny server's tools that log and ask: chatty
@@ -367,5 +370,73 @@ func TestURLElicitationEndsAndPingsAreAnswered(t *testing.T) {
 				t.Errorf("the call's client saw %q, want %q", events, want)
 			}
 		})
+	}
+}
+
+// TestTaskElicitationsGoToTheirTaskResult: an elicitation tagged with an
+// upstream task reaches the TaskResult reading that task's result, and
+// only while it reads; any other gets an error, not an answer nobody gave.
+// Ending the read ends the answer under way and waits for it.
+func TestTaskElicitationsGoToTheirTaskResult(t *testing.T) {
+	u := &Upstream{logger: slog.New(slog.DiscardHandler), taskAskers: map[string]elicitFunc{}}
+	ctx := t.Context()
+	tagged := func(taskID string) *mcp.ElicitRequest {
+		return &mcp.ElicitRequest{Params: &mcp.ElicitParams{Message: "ok?", Meta: mcp.Meta{taskwire.RelatedTaskMetaKey: map[string]any{"taskId": taskID}}}}
+	}
+	waiting := make(chan struct{})
+	ended := make(chan error, 1)
+	release := u.answerTask(ctx, "task-1", func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+		if p.Message == "wait" {
+			close(waiting)
+			<-ctx.Done()
+			ended <- ctx.Err()
+			return nil, ctx.Err()
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"for": "task-1"}}, nil
+	})
+
+	tests := []struct {
+		name    string
+		req     *mcp.ElicitRequest
+		wantFor string // the answer's content, "" for an error
+	}{
+		{"its task", tagged("task-1"), "task-1"},
+		{"another task", tagged("task-2"), ""},
+	}
+	for _, tt := range tests {
+		res, err := u.elicit(ctx, tt.req, nil)
+		switch {
+		case tt.wantFor == "" && (err == nil || !strings.Contains(err.Error(), "task-2")):
+			t.Errorf("%s: elicit = %+v, %v; want an error naming the task", tt.name, res, err)
+		case tt.wantFor != "" && (err != nil || res.Content["for"] != tt.wantFor):
+			t.Errorf("%s: elicit = %+v, %v; want the answer for %s", tt.name, res, err, tt.wantFor)
+		}
+	}
+	if res, err := u.elicit(ctx, &mcp.ElicitRequest{Params: &mcp.ElicitParams{Message: "untagged"}}, nil); err != nil || res.Action != "decline" {
+		t.Errorf("an untagged elicitation no call asked = %+v, %v; want declined, as before", res, err)
+	}
+
+	answered := make(chan error, 1)
+	go func() {
+		w := tagged("task-1")
+		w.Params.Message = "wait"
+		_, err := u.elicit(ctx, w, nil)
+		answered <- err
+	}()
+	<-waiting
+	release()
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Fatal("the answer under way went on after its read ended")
+		}
+	default:
+		t.Fatal("release returned before the answer under way did")
+	}
+	if err := <-answered; err == nil {
+		t.Fatal("the answer under way returned no error once its read ended")
+	}
+	if res, err := u.elicit(ctx, tagged("task-1"), nil); err == nil {
+		t.Fatalf("after the read ended: %+v; want an error", res)
 	}
 }

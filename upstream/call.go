@@ -278,7 +278,14 @@ func (u *Upstream) GetTask(ctx context.Context, taskID string) (*taskwire.Task, 
 // from tasks/get on a 2026-07-28 upstream, from tasks/result (which blocks
 // until the task ends, within the timeout) on a 2025-11-25 one. A task that
 // failed with a JSON-RPC error returns that error (a *jsonrpc.Error).
-func (u *Upstream) TaskResult(ctx context.Context, taskID string) (*mcp.CallToolResult, error) {
+//
+// While a 2025-11-25 upstream's tasks/result blocks, the task may ask its
+// question there, with elicitation/create tagged with the task: elicit
+// answers it. Without elicit the upstream gets an error and may ask again
+// on a later tasks/result. Each elicit's context ends with TaskResult's
+// call, and TaskResult returns only once they have all returned. A
+// 2026-07-28 task shows its question in tasks/get instead (see GetTask).
+func (u *Upstream) TaskResult(ctx context.Context, taskID string, elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)) (*mcp.CallToolResult, error) {
 	ctx, cancel := u.bound(ctx)
 	defer cancel()
 	defer u.trackRequest()()
@@ -287,6 +294,9 @@ func (u *Upstream) TaskResult(ctx context.Context, taskID string) (*mcp.CallTool
 		return nil, err
 	}
 	if c.protocol < protocolExtension {
+		if elicit != nil {
+			defer u.answerTask(ctx, taskID, elicit)()
+		}
 		res, err := taskwire.TaskResult(ctx, c.cs, taskID)
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %w", u.cfg.Name, err)

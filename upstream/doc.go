@@ -166,10 +166,13 @@
 //     in the same way, because the task it creates must stay reachable there.
 //
 // The requests are taken before the go-sdk's own client handling, which
-// checks elicitation schemas more narrowly than the protocol allows. What
-// belongs to no call that can answer it (no such call, or a request marked
-// with a related task, which belongs to a task rather than a call) gets what
-// a client without the capability would give: an elicitation is declined,
-// sampling is refused with -32601, and roots/list is answered with no roots.
-// Pings are answered by the go-sdk in every session.
+// checks elicitation schemas more narrowly than the protocol allows. An
+// elicitation marked with a related task belongs to that task, not to a
+// call: it goes to the TaskResult reading the task's result, which a
+// 2025-11-25 task asks its question on, and without one the upstream gets
+// an error, so that it may ask again rather than take an answer nobody
+// gave. What else belongs to no call that can answer it gets what a client
+// without the capability would give: an elicitation is declined, sampling
+// is refused with -32601 (a task's too), and roots/list is answered with
+// no roots. Pings are answered by the go-sdk in every session.
 package upstream

@@ -152,7 +152,7 @@ func TestHTTPProviderInBothEras(t *testing.T) {
 			if done := awaitTask(ctx, t, u, task.ID); done.Status != taskwire.StatusCompleted {
 				t.Errorf("task %s ended %s, want completed", task.ID, done.Status)
 			}
-			res, err = u.TaskResult(ctx, task.ID)
+			res, err = u.TaskResult(ctx, task.ID, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -231,7 +231,7 @@ func TestStdioProviderRestartsAfterItsChildDies(t *testing.T) {
 		t.Fatalf("CallToolAsTask answered directly (%q), want a task", text(direct))
 	}
 	awaitTask(ctx, t, u, task.ID)
-	res, err := u.TaskResult(ctx, task.ID)
+	res, err := u.TaskResult(ctx, task.ID, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,6 +88,10 @@ type Upstream struct {
 	tools    toolCache
 	closeErr error // from stopping the last stdio child on shutdown
 
+	// taskAskers, under mu, answer the elicitations of the 2025-11-25
+	// upstream tasks whose tasks/result a TaskResult is reading, by task ID.
+	taskAskers map[string]elicitFunc
+
 	// unavailable, under mu, is set while a stdio upstream waits out its
 	// spent restart budget: calls fail at once instead of waiting.
 	unavailable *restartBudgetError
@@ -147,6 +151,7 @@ func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 		toolsBusy:     make(chan struct{}, 1),
 		changed:       make(chan struct{}),
 		routes:        make(map[*mcp.ClientSession]*askRoute),
+		taskAskers:    make(map[string]elicitFunc),
 		progress:      progressRouter{sinks: make(map[string]*progressSink)},
 		relay:         relaySession{lock: make(chan struct{}, 1)},
 	}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/riverqueue/river"
 
+	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/ledger"
 )
 
@@ -316,6 +318,119 @@ func (w *Worker) elicitThroughTask(jobCtx context.Context, l *lease) (Elicit, *r
 		}
 	}
 	return ask, told
+}
+
+// taskElicitationKey is the key a 2025-11-25 upstream task's question is
+// recorded under: its elicitation/create has none of its own.
+const taskElicitationKey = "task_elicitation"
+
+// elicitForTask answers the elicitation/create a 2025-11-25 upstream task
+// taskID sends on tasks/result by asking the operation's client, as for a
+// 2026-07-28 task's question: the operation waits in input_required while
+// the poll job keeps its lease, and the answer the gateway records, a
+// decline too, is the elicitation's result. A question the task asks again
+// on a later tasks/result (the earlier one ended first, or this gateway
+// restarted) is not asked anew: its answer, recorded or still to come, is
+// the one given. It runs only while TaskResult blocks the poll job, which
+// returns after it, so it may use l.
+func (w *Worker) elicitForTask(l *lease, taskID string) Elicit {
+	return func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+		cur, err := w.store.OperationGet(ctx, &ledger.OperationGetParams{ID: l.opRef})
+		if err != nil {
+			return nil, err
+		}
+		l.op = cur
+		_, asked, err := w.latestQuestion(ctx, cur)
+		if err != nil {
+			return nil, err
+		}
+		q := mcp.InputRequestMap{taskElicitationKey: p}
+		again := asked.UpstreamTask == taskID && sameQuestion(asked, w.redactQuestion(l, q)) &&
+			(cur.State == ledger.StateInputRequired || cur.State == ledger.StateRunning && len(cur.InputResponses) > 0)
+		if !again {
+			if cur.State == ledger.StateInputRequired {
+				// The task asks something else now: the client is asked that.
+				if _, err := l.transition(ctx, &ledger.TransitionParams{
+					From: []ledger.State{ledger.StateInputRequired}, To: ledger.StateRunning, Input: &ledger.InputUpdate{},
+				}); err != nil {
+					return nil, err
+				}
+			}
+			if err := w.ask(ctx, l, q, "", taskID); err != nil {
+				return nil, err
+			}
+			if l.op.State != ledger.StateInputRequired {
+				return nil, fmt.Errorf("the client of operation %q cannot answer this question", cur.OperationID)
+			}
+		}
+		tick := time.NewTicker(w.cfg.PollInterval)
+		defer tick.Stop()
+		for {
+			cur, err := w.store.OperationGet(ctx, &ledger.OperationGetParams{ID: l.opRef})
+			if err != nil {
+				return nil, err
+			}
+			l.op = cur
+			switch {
+			case cur.State == ledger.StateRunning && len(cur.InputResponses) > 0:
+				var answers map[string]json.RawMessage
+				var res mcp.ElicitResult
+				if err := json.Unmarshal(cur.InputResponses, &answers); err != nil || json.Unmarshal(answers[taskElicitationKey], &res) != nil {
+					return nil, fmt.Errorf("the recorded answer to the question of upstream task %s is unreadable", taskID)
+				}
+				// Delivered by returning it: the operation no longer
+				// holds it.
+				if _, err := l.transition(context.WithoutCancel(ctx), &ledger.TransitionParams{
+					From: []ledger.State{ledger.StateRunning}, Input: &ledger.InputUpdate{},
+				}); err != nil {
+					return nil, err
+				}
+				w.logger(cur).Info("the answer went to the upstream task that asked", "upstream_task_id", taskID, "action", res.Action)
+				return &res, nil
+			case cur.State != ledger.StateInputRequired:
+				return nil, fmt.Errorf("operation %q became %s while the question of upstream task %s waited", cur.OperationID, cur.State, taskID)
+			}
+			select {
+			case <-ctx.Done():
+				// The question stays recorded; the task asks it again.
+				return nil, ctx.Err()
+			case <-tick.C:
+			}
+		}
+	}
+}
+
+// redactQuestion is q as the ledger records it, with the values of the
+// operation's secret arguments redacted.
+func (w *Worker) redactQuestion(l *lease, q mcp.InputRequestMap) json.RawMessage {
+	raw, err := json.Marshal(q)
+	if err != nil {
+		return nil
+	}
+	return ledger.RedactSecrets(raw, l.args, l.op.SecretArguments)
+}
+
+// sameQuestion reports whether the latest question asked, as recorded,
+// was one question, and the same as the one request of recorded (as
+// redactQuestion records it), whatever their keys.
+func sameQuestion(asked ledger.InputRequestedData, recorded json.RawMessage) bool {
+	var was, is map[string]json.RawMessage
+	if json.Unmarshal(asked.Requests, &was) != nil || json.Unmarshal(recorded, &is) != nil || len(was) != 1 || len(is) != 1 {
+		return false
+	}
+	var a, b json.RawMessage
+	for _, r := range was {
+		a = r
+	}
+	for _, r := range is {
+		b = r
+	}
+	ca, err := canon.Canonicalize(a)
+	if err != nil {
+		return false
+	}
+	cb, err := canon.Canonicalize(b)
+	return err == nil && bytes.Equal(ca, cb)
 }
 
 // relayed is what the client's answers, relayed within one call, told the

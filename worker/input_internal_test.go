@@ -1,8 +1,10 @@
 package worker
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -124,6 +126,35 @@ func TestAskedAlready(t *testing.T) {
 	for _, tt := range tests {
 		if got := askedAlready(tt.asked, tt.q); got != tt.want {
 			t.Errorf("%s: askedAlready = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestSameQuestion(t *testing.T) {
+	asked := func(requests string) ledger.InputRequestedData {
+		return ledger.InputRequestedData{Requests: []byte(requests), UpstreamTask: "task-1"}
+	}
+	confirm := `{"method":"elicitation/create","params":{"message":"Delete report.txt?","requestedSchema":{"type":"object","properties":{"confirm":{"type":"boolean"}}}}}`
+	tests := []struct {
+		name     string
+		asked    ledger.InputRequestedData
+		recorded string
+		want     bool
+	}{
+		{"the same question under the same key", asked(`{"task_elicitation":` + confirm + `}`), `{"task_elicitation":` + confirm + `}`, true},
+		{"the same question under a renamed key", asked(`{"task_elicitation~1":` + confirm + `}`), `{"task_elicitation":` + confirm + `}`, true},
+		// PostgreSQL's jsonb gives keys back in its own order and spacing.
+		{"the same question, keys reordered", asked(`{"task_elicitation": {"params": {"requestedSchema": {"properties": {"confirm": {"type": "boolean"}}, "type": "object"}, "message": "Delete report.txt?"}, "method": "elicitation/create"}}`),
+			`{"task_elicitation":` + confirm + `}`, true},
+		{"another message", asked(`{"task_elicitation":` + strings.Replace(confirm, "report.txt", "notes.txt", 1) + `}`), `{"task_elicitation":` + confirm + `}`, false},
+		{"another schema", asked(`{"task_elicitation":` + strings.Replace(confirm, "boolean", "string", 1) + `}`), `{"task_elicitation":` + confirm + `}`, false},
+		{"a question of two requests", asked(`{"a":` + confirm + `,"b":` + confirm + `}`), `{"task_elicitation":` + confirm + `}`, false},
+		{"nothing asked", asked(``), `{"task_elicitation":` + confirm + `}`, false},
+		{"an unreadable record", asked(`[`), `{"task_elicitation":` + confirm + `}`, false},
+	}
+	for _, tt := range tests {
+		if got := sameQuestion(tt.asked, json.RawMessage(tt.recorded)); got != tt.want {
+			t.Errorf("%s: sameQuestion = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

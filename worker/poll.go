@@ -230,8 +230,11 @@ func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledge
 		}
 		l.op = cur
 	}
+	legacy := t.up.OffersTasks() == taskwire.EraLegacy
 	switch {
-	case l.op.State == ledger.StateRunning && len(l.op.InputResponses) > 0:
+	case l.op.State == ledger.StateRunning && len(l.op.InputResponses) > 0 && !legacy:
+		// A 2025-11-25 task takes its answer on tasks/result instead,
+		// when it asks again (legacyTaskAsks).
 		if err := w.deliverAnswers(ctx, l, t, bound); err != nil {
 			return err
 		}
@@ -259,11 +262,19 @@ func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledge
 		w.logger(op).Warn("tasks/get failed; trying again", "upstream_task_id", bound.UpstreamTaskID, "err", err)
 		return errStillRunning
 	}
-	if task.Status == taskwire.StatusInputRequired && len(task.InputRequests) > 0 {
+	switch {
+	case task.Status == taskwire.StatusInputRequired && len(task.InputRequests) > 0:
 		return w.taskAsks(ctx, l, task)
+	case task.Status == taskwire.StatusInputRequired && legacy:
+		return w.legacyTaskAsks(ctx, l, t, bound)
 	}
 	if !task.Status.IsTerminal() {
 		crashpoint.Reach(crashpoint.WhilePolling)
+		if legacy && op.State == ledger.StateRunning && len(op.InputResponses) > 0 {
+			// Answers a 2025-11-25 task went on without: it asks no more.
+			_, err := l.transition(ctx, &ledger.TransitionParams{From: []ledger.State{ledger.StateRunning}, Input: &ledger.InputUpdate{}})
+			return lookAgain(err)
+		}
 		if op.State == ledger.StateInputRequired {
 			// The task went on without the answer (it was answered
 			// elsewhere, or stopped waiting): so does the operation.
@@ -285,7 +296,7 @@ func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledge
 		// 2025-11-25 reports a tool result with isError:true as a failed
 		// task without an error: the result is the outcome.
 		task.Status == taskwire.StatusFailed && task.Error == nil && t.up.OffersTasks() == taskwire.EraLegacy:
-		res, err := t.up.TaskResult(ctx, task.ID)
+		res, err := t.up.TaskResult(ctx, task.ID, nil)
 		if err != nil {
 			var rpcErr *jsonrpc.Error
 			if errors.As(err, &rpcErr) {
@@ -404,6 +415,41 @@ func (w *Worker) taskAsks(ctx context.Context, l *lease, task *taskwire.Task) er
 		}
 	}
 	return lookAgain(w.ask(ctx, l, q, "", task.ID))
+}
+
+// legacyTaskAsks reads the result of a 2025-11-25 upstream task that
+// waits in input_required, because such a task asks its question only on
+// tasks/result: elicitForTask puts it to the operation's client, and the
+// answer goes back on the same stream. tasks/result ends with the task,
+// or with the upstream's timeout while the question waits; either way the
+// task is looked at again, and a question asked again then is not asked
+// anew.
+func (w *Worker) legacyTaskAsks(ctx context.Context, l *lease, t *target, bound *ledger.RemoteJob) error {
+	op := l.op
+	if op.InputChannel == ledger.InputChannelNone {
+		return w.review(ctx, l, ledger.ReasonUpstreamInputRequired, fmt.Sprintf(
+			"upstream task %s waits for input, and the client that started this operation has no way to answer", bound.UpstreamTaskID))
+	}
+	e, asked, err := w.latestQuestion(ctx, op)
+	if err != nil {
+		return err
+	}
+	if op.State == ledger.StateInputRequired && asked.UpstreamTask == bound.UpstreamTaskID && op.TTL > 0 && !w.clock().Before(e.CreatedAt.Add(op.TTL)) {
+		return lookAgain(w.unanswered(ctx, l, bound.UpstreamTaskID))
+	}
+	res, err := t.up.TaskResult(ctx, bound.UpstreamTaskID, w.elicitForTask(l, bound.UpstreamTaskID))
+	if err != nil {
+		// Also a failed or cancelled task's error: the next look at the
+		// task says how it ended.
+		w.logger(l.op).Info("tasks/result ended without the task's result; looking at the task again", "upstream_task_id", bound.UpstreamTaskID, "err", err)
+		return errStillRunning
+	}
+	cur, err := w.store.OperationGet(ctx, &ledger.OperationGetParams{ID: l.opRef})
+	if err != nil {
+		return err
+	}
+	l.op = cur
+	return w.finishTask(ctx, l, t, bound, res)
 }
 
 // lookAgain is what a move of an operation whose upstream task asks comes

@@ -76,8 +76,8 @@ func (p pooled) GetTask(ctx context.Context, id string) (*taskwire.Task, error) 
 	return p.u.GetTask(ctx, id)
 }
 
-func (p pooled) TaskResult(ctx context.Context, id string) (*mcp.CallToolResult, error) {
-	return p.u.TaskResult(ctx, id)
+func (p pooled) TaskResult(ctx context.Context, id string, elicit Elicit) (*mcp.CallToolResult, error) {
+	return p.u.TaskResult(ctx, id, elicit)
 }
 
 func (p pooled) CancelTask(ctx context.Context, id string) error { return p.u.CancelTask(ctx, id) }

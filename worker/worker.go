@@ -80,7 +80,11 @@ type Upstream interface {
 	// upstream lists it.
 	ToolTaskSupport(ctx context.Context, tool string) (taskwire.TaskSupport, error)
 	GetTask(ctx context.Context, taskID string) (*taskwire.Task, error)
-	TaskResult(ctx context.Context, taskID string) (*mcp.CallToolResult, error)
+	// TaskResult reads an upstream task's result; on a 2025-11-25
+	// upstream it blocks until the task ends, and elicit, when set,
+	// answers the question the task asks meanwhile. It returns only once
+	// every elicit it started has returned.
+	TaskResult(ctx context.Context, taskID string, elicit Elicit) (*mcp.CallToolResult, error)
 	CancelTask(ctx context.Context, taskID string) error
 	// UpdateTask answers the input requests of a 2026-07-28 upstream task.
 	UpdateTask(ctx context.Context, taskID string, responses map[string]json.RawMessage) error
