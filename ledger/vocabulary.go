@@ -111,9 +111,9 @@ func (s SecretsAtRest) Held() bool { return s == SecretsPlaintext || s == Secret
 type InputChannel string
 
 const (
-	// InputChannelNone: the client cannot be asked (it did not take a
-	// task, or declared no elicitation); a question sends the operation
-	// to review.
+	// InputChannelNone: the client cannot be asked (it declared no
+	// elicitation, or took no task on 2025-11-25); a question sends the
+	// operation to review.
 	InputChannelNone InputChannel = ""
 	// InputChannelTaskUpdate: a 2026-07-28 client with the Tasks
 	// extension reads the question in tasks/get and answers it with
@@ -123,9 +123,14 @@ const (
 	// elicitation sees input_required and is asked with elicitation/create
 	// on its tasks/result.
 	InputChannelTaskResult InputChannel = "tasks_result"
+	// InputChannelCallResult: a 2026-07-28 client without tasks that
+	// declared elicitation, waiting for its call's result, is answered
+	// with an input_required result carrying the question, and its call
+	// again carries the answer.
+	InputChannelCallResult InputChannel = "call_result"
 )
 
 // Valid reports whether c is an input channel this version knows.
 func (c InputChannel) Valid() bool {
-	return c == InputChannelNone || c == InputChannelTaskUpdate || c == InputChannelTaskResult
+	return c == InputChannelNone || c == InputChannelTaskUpdate || c == InputChannelTaskResult || c == InputChannelCallResult
 }

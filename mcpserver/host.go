@@ -101,6 +101,13 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		return h.refuse(ctx, log, denial(opID, ""), taskwire.ReasonInvalidArguments, err.Error(), inputErrorData(err)), nil
 	}
 	if opID == "" {
+		if opID, err = h.continuedOperation(ctx, call, fp); err != nil {
+			log.Error("looking up the operation a call answers for", "err", err)
+			return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the gateway could not look up the operation this call answers for; call again with the same arguments and answers",
+				map[string]any{"reason": "ledger_unavailable"})}, nil
+		}
+	}
+	if opID == "" {
 		if w := r.policy.DeriveOperationID; w > 0 {
 			window := g.clock().UTC().Truncate(w)
 			opID = fmt.Sprintf("derived-%s-%d", fp[:32], window.Unix())
@@ -214,24 +221,41 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		h.finishAttempt(ctx, log, requestID)
 		return out, nil
 	}
-	return h.await(ctx, log, r, op, requestID)
+	if err := h.answerInCall(ctx, call, op, requestID); err != nil {
+		log.Error("recording the answers the call carries", "err", err)
+		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the answers this call carries could not be recorded; call again with the same arguments and answers",
+			map[string]any{"reason": "ledger_unavailable", "operation_id": op.OperationID})}, nil
+	}
+	return h.await(ctx, log, r, op, requestID, askableInResult(&call.Caller))
 }
 
 // await serves a client without tasks: it blocks until the operation ends,
 // the configured wait elapses or the gateway shuts down, then answers what
-// is known.
-func (h *host) await(ctx context.Context, log *slog.Logger, r *route, op *ledger.Operation, requestID string) (*taskwire.Outcome, error) {
+// is known. A client that can be asked in the result (askable) is answered
+// as soon as the operation waits on a question, with that question.
+func (h *host) await(ctx context.Context, log *slog.Logger, r *route, op *ledger.Operation, requestID string, askable bool) (*taskwire.Outcome, error) {
 	wait := h.g.config().Wait
 	if r.policy.Wait > 0 {
 		wait = r.policy.Wait
 	}
-	final, err := h.waitFor(ctx, op, wait, false)
+	final, err := h.waitFor(ctx, op, wait, askable)
 	if err != nil {
 		return nil, err
 	}
 	if ctx.Err() != nil && h.g.stopping.Err() == nil {
 		h.record(log, requestID, ledger.ClientDisconnected)
 		return nil, ctx.Err()
+	}
+	if askable && final.State == ledger.StateInputRequired {
+		out, err := questionOutcome(final)
+		if err != nil {
+			return nil, err
+		}
+		if out != nil {
+			log.Info("the upstream's question goes to the client in the call's result")
+			h.finishAttempt(ctx, log, requestID)
+			return out, nil
+		}
 	}
 	if !final.State.Terminal() {
 		h.record(log, requestID, ledger.ClientTimedOut)

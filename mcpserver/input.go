@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/riverqueue/river"
 
+	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/taskwire"
 	"github.com/taskgate/taskgate/worker"
@@ -42,8 +44,86 @@ func inputChannel(c *taskwire.Caller) ledger.InputChannel {
 		return ledger.InputChannelTaskUpdate
 	case c.Era == taskwire.EraLegacy && c.ElicitationDeclared:
 		return ledger.InputChannelTaskResult
+	case askableInResult(c):
+		return ledger.InputChannelCallResult
 	}
 	return ledger.InputChannelNone
+}
+
+// askableInResult reports whether the client of c, waiting for its call's
+// result, can be asked a question in that result: a 2026-07-28 request
+// without a task that declares elicitation takes an input_required result
+// and calls again with the answer (the go-sdk's client does so by itself).
+func askableInResult(c *taskwire.Caller) bool {
+	return c.Era == taskwire.EraNone && statelessVersion(c.ProtocolVersion) && c.ElicitationDeclared
+}
+
+// questionStatePrefix starts the requestState of a question put to a
+// client in its call's result; the operation's task ID follows it, so that
+// the call that answers continues that operation, also where its
+// operation ID is derived from a window that has passed since.
+const questionStatePrefix = "taskgate-question."
+
+// questionOutcome is the input_required result that puts op's outstanding
+// question to a client waiting for its call's result, or nil when nothing
+// is outstanding.
+func questionOutcome(op *ledger.Operation) (*taskwire.Outcome, error) {
+	open, err := questions(op)
+	if err != nil || len(open) == 0 {
+		return nil, err
+	}
+	raw, err := json.Marshal(open)
+	if err != nil {
+		return nil, err
+	}
+	var q mcp.InputRequestMap
+	if err := json.Unmarshal(raw, &q); err != nil {
+		return nil, fmt.Errorf("the question of operation %q cannot be put in a result: %w", op.OperationID, err)
+	}
+	return &taskwire.Outcome{Result: &mcp.CallToolResult{
+		Content:       []mcp.Content{&mcp.TextContent{Text: cmp.Or(op.StatusMessage, "the upstream asks for input") + "; answer to go on"}},
+		InputRequests: q,
+		RequestState:  questionStatePrefix + op.TaskID,
+	}}, nil
+}
+
+// answerInCall records the answers a call carries to the question put in
+// an earlier call's result, when its requestState names op: the operation
+// it continues. Answers that name another operation, or none, are ignored,
+// as the specification asks of responses to requests not outstanding.
+func (h *host) answerInCall(ctx context.Context, call *taskwire.ToolCall, op *ledger.Operation, requestID string) error {
+	if len(call.InputResponses) == 0 || !askableInResult(&call.Caller) || call.RequestState != questionStatePrefix+op.TaskID {
+		return nil
+	}
+	responses := make(map[string]json.RawMessage, len(call.InputResponses))
+	for k, r := range call.InputResponses {
+		raw, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("the answer under %q is unreadable: %w", k, err)
+		}
+		responses[k] = raw
+	}
+	return h.answer(ctx, op, requestID, responses)
+}
+
+// continuedOperation is the operation ID of the caller's operation, with
+// fingerprint fp, whose question the call's requestState names; "" when
+// it names none.
+func (h *host) continuedOperation(ctx context.Context, call *taskwire.ToolCall, fp canon.Fingerprint) (string, error) {
+	taskID, ok := strings.CutPrefix(call.RequestState, questionStatePrefix)
+	if !ok || taskID == "" {
+		return "", nil
+	}
+	op, err := h.load(ctx, &call.Caller, taskID)
+	switch {
+	case errors.Is(err, taskwire.ErrTaskNotFound), errors.Is(err, taskwire.ErrTaskExpired):
+		return "", nil
+	case err != nil:
+		return "", err
+	case op.Fingerprint != string(fp):
+		return "", nil
+	}
+	return op.OperationID, nil
 }
 
 // questions are the operation's outstanding input requests.

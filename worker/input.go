@@ -131,13 +131,15 @@ func uniqueKeys(q mcp.InputRequestMap, used map[string]bool, send int) (mcp.Inpu
 }
 
 // answerable reports whether a client reached through channel can answer
-// every request of q: a 2025-11-25 client on tasks/result is asked only
-// elicitations, a 2026-07-28 client takes any input request.
+// every request of q: a 2025-11-25 client on tasks/result, or a client
+// asked in its call's result for having declared elicitation, is asked
+// only elicitations; a 2026-07-28 client with tasks takes any input
+// request.
 func answerable(channel ledger.InputChannel, q mcp.InputRequestMap) bool {
 	switch channel {
 	case ledger.InputChannelTaskUpdate:
 		return true
-	case ledger.InputChannelTaskResult:
+	case ledger.InputChannelTaskResult, ledger.InputChannelCallResult:
 		for _, r := range q {
 			if _, ok := r.(*mcp.ElicitParams); !ok {
 				return false

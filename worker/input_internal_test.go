@@ -24,6 +24,8 @@ func TestAnswerable(t *testing.T) {
 		{ledger.InputChannelTaskUpdate, mixed, true},
 		{ledger.InputChannelTaskResult, elicit, true},
 		{ledger.InputChannelTaskResult, mixed, false}, // tasks/result asks elicitations only
+		{ledger.InputChannelCallResult, elicit, true},
+		{ledger.InputChannelCallResult, mixed, false}, // the client declared elicitation only
 		{ledger.InputChannelNone, elicit, false},
 	}
 	for _, tt := range tests {
