@@ -235,6 +235,13 @@ type Tool struct {
 	// Wait overrides the gateway's Wait for this tool. Unset: the
 	// gateway's.
 	Wait time.Duration `yaml:"wait"`
+	// InputBeforeTask is how long a call from a 2026-07-28 client that
+	// takes tasks and declares elicitation waits for the upstream's answer
+	// to the first send before it gets its task: a question asked by then
+	// comes back in the call's result (input_required), and the call with
+	// the answer gets the task, as from a tool that gathers input before
+	// it runs as a task. Unset: the task at once.
+	InputBeforeTask time.Duration `yaml:"input_before_task"`
 	// Contract is the provider contract.
 	Contract Contract `yaml:"contract"`
 }

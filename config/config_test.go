@@ -308,6 +308,8 @@ func TestInvalid(t *testing.T) {
 		{"unknown approval way", base + "        consequential: true\n        approve_by: [request, email]\n", `upstreams[0].tools.t.approve_by[1]: must be request or elicitation, got "email"`},
 		{"approval way twice", base + "        consequential: true\n        approve_by: [request, request]\n", "upstreams[0].tools.t.approve_by[1]: lists request twice"},
 		{"approval ways on a pass-through tool", base + "        approve_by: [request]\n", "upstreams[0].tools.t.approve_by: applies only to a consequential tool"},
+		{"input before task on a pass-through tool", base + "        input_before_task: 5s\n", "upstreams[0].tools.t.input_before_task: applies only to a consequential tool"},
+		{"negative input before task", base + "        consequential: true\n        input_before_task: -1s\n", "upstreams[0].tools.t.input_before_task: cannot be negative"},
 		{"negative approval request ttl", "approval_request_ttl: -1m\n", "approval_request_ttl: cannot be negative"},
 		{"negative estimate", base + "        consequential: true\n        contract:\n          cost: {estimate: \"-1\"}\n", "contract.cost.estimate: cannot be negative"},
 	}
@@ -354,17 +356,17 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		placeholder = ": the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}"
 	)
 	want := []string{
-		"t.yaml:69: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
-		"t.yaml:74: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
-		"t.yaml:94: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
-		"t.yaml:86: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:91: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:101: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
-		"t.yaml:121: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
-		"t.yaml:134: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
-		"t.yaml:126: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:131: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:141: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:70: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
+		"t.yaml:75: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
+		"t.yaml:95: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
+		"t.yaml:87: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:92: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:102: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:122: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
+		"t.yaml:135: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
+		"t.yaml:127: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:132: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:142: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
 	}
 	// The tools are a map: warnings of different tools come in no set order.
 	slices.Sort(got)

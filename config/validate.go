@@ -305,7 +305,7 @@ func validateTool(v *validator, f string, t *Tool) {
 		if t.Approval == ledger.ApprovalRequired {
 			v.fail(f+".approval", "applies only to a consequential tool")
 		}
-		for _, name := range []string{"approve_by", "retry_policy", "derive_operation_id", "secret_arguments", "require_task", "wait", "contract"} {
+		for _, name := range []string{"approve_by", "retry_policy", "derive_operation_id", "secret_arguments", "require_task", "wait", "input_before_task", "contract"} {
 			if v.given(f + "." + name) {
 				v.fail(f+"."+name, "applies only to a consequential tool; set consequential: true, or remove it")
 			}
@@ -320,6 +320,9 @@ func validateTool(v *validator, f string, t *Tool) {
 	}
 	if t.Wait < 0 {
 		v.fail(f+".wait", "cannot be negative")
+	}
+	if t.InputBeforeTask < 0 {
+		v.fail(f+".input_before_task", "cannot be negative")
 	}
 	k := c.Key
 	set := 0

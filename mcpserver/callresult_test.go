@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/taskwire"
 )
 
 // A 2026-07-28 client without tasks that declares elicitation (the go-sdk's
@@ -226,4 +228,81 @@ func TestQuestionInTheResultContinuesADerivedOperation(t *testing.T) {
 	if jobs, q, a, bad := up.counts(); jobs != 1 || q != 1 || a != 1 || bad != 0 {
 		t.Fatalf("upstream saw %d jobs, %d questions, %d answers, %d bad states; want 1, 1, 1, 0", jobs, q, a, bad)
 	}
+}
+
+// taskAskingClient opens a 2026-07-28 session that takes tasks and, with
+// elicitation, declares it; the go-sdk's own answering is off, so that
+// the test makes each round.
+func taskAskingClient(t *testing.T, g *inputGateway, elicitation bool) *mcp.ClientSession {
+	t.Helper()
+	caps := &mcp.ClientCapabilities{}
+	if elicitation {
+		caps.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "task-asking"}, &mcp.ClientOptions{
+		Capabilities:   taskwire.ClientCapabilitiesWithTasks(caps),
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	if err := taskwire.InstallClient(client); err != nil {
+		t.Fatal(err)
+	}
+	transport := taskwire.WrapClientTransport(&mcp.StreamableClientTransport{
+		Endpoint: g.url, MaxRetries: -1, HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: g.key}},
+	})
+	cs, err := client.Connect(testCtx(t), transport, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// withInputBeforeTask sets files.confirm_delete's input_before_task.
+func withInputBeforeTask(y string) string {
+	return strings.Replace(y, "        retry_policy: lookup_then_attach\n", "        retry_policy: lookup_then_attach\n        input_before_task: 10s\n", 1)
+}
+
+// TestFirstQuestionBeforeTheTask: with input_before_task, a client that
+// takes tasks and declares elicitation gets the upstream's first question
+// in its call's result, with no task; the call with the answer gets the
+// task, which completes with one provider job. A client that declares no
+// elicitation gets its task at once, the question in it.
+func TestFirstQuestionBeforeTheTask(t *testing.T) {
+	t.Run("declares elicitation", func(t *testing.T) {
+		up, upURL := newConfirmUpstream(t)
+		g := startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), withInputBeforeTask)
+		cs := taskAskingClient(t, g, true)
+		ctx := testCtx(t)
+		task, first, err := taskwire.CallToolAsTask(ctx, cs, deleteCall("op-before-task"), nil)
+		if err != nil || task != nil || first == nil || len(first.InputRequests) != 1 || !strings.HasPrefix(first.RequestState, "taskgate-question.") {
+			t.Fatalf("first round = task %+v, result %+v, %v; want the question in the result and no task", task, first, err)
+		}
+		second := deleteCall("op-before-task")
+		second.InputResponses = mcp.InputResponseMap{}
+		for k := range first.InputRequests {
+			second.InputResponses[k] = acceptConfirm
+		}
+		second.RequestState = first.RequestState
+		task, res, err := taskwire.CallToolAsTask(ctx, cs, second, nil)
+		if err != nil || task == nil {
+			t.Fatalf("second round = task %+v, result %+v, %v; want the task", task, res, err)
+		}
+		done := awaitTask(t, cs, task.ID)
+		var out mcp.CallToolResult
+		if done.Status != taskwire.StatusCompleted || out.UnmarshalJSON(done.Result) != nil || fixtures.ResultText(&out) != "deleted report.txt" {
+			t.Fatalf("task = %s %s %s; want completed with deleted report.txt", done.Status, done.StatusMessage, done.Result)
+		}
+		if jobs, q, a, bad := up.counts(); jobs != 1 || q != 1 || a != 1 || bad != 0 {
+			t.Fatalf("upstream saw %d jobs, %d questions, %d answers, %d bad states; want 1, 1, 1, 0", jobs, q, a, bad)
+		}
+		r := receiptOf(t, g.store, "op-before-task")
+		if len(r.Questions) != 1 || r.Questions[0].Answer != receipt.QuestionAnswered {
+			t.Fatalf("the receipt's questions = %+v; want one, answered", r.Questions)
+		}
+	})
+	t.Run("declares no elicitation", func(t *testing.T) {
+		_, upURL := newConfirmUpstream(t)
+		g := startInputGateway(t, upURL, "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), withInputBeforeTask)
+		askedTask(t, taskAskingClient(t, g, false), "op-task-at-once")
+	})
 }

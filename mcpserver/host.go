@@ -216,17 +216,49 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	if res.Request != nil {
 		log.Info("the call waits for an approval request", "approval_request", res.Request.ID, "expires_at", res.Request.ExpiresAt)
 	}
-	if call.Caller.Era != taskwire.EraNone {
-		out := &taskwire.Outcome{Task: h.task(op)}
-		h.finishAttempt(ctx, log, requestID)
-		return out, nil
-	}
-	if err := h.answerInCall(ctx, call, op, requestID); err != nil {
+	answered, err := h.answerInCall(ctx, call, op, requestID)
+	if err != nil {
 		log.Error("recording the answers the call carries", "err", err)
 		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the answers this call carries could not be recorded; call again with the same arguments and answers",
 			map[string]any{"reason": "ledger_unavailable", "operation_id": op.OperationID})}, nil
 	}
+	if call.Caller.Era != taskwire.EraNone {
+		out := &taskwire.Outcome{Task: h.task(op)}
+		if !answered {
+			q, err := h.questionBeforeTask(ctx, call, r, op)
+			if err != nil {
+				return nil, err
+			}
+			if q != nil {
+				log.Info("the upstream's first question goes to the client in the call's result, before its task")
+				out = q
+			}
+		}
+		h.finishAttempt(ctx, log, requestID)
+		return out, nil
+	}
 	return h.await(ctx, log, r, op, requestID, askableInResult(&call.Caller))
+}
+
+// questionBeforeTask waits, up to the tool's input_before_task, for the
+// first send of a call from a client that takes tasks to come back, and
+// returns the question it asks in the call's result, as a tool that
+// gathers input before it runs as a task answers (SEP-2663): the call
+// with the answer then gets the task. It returns nil, for the call to get
+// its task, when the policy is off, the client cannot be asked so, or the
+// send comes back with anything but a first question of elicitations.
+func (h *host) questionBeforeTask(ctx context.Context, call *taskwire.ToolCall, r *route, op *ledger.Operation) (*taskwire.Outcome, error) {
+	c := &call.Caller
+	if r.policy.InputBeforeTask <= 0 || !statelessVersion(c.ProtocolVersion) || !c.ElicitationDeclared {
+		return nil, nil
+	}
+	cur, err := h.waitFor(ctx, op, r.policy.InputBeforeTask, func(o *ledger.Operation) bool {
+		return o.State != ledger.StateAccepted && o.State != ledger.StateSending
+	})
+	if err != nil || cur.State != ledger.StateInputRequired || cur.SendCount > 1 {
+		return nil, err
+	}
+	return questionOutcome(cur)
 }
 
 // await serves a client without tasks: it blocks until the operation ends,
@@ -238,7 +270,7 @@ func (h *host) await(ctx context.Context, log *slog.Logger, r *route, op *ledger
 	if r.policy.Wait > 0 {
 		wait = r.policy.Wait
 	}
-	final, err := h.waitFor(ctx, op, wait, askable)
+	final, err := h.waitFor(ctx, op, wait, endsOrAsks(askable))
 	if err != nil {
 		return nil, err
 	}
@@ -297,11 +329,19 @@ func outcomeOf(op *ledger.Operation) (*taskwire.Outcome, error) {
 	}
 }
 
-// waitFor polls the ledger until op ends (or, when askable, waits on a
-// question the caller can be asked), d elapses or ctx ends. It polls
-// soon at first, when a quick operation may be about to end, then backs
-// off to the advertised poll interval.
-func (h *host) waitFor(ctx context.Context, op *ledger.Operation, d time.Duration, askable bool) (*ledger.Operation, error) {
+// endsOrAsks is waitFor's done for a caller waiting on op's end, and,
+// when askable, on a question it can be asked.
+func endsOrAsks(askable bool) func(*ledger.Operation) bool {
+	return func(op *ledger.Operation) bool {
+		return op.State.Terminal() || askable && op.State == ledger.StateInputRequired
+	}
+}
+
+// waitFor polls the ledger until done holds for op, d elapses or ctx
+// ends, and returns op as last read. It polls soon at first, when a quick
+// operation may be about to move, then backs off to the advertised poll
+// interval.
+func (h *host) waitFor(ctx context.Context, op *ledger.Operation, d time.Duration, done func(*ledger.Operation) bool) (*ledger.Operation, error) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	pause := firstPoll
@@ -311,7 +351,7 @@ func (h *host) waitFor(ctx context.Context, op *ledger.Operation, d time.Duratio
 		if err != nil {
 			return nil, err
 		}
-		if cur.State.Terminal() || askable && cur.State == ledger.StateInputRequired {
+		if done(cur) {
 			return cur, nil
 		}
 		next := time.NewTimer(pause)
@@ -666,7 +706,7 @@ func (h *host) WaitTask(ctx context.Context, c *taskwire.Caller, taskID string) 
 				}
 			}
 		}
-		final, err := h.waitFor(ctx, op, time.Hour, c.Elicit != nil)
+		final, err := h.waitFor(ctx, op, time.Hour, endsOrAsks(c.Elicit != nil))
 		if err != nil {
 			return nil, err
 		}

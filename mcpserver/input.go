@@ -66,11 +66,20 @@ const questionStatePrefix = "taskgate-question."
 
 // questionOutcome is the input_required result that puts op's outstanding
 // question to a client waiting for its call's result, or nil when nothing
-// is outstanding.
+// is outstanding or the question is not elicitations alone, all that such
+// a client declares.
 func questionOutcome(op *ledger.Operation) (*taskwire.Outcome, error) {
 	open, err := questions(op)
 	if err != nil || len(open) == 0 {
 		return nil, err
+	}
+	for _, raw := range open {
+		var r struct {
+			Method string `json:"method"`
+		}
+		if json.Unmarshal(raw, &r) != nil || r.Method != "elicitation/create" {
+			return nil, nil
+		}
 	}
 	raw, err := json.Marshal(open)
 	if err != nil {
@@ -90,20 +99,21 @@ func questionOutcome(op *ledger.Operation) (*taskwire.Outcome, error) {
 // answerInCall records the answers a call carries to the question put in
 // an earlier call's result, when its requestState names op: the operation
 // it continues. Answers that name another operation, or none, are ignored,
-// as the specification asks of responses to requests not outstanding.
-func (h *host) answerInCall(ctx context.Context, call *taskwire.ToolCall, op *ledger.Operation, requestID string) error {
-	if len(call.InputResponses) == 0 || !askableInResult(&call.Caller) || call.RequestState != questionStatePrefix+op.TaskID {
-		return nil
+// as the specification asks of responses to requests not outstanding;
+// answered reports that the call carried answers for op.
+func (h *host) answerInCall(ctx context.Context, call *taskwire.ToolCall, op *ledger.Operation, requestID string) (answered bool, err error) {
+	if len(call.InputResponses) == 0 || !statelessVersion(call.Caller.ProtocolVersion) || call.RequestState != questionStatePrefix+op.TaskID {
+		return false, nil
 	}
 	responses := make(map[string]json.RawMessage, len(call.InputResponses))
 	for k, r := range call.InputResponses {
 		raw, err := json.Marshal(r)
 		if err != nil {
-			return fmt.Errorf("the answer under %q is unreadable: %w", k, err)
+			return true, fmt.Errorf("the answer under %q is unreadable: %w", k, err)
 		}
 		responses[k] = raw
 	}
-	return h.answer(ctx, op, requestID, responses)
+	return true, h.answer(ctx, op, requestID, responses)
 }
 
 // continuedOperation is the operation ID of the caller's operation, with
