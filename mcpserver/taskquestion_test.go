@@ -1,12 +1,9 @@
 package mcpserver_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/internal/legacyhttp"
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
@@ -296,9 +294,8 @@ func TestUnansweredUpstreamTaskQuestion(t *testing.T) {
 // it, and confirm_delete runs there as a 2025-11-25 task that waits in
 // input_required and asks its question only on tasks/result.
 
-// legacyFront serves g as a server that speaks only 2025-11-25: it refuses
-// server/discover, so that a go-sdk client falls back to initialize with
-// 2025-11-25, and passes everything else to g as it is. results counts the
+// legacyFront serves g as a server that speaks only 2025-11-25 (see
+// legacyhttp), passing everything else to g as it is; results counts the
 // tasks/result requests it passed on.
 func legacyFront(t *testing.T, g *inputGateway, results *atomic.Int32) *inputGateway {
 	t.Helper()
@@ -310,28 +307,10 @@ func legacyFront(t *testing.T, g *inputGateway, results *atomic.Int32) *inputGat
 		Rewrite:       func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = target.Scheme, target.Host },
 		FlushInterval: -1, // streams reach the client as they are written
 	}
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			var msg struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
-			if json.Unmarshal(body, &msg) == nil && msg.Method == "tasks/result" {
-				results.Add(1)
-			}
-			if msg.Method == "server/discover" {
-				w.Header().Set("Content-Type", "application/json")
-				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, msg.ID)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
+	front := httptest.NewServer(legacyhttp.RefuseDiscover(proxy, func(method string) {
+		if method == "tasks/result" {
+			results.Add(1)
 		}
-		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(front.Close)
 	return &inputGateway{url: front.URL + target.Path, key: g.key, store: g.store}

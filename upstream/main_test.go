@@ -1,12 +1,10 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -192,31 +190,6 @@ func serveTiny(t *testing.T, stateless bool) (*mcp.Server, string) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return s, srv.URL
-}
-
-// refuseDiscover makes h look like a server that predates protocol
-// 2026-07-28: server/discover is a method it does not know.
-func refuseDiscover(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			}
-			var msg struct {
-				ID     json.RawMessage `json:"id"`
-				Method string          `json:"method"`
-			}
-			if json.Unmarshal(body, &msg) == nil && msg.Method == "server/discover" {
-				w.Header().Set("Content-Type", "application/json")
-				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, msg.ID)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // testCtx bounds one test's calls.

@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/legacyhttp"
 	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/taskwire"
@@ -80,7 +81,7 @@ func TestHTTPProviderInBothEras(t *testing.T) {
 			t.Cleanup(func() { sim.Close() })
 			var h http.Handler = sim.HTTPHandler()
 			if tt.legacy {
-				h = refuseDiscover(h)
+				h = legacyhttp.RefuseDiscover(h, nil)
 			}
 			creds := &credentialCheck{next: h, want: "Bearer gateway-secret"}
 			srv := httptest.NewServer(creds)
@@ -337,7 +338,7 @@ func TestCloseLeavesNoChildOrGoroutine(t *testing.T) {
 			} else {
 				sim := providersim.New(&providersim.Options{JobDuration: simJob})
 				t.Cleanup(func() { sim.Close() })
-				srv := httptest.NewServer(refuseDiscover(sim.HTTPHandler()))
+				srv := httptest.NewServer(legacyhttp.RefuseDiscover(sim.HTTPHandler(), nil))
 				t.Cleanup(srv.Close)
 				cfg = &config.Upstream{Name: "hosted_test", URL: srv.URL + "/mcp", Timeout: 20 * time.Second}
 			}
@@ -417,7 +418,7 @@ func TestHTTPUpstreamIsReconnectedAfterItRestarts(t *testing.T) {
 				sim := providersim.New(&providersim.Options{JobDuration: simJob})
 				t.Cleanup(func() { sim.Close() })
 				if tt.legacy {
-					return refuseDiscover(sim.HTTPHandler())
+					return legacyhttp.RefuseDiscover(sim.HTTPHandler(), nil)
 				}
 				return sim.HTTPHandler()
 			}
