@@ -111,11 +111,15 @@ func (l *legacySessions) watch(next http.Handler) http.Handler {
 			return
 		}
 		if id == "" {
-			next.ServeHTTP(w, r)
-			// An initialize that opened a session answered with its ID.
-			if opened := w.Header().Get(sessionIDHeader); opened != "" {
-				l.opened(opened, userOf(r))
-			}
+			// An initialize that opened a session answers with its ID. The
+			// session is noted as that answer's header is written, before
+			// the client can learn the ID: noted only once the handler
+			// returned, it would be unknown to the first calls the client
+			// may send meanwhile, which would take the SDK path.
+			user := userOf(r)
+			ow := &openingWriter{ResponseWriter: w, note: func(id string) bool { return l.opened(id, user) }}
+			next.ServeHTTP(ow, r)
+			ow.opened() // in case the session was not ready as the header went out
 			return
 		}
 		if !acceptsJSONAndStream(r) || !l.sdkStart(id, userOf(r)) {
@@ -129,6 +133,43 @@ func (l *legacySessions) watch(next http.Handler) http.Handler {
 
 const sessionIDHeader = "Mcp-Session-Id"
 
+// openingWriter notes the session its answer's header names, through
+// note, as the header is written, and again on opened until note has
+// recorded it.
+type openingWriter struct {
+	http.ResponseWriter
+	note func(id string) bool
+
+	mu    sync.Mutex
+	noted bool
+}
+
+func (o *openingWriter) opened() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if id := o.ResponseWriter.Header().Get(sessionIDHeader); !o.noted && id != "" {
+		o.noted = o.note(id)
+	}
+}
+
+func (o *openingWriter) WriteHeader(code int) {
+	o.opened()
+	o.ResponseWriter.WriteHeader(code)
+}
+
+func (o *openingWriter) Write(b []byte) (int, error) {
+	o.opened()
+	return o.ResponseWriter.Write(b)
+}
+
+func (o *openingWriter) Flush() {
+	o.opened()
+	_ = http.NewResponseController(o.ResponseWriter).Flush()
+}
+
+// Unwrap lets an http.ResponseController reach the writer underneath.
+func (o *openingWriter) Unwrap() http.ResponseWriter { return o.ResponseWriter }
+
 func userOf(r *http.Request) string {
 	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
 		return ti.UserID
@@ -137,9 +178,10 @@ func userOf(r *http.Request) string {
 }
 
 // opened records a session the SDK's handler has just opened, and forgets
-// it once the session ends. A session the handler closed at once (its
-// initialization failed) is not recorded.
-func (l *legacySessions) opened(id, userID string) {
+// it once the session ends; it reports whether it recorded it. A session
+// the handler closed at once (its initialization failed), or has not
+// initialized yet, is not recorded.
+func (l *legacySessions) opened(id, userID string) bool {
 	var ss *mcp.ServerSession
 	for s := range l.server.Sessions() {
 		if s.ID() == id {
@@ -155,7 +197,7 @@ func (l *legacySessions) opened(id, userID string) {
 		l.mu.Lock()
 		delete(l.levels, id)
 		l.mu.Unlock()
-		return
+		return false
 	}
 	s := &legacySession{
 		userID: userID, lastSDK: l.now(), relayed: map[string]context.CancelFunc{}, questions: map[string]pendingQuestion{},
@@ -171,6 +213,7 @@ func (l *legacySessions) opened(id, userID string) {
 		delete(l.levels, id)
 		l.mu.Unlock()
 	}()
+	return true
 }
 
 // sdkStart counts a request the SDK's handler takes in session id, if it
