@@ -193,9 +193,7 @@ func TestQuestionInTheResultSurvivesRestart(t *testing.T) {
 	if fixtures.ResultText(res) != "deleted report.txt" {
 		t.Fatalf("second round after the restart = %q (%+v); want deleted report.txt", fixtures.ResultText(res), res)
 	}
-	if jobs, q, a, bad := up.counts(); jobs != 1 || q != 1 || a != 1 || bad != 0 {
-		t.Fatalf("upstream saw %d jobs, %d questions, %d answers, %d bad states; want 1, 1, 1, 0", jobs, q, a, bad)
-	}
+	up.checkAnsweredOnce(t)
 }
 
 // TestQuestionInTheResultContinuesADerivedOperation: a call whose
@@ -225,9 +223,7 @@ func TestQuestionInTheResultContinuesADerivedOperation(t *testing.T) {
 	if err != nil || len(ops) != 1 || ops[0].State != ledger.StateCompleted {
 		t.Fatalf("operations = %d, %v; want the one that asked, completed", len(ops), err)
 	}
-	if jobs, q, a, bad := up.counts(); jobs != 1 || q != 1 || a != 1 || bad != 0 {
-		t.Fatalf("upstream saw %d jobs, %d questions, %d answers, %d bad states; want 1, 1, 1, 0", jobs, q, a, bad)
-	}
+	up.checkAnsweredOnce(t)
 }
 
 // taskAskingClient opens a 2026-07-28 session that takes tasks and, with
@@ -287,14 +283,8 @@ func TestFirstQuestionBeforeTheTask(t *testing.T) {
 		if err != nil || task == nil {
 			t.Fatalf("second round = task %+v, result %+v, %v; want the task", task, res, err)
 		}
-		done := awaitTask(t, cs, task.ID)
-		var out mcp.CallToolResult
-		if done.Status != taskwire.StatusCompleted || out.UnmarshalJSON(done.Result) != nil || fixtures.ResultText(&out) != "deleted report.txt" {
-			t.Fatalf("task = %s %s %s; want completed with deleted report.txt", done.Status, done.StatusMessage, done.Result)
-		}
-		if jobs, q, a, bad := up.counts(); jobs != 1 || q != 1 || a != 1 || bad != 0 {
-			t.Fatalf("upstream saw %d jobs, %d questions, %d answers, %d bad states; want 1, 1, 1, 0", jobs, q, a, bad)
-		}
+		awaitDeleted(t, cs, task.ID)
+		up.checkAnsweredOnce(t)
 		r := receiptOf(t, g.store, "op-before-task")
 		if len(r.Questions) != 1 || r.Questions[0].Answer != receipt.QuestionAnswered {
 			t.Fatalf("the receipt's questions = %+v; want one, answered", r.Questions)

@@ -157,6 +157,26 @@ func (u *confirmUpstream) counts() (jobs, asked, answered, badState int) {
 	return len(u.jobs), u.asked, u.answered, u.badState
 }
 
+// checkAnsweredOnce fails unless the upstream started one job after asking
+// its question once and taking one answer, with its own requestState.
+func (u *confirmUpstream) checkAnsweredOnce(t *testing.T) {
+	t.Helper()
+	if jobs, asked, answered, bad := u.counts(); jobs != 1 || asked != 1 || answered != 1 || bad != 0 {
+		t.Fatalf("upstream saw %d jobs, %d questions, %d answers, %d with another requestState; want 1, 1, 1, 0", jobs, asked, answered, bad)
+	}
+}
+
+// awaitDeleted waits for task taskID to end, and fails unless it
+// completed with confirm_delete's result.
+func awaitDeleted(t *testing.T, cs *mcp.ClientSession, taskID string) {
+	t.Helper()
+	done := awaitTask(t, cs, taskID)
+	var res mcp.CallToolResult
+	if done.Status != taskwire.StatusCompleted || res.UnmarshalJSON(done.Result) != nil || fixtures.ResultText(&res) != "deleted report.txt" {
+		t.Fatalf("task = %s %s %s; want completed with deleted report.txt", done.Status, done.StatusMessage, done.Result)
+	}
+}
+
 // inputGateway is a gateway whose upstream files has confirm_delete as a
 // consequential tool with token a secret argument, on ledger db.
 type inputGateway struct {
@@ -351,15 +371,8 @@ func TestUpstreamQuestionAnswered(t *testing.T) {
 		t.Fatalf("after an answer to no question: %+v, %v; want still input_required", again, err)
 	}
 	answerTask(t, cs, task.ID, "confirm", `{"action":"accept","content":{"confirm":true}}`)
-	done := awaitTask(t, cs, task.ID)
-	var res mcp.CallToolResult
-	if done.Status != taskwire.StatusCompleted || json.Unmarshal(done.Result, &res) != nil || fixtures.ResultText(&res) != "deleted report.txt" {
-		t.Fatalf("task = %s %s %s; want completed with deleted report.txt", done.Status, done.StatusMessage, done.Result)
-	}
-	jobs, asked, answered, bad := up.counts()
-	if jobs != 1 || asked != 1 || answered != 1 || bad != 0 {
-		t.Fatalf("upstream saw %d jobs, %d questions asked, %d answers, %d with a changed requestState; want 1, 1, 1, 0", jobs, asked, answered, bad)
-	}
+	awaitDeleted(t, cs, task.ID)
+	up.checkAnsweredOnce(t)
 
 	op := operationOf(t, g.store, "op-confirm")
 	requested := eventsOf(t, g.store, op, ledger.EventInputRequested)
@@ -449,9 +462,7 @@ func answerAfterRestart(t *testing.T, cs *mcp.ClientSession, up *confirmUpstream
 	if done := awaitTask(t, cs, taskID); done.Status != taskwire.StatusCompleted {
 		t.Fatalf("task = %s (%s), want completed", done.Status, done.StatusMessage)
 	}
-	if jobs, asked, answered, bad := up.counts(); jobs != 1 || asked != 1 || answered != 1 || bad != 0 {
-		t.Fatalf("upstream saw %d jobs, %d questions, %d answers, %d bad states; want 1, 1, 1, 0", jobs, asked, answered, bad)
-	}
+	up.checkAnsweredOnce(t)
 }
 
 // TestUpstreamQuestionWithoutAWayToAnswer: a client without tasks cannot
