@@ -31,6 +31,14 @@ func testInputRounds(t *testing.T, newStore Factory) {
 	if _, err := s.Accept(ctx, bad); err == nil {
 		t.Fatal("Accept took an unknown input channel")
 	}
+	for _, ch := range []ledger.InputChannel{ledger.InputChannelNone, ledger.InputChannelTaskResult, ledger.InputChannelCallResult} {
+		cp := params(t, call{"acme", "op-channel-" + string(ch), `{}`})
+		cp.InputChannel = ch
+		got, err := s.OperationGet(ctx, &ledger.OperationGetParams{ID: accept(t, s, cp).Operation.ID})
+		if err != nil || got.InputChannel != ch {
+			t.Fatalf("accepted with input channel %q, read back %+v, %v", ch, got, err)
+		}
+	}
 	move := func(tp *ledger.TransitionParams) (*ledger.Operation, error) {
 		tp.OperationRef = op.ID
 		return s.Transition(ctx, tp)
