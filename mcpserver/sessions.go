@@ -110,6 +110,12 @@ func (l *legacySessions) watch(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if id == "" && statelessVersion(r.Header.Get("Mcp-Protocol-Version")) {
+			// A 2026-07-28 request opens no session; most of the SDK path's
+			// requests are such.
+			next.ServeHTTP(w, r)
+			return
+		}
 		if id == "" {
 			// An initialize that opened a session answers with its ID. The
 			// session is noted as that answer's header is written, before
