@@ -287,8 +287,9 @@ type RecoveredData struct {
 
 // InputRequestedData is the data of an input_requested event: the
 // upstream's questions in its answer to the operation's Send'th send (or
-// those of the task it started, UpstreamTask), keyed as the upstream keyed them ({method, params} each), with the
-// values of secret arguments redacted. RequestState says whether the
+// those of the task it started, UpstreamTask), keyed as the upstream keyed
+// them ({method, params} each), with the values of secret arguments
+// redacted. RequestState says whether the
 // upstream sent state to return with the answers (the state itself is
 // kept with the operation, not here). InFlight says that the question was
 // asked within the call (a 2025-11-25 elicitation/create), which waits for

@@ -22,19 +22,20 @@ import (
 
 // A consequential call's upstream may ask a question while the operation
 // runs: a 2026-07-28 input_required result or upstream task, or a
-// 2025-11-25 elicitation/create within the call. The worker records the
-// question on the operation, which waits in input_required; the client
-// reads it in tasks/get (2026-07-28) or is asked it on tasks/result
-// (2025-11-25), and its answer is recorded here. Only answers to the question outstanding
-// are taken, each once. Once every question is answered, an
-// input_required result's operation is queued to send again, carrying the
-// answers and the upstream's requestState; a call that asked within
-// itself gets the answer from its worker and goes on; a question of the
-// upstream's own task (2026-07-28) is answered to that task, which the
-// operation goes on following. An answer that declines (or cancels) ends
-// the operation: nothing more is sent, except that a call waiting within
-// itself, or a task that asked, is told the answer, and the operation
-// ends as the task does.
+// 2025-11-25 elicitation/create within the call or on its task's
+// tasks/result. The worker records the question on the operation, which
+// waits in input_required; the client reads it in tasks/get (2026-07-28),
+// is asked it on tasks/result (2025-11-25), or, waiting for its call's
+// result, gets it in an input_required result; its answer is recorded
+// here. Only answers to the question outstanding are taken, each once.
+// Once every question is answered, an input_required result's operation is
+// queued to send again, carrying the answers and the upstream's
+// requestState; a call that asked within itself gets the answer from its
+// worker and goes on; a question of the upstream's own task is answered to
+// that task, which the operation goes on following. An answer that
+// declines (or cancels) ends the operation: nothing more is sent, except
+// that a call waiting within itself, or a task that asked, is told the
+// answer, and the operation ends as the task does.
 
 // inputChannel is how the client of call can answer a question asked
 // during the operation it starts.

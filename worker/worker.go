@@ -15,7 +15,9 @@
 // back through the ledger, as the next send of the same operation or, for
 // a question asked within the call, to the call that waits for it. A
 // question of the upstream's own task is recorded the same way while the
-// task is followed, and its answer goes to the task with tasks/update.
+// task is followed, and its answer goes to the task: with tasks/update
+// (2026-07-28), or as the answer to the elicitation the task sent on
+// tasks/result (2025-11-25).
 // When a worker dies, its lease lapses and the sweeper re-enqueues the
 // operation's job; a reconcile job it left running is rescued by the job
 // queue of any replica once it has run past twice its timeout.
