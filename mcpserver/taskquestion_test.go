@@ -125,27 +125,45 @@ func TestUpstreamTaskQuestionAnswered(t *testing.T) {
 }
 
 // TestUpstreamTaskQuestionDeclined: a decline goes to the upstream task
-// too, which ends cancelled with nothing started at the provider; the
-// operation ends as the task did, and the receipt says declined.
+// too (with tasks/update to a 2026-07-28 task, on tasks/result to a
+// 2025-11-25 one), which ends cancelled with nothing started at the
+// provider; the operation ends as the task did, and the receipt says
+// declined.
 func TestUpstreamTaskQuestionDeclined(t *testing.T) {
-	up, _, outer := chainedGateways(t, "sqlite:"+filepath.Join(t.TempDir(), "outer.db"))
-	cs := outer.connect(t, fixtures.EraExtension)
-
-	task := askedTaskOf(t, cs, chainedDeleteCall("op-chain-declined"))
-	answerTask(t, cs, task.ID, "confirm", `{"action":"decline"}`)
-	if done := awaitTask(t, cs, task.ID); done.Status != taskwire.StatusCancelled {
-		t.Fatalf("task = %s (%s); want cancelled", done.Status, done.StatusMessage)
+	for _, tt := range []struct {
+		name  string
+		chain func(t *testing.T) (*confirmUpstream, *inputGateway)
+		key   string // the question's key in tasks/get
+	}{
+		{"2026-07-28 task", func(t *testing.T) (*confirmUpstream, *inputGateway) {
+			up, _, outer := chainedGateways(t, "sqlite:"+filepath.Join(t.TempDir(), "outer.db"))
+			return up, outer
+		}, "confirm"},
+		{"2025-11-25 task", func(t *testing.T) (*confirmUpstream, *inputGateway) {
+			c := startLegacyChain(t, "sqlite:"+filepath.Join(t.TempDir(), "outer.db"))
+			return c.up, c.outer
+		}, "task_elicitation"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up, outer := tt.chain(t)
+			cs := outer.connect(t, fixtures.EraExtension)
+			task := askedTaskOf(t, cs, chainedDeleteCall("op-chain-declined"))
+			answerTask(t, cs, task.ID, tt.key, `{"action":"decline"}`)
+			if done := awaitTask(t, cs, task.ID); done.Status != taskwire.StatusCancelled {
+				t.Fatalf("task = %s (%s); want cancelled", done.Status, done.StatusMessage)
+			}
+			if jobs, asked, answered, _ := up.counts(); jobs != 0 || asked != 1 || answered != 0 {
+				t.Fatalf("provider saw %d jobs, %d questions, %d answers; want 0, 1, 0", jobs, asked, answered)
+			}
+			checkTaskQuestionRecorded(t, outer.store, "op-chain-declined", ledger.EventInputDeclined)
+			testwait.Until(t, testCtx(t), "the receipt to settle", func() (bool, error) {
+				r := receiptOf(t, outer.store, "op-chain-declined")
+				return r.ReviewStatus == receipt.ReviewReady && len(r.Questions) == 1 && r.Questions[0].Answer == receipt.QuestionDeclined &&
+						r.State == string(ledger.StateCancelled),
+					fmt.Errorf("receipt: state %s, %s, questions %+v", r.State, r.ReviewStatus, r.Questions)
+			})
+		})
 	}
-	if jobs, asked, answered, _ := up.counts(); jobs != 0 || asked != 1 || answered != 0 {
-		t.Fatalf("provider saw %d jobs, %d questions, %d answers; want 0, 1, 0", jobs, asked, answered)
-	}
-	checkTaskQuestionRecorded(t, outer.store, "op-chain-declined", ledger.EventInputDeclined)
-	testwait.Until(t, testCtx(t), "the receipt to settle", func() (bool, error) {
-		r := receiptOf(t, outer.store, "op-chain-declined")
-		return r.ReviewStatus == receipt.ReviewReady && len(r.Questions) == 1 && r.Questions[0].Answer == receipt.QuestionDeclined &&
-				r.State == string(ledger.StateCancelled),
-			fmt.Errorf("receipt: state %s, %s, questions %+v", r.State, r.ReviewStatus, r.Questions)
-	})
 }
 
 // TestUpstreamTaskQuestionOnTasksResult: a 2025-11-25 client of the outer
@@ -382,30 +400,6 @@ func TestLegacyUpstreamTaskQuestion(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestLegacyUpstreamTaskQuestionDeclined: a decline goes back on
-// tasks/result too; the upstream task ends cancelled with nothing started
-// at the provider, and so does the operation, whose receipt says declined.
-func TestLegacyUpstreamTaskQuestionDeclined(t *testing.T) {
-	c := startLegacyChain(t, "sqlite:"+filepath.Join(t.TempDir(), "outer.db"))
-	up, outer := c.up, c.outer
-	cs := outer.connect(t, fixtures.EraExtension)
-	task := askedTaskOf(t, cs, chainedDeleteCall("op-legacy-task-declined"))
-	answerTask(t, cs, task.ID, "task_elicitation", `{"action":"decline"}`)
-	if done := awaitTask(t, cs, task.ID); done.Status != taskwire.StatusCancelled {
-		t.Fatalf("task = %s (%s); want cancelled", done.Status, done.StatusMessage)
-	}
-	if jobs, asked, answered, _ := up.counts(); jobs != 0 || asked != 1 || answered != 0 {
-		t.Fatalf("provider saw %d jobs, %d questions, %d answers; want 0, 1, 0", jobs, asked, answered)
-	}
-	checkTaskQuestionRecorded(t, outer.store, "op-legacy-task-declined", ledger.EventInputDeclined)
-	testwait.Until(t, testCtx(t), "the receipt to settle", func() (bool, error) {
-		r := receiptOf(t, outer.store, "op-legacy-task-declined")
-		return r.ReviewStatus == receipt.ReviewReady && len(r.Questions) == 1 && r.Questions[0].Answer == receipt.QuestionDeclined &&
-				r.State == string(ledger.StateCancelled),
-			fmt.Errorf("receipt: state %s, %s, questions %+v", r.State, r.ReviewStatus, r.Questions)
-	})
 }
 
 // TestLegacyUpstreamTaskQuestionSurvivesRestart: the outer gateway
