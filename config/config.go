@@ -19,6 +19,7 @@ package config
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -202,11 +203,18 @@ func (u *Upstream) ToolPrefix() string {
 func (u *Upstream) IsRequired() bool { return u.Required == nil || *u.Required }
 
 // Tool is the policy of one upstream tool. Every field but Consequential
-// applies only to a consequential tool.
+// and Expose applies only to a consequential tool.
 type Tool struct {
 	// Consequential tools cost money or change the world: they run as
 	// operations with an operation ID, in the ledger. Default false.
 	Consequential bool `yaml:"consequential"`
+	// Expose lists a tool that a provider contract of its upstream calls
+	// (lookup, fetch, charges, cancel, estimate_tool) to clients again.
+	// Such a tool belongs to the gateway and is hidden by default: it runs
+	// under the gateway's one upstream credential, so a client calling it
+	// acts on every tenant's jobs (cancels them, reads them). Default
+	// false; set only for a tool that is safe to share across tenants.
+	Expose bool `yaml:"expose"`
 	// Approval: "required" (runs only under an unexpired approval for the
 	// tenant, operation ID and tool) or "none". Default none.
 	Approval ledger.ApprovalMode `yaml:"approval"`
@@ -396,6 +404,34 @@ type EstimateTool struct {
 	// JobsField is the answer's field that holds how many remote jobs the
 	// call would start, for a call that fans out. Unset: one.
 	JobsField string `yaml:"jobs_field"`
+}
+
+// Tools names the upstream tools the contract calls, each once, in the
+// order lookup, fetch, charges, cancel, estimate_tool.
+func (c *Contract) Tools() []string {
+	var calls []*Call
+	if c.Lookup != nil {
+		calls = append(calls, &c.Lookup.Call)
+	}
+	if c.Fetch != nil {
+		calls = append(calls, &c.Fetch.Call)
+	}
+	if c.Charges != nil {
+		calls = append(calls, &c.Charges.Call)
+	}
+	if c.Cancel != nil {
+		calls = append(calls, &c.Cancel.Call)
+	}
+	if c.Cost.EstimateTool != nil {
+		calls = append(calls, &c.Cost.EstimateTool.Call)
+	}
+	var out []string
+	for _, call := range calls {
+		if call.Tool != "" && !slices.Contains(out, call.Tool) {
+			out = append(out, call.Tool)
+		}
+	}
+	return out
 }
 
 // FansOut reports whether the cost counts a call's remote jobs, so that

@@ -287,6 +287,7 @@ func TestInvalid(t *testing.T) {
 		{"duplicate names", "upstreams:\n  - name: a\n    url: http://x/mcp\n  - name: a\n    url: http://y/mcp\n    prefix: b\n", "upstreams[1].name: \"a\" is also the name of upstreams[0]"},
 		{"colliding prefixes", "upstreams:\n  - name: a\n    url: http://x/mcp\n    prefix: p\n  - name: b\n    url: http://y/mcp\n    prefix: p\n", "upstreams[1].prefix: \"p\" is also the prefix"},
 		{"approval without estimate", base + "        consequential: true\n        approval: required\n", "upstreams[0].tools.t.contract.cost: an approval-gated tool needs an estimate"},
+		{"expose on a tool no contract calls", base + "        expose: true\n", "t.yaml:6: upstreams[0].tools.t.expose: applies only to a tool a provider contract of this upstream calls"},
 		{"two estimates", base + "        consequential: true\n        contract:\n          cost: {estimate: \"1\", estimate_tool: {tool: e, field: f}}\n", "upstreams[0].tools.t.contract.cost: set one of estimate, estimate_per_job or estimate_tool, not 2"},
 		{"a price per job without a count", base + "        consequential: true\n        contract:\n          cost: {estimate_per_job: \"1\"}\n", "contract.cost.estimate_per_job: prices each remote job, so jobs_argument must name the argument that counts them"},
 		{"two job counts", base + "        consequential: true\n        contract:\n          remote_jobs_field: jobs\n          cost: {jobs_argument: n, estimate_tool: {tool: e, field: f, jobs_field: n}}\n", "contract.cost.jobs_argument: counts the remote jobs, and so does estimate_tool.jobs_field; set one of them"},
@@ -362,11 +363,11 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		"t.yaml:87: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
 		"t.yaml:92: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
 		"t.yaml:102: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
-		"t.yaml:122: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
-		"t.yaml:135: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
-		"t.yaml:127: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:132: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:142: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:123: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
+		"t.yaml:136: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
+		"t.yaml:128: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:133: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:143: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
 	}
 	// The tools are a map: warnings of different tools come in no set order.
 	slices.Sort(got)

@@ -148,8 +148,19 @@ func (c *Config) validate(v *validator) {
 		if u.MaxRestartsPerMinute < 1 {
 			v.fail(f+".max_restarts_per_minute", "must be at least 1 (got %d)", u.MaxRestartsPerMinute)
 		}
+		called := map[string]bool{}
+		for _, t := range u.Tools {
+			if t != nil && t.Consequential {
+				for _, name := range t.Contract.Tools() {
+					called[name] = true
+				}
+			}
+		}
 		for _, name := range slices.Sorted(maps.Keys(u.Tools)) {
 			validateTool(v, fmt.Sprintf("%s.tools.%s", f, name), u.Tools[name])
+			if t := u.Tools[name]; t != nil && t.Expose && !called[name] {
+				v.fail(fmt.Sprintf("%s.tools.%s.expose", f, name), "applies only to a tool a provider contract of this upstream calls (lookup, fetch, charges, cancel or estimate_tool), which is hidden from clients unless exposed; every other tool is listed anyway, so remove it")
+			}
 		}
 	}
 }

@@ -324,7 +324,7 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 			// flicker out of the list.
 			g.mu.Lock()
 			for name, r := range g.routes {
-				if r.upstream == u.Name() {
+				if r.upstream == u.Name() && !g.catalog.GatewayTool(r.upstream, r.tool) {
 					var t mcp.Tool
 					if json.Unmarshal([]byte(g.listed[name]), &t) == nil {
 						next[name], routes[name] = &t, r
@@ -339,6 +339,12 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 		g.mu.Unlock()
 		cfg := u.Config()
 		for _, t := range tools {
+			// The tools the provider contracts call are the gateway's:
+			// listed, they would let any tenant act on every tenant's jobs
+			// under the gateway's credential.
+			if g.catalog.GatewayTool(u.Name(), t.Name) {
+				continue
+			}
 			name := t.Name
 			if p := cfg.ToolPrefix(); p != "" {
 				name = p + "." + t.Name
@@ -432,11 +438,8 @@ func (g *Gateway) route(name string) (*route, bool) {
 	}
 	for _, u := range g.pool.All() {
 		cfg := u.Config()
-		tool, ok := strings.CutPrefix(name, cfg.ToolPrefix()+".")
-		if cfg.ToolPrefix() == "" {
-			tool, ok = name, true
-		}
-		if !ok || listed[u.Name()] && u.Connected() {
+		tool, ok := upstreamTool(cfg, name)
+		if !ok || listed[u.Name()] && u.Connected() || g.catalog.GatewayTool(u.Name(), tool) {
 			continue
 		}
 		if c := g.catalog.Contract(u.Name(), tool); c != nil {
@@ -444,6 +447,26 @@ func (g *Gateway) route(name string) (*route, bool) {
 		}
 	}
 	return nil, false
+}
+
+// upstreamTool is the upstream's own name of the downstream tool name, if
+// name is in the namespace of upstream u.
+func upstreamTool(u *config.Upstream, name string) (string, bool) {
+	if u.ToolPrefix() == "" {
+		return name, true
+	}
+	return strings.CutPrefix(name, u.ToolPrefix()+".")
+}
+
+// gatewayTool reports whether the downstream tool name is one the provider
+// contracts call (provider.GatewayTools), which no client may call.
+func (g *Gateway) gatewayTool(name string) bool {
+	for _, u := range g.pool.All() {
+		if tool, ok := upstreamTool(u.Config(), name); ok && g.catalog.GatewayTool(u.Name(), tool) {
+			return true
+		}
+	}
+	return false
 }
 
 // OperationIDArgument is the argument taskgate adds to a consequential

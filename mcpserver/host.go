@@ -43,6 +43,11 @@ func (h *host) tenant(c *taskwire.Caller) string {
 // TaskSupport implements taskwire.Host.
 func (h *host) TaskSupport(name string) taskwire.TaskSupport {
 	r, ok := h.g.route(name)
+	if !ok && h.g.gatewayTool(name) {
+		// Whatever task a call of the gateway's own tool asks for, it
+		// reaches CallTool, which refuses it saying why.
+		return taskwire.TaskOptional
+	}
 	if !ok || !r.consequential() {
 		return taskwire.TaskForbidden
 	}
@@ -65,6 +70,12 @@ func rpcError(code int64, msg string, data map[string]any) *jsonrpc.Error {
 // operation, accepted in one transaction before anything is answered.
 func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire.Outcome, error) {
 	r, ok := h.g.route(call.Name)
+	if !ok && h.g.gatewayTool(call.Name) {
+		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidParams,
+			fmt.Sprintf("unknown tool %q: taskgate keeps it for itself, to look up, fetch, price and cancel operations under its own credential, so no client may call it; "+
+				"a task's status and result come from tasks/get, a cancellation from tasks/cancel, and an operator who wants it shared by every tenant can set expose: true on it", call.Name),
+			map[string]any{"reason": ReasonToolReservedForGateway, "tool": call.Name})}, nil
+	}
 	if !ok || !r.consequential() {
 		return &taskwire.Outcome{Pass: true}, nil
 	}
@@ -728,3 +739,7 @@ func statusOr(s, def string) string {
 	}
 	return s
 }
+
+// ReasonToolReservedForGateway refuses a call of a tool that a provider
+// contract calls (provider.GatewayTools): it belongs to the gateway.
+const ReasonToolReservedForGateway = "tool_reserved_for_gateway"

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/taskgate/taskgate/config"
@@ -13,6 +14,29 @@ type Catalog struct {
 	mu        sync.RWMutex
 	contracts map[[2]string]*Contract
 	upstreams map[string]*config.Upstream
+	// gateway holds the tools that belong to the gateway (GatewayTools).
+	gateway map[[2]string]bool
+}
+
+// GatewayTools returns the tools of upstream u that belong to the gateway:
+// every tool a contract of u calls (lookup, fetch, charges, cancel,
+// estimate_tool), unless its own policy sets expose. They run under the
+// gateway's one upstream credential, on any tenant's jobs, so clients
+// neither see nor call them. The result is sorted.
+func GatewayTools(u *config.Upstream) []string {
+	var out []string
+	for _, t := range u.Tools {
+		if t == nil || !t.Consequential {
+			continue
+		}
+		for _, name := range t.Contract.Tools() {
+			if p := u.Tools[name]; (p == nil || !p.Expose) && !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // NewCatalog indexes cfg's consequential tools.
@@ -28,8 +52,12 @@ func NewCatalog(cfg *config.Config) *Catalog {
 func (c *Catalog) Replace(cfg *config.Config, keep []string) {
 	contracts := map[[2]string]*Contract{}
 	upstreams := map[string]*config.Upstream{}
+	gateway := map[[2]string]bool{}
 	for _, u := range cfg.Upstreams {
 		upstreams[u.Name] = u
+		for _, name := range GatewayTools(u) {
+			gateway[[2]string{u.Name, name}] = true
+		}
 		for name, t := range u.Tools {
 			if t != nil && t.Consequential {
 				contracts[[2]string{u.Name, name}] = New(u.Name, name, t)
@@ -48,8 +76,22 @@ func (c *Catalog) Replace(cfg *config.Config, keep []string) {
 				contracts[k] = v
 			}
 		}
+		for k := range c.gateway {
+			if k[0] == name {
+				gateway[k] = true
+			}
+		}
 	}
-	c.contracts, c.upstreams = contracts, upstreams
+	c.contracts, c.upstreams, c.gateway = contracts, upstreams, gateway
+}
+
+// GatewayTool reports whether tool of upstream belongs to the gateway (see
+// [GatewayTools]) in the configuration in force, or in the last one that
+// had the upstream, while it retires.
+func (c *Catalog) GatewayTool(upstream, tool string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.gateway[[2]string{upstream, tool}]
 }
 
 // Contract returns the contract of a consequential tool, or nil when the
