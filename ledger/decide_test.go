@@ -53,4 +53,13 @@ func TestProviderKey(t *testing.T) {
 	if again := (&Operation{ID: 1, Tenant: "acme", OperationID: "op-1"}).ProviderKey(); again != a.ProviderKey() {
 		t.Fatalf("provider key is not stable: %s then %s", a.ProviderKey(), again)
 	}
+	// An operation accepted with a stored key is sent that key, never the
+	// derivation anyone could compute from its tenant, ID and row.
+	stored := &Operation{ID: 1, Tenant: "acme", OperationID: "op-1", StoredProviderKey: NewProviderKey()}
+	if k := stored.ProviderKey(); k != stored.StoredProviderKey || k == a.ProviderKey() {
+		t.Fatalf("provider key of an operation with a stored key = %s, want %s", k, stored.StoredProviderKey)
+	}
+	if k := NewProviderKey(); k == stored.StoredProviderKey || len(k) != len(a.ProviderKey()) {
+		t.Fatalf("NewProviderKey = %s after %s; want a fresh key shaped like %s", k, stored.StoredProviderKey, a.ProviderKey())
+	}
 }

@@ -16,6 +16,18 @@ var idEncoding = base32.NewEncoding("234567abcdefghijklmnopqrstuvwxyz").WithPadd
 // It starts with its creation time (see orderedID).
 func NewTaskID() string { return "task-" + orderedID(time.Now(), 20) }
 
+// NewProviderKey returns a provider key (Operation.ProviderKey): 160 random
+// bits, in the shape of the keys derived before, so that no one can
+// compute the key of another's operation. It is fixed when the operation
+// is accepted and stored with it, so it survives restarts and any change
+// of the gateway's keys.
+func NewProviderKey() string {
+	b := make([]byte, 20)
+	// crypto/rand.Read never returns an error on supported platforms.
+	_, _ = rand.Read(b)
+	return "taskgate-" + idEncoding.EncodeToString(b)
+}
+
 // NewRequestID returns a fresh attempt request ID: 120 random bits after
 // its creation time (see orderedID).
 func NewRequestID() string { return "req-" + orderedID(time.Now(), 15) }

@@ -203,14 +203,24 @@ type Operation struct {
 	// ChainHead is the hash of the operation's latest event (hex SHA-256),
 	// the head of its hash chain; receipts are signed over it.
 	ChainHead string
+	// StoredProviderKey is the provider key drawn when the operation was
+	// accepted (NewProviderKey); empty for an operation accepted before
+	// ledger schema 14, whose key is derived (see ProviderKey).
+	StoredProviderKey string
 }
 
 // ProviderKey is the idempotency key the provider receives for this
-// operation. It is derived from the operation rather than passed through
-// as the caller's raw operation ID: two tenants may choose the same
+// operation, and the one every lookup, fetch, charge and cancel sends. It
+// is never the caller's raw operation ID: two tenants may choose the same
 // operation ID, and an operation ID may be reused once its retention has
-// passed, but neither may ever meet the other's job at the provider.
+// passed, but neither may ever meet the other's job at the provider. It
+// is the random key stored at acceptance, which no tenant can compute for
+// another; an operation accepted before there was one keeps the key it was
+// sent with, an unkeyed hash of tenant, operation ID and row.
 func (o *Operation) ProviderKey() string {
+	if o.StoredProviderKey != "" {
+		return o.StoredProviderKey
+	}
 	h := sha256.Sum256([]byte(o.Tenant + "\x00" + o.OperationID + "\x00" + strconv.FormatInt(o.ID, 10)))
 	return "taskgate-" + idEncoding.EncodeToString(h[:20])
 }

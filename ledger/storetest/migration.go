@@ -37,6 +37,45 @@ func ExerciseMigrations(t *testing.T, newLedger func(t *testing.T) Ledger) {
 	t.Run("MarksPlaintextSecrets", func(t *testing.T) { t.Parallel(); migrationMarksPlaintextSecrets(t, newLedger(t)) })
 	t.Run("RecordsRuns", func(t *testing.T) { t.Parallel(); migrationRecordsRuns(t, newLedger(t)) })
 	t.Run("StartsChains", func(t *testing.T) { t.Parallel(); migrationStartsChains(t, newLedger(t)) })
+	t.Run("KeepsDerivedProviderKeys", func(t *testing.T) { t.Parallel(); migrationKeepsDerivedProviderKeys(t, newLedger(t)) })
+}
+
+// migrationKeepsDerivedProviderKeys checks migration 00014: an operation
+// accepted before it keeps the provider key it was sent with (derived
+// from tenant, operation ID and row), so that a lookup after the upgrade
+// still finds its job; one accepted after it gets a random key; and a
+// binary older than it, which would store no key, may not accept.
+func migrationKeepsDerivedProviderKeys(t *testing.T, l Ledger) {
+	ctx := context.Background()
+	migrateTo(t, l, 13)
+	insert := func(id int) string {
+		return fmt.Sprintf(`INSERT INTO operations (id, tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
+			state, retry_policy, estimate_micros, currency, ttl_ms, created_at, updated_at, intended_remote_jobs, priced, schema_version)
+			VALUES (%d, 'acme', 'op-%d', 'task-%d', 'hosted_test', 'run_suite', 'fp', '{}', 'running', 'lookup_then_attach', 0, 'USD', 0, %s, %s, 1, false, 13)`,
+			id, id, id, l.Now, l.Now)
+	}
+	if _, err := l.DB.ExecContext(ctx, insert(1001)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old, err := l.Store.OperationGet(ctx, &ledger.OperationGetParams{ID: 1001})
+	if err != nil {
+		t.Fatal(err)
+	}
+	derived := (&ledger.Operation{ID: 1001, Tenant: "acme", OperationID: "op-1001"}).ProviderKey()
+	if old.StoredProviderKey != "" || old.ProviderKey() != derived {
+		t.Errorf("operation accepted before the migration: stored key %q, provider key %q; want none stored and the derived %q",
+			old.StoredProviderKey, old.ProviderKey(), derived)
+	}
+	fresh := accept(t, l.Store, params(t, call{"acme", "op-new", `{}`})).Operation
+	if fresh.StoredProviderKey == "" || fresh.ProviderKey() == (&ledger.Operation{ID: fresh.ID, Tenant: "acme", OperationID: "op-new"}).ProviderKey() {
+		t.Errorf("operation accepted after the migration has provider key %q, stored %q; want a random one stored", fresh.ProviderKey(), fresh.StoredProviderKey)
+	}
+	if _, err := l.DB.ExecContext(ctx, insert(1002)); err == nil || !strings.Contains(err.Error(), "older than the ledger schema (version 14)") {
+		t.Errorf("a binary of schema 13 accepting after the migration: %v; want it refused as older than the ledger schema", err)
+	}
 }
 
 // migrationStartsChains checks migration 00010: the events of operations
@@ -108,7 +147,7 @@ func migrationStartsChains(t *testing.T, l Ledger) {
 			VALUES ('acme', 'op-old', 'task-old', 'hosted_test', 'run_suite', 'fp', '{}', 'accepted', 'lookup_then_attach', 0, 'USD', 0, ` + l.Now + `, ` + l.Now + `, 1, false, 9)`,
 	} {
 		_, err := l.DB.ExecContext(ctx, q)
-		if err == nil || !strings.Contains(err.Error(), "older than the ledger schema (version 10)") {
+		if err == nil || !strings.Contains(err.Error(), "older than the ledger schema (version ") {
 			t.Errorf("a binary of schema 9 writing %s after the migration: %v; want it refused as older than the ledger schema", name, err)
 		}
 	}

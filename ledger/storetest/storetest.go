@@ -44,6 +44,7 @@ func Exercise(t *testing.T, newStore Factory) {
 	t.Run("Acceptance", func(t *testing.T) { t.Parallel(); testAcceptance(t, newStore) })
 	t.Run("ConcurrentSameKey", func(t *testing.T) { t.Parallel(); testConcurrentSameKey(t, newStore) })
 	t.Run("TenantScopedLookup", func(t *testing.T) { t.Parallel(); testTenantScopedLookup(t, newStore) })
+	t.Run("ProviderKeys", func(t *testing.T) { t.Parallel(); testProviderKeys(t, newStore) })
 	t.Run("ClientResult", func(t *testing.T) { t.Parallel(); testClientResult(t, newStore) })
 	t.Run("DeniedBeforeAcceptance", func(t *testing.T) { t.Parallel(); testDeniedBeforeAcceptance(t, newStore) })
 	t.Run("Approvals", func(t *testing.T) { t.Parallel(); testApprovals(t, newStore) })
@@ -675,4 +676,38 @@ func acceptAcross(ctx context.Context, stores []ledger.Store, ps []*ledger.Accep
 	close(start)
 	wg.Wait()
 	return results, errs
+}
+
+// testProviderKeys: every operation is stored with a random provider key
+// of its own, fixed at acceptance and read back as written by every read,
+// so no tenant can compute another's from what it knows (tenant, operation
+// ID, row) and a retry sends the key the first send did.
+func testProviderKeys(t *testing.T, newStore func(t *testing.T) ledger.Store) {
+	ctx := context.Background()
+	s := newStore(t)
+	acme := accept(t, s, params(t, call{"acme", "op-1", `{}`})).Operation
+	evil := accept(t, s, params(t, call{"evil", "op-1", `{}`})).Operation
+	for _, op := range []*ledger.Operation{acme, evil} {
+		derived := (&ledger.Operation{ID: op.ID, Tenant: op.Tenant, OperationID: op.OperationID}).ProviderKey()
+		if op.StoredProviderKey == "" || op.ProviderKey() != op.StoredProviderKey || op.ProviderKey() == derived {
+			t.Fatalf("%s/%s: provider key %q, stored %q; want a stored key other than the derived %q", op.Tenant, op.OperationID, op.ProviderKey(), op.StoredProviderKey, derived)
+		}
+	}
+	if acme.ProviderKey() == evil.ProviderKey() {
+		t.Fatalf("two tenants' operations share provider key %s", acme.ProviderKey())
+	}
+	again := accept(t, s, params(t, call{"acme", "op-1", `{}`}))
+	byID, err := s.OperationGet(ctx, &ledger.OperationGetParams{ID: acme.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey, err := s.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "acme", OperationID: "op-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, op := range map[string]*ledger.Operation{"attached": again.Operation, "read by row": byID, "read by operation ID": byKey} {
+		if op.ProviderKey() != acme.ProviderKey() {
+			t.Errorf("%s: provider key %q, want %q as accepted", what, op.ProviderKey(), acme.ProviderKey())
+		}
+	}
 }

@@ -375,6 +375,7 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 		ApprovalID: approvalRef, RetryPolicy: p.RetryPolicy, Estimate: money.FromMicros(p.Approval.Estimate.Micros, currencyOf(p)),
 		IntendedRemoteJobs: p.Approval.Jobs(), TTL: p.TTL.Truncate(time.Millisecond), Priced: p.Priced, SecretArguments: secretNames(p.SecretArguments),
 		InputChannel: p.InputChannel, LeaseOwner: leaseOwner, LeaseUntil: leaseUntil, CreatedAt: now, UpdatedAt: now,
+		StoredProviderKey: ledger.NewProviderKey(),
 	}
 	secret, err := secretOrNull(p.SecretArguments)
 	if err != nil {
@@ -386,12 +387,13 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 	// Only the row ID comes back: the rest is what was just written.
 	id, err := tx.InsertID(ctx, `INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
 			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at,
-			intended_remote_jobs, priced, secret_arguments, schema_version, secrets_at_rest, input_channel)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $14, $14, $17, $18, $19, $20, $21, $22)
+			intended_remote_jobs, priced, secret_arguments, schema_version, secrets_at_rest, input_channel, provider_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $14, $14, $17, $18, $19, $20, $21, $22, $23)
 		ON CONFLICT (tenant, operation_id) WHERE NOT key_expired DO NOTHING`,
 		op.Tenant, op.OperationID, op.TaskID, op.Upstream, op.Tool, op.Fingerprint, string(op.Arguments),
 		op.State, idOrNull(approvalRef), op.RetryPolicy, op.Estimate.Micros, op.Estimate.Currency, op.TTL.Milliseconds(), now,
-		leaseOwner, leaseUntil, op.IntendedRemoteJobs, op.Priced, secret, s.drv.SchemaVersion(), stringOrNull(string(op.SecretsAtRest)), string(op.InputChannel))
+		leaseOwner, leaseUntil, op.IntendedRemoteJobs, op.Priced, secret, s.drv.SchemaVersion(), stringOrNull(string(op.SecretsAtRest)), string(op.InputChannel),
+		op.StoredProviderKey)
 	if err != nil {
 		if errors.Is(s.drv.Interpret(err), ledger.ErrNotFound) {
 			return nil, nil, nil
