@@ -424,7 +424,9 @@ func (g *Gateway) RunToolSync(ctx context.Context, every time.Duration) {
 // consequential tool the configuration names on an upstream that has no
 // session or whose tools are not listed yet, so that a call is answered
 // for what it is (upstream_unavailable, or a retry attaching to its
-// operation) rather than as an unknown tool.
+// operation) rather than as an unknown tool. It never leads to a tool of
+// the gateway's own: one a reload has just hidden is refused before the
+// next sync withdraws it.
 func (g *Gateway) route(name string) (*route, bool) {
 	g.mu.Lock()
 	r, ok := g.routes[name]
@@ -434,7 +436,7 @@ func (g *Gateway) route(name string) (*route, bool) {
 	}
 	g.mu.Unlock()
 	if ok {
-		return r, true
+		return r, !g.catalog.GatewayTool(r.upstream, r.tool)
 	}
 	for _, u := range g.pool.All() {
 		cfg := u.Config()
