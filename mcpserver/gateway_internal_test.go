@@ -65,3 +65,40 @@ func TestRemovedServerIsLeftAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestHiddenToolIsRefusedBeforeTheSync: a tool listed while exposed is
+// the gateway's as soon as a reload hides it, before the next sync
+// withdraws it from the list.
+func TestHiddenToolIsRefusedBeforeTheSync(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "ledger.db")
+	store, err := sqlite.Open(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	parse := func(cancelJob string) *config.Config {
+		t.Helper()
+		cfg, err := config.Parse(strings.NewReader("listen: 127.0.0.1:0\ndatabase: sqlite:"+db+
+			"\nupstreams:\n  - name: hosted_test\n    url: http://127.0.0.1:1/mcp\n    tools:\n      run_suite:\n        consequential: true\n"+
+			"        contract:\n          cancel: {tool: cancel_job, arguments: {job_id: \"{remote_job_id}\"}}\n      cancel_job: "+cancelJob+"\n"), "t.yaml", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	exposed := parse("{expose: true}")
+	g, err := New(&Options{Store: store, Pool: upstream.NewPool(exposed.Upstreams, nil), Config: exposed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := &mcp.Tool{Name: "hosted_test.cancel_job", InputSchema: map[string]any{"type": "object"}}
+	g.publish(map[string]*mcp.Tool{tool.Name: tool}, map[string]*route{tool.Name: {upstream: "hosted_test", tool: "cancel_job"}})
+	if _, ok := g.route(tool.Name); !ok || g.gatewayTool(tool.Name) {
+		t.Fatal("exposed cancel_job is not routed as a pass-through tool")
+	}
+	g.catalog.Replace(parse("{}"), nil)
+	if _, ok := g.route(tool.Name); ok || !g.gatewayTool(tool.Name) {
+		t.Error("cancel_job, hidden by the reload, is still routed before the sync")
+	}
+}
