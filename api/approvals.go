@@ -96,6 +96,12 @@ func (t *ApprovalTerms) Approval(tenant string, now time.Time) (*ledger.Approval
 	if t.OperationID == "" {
 		return nil, fieldError("operation_id", "is required: the operation ID the agent will call the tool with")
 	}
+	// The gateway accepts no call with an ID outside the alphabet, so an
+	// approval for one could cover nothing; it is refused with the words
+	// the agent's call would get.
+	if err := ledger.CheckID("operation ID", t.OperationID); err != nil {
+		return nil, fieldError("operation_id", "%s", err.Error())
+	}
 	if up, tool, ok := strings.Cut(t.Tool, "."); !ok || up == "" || tool == "" {
 		return nil, fieldError("tool", "%q is not a qualified tool name; write UPSTREAM.TOOL, e.g. hosted_test.run_suite", t.Tool)
 	}
