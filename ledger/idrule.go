@@ -15,6 +15,11 @@ const IDPunctuation = "-._:@+=,~"
 // MaxIDBytes is the longest an operation ID or a run ID may be.
 const MaxIDBytes = 255
 
+// IDPattern is the rule of [CheckID] as a regular expression, for a JSON
+// Schema "pattern" that shows a model which IDs it may choose; only the
+// dot segments "." and "..", which it matches, CheckID refuses as well.
+const IDPattern = `^[A-Za-z0-9._:@+=,~-]{1,255}$`
+
 // IDError is why [CheckID] refused an ID.
 type IDError struct {
 	// Offset is the byte offset of the first character outside the

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 )
 
 func TestCheckID(t *testing.T) {
+	pattern := regexp.MustCompile(ledger.IDPattern)
 	for _, tc := range []struct {
 		name string
 		id   string
@@ -51,6 +53,9 @@ func TestCheckID(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := ledger.CheckID("operation ID", tc.id)
+			if matched := pattern.MatchString(tc.id); matched != (err == nil) && tc.id != "." && tc.id != ".." {
+				t.Errorf("IDPattern matches %q: %v; CheckID says %v", tc.id, matched, err)
+			}
 			if tc.offset == ok {
 				if err != nil {
 					t.Fatalf("CheckID(%q) = %v, want nil", tc.id, err)

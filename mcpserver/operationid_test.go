@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -61,6 +62,25 @@ func TestOperationIDOutsideTheAlphabetIsRefused(t *testing.T) {
 	}
 	if n := len(h.Sim.Jobs()); n != 0 {
 		t.Fatalf("provider jobs = %d, want 0", n)
+	}
+	// The tool's schema shows the model the rule.
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prop map[string]any
+	for _, tool := range tools.Tools {
+		if tool.Name == fixtures.RunSuiteTool {
+			b, _ := json.Marshal(tool.InputSchema)
+			var schema struct {
+				Properties map[string]map[string]any `json:"properties"`
+			}
+			_ = json.Unmarshal(b, &schema)
+			prop = schema.Properties[mcpserver.OperationIDArgument]
+		}
+	}
+	if prop["pattern"] != ledger.IDPattern || prop["maxLength"] != float64(ledger.MaxIDBytes) || !strings.Contains(fmt.Sprint(prop["description"]), ledger.IDPunctuation) {
+		t.Errorf("the operation_id argument's schema = %v; want the ID rule's pattern, length and alphabet", prop)
 	}
 	task, _, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall("op-after:2026-12-02", nil), nil)
 	if err != nil || task == nil {
