@@ -163,6 +163,16 @@ func TestBrowserHostileOperationIDRoutesNoForm(t *testing.T) {
 		if got := routeResolutions(t, h, op); len(got) != 1 || got[0] != strings.ReplaceAll(tc.action, "-", "_") {
 			t.Fatalf("resolutions of %q = %q, want one %s", opID, got, tc.action)
 		}
+		// The approver lands on the page of the operation resolved, and the
+		// next step starts from there, not during the redirect.
+		want := base + "/console/operations/" + url.PathEscape(opID)
+		testwait.Until(t, testCtx(t), "the browser to show "+want, func() (bool, error) {
+			step, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			loc, err := chromedp.Run(step, chromedp.Location())
+			return err == nil && loc == want, nil
+		})
+		run("wait for the page", chromedp.WaitVisible(chromedp.CSS("#state")))
 	}
 
 	// The hostile operation's own approval request, approved in the inbox,
