@@ -74,6 +74,11 @@ type ApprovalTerms struct {
 	ExpiresAt   time.Time
 	ExpiresIn   time.Duration
 	CreatedBy   string
+	// Requested says the terms decide an approval request, whose
+	// operation the ledger already holds: its ID is approved as it is,
+	// even one outside the alphabet of [ledger.CheckID] that a ledger from
+	// before that rule may hold.
+	Requested bool
 }
 
 // FieldError is a bad approval term. Field is the term's JSON name
@@ -95,6 +100,14 @@ func fieldError(field, format string, args ...any) *FieldError {
 func (t *ApprovalTerms) Approval(tenant string, now time.Time) (*ledger.Approval, error) {
 	if t.OperationID == "" {
 		return nil, fieldError("operation_id", "is required: the operation ID the agent will call the tool with")
+	}
+	// The gateway accepts no new operation with an ID outside the
+	// alphabet, so an approval given in advance for one could cover
+	// nothing; it is refused with the words the agent's call would get.
+	if !t.Requested {
+		if err := ledger.CheckID("operation ID", t.OperationID); err != nil {
+			return nil, fieldError("operation_id", "%s", err.Error())
+		}
 	}
 	if up, tool, ok := strings.Cut(t.Tool, "."); !ok || up == "" || tool == "" {
 		return nil, fieldError("tool", "%q is not a qualified tool name; write UPSTREAM.TOOL, e.g. hosted_test.run_suite", t.Tool)

@@ -246,6 +246,7 @@ func (a *API) approveApprovalRequest(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	terms.Requested = true
 	now := a.clock()
 	approval, aerr := a.approvalOf(r, terms, tenant, now)
 	if aerr != nil {

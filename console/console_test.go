@@ -283,7 +283,7 @@ func TestOtherTenantsOperationIsNotFound(t *testing.T) {
 		t.Errorf("acme's inbox shows globex's request:\n%s", p.body)
 	}
 	q := pendingRequest(t, h, "globex")
-	if p := b.post(fmt.Sprintf("/console/requests/%d/approve", q.ID), url.Values{"csrf": {b.csrf("/console/inbox")}}); p.status != http.StatusNotFound {
+	if p := b.post(fmt.Sprintf("/console/requests/%d/approve", q.ID), url.Values{"csrf": {b.csrf("/console/inbox")}, "kind": {"approval_request"}, "id": {fmt.Sprint(q.ID)}}); p.status != http.StatusNotFound {
 		t.Errorf("acme approving globex's request = %d, want 404\n%s", p.status, p.body)
 	}
 	pendingRequest(t, h, "globex")
@@ -316,7 +316,7 @@ func TestApproveFromInbox(t *testing.T) {
 	}
 	csrf := csrfInput.FindStringSubmatch(inbox.body)[1]
 	p := b.post(fmt.Sprintf("/console/requests/%d/approve", q.ID), url.Values{
-		"csrf": {csrf}, "max_total_cost": {q.Estimate.String()}, "currency": {q.Estimate.Currency}, "max_remote_jobs": {"1"},
+		"csrf": {csrf}, "kind": {"approval_request"}, "id": {fmt.Sprint(q.ID)}, "max_total_cost": {q.Estimate.String()}, "currency": {q.Estimate.Currency}, "max_remote_jobs": {"1"},
 		"retry_policy": {"lookup_then_attach"}, "expires_in": {"1h"}, "note": {"from the console"},
 	})
 	if p.status != http.StatusOK || p.url != "/console/operations/op-inbox" {
@@ -358,7 +358,7 @@ func TestApproveFromInbox(t *testing.T) {
 		t.Errorf("the spend page does not show the approval used without a breach:\n%s", spend.body)
 	}
 	// Deciding again is the REST API's conflict, shown on the inbox.
-	again := b.post(fmt.Sprintf("/console/requests/%d/decline", q.ID), url.Values{"csrf": {csrf}})
+	again := b.post(fmt.Sprintf("/console/requests/%d/decline", q.ID), url.Values{"csrf": {csrf}, "kind": {"approval_request"}, "id": {fmt.Sprint(q.ID)}})
 	if again.status != http.StatusConflict || !strings.Contains(again.body, "could not decline") {
 		t.Errorf("declining a decided request = %d\n%s", again.status, again.body)
 	}
@@ -372,7 +372,7 @@ func TestDeclineFromInbox(t *testing.T) {
 	b := newBrowser(t, h)
 	b.signIn(key)
 	q := pendingRequest(t, h, "acme")
-	p := b.post(fmt.Sprintf("/console/requests/%d/decline", q.ID), url.Values{"csrf": {b.csrf("/console/inbox")}, "note": {"not today"}})
+	p := b.post(fmt.Sprintf("/console/requests/%d/decline", q.ID), url.Values{"csrf": {b.csrf("/console/inbox")}, "kind": {"approval_request"}, "id": {fmt.Sprint(q.ID)}, "note": {"not today"}})
 	if p.status != http.StatusOK || p.url != "/console/inbox" || !strings.Contains(p.body, "No approval requests are waiting") {
 		t.Fatalf("decline = %d at %s\n%s", p.status, p.url, p.body)
 	}
@@ -482,7 +482,7 @@ func TestResolveReview(t *testing.T) {
 		t.Fatalf("the page of an operation in review has no review forms, or reloads under them:\n%s", p.body)
 	}
 	csrf := csrfInput.FindStringSubmatch(p.body)[1]
-	if p := b.post("/console/operations/op-lost/resolve", url.Values{"csrf": {csrf}, "action": {"attach"}}); p.status != http.StatusBadRequest ||
+	if p := b.post("/console/operations/op-lost/resolve", url.Values{"csrf": {csrf}, "kind": {"operation"}, "operation_id": {"op-lost"}, "action": {"attach"}}); p.status != http.StatusBadRequest ||
 		!strings.Contains(p.body, "remote job ID") {
 		t.Fatalf("attach without a job = %d\n%s", p.status, p.body)
 	}
@@ -490,7 +490,7 @@ func TestResolveReview(t *testing.T) {
 	if len(jobs) != 1 {
 		t.Fatalf("provider jobs = %d, want 1", len(jobs))
 	}
-	p = b.post("/console/operations/op-lost/resolve", url.Values{"csrf": {csrf}, "action": {"attach"}, "job": {jobs[0].ID}, "note": {"seen at the provider"}})
+	p = b.post("/console/operations/op-lost/resolve", url.Values{"csrf": {csrf}, "kind": {"operation"}, "operation_id": {"op-lost"}, "action": {"attach"}, "job": {jobs[0].ID}, "note": {"seen at the provider"}})
 	if p.status != http.StatusOK || p.url != "/console/operations/op-lost" {
 		t.Fatalf("attach = %d at %s\n%s", p.status, p.url, p.body)
 	}
@@ -520,7 +520,7 @@ func TestResolveReview(t *testing.T) {
 	if len(resolved) != 1 || resolved[0] != want {
 		t.Errorf("resolved events = %+v, want one %+v", resolved, want)
 	}
-	if p := b.post("/console/operations/op-lost/resolve", url.Values{"csrf": {csrf}, "action": {"fail"}}); p.status != http.StatusConflict {
+	if p := b.post("/console/operations/op-lost/resolve", url.Values{"csrf": {csrf}, "kind": {"operation"}, "operation_id": {"op-lost"}, "action": {"fail"}}); p.status != http.StatusConflict {
 		t.Errorf("failing a completed operation = %d, want 409\n%s", p.status, p.body)
 	}
 	if n := len(h.Sim.Jobs()); n != 1 {

@@ -82,7 +82,9 @@ type templates struct {
 func parseTemplates() (*templates, error) {
 	t := &templates{pages: map[string]*template.Template{}}
 	for _, name := range []string{"signin", "inbox", "operations", "operation", "spend", "error"} {
-		p, err := template.New(name).Funcs(template.FuncMap{"stamp": stamp}).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
+		p, err := template.New(name).Funcs(template.FuncMap{
+			"stamp": stamp, "visible": visible, "seg": url.PathEscape, "operationPath": operationPath,
+		}).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parse the %s page: %w", name, err)
 		}
@@ -199,6 +201,14 @@ func (c *Console) inboxWith(w http.ResponseWriter, r *http.Request, status int, 
 func (c *Console) decide(verb string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
+		if err := r.ParseForm(); err != nil {
+			c.inboxWith(w, r, http.StatusBadRequest, "the form could not be read: "+err.Error())
+			return
+		}
+		if err := checkFormTarget(r.PostForm, formApprovalRequest, id); err != nil {
+			c.inboxWith(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
 		body := map[string]any{"note": r.PostFormValue("note")}
 		if verb == "approve" {
 			for _, f := range []string{"max_total_cost", "currency", "retry_policy", "expires_in"} {
@@ -246,7 +256,7 @@ func (c *Console) decide(verb string) http.HandlerFunc {
 			http.Redirect(w, r, Prefix+"/inbox", http.StatusSeeOther)
 			return
 		}
-		http.Redirect(w, r, Prefix+"/operations/"+url.PathEscape(decided.ApprovalRequest.OperationID), http.StatusSeeOther)
+		http.Redirect(w, r, operationPath(decided.ApprovalRequest.OperationID, ""), http.StatusSeeOther)
 	}
 }
 
@@ -288,7 +298,7 @@ func (c *Console) operationPage(w http.ResponseWriter, r *http.Request, op *ledg
 			d.OpenDuplicates = append(d.OpenDuplicates, j.RemoteJobID)
 		}
 	}
-	p := &page{Title: "Operation " + op.OperationID, Error: msg, Data: d}
+	p := &page{Title: "Operation " + visibleText(op.OperationID), Error: msg, Data: d}
 	// A page with a form to fill in does not reload under the approver.
 	if !d.Ended && !d.Review && len(d.OpenDuplicates) == 0 {
 		p.Refresh = refreshSeconds

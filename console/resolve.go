@@ -2,7 +2,6 @@ package console
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/taskgate/taskgate/worker"
@@ -24,6 +23,14 @@ const (
 func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	op, ok := c.findOperation(w, r)
 	if !ok {
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		c.operationPage(w, r, op, http.StatusBadRequest, "the form could not be read: "+err.Error())
+		return
+	}
+	if err := checkFormTarget(r.PostForm, formOperation, op.OperationID); err != nil {
+		c.operationPage(w, r, op, http.StatusBadRequest, err.Error())
 		return
 	}
 	v := viewerFrom(r.Context())
@@ -55,5 +62,5 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	c.log.InfoContext(r.Context(), "operation resolved in the console", "tenant", v.tenant, "operation_id", op.OperationID,
 		"action", action, "approver", v.credential)
-	http.Redirect(w, r, Prefix+"/operations/"+url.PathEscape(op.OperationID), http.StatusSeeOther)
+	http.Redirect(w, r, operationPath(op.OperationID, op.TaskID), http.StatusSeeOther)
 }

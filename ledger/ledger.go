@@ -45,8 +45,12 @@ const (
 // Reasons recorded with conflict and denied decisions. They are stable
 // strings: JSON-RPC errors carry them as data.reason, receipts print them.
 const (
-	ReasonArgumentsDiffer       = "operation_id_reused_with_different_arguments"
-	ReasonOperationIDRequired   = "operation_id_required"
+	ReasonArgumentsDiffer     = "operation_id_reused_with_different_arguments"
+	ReasonOperationIDRequired = "operation_id_required"
+	// ReasonInvalidOperationID: the operation ID holds a character outside
+	// the alphabet of [CheckID], or is empty, too long or a dot segment;
+	// nothing is recorded under it.
+	ReasonInvalidOperationID    = "invalid_operation_id"
 	ReasonApprovalRequired      = "approval_required"
 	ReasonApprovalExpired       = "approval_expired"
 	ReasonCostCeilingExceeded   = "cost_ceiling_exceeded"

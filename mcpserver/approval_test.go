@@ -279,15 +279,25 @@ func TestApprovalAnswerCountsOnce(t *testing.T) {
 	}
 }
 
-// TestHowToApproveIsQuoted: the suggested command carries the model-chosen
-// operation ID as one shell word, whatever it contains; run by a shell it
-// does nothing else.
+// TestHowToApproveIsQuoted: an operation ID a shell would act on is
+// refused at acceptance; one of the alphabet that a shell would still
+// expand unquoted reaches the suggested command as one quoted shell word,
+// and run by a shell the command does nothing else.
 func TestHowToApproveIsQuoted(t *testing.T) {
 	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
 	cs := connect(t, h, "acme", fixtures.EraPlain)
 	dir := t.TempDir()
-	opID := "x; touch " + dir + "/pwned # it's $(touch " + dir + "/pwned2)"
-	_, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall(opID, nil))
+	// An operation ID a shell would act on never gets this far: it is
+	// refused at acceptance, with no command to run.
+	hostile := "x; touch " + dir + "/pwned # it's $(touch " + dir + "/pwned2)"
+	_, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall(hostile, nil))
+	if _, reason, _ := fixtures.ErrorReason(err); reason != ledger.ReasonInvalidOperationID || !strings.Contains(err.Error(), `";" (U+003B) at byte 1`) {
+		t.Fatalf("a shell-hostile operation ID = %v; want %s naming \";\" at byte 1", err, ledger.ReasonInvalidOperationID)
+	}
+	// One of the alphabet that a shell would still expand unquoted (a
+	// leading tilde) reaches the command quoted.
+	opID := "~root"
+	_, err = cs.CallTool(testCtx(t), fixtures.RunSuiteCall(opID, nil))
 	var rpcErr *jsonrpc.Error
 	if !errors.As(err, &rpcErr) {
 		t.Fatalf("error = %v, want a JSON-RPC error", err)

@@ -540,9 +540,12 @@ func (g *Gateway) downstreamTool(name string, t *mcp.Tool, r *route) (*mcp.Tool,
 		}
 		props[OperationIDArgument] = map[string]any{
 			"type": "string",
-			"description": "A unique ID for this one logical operation, chosen by you. " +
+			"description": "A unique ID for this one logical operation, chosen by you: ASCII letters, digits and " + ledger.IDPunctuation + ". " +
 				"Reuse the same value when retrying, so that the work runs and is paid for only once; " +
 				"use a new value only for new work.",
+			"pattern":   ledger.IDPattern,
+			"minLength": 1,
+			"maxLength": ledger.MaxIDBytes,
 		}
 		schema = maps.Clone(schema)
 		schema["properties"] = props

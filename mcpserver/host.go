@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -104,8 +101,17 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	if err != nil {
 		return h.refuse(ctx, log, denial(opID, ""), taskwire.ReasonInvalidArguments, err.Error(), inputErrorData(err)), nil
 	}
+	if opID != "" {
+		// An ID outside the alphabet is refused before anything is kept
+		// under it: it could steer a route or a display built from it.
+		if err := ledger.CheckID("operation ID", opID); err != nil {
+			return h.refuse(ctx, log, denial("", ""), ledger.ReasonInvalidOperationID, err.Error(), idErrorData(err)), nil
+		}
+	}
 	if runErr != nil {
-		return h.refuse(ctx, log, denial(opID, ""), ReasonInvalidRunID, runErr.Error(), map[string]any{"meta": MetaRunID}), nil
+		data := idErrorData(runErr)
+		data["meta"] = MetaRunID
+		return h.refuse(ctx, log, denial(opID, ""), ReasonInvalidRunID, runErr.Error(), data), nil
 	}
 	fp, err := canon.Compute(r.upstream, r.tool, args)
 	if err != nil {
@@ -469,10 +475,19 @@ func operationID(call *taskwire.ToolCall, r *route) (json.RawMessage, string, er
 	if id == "" {
 		id = fromArg
 	}
-	if len(id) > 255 {
-		return nil, "", fmt.Errorf("the operation ID is %d characters long; use at most 255", len(id))
-	}
 	return args, id, nil
+}
+
+// idErrorData names, for the client, the character [ledger.CheckID]
+// refused and its byte offset.
+func idErrorData(err error) map[string]any {
+	data := map[string]any{}
+	var ie *ledger.IDError
+	if errors.As(err, &ie) && ie.Offset >= 0 {
+		data["position"] = ie.Offset
+		data["character"] = ie.Char
+	}
+	return data
 }
 
 // MetaRunID is the _meta key of a tools/call that names the agent run the
@@ -480,18 +495,15 @@ func operationID(call *taskwire.ToolCall, r *route) (json.RawMessage, string, er
 // a run's operations by it.
 const MetaRunID = "dev.taskgate/run-id"
 
-// maxRunIDLength is the most characters a run ID may have.
-const maxRunIDLength = 200
-
-// ReasonInvalidRunID refuses a call whose _meta run ID is not a string of
-// at most maxRunIDLength printable characters; nothing is recorded under
-// it and nothing starts.
+// ReasonInvalidRunID refuses a call whose _meta run ID is not a string
+// [ledger.CheckID] allows; nothing is recorded under it and nothing starts.
 const ReasonInvalidRunID = "invalid_run_id"
 
 // runIDOf reads the call's run ID from _meta; empty when it names none. A
-// run ID is shown in review packets, logs and pull-request comments, so
-// one that could not be shown on one line as it is is refused rather than
-// changed: a changed ID would silently split the run.
+// run ID is shown in review packets, logs and pull-request comments and
+// selects a run on the command line, so one outside the alphabet of
+// operation IDs is refused rather than changed: a changed ID would
+// silently split the run.
 func runIDOf(c *taskwire.Caller) (string, error) {
 	v, ok := c.Meta[MetaRunID]
 	if !ok || v == nil {
@@ -501,12 +513,8 @@ func runIDOf(c *taskwire.Caller) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("_meta %q must be a string naming the agent run, such as \"ci-4711\"", MetaRunID)
 	}
-	if n := utf8.RuneCountInString(id); n > maxRunIDLength {
-		return "", fmt.Errorf("_meta %q is %d characters long; use at most %d", MetaRunID, n, maxRunIDLength)
-	}
-	if i := strings.IndexFunc(id, unicode.IsControl); i >= 0 {
-		r, _ := utf8.DecodeRuneInString(id[i:])
-		return "", fmt.Errorf("_meta %q holds the control character %U; use printable characters only", MetaRunID, r)
+	if err := ledger.CheckID("run ID", id); err != nil {
+		return "", fmt.Errorf("_meta %q: %w", MetaRunID, err)
 	}
 	return id, nil
 }

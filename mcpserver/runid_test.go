@@ -89,10 +89,12 @@ func TestRunIDIsRecordedOnEveryAttempt(t *testing.T) {
 	}
 }
 
-// TestInvalidRunIDMetaIsRefused: a run ID that is not a string, is longer
-// than 200 characters or holds a control character is refused with -32602
-// and reason invalid_run_id, naming the _meta key, and starts nothing; 200
-// printable characters, in any script, are a run ID.
+// TestInvalidRunIDMetaIsRefused: a run ID that is not a string, or is
+// outside the alphabet operation IDs have (too long, a control character,
+// a character that could steer a path or a display) is refused with
+// -32602 and reason invalid_run_id, naming the _meta key, the first
+// offending character and its byte, and starts nothing; 255 bytes of the
+// alphabet are a run ID.
 func TestInvalidRunIDMetaIsRefused(t *testing.T) {
 	h := harness(t, nil)
 	cs := connect(t, h, "acme", fixtures.EraExtension)
@@ -103,9 +105,13 @@ func TestInvalidRunIDMetaIsRefused(t *testing.T) {
 		want string
 	}{
 		{"a number", 4711, "must be a string"},
-		{"201 characters", strings.Repeat("r", 201), "201 characters long; use at most 200"},
-		{"a newline", "ci-4711\nforged: line", "control character U+000A"},
-		{"an escape", "ci-\x1b[31m4711", "control character U+001B"},
+		{"256 bytes", strings.Repeat("r", 256), "256 bytes long; use at most 255"},
+		{"a newline", "ci-4711\nforged: line", `"\n" (U+000A) at byte 7`},
+		{"an escape", "ci-\x1b[31m4711", `"\x1b" (U+001B) at byte 3`},
+		{"a slash", "ci/../4711", `"/" (U+002F) at byte 2`},
+		{"a bidi override", "ci-\u202e1174", `"\u202e" (U+202E) at byte 3`},
+		{"non-ASCII", "ci-é", `"\u00e9" (U+00E9) at byte 3`},
+		{"a dot segment", "..", "dot segment"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := taskwire.CallToolAsTask(ctx, cs, inRun("op-"+strings.ReplaceAll(tc.name, " ", "-"), nil, tc.run), nil)
@@ -124,12 +130,12 @@ func TestInvalidRunIDMetaIsRefused(t *testing.T) {
 	if ops, err := h.Store.OperationList(ctx, &ledger.OperationListParams{}); err != nil || len(ops) != 0 {
 		t.Fatalf("operations after refused run IDs = %d, %v; want none", len(ops), err)
 	}
-	longest := strings.Repeat("é", 200)
+	longest := strings.Repeat("r", 250) + "-._:@"
 	task, _, err := taskwire.CallToolAsTask(ctx, cs, inRun("op-longest-run", nil, longest), nil)
 	if err != nil || task == nil {
-		t.Fatalf("a run ID of 200 characters = %v, %v; want a task", task, err)
+		t.Fatalf("a run ID of 255 bytes = %v, %v; want a task", task, err)
 	}
 	if ops, err := h.Store.OperationList(ctx, &ledger.OperationListParams{RunID: longest}); err != nil || len(ops) != 1 {
-		t.Fatalf("operations of the 200-character run = %d, %v; want 1", len(ops), err)
+		t.Fatalf("operations of the 255-byte run = %d, %v; want 1", len(ops), err)
 	}
 }

@@ -189,6 +189,8 @@ func TestApproveRejectsBadInput(t *testing.T) {
 		{"expiry not RFC 3339", base("--expires-at", "tomorrow"), `--expires-at "tomorrow" is not an RFC 3339 time`},
 		{"expiry not a duration", base("--expires-in", "a day"), `invalid argument "a day" for "--expires-in"`},
 		{"bad currency", base("--currency", "dollars", "--expires-in", "1h"), `--currency: "dollars" is not a three-letter currency code`},
+		{"operation ID that climbs a path", []string{"approve", "--tenant", "acme", "--operation-id", "../requests/1/approve?x=", "--tool", "hosted_test.run_suite", "--max-total-cost", "5", "--max-remote-jobs", "1", "--expires-in", "1h"},
+			`--operation-id: the operation ID holds "/" (U+002F) at byte 2; use only ASCII letters, digits and -._:@+=,~`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkFailure(t, l.run(t, tc.args...), tc.want, true)
