@@ -65,15 +65,15 @@ func Terminal(s string) string {
 }
 
 // Markdown returns s as GitHub-flavoured Markdown text that renders as
-// Terminal(s): every ASCII punctuation character is escaped with a
-// backslash (CommonMark allows that for each of them), so no link, image,
-// autolink, HTML, entity, emphasis, strikethrough, math, heading, list or
-// table cell break comes from s, wherever on a line it stands, a table
-// cell included.
+// Terminal(s): each ASCII punctuation character that Markdown gives a
+// meaning anywhere is escaped with a backslash (all but , ; ' " / ? %), so
+// no link, image, autolink, HTML, entity, emphasis, strikethrough, math,
+// heading, list, quote or table cell break comes from s, wherever on a
+// line it stands, a table cell included.
 func Markdown(s string) string {
 	var b strings.Builder
 	for _, c := range []byte(Terminal(s)) {
-		if strings.IndexByte(asciiPunctuation, c) >= 0 {
+		if strings.IndexByte(markdownPunctuation, c) >= 0 {
 			b.WriteByte('\\')
 		}
 		b.WriteByte(c)
@@ -155,9 +155,10 @@ func URL(raw string) string {
 	return u.String()
 }
 
-// asciiPunctuation is CommonMark's ASCII punctuation: each may be
-// backslash-escaped, and each escaped one is shown as itself.
-const asciiPunctuation = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+// markdownPunctuation is CommonMark's ASCII punctuation, each of which may
+// be backslash-escaped and is then shown as itself, less those that mean
+// nothing in GitHub-flavoured Markdown.
+const markdownPunctuation = "!#$&()*+-.:<=>@[\\]^_`{|}~"
 
 // visible is the escape Terminal writes for r, if r needs one.
 func visible(r rune) (string, bool) {
