@@ -218,15 +218,17 @@ func (p *Packet) verificationText() string {
 }
 
 // fence writes raw as a fenced JSON code block whose fence no backtick run
-// inside raw can close.
+// inside raw can close, bidi and invisible characters written as JSON
+// escapes ([inert.JSON]): the same document, which verifies as signed.
 func fence(b *bytes.Buffer, raw json.RawMessage) {
 	var pretty bytes.Buffer
 	if err := json.Indent(&pretty, raw, "", "  "); err != nil {
 		pretty.Reset()
 		pretty.Write(raw)
 	}
-	f := strings.Repeat("`", max(3, longestRun(pretty.String(), '`')+1))
-	fmt.Fprintf(b, "%sjson\n%s\n%s\n", f, bytes.TrimRight(pretty.Bytes(), "\n"), f)
+	shown := inert.JSON(bytes.TrimRight(pretty.Bytes(), "\n"))
+	f := strings.Repeat("`", max(3, longestRun(string(shown), '`')+1))
+	fmt.Fprintf(b, "%sjson\n%s\n%s\n", f, shown, f)
 }
 
 // code and cellCode are where the packet's own Markdown shows text of the

@@ -21,10 +21,12 @@
 package inert
 
 import (
+	"bytes"
 	"fmt"
 	"net/url"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -104,6 +106,33 @@ func MarkdownCodeCell(s string) string {
 	s = Terminal(s)
 	s = strings.ReplaceAll(s, `\|`, `\x5c|`)
 	return strings.ReplaceAll(MarkdownCode(s), "|", `\|`)
+}
+
+// JSON returns the JSON text raw with each character that [Terminal]
+// would escape inside its strings written as a JSON \u escape (a
+// surrogate pair beyond U+FFFF): the same JSON value, shown inert where
+// JSON is displayed as text, such as a code block. Outside strings valid
+// JSON holds no such character; invalid UTF-8 is left as it is, since
+// raw is expected to be valid JSON.
+func JSON(raw []byte) []byte {
+	if !needsEscape(string(raw)) {
+		return raw
+	}
+	var b bytes.Buffer
+	for i := 0; i < len(raw); {
+		r, n := utf8.DecodeRune(raw[i:])
+		if _, ok := visible(r); ok && r >= utf8.RuneSelf {
+			if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+				fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		} else {
+			b.Write(raw[i : i+n])
+		}
+		i += n
+	}
+	return b.Bytes()
 }
 
 // URL returns raw with its credentials replaced by [Redacted]: the user

@@ -1,6 +1,8 @@
 package inert_test
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -110,6 +112,35 @@ func TestMarkdownCode(t *testing.T) {
 			}
 			if got := inert.MarkdownCodeCell(tt.in); got != tt.cell {
 				t.Errorf("MarkdownCodeCell(%q) = %q, want %q", tt.in, got, tt.cell)
+			}
+		})
+	}
+}
+
+func TestJSON(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"plain", `{"a":"b"}`, `{"a":"b"}`},
+		{"controls already escaped", `{"a":"\u001b[2J"}`, `{"a":"\u001b[2J"}`},
+		{"bidi", "{\"a\":\"x\u202ey\"}", `{"a":"x\u202ey"}`},
+		{"zero width and BOM", "{\"a\":\"\u200b\ufeff\"}", `{"a":"\u200b\ufeff"}`},
+		{"C1", "{\"a\":\"\u009b\"}", `{"a":"\u009b"}`},
+		{"tag character", "{\"a\":\"\U000E0041\"}", `{"a":"\udb40\udc41"}`},
+		{"letters stay", `{"a":"zürich"}`, `{"a":"zürich"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := inert.JSON([]byte(tt.in))
+			if string(got) != tt.want {
+				t.Errorf("JSON(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+			var in, out any
+			if err := json.Unmarshal([]byte(tt.in), &in); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(got, &out); err != nil || !reflect.DeepEqual(in, out) {
+				t.Errorf("JSON(%q) = %q is not the same value: %v, %v", tt.in, got, out, err)
 			}
 		})
 	}
