@@ -8,6 +8,8 @@
 //     Markdown text and code spans that render as exactly the characters
 //     [Terminal] shows, so that no link, image, HTML, heading, list, table
 //     break, emphasis or math comes from data.
+//   - [JSON]: JSON text shown as text (a code block), with the characters
+//     [Terminal] escapes written as JSON escapes: the same value.
 //   - [URL]: a URL with its userinfo and every query value replaced.
 //
 // HTML needs no rule here: html/template escapes it.
