@@ -409,7 +409,7 @@ func TestReceipt(t *testing.T) {
 		{"", "application/yaml", "  final_cost_usd: 17.84\n"},
 		{"?format=yaml", "application/yaml", "  final_cost_usd: 17.84\n"},
 		{"?format=json", "application/json", `"final_cost_usd": "17.84"`},
-		{"?format=md", "text/markdown; charset=utf-8", "**settlement-regression-842** — 1 remote job, 0 duplicates, 17.84 USD final, reconciliation complete, ready for review\n"},
+		{"?format=md", "text/markdown; charset=utf-8", "**`settlement-regression-842`** — 1 remote job, 0 duplicates, 17.84 USD final, reconciliation complete, ready for review\n"},
 	} {
 		for _, id := range []string{op.OperationID, op.TaskID} {
 			r := f.do(t, http.MethodGet, "/v1/operations/"+id+"/receipt"+tc.query, f.acme, "")

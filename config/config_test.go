@@ -282,6 +282,7 @@ func TestInvalid(t *testing.T) {
 		{"no url or command", "upstreams:\n  - name: up\n", "upstreams[0]: needs a url"},
 		{"negative restart budget", "upstreams:\n  - name: up\n    command: [x]\n    max_restarts_per_minute: -1\n", "t.yaml:4: upstreams[0].max_restarts_per_minute: must be at least 1 (got -1)"},
 		{"restart budget on a url upstream", "upstreams:\n  - name: up\n    url: http://x/mcp\n    max_restarts_per_minute: 3\n", "t.yaml:4: upstreams[0].max_restarts_per_minute: applies only to a command upstream"},
+		{"bad url with credentials", "upstreams:\n  - name: up\n    url: ftp://svc:PASS@x/mcp?api_key=SECRET\n", `upstreams[0].url: must be an http(s) URL, got "ftp://REDACTED:REDACTED@x/mcp?api_key=REDACTED"`},
 		{"both url and command", "upstreams:\n  - name: up\n    url: http://x/mcp\n    command: [x]\n", "has both url and command"},
 		{"bad name", "upstreams:\n  - name: Up Stream\n    url: http://x/mcp\n", "upstreams[0].name: \"Up Stream\" must be lowercase"},
 		{"duplicate names", "upstreams:\n  - name: a\n    url: http://x/mcp\n  - name: a\n    url: http://y/mcp\n    prefix: b\n", "upstreams[1].name: \"a\" is also the name of upstreams[0]"},

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/internal/loopback"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
@@ -126,7 +127,7 @@ func (c *Config) validate(v *validator) {
 			v.fail(f, "has both url and command; choose one")
 		case u.URL != "":
 			if pu, err := url.Parse(u.URL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-				v.fail(f+".url", "must be an http(s) URL, got %q", u.URL)
+				v.fail(f+".url", "must be an http(s) URL, got %q", inert.URL(u.URL))
 			}
 			if len(u.Env) > 0 {
 				v.fail(f+".env", "applies only to a command upstream")

@@ -245,9 +245,9 @@ func TestMarkdownKeepsItsShape(t *testing.T) {
 		t.Errorf("Markdown lets a tag from the ledger through outside code:\n%s", md)
 	}
 	for _, want := range []string{
-		"``` op`x`|y </details><b>z</b>`` ```",       // the list of operations that are not ready
-		"| ``` op`x`\\|y </details><b>z</b>`` ``` |", // its table cell, pipe escaped
-		"<summary><code>op`x`|y &lt;/details&gt;&lt;b&gt;z&lt;/b&gt;``</code>",
+		"``` op`x`|y\\n</details><b>z</b>`` ```",       // the list of operations that are not ready, the newline shown
+		"| ``` op`x`\\|y\\n</details><b>z</b>`` ``` |", // its table cell, pipe escaped
+		"<summary><code>op`x`|y\\n&lt;/details&gt;&lt;b&gt;z&lt;/b&gt;``</code>",
 		"| `eve \\| mallory` |",
 		"Operations of run `` run `1` ``",
 	} {

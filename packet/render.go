@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/taskgate/taskgate/internal/inert"
 )
 
 //go:embed packet.schema.json
@@ -52,9 +54,10 @@ func Render(p *Packet, format string) ([]byte, error) {
 // for a pull-request comment: the verdict first, then the summary, the
 // operations that are not ready, every operation in a table, the
 // approvals and who gave them, how the receipts can be verified, and each
-// receipt, folded, with its embedded form. Text from the ledger (IDs,
-// reasons) is kept on one line and quoted so that it cannot break the
-// document's structure.
+// receipt, folded, with its embedded form. Text from the ledger and the
+// provider is shown as code spans (IDs) or escaped text ([inert]), and in
+// the folds' HTML summaries escaped as HTML, so that it can neither break
+// the document's structure nor add a link, an image or markup to it.
 func (p *Packet) Markdown() []byte {
 	var b bytes.Buffer
 	s := p.Summary
@@ -146,7 +149,7 @@ func (p *Packet) Markdown() []byte {
 				used[i] = cellCode(id)
 			}
 			fmt.Fprintf(&b, "| #%d | %s | %s | %s | %s | %d | %s | %s | %s | %s | %s |\n",
-				a.ID, cellCode(a.Tenant), cellCode(a.OperationID), cellCode(a.Tool), a.MaxTotalCost.String()+" "+a.Currency,
+				a.ID, cellCode(a.Tenant), cellCode(a.OperationID), cellCode(a.Tool), a.MaxTotalCost.String()+" "+inert.Markdown(a.Currency),
 				a.MaxRemoteJobs, cellCode(a.RetryPolicy), stamp(a.CreatedAt), expires, by, strings.Join(used, ", "))
 		}
 	}
@@ -156,10 +159,10 @@ func (p *Packet) Markdown() []byte {
 	for _, o := range p.Operations {
 		r := o.receipt
 		fmt.Fprintf(&b, "\n<details>\n<summary><code>%s</code>: %s, reconciliation %s, %s final</summary>\n\n",
-			html.EscapeString(oneLine(o.OperationID)), o.ReviewStatus, o.ReconciliationStatus, r.FinalCostUSD.Display())
-		// The receipt's Markdown keeps ledger text as it is; a tag in it
-		// must not close this fold or open another.
-		b.WriteString(strings.ReplaceAll(string(r.Markdown()), "<", "&lt;"))
+			html.EscapeString(inert.Terminal(o.OperationID)), o.ReviewStatus, o.ReconciliationStatus, r.FinalCostUSD.Display())
+		// The receipt's Markdown escapes its data itself: no tag from it
+		// can close this fold or open another.
+		b.Write(r.Markdown())
 		fmt.Fprintf(&b, "\n<details>\n<summary>Embedded receipt (%s)</summary>\n\n", html.EscapeString(p.Verification.ReceiptForm))
 		fence(&b, o.Receipt)
 		b.WriteString("\n</details>\n</details>\n")
@@ -215,37 +218,36 @@ func (p *Packet) verificationText() string {
 }
 
 // fence writes raw as a fenced JSON code block whose fence no backtick run
-// inside raw can close.
+// inside raw can close, bidi and invisible characters written as JSON
+// escapes ([inert.JSON]): the same document, which verifies as signed.
 func fence(b *bytes.Buffer, raw json.RawMessage) {
 	var pretty bytes.Buffer
 	if err := json.Indent(&pretty, raw, "", "  "); err != nil {
 		pretty.Reset()
 		pretty.Write(raw)
 	}
-	f := strings.Repeat("`", max(3, longestRun(pretty.String(), '`')+1))
-	fmt.Fprintf(b, "%sjson\n%s\n%s\n", f, bytes.TrimRight(pretty.Bytes(), "\n"), f)
+	shown := inert.JSON(bytes.TrimRight(pretty.Bytes(), "\n"))
+	f := strings.Repeat("`", max(3, longestRun(string(shown), '`')+1))
+	fmt.Fprintf(b, "%sjson\n%s\n%s\n", f, shown, f)
 }
 
-// code quotes s as an inline code span on one line, delimited by more
-// backticks than any run inside it.
+// code and cellCode are where the packet's own Markdown shows text of the
+// ledger's: as a code span on one line ([inert.MarkdownCode]), in a table
+// cell with its pipes escaped ([inert.MarkdownCodeCell]); an empty value
+// shows as a dash.
 func code(s string) string {
-	s = oneLine(s)
 	if s == "" {
 		return "—"
 	}
-	d := strings.Repeat("`", longestRun(s, '`')+1)
-	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
-		return d + " " + s + " " + d
-	}
-	return d + s + d
+	return inert.MarkdownCode(s)
 }
 
-// cellCode is code for a table cell, where a pipe ends the cell even
-// inside a code span unless it is escaped.
-func cellCode(s string) string { return strings.ReplaceAll(code(s), "|", `\|`) }
-
-// oneLine keeps ledger text on one line.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+func cellCode(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return inert.MarkdownCodeCell(s)
+}
 
 func longestRun(s string, c byte) int {
 	longest, n := 0, 0

@@ -1,6 +1,7 @@
 package receipt
 
 import (
+	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/reconcile"
 )
@@ -88,7 +89,7 @@ func (f *facts) remoteJob(j *ledger.RemoteJob) RemoteJob {
 	out := RemoteJob{
 		RemoteJobID:       j.RemoteJobID,
 		Upstream:          j.Upstream,
-		Endpoint:          j.Endpoint,
+		Endpoint:          inert.URL(j.Endpoint),
 		Kind:              string(j.Kind),
 		Status:            string(jobStatus(j)),
 		Intended:          j.Intended,

@@ -177,11 +177,14 @@ type AttemptLine struct {
 type RemoteJob struct {
 	RemoteJobID string `json:"remote_job_id" yaml:"remote_job_id"`
 	Upstream    string `json:"upstream" yaml:"upstream"`
-	Endpoint    string `json:"endpoint" yaml:"endpoint"`
-	Kind        string `json:"kind" yaml:"kind"`
-	Status      string `json:"status" yaml:"status"`
-	Intended    bool   `json:"intended" yaml:"intended"`
-	Duplicate   bool   `json:"duplicate" yaml:"duplicate"`
+	// Endpoint is where the job lives, the upstream's URL with its
+	// credentials redacted ([inert.URL]) or its command line: a receipt
+	// is read with an agent's key, so no rendering may hold a credential.
+	Endpoint  string `json:"endpoint" yaml:"endpoint"`
+	Kind      string `json:"kind" yaml:"kind"`
+	Status    string `json:"status" yaml:"status"`
+	Intended  bool   `json:"intended" yaml:"intended"`
+	Duplicate bool   `json:"duplicate" yaml:"duplicate"`
 	// DuplicateResolved is "open", "cancelled" or "accepted" for a
 	// duplicate, empty otherwise.
 	DuplicateResolved string    `json:"duplicate_resolved,omitempty" yaml:"duplicate_resolved,omitempty"`

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/taskgate/taskgate/internal/inert"
 )
 
 //go:embed receipt.schema.json
@@ -72,15 +74,17 @@ func Render(r *Receipt, format string) ([]byte, error) {
 // checklist and, on a signed receipt, its signature block as text.
 func (r *Receipt) Markdown() []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "**%s** — %s\n\n", mdText(r.OperationID), r.summary())
+	fmt.Fprintf(&b, "**%s** — %s\n\n", inert.MarkdownCode(r.OperationID), r.summary())
 
+	// Values are rendered before they reach row: data through cell,
+	// codeCell or mdText, the receipt's own figures as they are.
 	b.WriteString("| figure | value |\n|---|---|\n")
-	row := func(k, v string) { fmt.Fprintf(&b, "| %s | %s |\n", k, cell(v)) }
-	row("operation ID", r.OperationID)
-	row("tenant", r.Tenant)
-	row("task", r.TaskID)
-	row("tool", r.Tool)
-	row("state", r.State)
+	row := func(k, v string) { fmt.Fprintf(&b, "| %s | %s |\n", k, v) }
+	row("operation ID", codeCell(r.OperationID))
+	row("tenant", codeCell(r.Tenant))
+	row("task", codeCell(r.TaskID))
+	row("tool", codeCell(r.Tool))
+	row("state", cell(r.State))
 	row("intended remote jobs", strconv.Itoa(r.IntendedRemoteJobs))
 	row("observed remote jobs", strconv.Itoa(r.ObservedRemoteJobs))
 	row("duplicate jobs", strconv.Itoa(r.DuplicateJobs))
@@ -93,40 +97,40 @@ func (r *Receipt) Markdown() []byte {
 	row("pending cost", r.PendingCostUSD.Display())
 	row("refunded cost", r.RefundedCostUSD.Display())
 	row("unpriced attempts", strconv.Itoa(r.UnpricedAttempts))
-	row("result used", r.ResultUsed)
-	row("reconciliation", string(r.ReconciliationStatus))
+	row("result used", codeCell(r.ResultUsed))
+	row("reconciliation", cell(string(r.ReconciliationStatus)))
 	if l := r.LastReconciliation; l != nil {
-		v := fmt.Sprintf("lookup %s at %s", l.Lookup, stamp(l.At))
+		v := fmt.Sprintf("lookup %s at %s", mdText(l.Lookup), stamp(l.At))
 		if l.Detail != "" {
-			v += ": " + l.Detail
+			v += ": " + mdText(l.Detail)
 		}
 		row("last reconciliation", v)
 	}
-	row("review", string(r.ReviewStatus))
+	row("review", cell(string(r.ReviewStatus)))
 	if a := r.Approval; a != nil {
-		v := fmt.Sprintf("#%d: up to %s and %s, %s, expires %s", a.ID, a.MaxTotalCost.Display(), plural(a.MaxRemoteJobs, "remote job"), a.RetryPolicy, stamp(a.ExpiresAt))
+		v := fmt.Sprintf("#%d: up to %s and %s, %s, expires %s", a.ID, a.MaxTotalCost.Display(), plural(a.MaxRemoteJobs, "remote job"), mdText(a.RetryPolicy), stamp(a.ExpiresAt))
 		if !a.RevokedAt.IsZero() {
 			v += ", revoked " + stamp(a.RevokedAt)
 		}
 		row("approval", v)
 		row("approval headroom", fmt.Sprintf("%s, %s", a.HeadroomUSD.Display(), plural(a.RemoteJobsHeadroom, "remote job")))
 		if a.ApprovedBy != "" {
-			row("approved by", a.ApprovedBy)
+			row("approved by", codeCell(a.ApprovedBy))
 		}
 	}
 	if q := r.ApprovalRequest; q != nil {
-		v := fmt.Sprintf("#%d, %s", q.ID, q.Status)
+		v := fmt.Sprintf("#%d, %s", q.ID, mdText(q.Status))
 		switch {
 		case q.ApprovedBy != "":
-			v += " by " + q.ApprovedBy
+			v += " by " + codeCell(q.ApprovedBy)
 		case q.DeclinedBy != "":
-			v += " by " + q.DeclinedBy
+			v += " by " + codeCell(q.DeclinedBy)
 		}
 		if !q.DecidedAt.IsZero() {
 			v += " at " + stamp(q.DecidedAt)
 		}
 		if q.Note != "" {
-			v += ": " + q.Note
+			v += ": " + mdText(q.Note)
 		}
 		row("approval request", v)
 	}
@@ -134,7 +138,7 @@ func (r *Receipt) Markdown() []byte {
 		row("generated", stamp(r.GeneratedAt))
 	}
 	if r.ChainHead != "" {
-		row("chain head", r.ChainHead)
+		row("chain head", codeCell(r.ChainHead))
 	}
 
 	b.WriteString("\n### Attempts\n\n")
@@ -143,7 +147,8 @@ func (r *Receipt) Markdown() []byte {
 	} else {
 		b.WriteString("| request | operation ID | decision | reason | client | remote accepted | remote effect | charged | at |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, a := range r.Lineage {
-			tableRow(&b, a.RequestID, a.OperationID, a.Decision, a.Reason, a.ClientResult, a.RemoteAccepted, a.RemoteEffect, a.ChargeStatus, stamp(a.At))
+			tableRow(&b, codeCell(a.RequestID), codeCell(a.OperationID), cell(a.Decision), cell(a.Reason), cell(a.ClientResult),
+				cell(a.RemoteAccepted), cell(a.RemoteEffect), cell(a.ChargeStatus), own(stamp(a.At)))
 		}
 	}
 
@@ -155,13 +160,14 @@ func (r *Receipt) Markdown() []byte {
 		for _, j := range r.RemoteJobs {
 			dup := yesNo(j.Duplicate)
 			if j.Duplicate {
-				dup += " (" + j.DuplicateResolved + ")"
+				dup += " (" + mdText(j.DuplicateResolved) + ")"
 			}
 			cancel := yesNo(j.CancelRequested)
 			if j.CancelRequested {
 				cancel += ", " + stamp(j.CancelRequestedAt)
 			}
-			tableRow(&b, j.RemoteJobID, j.Upstream, j.Endpoint, j.Kind, j.Status, yesNo(j.Intended), dup, stamp(j.CompletedAt), cancel, j.EffectReversed)
+			tableRow(&b, codeCell(j.RemoteJobID), codeCell(j.Upstream), codeCell(j.Endpoint), cell(j.Kind), cell(j.Status),
+				yesNo(j.Intended), dup, own(stamp(j.CompletedAt)), cancel, cell(j.EffectReversed))
 		}
 	}
 
@@ -169,7 +175,7 @@ func (r *Receipt) Markdown() []byte {
 		b.WriteString("\n### Provider evidence\n\n| remote job | record | tool | seen | answer |\n|---|---|---|---|---|\n")
 		for _, j := range r.RemoteJobs {
 			for _, ev := range j.Evidence {
-				tableRow(&b, j.RemoteJobID, ev.Record, ev.Tool, stamp(ev.SeenAt), ev.Answer)
+				tableRow(&b, codeCell(j.RemoteJobID), cell(ev.Record), codeCell(ev.Tool), own(stamp(ev.SeenAt)), codeCell(ev.Answer))
 			}
 		}
 	}
@@ -181,12 +187,12 @@ func (r *Receipt) Markdown() []byte {
 		if slices.ContainsFunc(r.Charges, func(c Charge) bool { return c.Kind != "" }) {
 			b.WriteString("| charge | remote job | kind | amount | status |\n|---|---|---|---|---|\n")
 			for _, c := range r.Charges {
-				tableRow(&b, c.ChargeID, c.RemoteJobID, c.Kind, c.Amount.String()+" "+c.Currency, c.Status)
+				tableRow(&b, codeCell(c.ChargeID), codeCell(c.RemoteJobID), cell(c.Kind), c.Amount.String()+" "+mdText(c.Currency), cell(c.Status))
 			}
 		} else {
 			b.WriteString("| charge | remote job | amount | status |\n|---|---|---|---|\n")
 			for _, c := range r.Charges {
-				tableRow(&b, c.ChargeID, c.RemoteJobID, c.Amount.String()+" "+c.Currency, c.Status)
+				tableRow(&b, codeCell(c.ChargeID), codeCell(c.RemoteJobID), c.Amount.String()+" "+mdText(c.Currency), cell(c.Status))
 			}
 		}
 	}
@@ -198,12 +204,12 @@ func (r *Receipt) Markdown() []byte {
 			if br.Open {
 				state = "open"
 			}
-			fmt.Fprintf(&b, "- **%s** (%s): final cost %s", br.Kind, state, br.FinalCostUSD.Display())
+			fmt.Fprintf(&b, "- **%s** (%s): final cost %s", mdText(br.Kind), state, br.FinalCostUSD.Display())
 			if br.CeilingUSD != nil {
 				fmt.Fprintf(&b, ", ceiling %s, over by %s", br.CeilingUSD.Display(), br.OverByUSD.Display())
 			}
 			if br.ChargeID != "" {
-				fmt.Fprintf(&b, "; crossed by charge %s", mdText(br.ChargeID))
+				fmt.Fprintf(&b, "; crossed by charge %s", inert.MarkdownCode(br.ChargeID))
 			}
 			b.WriteString("\n")
 		}
@@ -212,7 +218,7 @@ func (r *Receipt) Markdown() []byte {
 	if len(r.Questions) > 0 {
 		b.WriteString("\n### Questions from the upstream\n\n")
 		for _, q := range r.Questions {
-			fmt.Fprintf(&b, "- Send %d asked %s at %s: %s", q.Send, mdText(strings.Join(q.Keys, ", ")), stamp(q.AskedAt), q.Answer)
+			fmt.Fprintf(&b, "- Send %d asked %s at %s: %s", q.Send, mdText(strings.Join(q.Keys, ", ")), stamp(q.AskedAt), mdText(string(q.Answer)))
 			if q.Action != "" {
 				fmt.Fprintf(&b, " (%s)", mdText(q.Action))
 			}
@@ -229,7 +235,7 @@ func (r *Receipt) Markdown() []byte {
 		fmt.Fprintf(&b, "- Cancellation requested: %s\n", yesNoAt(c.CancellationRequested, c.CancellationRequestedAt))
 		fmt.Fprintf(&b, "- Requested after the effect: %s\n", yesNo(c.RequestedAfterEffect))
 		if c.EffectReversed != "" {
-			fmt.Fprintf(&b, "- Effect reversed: %s\n", c.EffectReversed)
+			fmt.Fprintf(&b, "- Effect reversed: %s\n", mdText(c.EffectReversed))
 		}
 	}
 
@@ -238,7 +244,7 @@ func (r *Receipt) Markdown() []byte {
 		b.WriteString("None open.\n")
 	}
 	for _, a := range r.NextActions {
-		fmt.Fprintf(&b, "- [ ] `%s %s` — %s", a.Action, a.Target, mdText(a.Reason))
+		fmt.Fprintf(&b, "- [ ] %s — %s", inert.MarkdownCode(a.Action+" "+a.Target), mdText(a.Reason))
 		var tail []string
 		if a.Owner != "" {
 			tail = append(tail, "owner "+mdText(a.Owner))
@@ -254,9 +260,9 @@ func (r *Receipt) Markdown() []byte {
 
 	if s := r.Signature; s != nil {
 		b.WriteString("\n### Signature\n\n")
-		fmt.Fprintf(&b, "Signed %s by key `%s` (%s) over the canonical JSON rendering without this block. ", stamp(s.SignedAt), mdText(s.KeyID), mdText(s.Algorithm))
+		fmt.Fprintf(&b, "Signed %s by key %s (%s) over the canonical JSON rendering without this block. ", stamp(s.SignedAt), inert.MarkdownCode(s.KeyID), mdText(s.Algorithm))
 		b.WriteString("Check the JSON rendering with `taskgate receipt verify FILE`.\n\n")
-		fmt.Fprintf(&b, "```\n%s\n```\n", mdText(s.JWS))
+		fmt.Fprintf(&b, "```\n%s\n```\n", inert.Terminal(s.JWS))
 	}
 	return b.Bytes()
 }
@@ -312,24 +318,42 @@ func stamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
+// tableRow writes a table row of cells that cell or codeCell made.
 func tableRow(b *bytes.Buffer, cells ...string) {
 	b.WriteString("|")
 	for _, c := range cells {
-		b.WriteString(" " + cell(c) + " |")
+		b.WriteString(" " + c + " |")
 	}
 	b.WriteString("\n")
 }
 
-// cell makes text safe inside a Markdown table cell; an empty cell shows a
-// dash so that a missing value is visibly missing.
+// cell, codeCell and mdText are where the Markdown rendering escapes text,
+// the ledger's and the provider's included ([inert.Markdown]): a value
+// shows as text, never as a link, an image, HTML or a table break. cell
+// and codeCell show an empty value as a dash, so that it is visibly
+// missing; codeCell shows an identifier or a provider's answer as a code
+// span.
 func cell(s string) string {
 	if s == "" {
 		return "—"
 	}
-	return strings.ReplaceAll(mdText(s), "|", `\|`)
+	return inert.Markdown(s)
 }
 
-// mdText keeps ledger text on one line.
-func mdText(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+func codeCell(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return inert.MarkdownCodeCell(s)
+}
+
+func mdText(s string) string { return inert.Markdown(s) }
+
+// own is a cell of the receipt's own text (a time, a count), shown as it
+// is.
+func own(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
 }

@@ -352,7 +352,7 @@ func TestSignedRenderings(t *testing.T) {
 	}
 
 	md := string(r.Markdown())
-	for _, want := range []string{"| chain head | " + chainHead + " |", "\n### Signature\n", "by key `" + r.Signature.KeyID + "` (EdDSA)", "\n" + r.Signature.JWS + "\n"} {
+	for _, want := range []string{"| chain head | `" + chainHead + "` |", "\n### Signature\n", "by key `" + r.Signature.KeyID + "` (EdDSA)", "\n" + r.Signature.JWS + "\n"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md)
 		}

@@ -215,7 +215,7 @@ func (u *Upstream) sessionFor(ctx context.Context, c *conn, a *asker, logs, asTa
 // call, declaring its client's capabilities; every request the upstream
 // sends in it goes to a. With logs, the session is asked to log.
 func (u *Upstream) openCallSession(ctx context.Context, c *conn, a *asker, logs bool) (*mcp.ClientSession, error) {
-	transport := &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.httpClient}
+	transport := &mcp.StreamableClientTransport{Endpoint: u.sdkURL, HTTPClient: u.httpClient}
 	// The call's own headers belong to the call, not to the session's
 	// handshake and streams.
 	hctx := context.WithValue(withCallHeader(ctx, nil), sessionCapabilitiesKey{}, a.caps)

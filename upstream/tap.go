@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -164,11 +165,15 @@ func withCallHeader(ctx context.Context, h http.Header) context.Context {
 	return context.WithValue(ctx, callHeaderKey{}, h)
 }
 
-// roundTripper adds the configured and per-call headers, delivers progress
-// and log messages from response streams as they are read, and reports
-// failed round trips.
+// roundTripper adds the configured URL's userinfo (as basic
+// authentication, as http.Client would, unless a header authorizes the
+// request) and query, the configured and per-call headers, delivers
+// progress and log messages from response streams as they are read, and
+// reports failed round trips.
 type roundTripper struct {
 	next     http.RoundTripper
+	user     *url.Userinfo
+	query    string
 	static   http.Header
 	progress *progressRouter
 	logs     *logRouter
@@ -186,6 +191,17 @@ func (t *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	for k, vs := range t.static {
 		out.Header[k] = vs
+	}
+	if t.query != "" {
+		if out.URL.RawQuery == "" {
+			out.URL.RawQuery = t.query
+		} else {
+			out.URL.RawQuery = t.query + "&" + out.URL.RawQuery
+		}
+	}
+	if t.user != nil && out.Header.Get("Authorization") == "" {
+		pass, _ := t.user.Password()
+		out.SetBasicAuth(t.user.Username(), pass)
 	}
 	resp, err := t.next.RoundTrip(out)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
@@ -61,9 +63,13 @@ type Upstream struct {
 	// httpTransport and httpClient are set for HTTP upstreams only.
 	httpTransport *http.Transport
 	httpClient    *http.Client
-	progress      progressRouter
-	logs          logRouter
-	tokens        atomic.Uint64
+	// sdkURL is the URL the SDK's sessions are given: the configured one
+	// without userinfo and query, which httpClient's round tripper adds
+	// back, so that no error the SDK or net/http words names a credential.
+	sdkURL   string
+	progress progressRouter
+	logs     logRouter
+	tokens   atomic.Uint64
 	// impl is the gateway's client information; relay is the session
 	// RelayCall relays in (HTTP upstreams).
 	impl  *mcp.Implementation
@@ -199,8 +205,15 @@ func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 		for k, v := range cfg.Headers {
 			header.Set(k, v)
 		}
+		// The configuration was validated: the URL parses.
+		target, _ := url.Parse(cfg.URL)
+		bare := *target
+		bare.User, bare.RawQuery, bare.ForceQuery, bare.Fragment, bare.RawFragment = nil, "", false, "", ""
+		u.sdkURL = bare.String()
 		u.httpClient = &http.Client{Transport: taskwire.WrapRoundTripper(&roundTripper{
 			next:     u.httpTransport,
+			user:     target.User,
+			query:    target.RawQuery,
 			static:   header,
 			progress: &u.progress,
 			logs:     &u.logs,
@@ -220,10 +233,12 @@ func (u *Upstream) Name() string { return u.cfg.Name }
 // modify it.
 func (u *Upstream) Config() *config.Upstream { return u.latest.Load() }
 
-// Endpoint is the URL, or the command line, for receipts and messages.
+// Endpoint is the URL, or the command line, for receipts and messages:
+// the URL with its credentials redacted ([inert.URL]), since both are
+// shown to people and agents who must not learn the gateway's secrets.
 func (u *Upstream) Endpoint() string {
 	if u.cfg.URL != "" {
-		return u.cfg.URL
+		return inert.URL(u.cfg.URL)
 	}
 	args := make([]string, len(u.cfg.Command))
 	for i, a := range u.cfg.Command {
@@ -507,7 +522,7 @@ func (u *Upstream) connect(ctx context.Context) (*conn, error) {
 	var ended chan struct{}
 	var tap *tapTransport
 	if u.httpClient != nil {
-		transport = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.httpClient}
+		transport = &mcp.StreamableClientTransport{Endpoint: u.sdkURL, HTTPClient: u.httpClient}
 	} else {
 		cmd = u.command()
 		ended = make(chan struct{})

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskgate/taskgate/api"
+	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/ledger"
 )
 
@@ -89,9 +90,9 @@ func (e *env) approveCmd() *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(tw, "id\t%d\n", v.ID)
-			fmt.Fprintf(tw, "tenant\t%s\n", v.Tenant)
-			fmt.Fprintf(tw, "operation_id\t%s\n", v.OperationID)
-			fmt.Fprintf(tw, "tool\t%s\n", v.Tool)
+			fmt.Fprintf(tw, "tenant\t%s\n", inert.Terminal(v.Tenant))
+			fmt.Fprintf(tw, "operation_id\t%s\n", inert.Terminal(v.OperationID))
+			fmt.Fprintf(tw, "tool\t%s\n", inert.Terminal(v.Tool))
 			fmt.Fprintf(tw, "max_total_cost\t%s %s\n", v.MaxTotalCost, v.Currency)
 			fmt.Fprintf(tw, "max_remote_jobs\t%d\n", v.MaxRemoteJobs)
 			fmt.Fprintf(tw, "retry_policy\t%s\n", v.RetryPolicy)
@@ -161,8 +162,8 @@ func (e *env) approvalsListCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tOPERATION ID\tTOOL\tMAX TOTAL COST\tMAX JOBS\tRETRY POLICY\tEXPIRES\tSTATUS")
 			for _, v := range views {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s %s\t%d\t%s\t%s\t%s\n", v.ID, v.OperationID, v.Tool, v.MaxTotalCost, v.Currency,
-					v.MaxRemoteJobs, v.RetryPolicy, stamp(v.ExpiresAt), v.Status)
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s %s\t%d\t%s\t%s\t%s\n", v.ID, inert.Terminal(v.OperationID), inert.Terminal(v.Tool), v.MaxTotalCost, inert.Terminal(v.Currency),
+					v.MaxRemoteJobs, inert.Terminal(string(v.RetryPolicy)), stamp(v.ExpiresAt), v.Status)
 			}
 			return tw.Flush()
 		},
@@ -201,7 +202,7 @@ func (e *env) approvalsRevokeCmd() *cobra.Command {
 				return fmt.Errorf("revoke approval %d: %w", id, err)
 			}
 			fmt.Fprintf(e.stdout, "approval %d (operation %s, tool %s) revoked at %s; it covers no new work\n",
-				a.ID, a.OperationID, a.Tool, stamp(a.RevokedAt))
+				a.ID, inert.Terminal(a.OperationID), inert.Terminal(a.Tool), stamp(a.RevokedAt))
 			return nil
 		},
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/ledger"
 )
 
@@ -62,7 +63,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		}
 		return 1
 	}
-	fmt.Fprintf(stderr, "Error: %s\n", oneLine(err.Error()))
+	fmt.Fprintf(stderr, "Error: %s\n", inert.Terminal(oneLine(err.Error())))
 	var ue *usageError
 	if errors.As(err, &ue) && ue.hint != "" {
 		fmt.Fprintf(stderr, "Try: %s\n", ue.hint)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskgate/taskgate/authn"
+	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/ledger"
 )
 
@@ -109,7 +110,7 @@ func (e *env) keysListCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTENANT\tROLE\tLABEL\tCREATED\tREVOKED")
 			for _, v := range views {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Tenant, v.Role, dash(v.Label), stamp(v.CreatedAt), stamp(v.RevokedAt))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", v.ID, inert.Terminal(v.Tenant), v.Role, inert.Terminal(dash(v.Label)), stamp(v.CreatedAt), stamp(v.RevokedAt))
 			}
 			return tw.Flush()
 		},

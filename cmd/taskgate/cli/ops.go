@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/secrets"
@@ -89,7 +90,8 @@ func (e *env) opsListCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "OPERATION ID\tTENANT\tTOOL\tSTATE\tTASK ID\tCREATED")
 			for _, op := range ops {
-				fmt.Fprintf(tw, "%s\t%s\t%s.%s\t%s\t%s\t%s\n", op.OperationID, op.Tenant, op.Upstream, op.Tool, op.State, op.TaskID, stamp(op.CreatedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", inert.Terminal(op.OperationID), inert.Terminal(op.Tenant), inert.Terminal(op.Upstream+"."+op.Tool),
+					op.State, inert.Terminal(op.TaskID), stamp(op.CreatedAt))
 			}
 			return tw.Flush()
 		},
@@ -293,7 +295,7 @@ func loadDetail(ctx context.Context, s ledger.Store, op *ledger.Operation) (*det
 	}
 	for _, j := range jobs {
 		d.RemoteJobs = append(d.RemoteJobs, remoteJobView{
-			RemoteJobID: j.RemoteJobID, Upstream: j.Upstream, Endpoint: j.Endpoint, Kind: j.Kind, Status: j.Status,
+			RemoteJobID: j.RemoteJobID, Upstream: j.Upstream, Endpoint: inert.URL(j.Endpoint), Kind: j.Kind, Status: j.Status,
 			Intended: j.Intended, Duplicate: j.Duplicate, DuplicateResolved: j.DuplicateResolved, EffectReversed: j.EffectReversed, At: j.CreatedAt,
 		})
 	}
@@ -315,19 +317,22 @@ func loadDetail(ctx context.Context, s ledger.Store, op *ledger.Operation) (*det
 	return d, nil
 }
 
+// writeText prints d for a terminal. Every value from the ledger goes
+// through [inert.Terminal] where it is printed: IDs, reasons, messages,
+// provider IDs and event data alike.
 func (d *detail) writeText(w io.Writer) error {
 	op := d.Operation
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "operation\t%s\n", op.OperationID)
-	fmt.Fprintf(tw, "tenant\t%s\n", op.Tenant)
-	fmt.Fprintf(tw, "task\t%s (%s)\n", op.TaskID, op.TaskStatus)
-	fmt.Fprintf(tw, "tool\t%s.%s\n", op.Upstream, op.Tool)
+	fmt.Fprintf(tw, "operation\t%s\n", inert.Terminal(op.OperationID))
+	fmt.Fprintf(tw, "tenant\t%s\n", inert.Terminal(op.Tenant))
+	fmt.Fprintf(tw, "task\t%s (%s)\n", inert.Terminal(op.TaskID), op.TaskStatus)
+	fmt.Fprintf(tw, "tool\t%s\n", inert.Terminal(op.Upstream+"."+op.Tool))
 	fmt.Fprintf(tw, "state\t%s\n", op.State)
 	if op.ReviewReason != "" {
-		fmt.Fprintf(tw, "needs review\t%s\n", op.ReviewReason)
+		fmt.Fprintf(tw, "needs review\t%s\n", inert.Terminal(op.ReviewReason))
 	}
 	if op.StatusMessage != "" {
-		fmt.Fprintf(tw, "status message\t%s\n", op.StatusMessage)
+		fmt.Fprintf(tw, "status message\t%s\n", inert.Terminal(op.StatusMessage))
 	}
 	if op.Approval != 0 {
 		fmt.Fprintf(tw, "approval\t%d\n", op.Approval)
@@ -346,7 +351,8 @@ func (d *detail) writeText(w io.Writer) error {
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  REQUEST ID\tOPERATION ID\tDECISION\tREASON\tCLIENT RESULT\tREMOTE ACCEPTED\tAT")
 	for _, a := range d.Attempts {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.RequestID, a.OperationID, a.Decision, dash(a.Reason), a.ClientResult, a.RemoteAccepted, stamp(a.At))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", inert.Terminal(a.RequestID), inert.Terminal(a.OperationID), a.Decision, inert.Terminal(dash(a.Reason)),
+			a.ClientResult, a.RemoteAccepted, stamp(a.At))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -357,7 +363,7 @@ func (d *detail) writeText(w io.Writer) error {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  JOB\tSTATUS\tINTENDED\tDUPLICATE\tUPSTREAM\tENDPOINT")
 		for _, j := range d.RemoteJobs {
-			fmt.Fprintf(tw, "  %s\t%s\t%t\t%t\t%s\t%s\n", j.RemoteJobID, j.Status, j.Intended, j.Duplicate, j.Upstream, j.Endpoint)
+			fmt.Fprintf(tw, "  %s\t%s\t%t\t%t\t%s\t%s\n", inert.Terminal(j.RemoteJobID), j.Status, j.Intended, j.Duplicate, inert.Terminal(j.Upstream), inert.Terminal(j.Endpoint))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -371,9 +377,9 @@ func (d *detail) writeText(w io.Writer) error {
 		for _, c := range d.Charges {
 			status := string(c.Status)
 			if c.Kind != "" {
-				status += "\t" + c.Kind
+				status += "\t" + inert.Terminal(c.Kind)
 			}
-			fmt.Fprintf(tw, "  %s\t%s %s\t%s\n", c.ChargeID, c.Amount, c.Currency, status)
+			fmt.Fprintf(tw, "  %s\t%s %s\t%s\n", inert.Terminal(c.ChargeID), c.Amount, inert.Terminal(c.Currency), status)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -382,7 +388,7 @@ func (d *detail) writeText(w io.Writer) error {
 
 	fmt.Fprintf(w, "\nevents (%d)\n", len(d.Events))
 	for _, ev := range d.Events {
-		fmt.Fprintf(w, "  %s  %-24s %s\n", stamp(ev.At), ev.Kind, ev.Data)
+		fmt.Fprintf(w, "  %s  %-24s %s\n", stamp(ev.At), ev.Kind, inert.Terminal(string(ev.Data)))
 	}
 	return nil
 }

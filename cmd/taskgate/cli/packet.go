@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/packet"
 	"github.com/taskgate/taskgate/receipt"
@@ -344,7 +345,7 @@ func selectionText(sel *packet.Selection) string {
 func notReadyText(p *packet.Packet) string {
 	names := make([]string, len(p.Verdict.NotReady))
 	for i, n := range p.Verdict.NotReady {
-		names[i] = fmt.Sprintf("%s (%s)", n.OperationID, n.ReviewStatus)
+		names[i] = fmt.Sprintf("%s (%s)", inert.Terminal(n.OperationID), n.ReviewStatus)
 	}
 	return fmt.Sprintf("%d of %d operations: %s", len(p.Verdict.NotReady), p.Summary.Operations, strings.Join(names, ", "))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
@@ -144,7 +145,7 @@ func (e *env) receiptVerifyCmd() *cobra.Command {
 				head = "none recorded"
 			}
 			fmt.Fprintf(e.stdout, "%s: verified against %s\n", file, source)
-			fmt.Fprintf(e.stdout, "  operation:  %s\n", v.OperationID)
+			fmt.Fprintf(e.stdout, "  operation:  %s\n", inert.Terminal(v.OperationID))
 			fmt.Fprintf(e.stdout, "  signed:     %s by key %s (%s)\n", v.SignedAt.UTC().Format(time.RFC3339), key, receipt.Algorithm)
 			fmt.Fprintf(e.stdout, "  chain head: %s\n", head)
 			fmt.Fprintf(e.stdout, "  fields:     %d, each as signed\n", v.Fields)

@@ -67,7 +67,7 @@ func TestReceipt(t *testing.T) {
 	}
 
 	md := l.ok(t, "receipt", "settlement-regression-842", "--format", "md")
-	if want := "**settlement-regression-842** — 1 remote job, 0 duplicates, 17.84 USD final, reconciliation complete, ready for review\n"; !strings.HasPrefix(md, want) {
+	if want := "**`settlement-regression-842`** — 1 remote job, 0 duplicates, 17.84 USD final, reconciliation complete, ready for review\n"; !strings.HasPrefix(md, want) {
 		t.Errorf("receipt (md) starts %q, want the summary line %q", firstLine(md), want)
 	}
 

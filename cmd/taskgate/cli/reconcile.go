@@ -10,6 +10,7 @@ import (
 
 	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/provider"
 	"github.com/taskgate/taskgate/receipt"
@@ -89,7 +90,7 @@ func (e *env) reconcileCmd() *cobra.Command {
 				}
 				r := receipt.Build(in)
 				fmt.Fprintf(e.stdout, "%s\t%s\tjobs %d\tduplicates %d\tfinal %s\treconciliation %s\treview %s\n",
-					op.OperationID, op.Tenant, r.ObservedRemoteJobs, r.DuplicateJobs, r.FinalCostUSD.String(), r.ReconciliationStatus, r.ReviewStatus)
+					inert.Terminal(op.OperationID), inert.Terminal(op.Tenant), r.ObservedRemoteJobs, r.DuplicateJobs, r.FinalCostUSD.String(), r.ReconciliationStatus, r.ReviewStatus)
 			}
 			return nil
 		},

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskgate/taskgate/api"
+	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/worker"
 )
@@ -75,8 +76,8 @@ func (e *env) requestsListCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tOPERATION ID\tTOOL\tESTIMATE\tJOBS\tREQUESTED BY\tEXPIRES\tSTATUS\tDECIDED BY")
 			for _, v := range views {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s %s\t%d\t%s\t%s\t%s\t%s\n", v.ID, v.OperationID, v.Tool, v.Estimate, v.Currency,
-					v.RemoteJobs, dash(v.RequestedBy), stamp(v.ExpiresAt), v.Status, dash(v.DecidedBy))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s %s\t%d\t%s\t%s\t%s\t%s\n", v.ID, inert.Terminal(v.OperationID), inert.Terminal(v.Tool), v.Estimate, inert.Terminal(v.Currency),
+					v.RemoteJobs, inert.Terminal(dash(v.RequestedBy)), stamp(v.ExpiresAt), v.Status, inert.Terminal(dash(v.DecidedBy)))
 			}
 			return tw.Flush()
 		},
@@ -166,7 +167,7 @@ func (e *env) requestApproveCmd() *cobra.Command {
 				next = "the client's retry with the same operation ID runs"
 			}
 			fmt.Fprintf(e.stdout, "approval request %d (operation %s, tool %s) approved by %s as approval %d: up to %s and %d remote job(s); %s\n",
-				id, q.OperationID, q.Tool, by, d.Approval.ID, d.Approval.MaxTotalCost.Display(), d.Approval.MaxRemoteJobs, next)
+				id, inert.Terminal(q.OperationID), inert.Terminal(q.Tool), inert.Terminal(by), d.Approval.ID, d.Approval.MaxTotalCost.Display(), d.Approval.MaxRemoteJobs, next)
 			return nil
 		},
 	}
@@ -213,7 +214,7 @@ func (e *env) requestDeclineCmd() *cobra.Command {
 				return fmt.Errorf("decline approval request %d: %w", id, err)
 			}
 			fmt.Fprintf(e.stdout, "approval request %d (operation %s, tool %s) declined by %s; nothing was started\n",
-				id, d.Request.OperationID, d.Request.Tool, by)
+				id, inert.Terminal(d.Request.OperationID), inert.Terminal(d.Request.Tool), inert.Terminal(by))
 			return nil
 		},
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/worker"
 )
@@ -45,7 +46,7 @@ func (e *env) opsResolveCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(e.stdout, "operation %s (task %s) is %s\n", out.OperationID, out.TaskID, out.State)
+				fmt.Fprintf(e.stdout, "operation %s (task %s) is %s\n", inert.Terminal(out.OperationID), inert.Terminal(out.TaskID), out.State)
 				fmt.Fprintf(e.stdout, "next: %s\n", nextAfter(r))
 				return nil
 			})
