@@ -20,14 +20,20 @@ import (
 	"github.com/taskgate/taskgate/taskwire"
 )
 
-// An approval comes from a human: through `taskgate approve` or the REST
-// API with an approver credential, or by answering a question this gateway
-// asked in the protocol. An answer a client merely sends proves nothing —
-// the model could write it — so it counts only when it replies to a
-// question recorded in the ledger, asked of the same tenant about the same
-// operation, tool and arguments, not yet answered and not expired; the
-// question is taken when answered. On a 2025-11-25 session the question is
-// asked over the session itself and its answer is the client's reply.
+// An approval comes from a human: through `taskgate approve`, the REST API
+// or the console with an approver credential. A form answer to a question
+// this gateway asked in the protocol comes from the client, which an agent
+// may drive: nothing in it proves that a person saw the question. So a
+// form is asked only where the tool's policy sets
+// elicitation_max_total_cost and the call's route fits under it, and the
+// approval it gives never exceeds the route's estimate, its remote jobs or
+// that cap, whatever the answer says; it is recorded as given by the
+// client's user, unverified. Even then an answer counts only when it
+// replies to a question recorded in the ledger, asked of the same tenant
+// about the same operation, tool and arguments, not yet answered and not
+// expired; the question is taken when answered. On a 2025-11-25 session the
+// question is asked over the session itself and its answer is the client's
+// reply.
 
 const (
 	// approvalInput names taskgate's approval question among input requests.
@@ -71,8 +77,8 @@ func approvalQuestion(a *approvalCall) *mcp.ElicitParams {
 	return &mcp.ElicitParams{
 		Mode: "form",
 		Message: fmt.Sprintf("Approve %s for operation %q? It costs money or changes the world outside this session; %s. "+
-			"Set the most it may cost in total and how many remote jobs it may start. Declining starts nothing.",
-			a.tool(), a.opID, pricedText(a.priced)),
+			"Set the most it may cost in total and how many remote jobs it may start; an answer approves at most %s and %s. Declining starts nothing.",
+			a.tool(), a.opID, pricedText(a.priced), a.priced.Estimate.Display(), jobsText(a.priced.RemoteJobs)),
 		RequestedSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
@@ -82,6 +88,25 @@ func approvalQuestion(a *approvalCall) *mcp.ElicitParams {
 			"required": []string{"max_total_cost"},
 		},
 	}
+}
+
+// formCovers reports whether a form answer may approve a call of route r
+// priced p: the tool allows elicitation, its policy sets a cap on what a
+// form may approve, and the whole route's estimate fits under it. A route
+// it does not cover goes the request way, and its client is asked no form.
+func formCovers(r *route, p policy.Route) bool {
+	cap := r.policy.ElicitationMaxTotalCost
+	return r.approvesBy(ledger.ApproveByElicitation) && cap.Micros > 0 &&
+		p.Estimate.Currency == cap.Currency && p.Estimate.Micros <= cap.Micros
+}
+
+// formTerms is what a form answer asking for ceiling and jobs approves of
+// a call priced p under cap: never more than the route's estimate and
+// remote jobs, nor than the cap. An answer names the client's wishes, not
+// a human's decision, so it may narrow the approval but never widen it.
+func formTerms(ceiling money.Amount, jobs int, p policy.Route, cap money.Amount) (money.Amount, int) {
+	ceiling.Micros = min(ceiling.Micros, p.Estimate.Micros, cap.Micros)
+	return ceiling, min(jobs, p.RemoteJobs)
 }
 
 // askApproval asks for a missing approval where the client can be asked:
@@ -185,15 +210,18 @@ func (h *host) approveFromAnswer(ctx context.Context, a *approvalCall, answer *m
 		return h.refuse(ctx, a.log, a.denial(), ledger.ReasonApprovalInvalid,
 			"the approval's spend ceiling must be a positive decimal such as 20.00; nothing was started", nil)
 	}
+	asked := ceiling
+	ceiling, jobs = formTerms(ceiling, jobs, a.priced, a.r.policy.ElicitationMaxTotalCost)
 	ap, err := h.g.store.ApprovalCreate(context.WithoutCancel(ctx), &ledger.Approval{
 		Tenant: a.tenant, OperationID: a.opID, Tool: a.tool(), MaxTotalCost: ceiling, MaxRemoteJobs: jobs,
-		RetryPolicy: a.r.policy.RetryPolicy, ExpiresAt: h.g.clock().Add(24 * time.Hour), CreatedBy: "elicitation",
+		RetryPolicy: a.r.policy.RetryPolicy, ExpiresAt: h.g.clock().Add(24 * time.Hour), CreatedBy: ledger.ApprovedByClientUser,
 	})
 	if err != nil {
-		a.log.Error("recording an approval given through elicitation", "err", err)
+		a.log.Error("recording an approval given by a form answer", "err", err)
 		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the approval could not be recorded; nothing was started", map[string]any{"reason": "ledger_unavailable"})}
 	}
-	a.log.Info("approval given through elicitation", "approval", ap.ID, "max_total_cost", ceiling.String(), "max_remote_jobs", jobs)
+	a.log.Info("approval given by a form answer of the client's user, unverified", "approval", ap.ID,
+		"max_total_cost", ceiling.String(), "max_remote_jobs", jobs, "answer_max_total_cost", asked.String())
 	return nil
 }
 
@@ -202,21 +230,28 @@ func (r *route) approvesBy(way ledger.ApprovalWay) bool {
 	return slices.Contains(r.policy.ApproveBy, way)
 }
 
-// requestMode is what a call without any approval leaves behind: a
-// client that can be asked in the protocol, where elicitation is allowed,
-// is asked first; otherwise, where requests are allowed, a client that
-// takes a task holds one while its approval request waits, and one that
-// cannot is told which request a human must approve before it retries.
-func requestMode(r *route, c *taskwire.Caller) ledger.RequestMode {
+// requestMode is what a call priced p without any approval leaves
+// behind: a client that can be asked a form in the protocol, where the
+// policy lets a form cover the route, is asked first; otherwise, where
+// requests are allowed, a client that takes a task holds one while its
+// approval request waits, and one that cannot is told which request a
+// human must approve before it retries.
+func requestMode(r *route, c *taskwire.Caller, p policy.Route) ledger.RequestMode {
 	switch {
 	case r.policy.Approval != ledger.ApprovalRequired || !r.approvesBy(ledger.ApproveByRequest):
 		return ledger.RequestNone
-	case r.approvesBy(ledger.ApproveByElicitation) && (c.Elicit != nil || statelessVersion(c.ProtocolVersion) && c.ElicitationDeclared):
+	case formCovers(r, p) && canAsk(c):
 		return ledger.RequestNone
 	case c.Era == taskwire.EraNone:
 		return ledger.RequestRecord
 	}
 	return ledger.RequestWait
+}
+
+// canAsk reports whether c's client can be asked in the protocol: over
+// its 2025-11-25 session, or in a 2026-07-28 input_required result.
+func canAsk(c *taskwire.Caller) bool {
+	return c.Elicit != nil || statelessVersion(c.ProtocolVersion) && c.ElicitationDeclared
 }
 
 // pendingRequest is what a denial says of the approval request that waits
@@ -255,6 +290,14 @@ func pricedText(p policy.Route) string {
 		return fmt.Sprintf("it would start %d remote jobs, estimated at %s in all", p.RemoteJobs, p.Estimate.Display())
 	}
 	return "estimated " + p.Estimate.Display()
+}
+
+// jobsText names n remote jobs.
+func jobsText(n int) string {
+	if n == 1 {
+		return "1 remote job"
+	}
+	return fmt.Sprintf("%d remote jobs", n)
 }
 
 // shellQuote quotes s for a POSIX shell: the whole in single quotes, and

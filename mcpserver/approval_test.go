@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -60,7 +61,7 @@ func TestApprovalByElicitation(t *testing.T) {
 		name, version string
 	}{{"2025-11-25 elicitation", "2025-11-25"}, {"2026-07-28 input_required", ""}} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+			h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}, EditConfig: approvalFormCap("20.00")})
 			cs := elicitingClient(t, h, tt.version, map[string]any{"max_total_cost": "20.00", "max_remote_jobs": 1})
 			res, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall("op-elicited", nil))
 			if err != nil || res.IsError {
@@ -70,7 +71,7 @@ func TestApprovalByElicitation(t *testing.T) {
 				t.Fatalf("provider jobs = %d, want 1", n)
 			}
 			list, err := h.Store.ApprovalList(testCtx(t), &ledger.ApprovalListParams{Tenant: "acme", OperationID: "op-elicited"})
-			if err != nil || len(list) != 1 || list[0].MaxTotalCost.String() != "20.00" || list[0].CreatedBy != "elicitation" {
+			if err != nil || len(list) != 1 || list[0].MaxTotalCost.String() != "18.00" || list[0].CreatedBy != ledger.ApprovedByClientUser {
 				t.Fatalf("approvals = %+v, %v", list, err)
 			}
 		})
@@ -78,7 +79,7 @@ func TestApprovalByElicitation(t *testing.T) {
 }
 
 func TestDeclinedApprovalStartsNothing(t *testing.T) {
-	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}, EditConfig: approvalFormCap("20.00")})
 	cs := elicitingClient(t, h, "2025-11-25", nil)
 	_, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall("op-declined", nil))
 	var rpcErr *jsonrpc.Error
@@ -228,7 +229,7 @@ func TestUnsolicitedApprovalIsRefused(t *testing.T) {
 // TestApprovalAnswerCountsOnce: an answer counts only for the question it
 // replies to — that operation, once — and a forged question counts never.
 func TestApprovalAnswerCountsOnce(t *testing.T) {
-	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}, EditConfig: approvalFormCap("20.00")})
 	answer := map[string]any{"max_total_cost": "20.00", "max_remote_jobs": 1}
 	asked := func(msg map[string]any) string {
 		t.Helper()
@@ -268,8 +269,8 @@ func TestApprovalAnswerCountsOnce(t *testing.T) {
 		t.Fatalf("replayed answer: %v; want the same task %v", replay, res["taskId"])
 	}
 	got := approvalsOf(t, h, "op-a")
-	if len(got) != 1 || got[0].MaxTotalCost.String() != "20.00" || got[0].MaxRemoteJobs != 1 {
-		t.Fatalf("approvals of op-a = %+v; want exactly the one answered, 20.00 and 1 job", got)
+	if len(got) != 1 || got[0].MaxTotalCost.String() != "18.00" || got[0].MaxRemoteJobs != 1 {
+		t.Fatalf("approvals of op-a = %+v; want exactly the one answered, capped at the route: 18.00 and 1 job", got)
 	}
 	testwait.Until(t, testCtx(t), "the approved operation to start a provider job", func() (bool, error) {
 		return len(h.Sim.Jobs()) > 0, nil
@@ -320,7 +321,7 @@ func TestHowToApproveIsQuoted(t *testing.T) {
 // its remote jobs and their total, and proposes them as the job limit; the
 // user's answer with the proposals approves the whole matrix.
 func TestApprovalOfAFanOutByElicitation(t *testing.T) {
-	h := harness(t, &fixtures.Options{})
+	h := harness(t, &fixtures.Options{EditConfig: approvalFormCap("100.00")})
 	ctx := testCtx(t)
 	key, err := h.Key(ctx, "acme")
 	if err != nil {
@@ -382,5 +383,135 @@ func TestHowToApproveAFanOut(t *testing.T) {
 	}
 	if n := len(h.Sim.Jobs()); n != 0 {
 		t.Fatalf("provider jobs = %d, want 0", n)
+	}
+}
+
+// approvalFormCap rewrites the harness's configuration so that a form
+// answer may approve the approval-gated tools up to amount.
+func approvalFormCap(amount string) func(string) string {
+	return func(y string) string {
+		return strings.ReplaceAll(y, "        approval: required\n", "        approval: required\n        elicitation_max_total_cost: \""+amount+"\"\n")
+	}
+}
+
+// approvalEras are the two ways a client is asked in the protocol: an
+// elicitation over a 2025-11-25 session, and a 2026-07-28 input_required
+// result that the SDK's client answers and retries.
+var approvalEras = []struct{ name, version string }{{"2025-11-25 elicitation", "2025-11-25"}, {"2026-07-28 input_required", ""}}
+
+// An agent answering its own approval question approves nothing under the
+// default policy: no form is asked, whatever the client answers no
+// approval is recorded, and no job runs.
+func TestSelfApprovalApprovesNothing(t *testing.T) {
+	self := map[string]any{"max_total_cost": "500.00", "max_remote_jobs": 5}
+	for _, era := range approvalEras {
+		t.Run(era.name, func(t *testing.T) {
+			h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+			cs := elicitingClient(t, h, era.version, self)
+			res, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall("op-self", nil))
+			if err == nil {
+				t.Fatalf("the self-approved call answered %+v; want approval_required", res)
+			}
+			if reason, data := reasonOf(t, err); reason != ledger.ReasonApprovalRequired || !strings.Contains(string(data), "approval_request") {
+				t.Fatalf("the self-approved call: %s; want approval_required naming the approval request a human must decide", data)
+			}
+			if got := approvalsOf(t, h, "op-self"); len(got) != 0 {
+				t.Fatalf("approvals after the agent's own accept = %+v; want none", got[0])
+			}
+			if n := len(h.Sim.Jobs()); n != 0 {
+				t.Fatalf("provider jobs = %d, want 0", n)
+			}
+		})
+	}
+	// A 2026-07-28 client that takes tasks and answers with a question
+	// of its own making gets a task that waits for an approver.
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	first := rawCall(t, h, "op-self-task", true, nil, "")
+	state := "taskgate-approval.AAAAAAAAAAAAAAAAAAAAAAAAAA"
+	if res, _ := first["result"].(map[string]any); res != nil && res["requestState"] != nil {
+		state, _ = res["requestState"].(string)
+	}
+	rawCall(t, h, "op-self-task", true, self, state)
+	if got := approvalsOf(t, h, "op-self-task"); len(got) != 0 {
+		t.Fatalf("approvals after the agent's own accept = %+v; want none", got[0])
+	}
+	op, err := h.Store.OperationGet(testCtx(t), &ledger.OperationGetParams{Tenant: "acme", OperationID: "op-self-task"})
+	if err != nil || op.State != ledger.StateAwaitingApproval {
+		t.Fatalf("operation = %+v, %v; want it awaiting an approver", op, err)
+	}
+	if n := len(h.Sim.Jobs()); n != 0 {
+		t.Fatalf("provider jobs = %d, want 0", n)
+	}
+}
+
+// With elicitation_max_total_cost set, a form answer approves no more
+// than the route's estimate and remote jobs and the cap, whatever ceiling
+// and job limit it sends.
+func TestFormApprovalIsCapped(t *testing.T) {
+	for _, era := range approvalEras {
+		t.Run(era.name, func(t *testing.T) {
+			h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}, EditConfig: approvalFormCap("100.00")})
+			for i, tt := range []struct {
+				answer   map[string]any
+				runners  int // 0: run_suite (18.00, 1 job); otherwise run_matrix
+				ceiling  string
+				jobs     int
+				startsOK bool
+			}{
+				{map[string]any{"max_total_cost": "500.00", "max_remote_jobs": 5}, 0, "18.00", 1, true},
+				{map[string]any{"max_total_cost": "1000000", "max_remote_jobs": 50}, 0, "18.00", 1, true},
+				{map[string]any{"max_total_cost": "18.00"}, 0, "18.00", 1, true},
+				{map[string]any{"max_total_cost": "5.00", "max_remote_jobs": 1}, 0, "5.00", 1, false},
+				{map[string]any{"max_total_cost": "1141.76", "max_remote_jobs": 64}, 4, "72.00", 4, true},
+				{map[string]any{"max_total_cost": "72.00", "max_remote_jobs": 2}, 4, "72.00", 2, false},
+			} {
+				opID := fmt.Sprintf("op-capped-%d", i)
+				// Each case is different work: the same arguments under a
+				// new operation ID would be refused as a retry.
+				suite := fmt.Sprintf("capped-%d", i)
+				call := fixtures.RunSuiteCall(opID, map[string]any{"suite": suite})
+				if tt.runners > 0 {
+					call = fixtures.RunMatrixCall(opID, suite, tt.runners)
+				}
+				before := len(h.Sim.Jobs())
+				cs := elicitingClient(t, h, era.version, tt.answer)
+				res, err := cs.CallTool(testCtx(t), call)
+				if started := err == nil && !res.IsError; started != tt.startsOK {
+					t.Errorf("answer %v: tools/call = %+v, %v; want started %v", tt.answer, res, err, tt.startsOK)
+				}
+				got := approvalsOf(t, h, opID)
+				if len(got) != 1 || got[0].MaxTotalCost.String() != tt.ceiling || got[0].MaxRemoteJobs != tt.jobs || got[0].CreatedBy != ledger.ApprovedByClientUser {
+					t.Fatalf("answer %v: approvals = %+v; want one of %s and %d jobs by %q", tt.answer, got, tt.ceiling, tt.jobs, ledger.ApprovedByClientUser)
+				}
+				want := 0
+				if tt.startsOK {
+					want = max(tt.runners, 1)
+				}
+				if n := len(h.Sim.Jobs()) - before; n != want {
+					t.Errorf("answer %v: provider jobs = %d, want %d", tt.answer, n, want)
+				}
+			}
+		})
+	}
+}
+
+// A route the cap does not cover is not offered a form: the call goes the
+// request way, and the client is never asked.
+func TestFormNotOfferedAboveTheCap(t *testing.T) {
+	for _, era := range approvalEras {
+		t.Run(era.name, func(t *testing.T) {
+			h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}, EditConfig: approvalFormCap("50.00")})
+			cs := elicitingClient(t, h, era.version, map[string]any{"max_total_cost": "50.00", "max_remote_jobs": 4})
+			_, err := cs.CallTool(testCtx(t), fixtures.RunMatrixCall("op-over-cap", "smoke", 4))
+			if reason, data := reasonOf(t, err); reason != ledger.ReasonApprovalRequired || !strings.Contains(string(data), "approval_request") {
+				t.Fatalf("a 72.00 matrix under a 50.00 cap: %s; want approval_required naming its approval request", data)
+			}
+			if got := approvalsOf(t, h, "op-over-cap"); len(got) != 0 {
+				t.Fatalf("approvals = %+v; want none", got)
+			}
+			if n := len(h.Sim.Jobs()); n != 0 {
+				t.Fatalf("provider jobs = %d, want 0", n)
+			}
+		})
 	}
 }

@@ -149,8 +149,14 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	}
 
 	a := &approvalCall{log: log, call: call, r: r, tenant: tenant, opID: opID, fp: string(fp), priced: priced, requestID: requestID, source: source, runID: runID}
-	if raw, ok := call.InputResponses[approvalInput]; ok && r.policy.Approval == ledger.ApprovalRequired && r.approvesBy(ledger.ApproveByElicitation) {
-		if out, taken := h.takeAnswer(ctx, a, raw); taken && out != nil {
+	if raw, ok := call.InputResponses[approvalInput]; ok && r.policy.Approval == ledger.ApprovalRequired {
+		if !formCovers(r, priced) {
+			// Nothing was asked that such an answer could reply to: the
+			// call goes on as one without an answer, which without an
+			// approval leaves it to an approver.
+			log.Warn("ignored an answer to an approval question: this tool takes no approval from a form answer for this route",
+				"elicitation_max_total_cost", r.policy.ElicitationMaxTotalCost.String(), "estimate", priced.Estimate.String())
+		} else if out, taken := h.takeAnswer(ctx, a, raw); taken && out != nil {
 			return out, nil
 		}
 	}
@@ -163,14 +169,15 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 			SecretArguments: r.policy.SecretArguments,
 			InputChannel:    inputChannel(&call.Caller),
 			Approval: ledger.ApprovalRequirement{Required: r.policy.Approval == ledger.ApprovalRequired, Estimate: priced.Estimate, RemoteJobs: priced.RemoteJobs,
-				Request: requestMode(r, &call.Caller), RequestTTL: g.config().ApprovalRequestTTL, RequestedBy: authn.CredentialID(call.Caller.TokenInfo)},
+				Request: requestMode(r, &call.Caller, priced), RequestTTL: g.config().ApprovalRequestTTL, RequestedBy: authn.CredentialID(call.Caller.TokenInfo)},
 			Enqueue:    worker.Dispatch,
 			QueueLease: g.config().Worker.Lease,
 		})
 	}
 	res, err := accept(requestID)
-	if err == nil && res.Decision == ledger.DecisionDenied && res.Reason == ledger.ReasonApprovalRequired && r.approvesBy(ledger.ApproveByElicitation) {
-		// Ask the user in the protocol, where the client can show a form.
+	if err == nil && res.Decision == ledger.DecisionDenied && res.Reason == ledger.ReasonApprovalRequired && formCovers(r, priced) {
+		// Ask the user in the protocol, where the client can show a form
+		// and the policy lets a form cover the route.
 		a.requestID = ledger.NewRequestID()
 		a.source = "mcp/elicitation"
 		out, asked, aerr := h.askApproval(ctx, a)
