@@ -1,7 +1,8 @@
 // Package console serves the approvers' pages under /console: sign-in with
 // an approver credential, the inbox of approval requests with their approve
-// and decline forms, and each operation with its lineage, remote jobs,
-// charges and receipt.
+// and decline forms, each approval request's own page (where a URL-mode
+// elicitation sends the user to decide it), and each operation with its
+// lineage, remote jobs, charges and receipt.
 //
 // The pages are html/template, rendered on the server, with their one
 // stylesheet embedded; they carry no script at all, and the

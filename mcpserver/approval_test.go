@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
@@ -513,5 +518,193 @@ func TestFormNotOfferedAboveTheCap(t *testing.T) {
 				t.Fatalf("provider jobs = %d, want 0", n)
 			}
 		})
+	}
+}
+
+// consoleApprover is an approver of acme signed in to the console, with
+// a browser's cookie jar.
+type consoleApprover struct {
+	t     *testing.T
+	http  *http.Client
+	base  string
+	keyID int64
+}
+
+func signInToConsole(t *testing.T, h *fixtures.Harness) *consoleApprover {
+	t.Helper()
+	key, k, err := authn.NewAPIKeyWithRole(testCtx(t), h.Store, "acme", "approver", ledger.RoleApprover)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &consoleApprover{t: t, http: &http.Client{Jar: jar}, base: strings.TrimSuffix(h.MCPURL(), "/mcp"), keyID: k.ID}
+	if status, _ := a.do(http.MethodPost, a.base+"/console/sign-in", url.Values{"credential": {key}}); status != http.StatusOK {
+		t.Fatalf("signing in to the console: %d", status)
+	}
+	return a
+}
+
+func (a *consoleApprover) do(method, target string, form url.Values) (int, string) {
+	a.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(testCtx(a.t), method, target, body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", a.base)
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+var consoleForm = regexp.MustCompile(`<form method="post" action="([^"]+/(approve|decline))" class="(approve|decline)">\s*<input type="hidden" name="csrf" value="([^"]+)">`)
+
+// decide opens the page at pageURL, the one a URL elicitation named, and
+// submits its verb form as it is filled in.
+func (a *consoleApprover) decide(pageURL, verb string) {
+	a.t.Helper()
+	status, body := a.do(http.MethodGet, pageURL, nil)
+	if status != http.StatusOK {
+		a.t.Fatalf("GET %s: %d\n%s", pageURL, status, body)
+	}
+	for _, m := range consoleForm.FindAllStringSubmatch(body, -1) {
+		if m[2] != verb {
+			continue
+		}
+		form := url.Values{"csrf": {m[4]}}
+		if verb == "approve" {
+			form.Set("max_total_cost", "18.00")
+			form.Set("max_remote_jobs", "1")
+		}
+		if status, body := a.do(http.MethodPost, a.base+html.UnescapeString(m[1]), form); status != http.StatusOK {
+			a.t.Fatalf("%s on the console: %d\n%s", verb, status, body)
+		}
+		return
+	}
+	a.t.Fatalf("the page at %s has no %s form:\n%s", pageURL, verb, body)
+}
+
+// urlClient connects a client that declares URL-mode elicitation and hands
+// every URL it is sent to urls, consenting to open it.
+func urlClient(t *testing.T, h *fixtures.Harness, version string, urls chan<- string) *mcp.ClientSession {
+	t.Helper()
+	ctx := testCtx(t)
+	key, err := h.Key(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "url-eliciting"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			if req.Params.Mode != "url" {
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"max_total_cost": "500.00", "max_remote_jobs": 5}}, nil
+			}
+			urls <- req.Params.URL
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+	})
+	var opts *mcp.ClientSessionOptions
+	if version != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+	}
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: h.MCPURL(), MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
+	}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// A client that declares URL-mode elicitation is sent to the console's
+// page of its call's approval request; the call waits, with nothing
+// started, until an approver decides there: approved, the one job runs
+// under the approver's approval; declined, the call fails with nothing
+// started.
+func TestURLApprovalWaitsForTheConsole(t *testing.T) {
+	for _, era := range approvalEras {
+		for _, verb := range []string{"approve", "decline"} {
+			t.Run(era.name+"/"+verb, func(t *testing.T) {
+				// A form cap is set, and still the form is not asked: a
+				// client that can be sent to the console is sent there.
+				h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}, EditConfig: approvalFormCap("20.00")})
+				urls := make(chan string, 4)
+				cs := urlClient(t, h, era.version, urls)
+				type answer struct {
+					res *mcp.CallToolResult
+					err error
+				}
+				done := make(chan answer, 1)
+				go func() {
+					res, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall("op-url", nil))
+					done <- answer{res, err}
+				}()
+				var page string
+				select {
+				case page = <-urls:
+				case a := <-done:
+					t.Fatalf("the call ended before the user was sent anywhere: %+v, %v", a.res, a.err)
+				case <-testCtx(t).Done():
+					t.Fatal("no URL elicitation arrived")
+				}
+				base := strings.TrimSuffix(h.MCPURL(), "/mcp")
+				if !strings.HasPrefix(page, base+"/console/requests/") {
+					t.Fatalf("the user was sent to %q; want the console's page of the approval request", page)
+				}
+				// The client consented; the call still waits.
+				op, err := h.Store.OperationGet(testCtx(t), &ledger.OperationGetParams{Tenant: "acme", OperationID: "op-url"})
+				if err != nil || op.State != ledger.StateAwaitingApproval {
+					t.Fatalf("operation after the client's answer = %+v, %v; want it awaiting approval", op, err)
+				}
+				if got := approvalsOf(t, h, "op-url"); len(got) != 0 {
+					t.Fatalf("approvals before the approver decided = %+v; want none", got[0])
+				}
+				select {
+				case a := <-done:
+					t.Fatalf("the call ended before an approver decided: %+v, %v", a.res, a.err)
+				default:
+				}
+				ap := signInToConsole(t, h)
+				ap.decide(page, verb)
+				a := <-done
+				if verb == "decline" {
+					if reason, data := reasonOf(t, a.err); reason != ledger.ReasonApprovalDeclined {
+						t.Fatalf("declined in the console: %+v, %s; want approval_declined", a.res, data)
+					}
+					if n := len(h.Sim.Jobs()); n != 0 {
+						t.Fatalf("provider jobs after the decline = %d, want 0", n)
+					}
+					return
+				}
+				if a.err != nil || a.res.IsError {
+					t.Fatalf("approved in the console: %+v, %v", a.res, a.err)
+				}
+				if n := len(h.Sim.Jobs()); n != 1 {
+					t.Fatalf("provider jobs = %d, want 1", n)
+				}
+				got := approvalsOf(t, h, "op-url")
+				if len(got) != 1 || got[0].CreatedBy != fmt.Sprintf("api_key:%d", ap.keyID) {
+					t.Fatalf("approvals = %+v; want the approver's one", got)
+				}
+			})
+		}
 	}
 }

@@ -223,6 +223,12 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	if res.Request != nil {
 		log.Info("the call waits for an approval request", "approval_request", res.Request.ID, "expires_at", res.Request.ExpiresAt)
 	}
+	if op.State == ledger.StateAwaitingApproval && urlAsks(r, &call.Caller) {
+		if out := h.sendToApprover(ctx, a, res, call); out != nil {
+			h.finishAttempt(ctx, log, requestID)
+			return out, nil
+		}
+	}
 	answered, err := h.answerInCall(ctx, call, op, requestID)
 	if err != nil {
 		log.Error("recording the answers the call carries", "err", err)
