@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/taskgate/taskgate/api"
 	"github.com/taskgate/taskgate/ledger"
@@ -18,6 +19,26 @@ import (
 // decide that one request.
 func RequestPath(id int64) string {
 	return Prefix + "/requests/" + url.PathEscape(strconv.FormatInt(id, 10))
+}
+
+// returnTo is where a sign-in that started at path goes afterwards: path
+// itself when it is an approval request's page, the one place a URL-mode
+// elicitation sends a user who is not signed in yet; "" (the inbox) for
+// anything else, so that no link can send a sign-in elsewhere.
+func returnTo(path string) string {
+	raw, ok := strings.CutPrefix(path, Prefix+"/requests/")
+	if id, err := strconv.ParseInt(raw, 10, 64); !ok || err != nil || id <= 0 || RequestPath(id) != path {
+		return ""
+	}
+	return path
+}
+
+// signInPath is the sign-in page for a visit to path that needs one.
+func signInPath(path string) string {
+	if next := returnTo(path); next != "" {
+		return Prefix + "/sign-in?next=" + url.QueryEscape(next)
+	}
+	return Prefix + "/sign-in"
 }
 
 // requestData is one approval request's page.

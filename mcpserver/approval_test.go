@@ -530,7 +530,10 @@ type consoleApprover struct {
 	keyID int64
 }
 
-func signInToConsole(t *testing.T, h *fixtures.Harness) *consoleApprover {
+// openAsApprover follows pageURL, the page a URL elicitation named, as a
+// person with a fresh browser would: it leads to the sign-in, and signing
+// in with an approver key of acme returns to it.
+func openAsApprover(t *testing.T, h *fixtures.Harness, pageURL string) *consoleApprover {
 	t.Helper()
 	key, k, err := authn.NewAPIKeyWithRole(testCtx(t), h.Store, "acme", "approver", ledger.RoleApprover)
 	if err != nil {
@@ -541,8 +544,14 @@ func signInToConsole(t *testing.T, h *fixtures.Harness) *consoleApprover {
 		t.Fatal(err)
 	}
 	a := &consoleApprover{t: t, http: &http.Client{Jar: jar}, base: strings.TrimSuffix(h.MCPURL(), "/mcp"), keyID: k.ID}
-	if status, _ := a.do(http.MethodPost, a.base+"/console/sign-in", url.Values{"credential": {key}}); status != http.StatusOK {
-		t.Fatalf("signing in to the console: %d", status)
+	_, body := a.do(http.MethodGet, pageURL, nil)
+	m := regexp.MustCompile(`name="next" value="([^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("opening %s signed out did not lead to a sign-in that returns to it:\n%s", pageURL, body)
+	}
+	status, body := a.do(http.MethodPost, a.base+"/console/sign-in", url.Values{"credential": {key}, "next": {html.UnescapeString(m[1])}})
+	if status != http.StatusOK || !strings.Contains(body, "Approval request") {
+		t.Fatalf("signing in from %s: %d\n%s", pageURL, status, body)
 	}
 	return a
 }
@@ -682,7 +691,7 @@ func TestURLApprovalWaitsForTheConsole(t *testing.T) {
 					t.Fatalf("the call ended before an approver decided: %+v, %v", a.res, a.err)
 				default:
 				}
-				ap := signInToConsole(t, h)
+				ap := openAsApprover(t, h, page)
 				ap.decide(page, verb)
 				a := <-done
 				if verb == "decline" {
