@@ -129,14 +129,28 @@ func TestWithoutElicitationTheErrorSaysHowToApprove(t *testing.T) {
 // requestState.
 func rawCall(t *testing.T, h *fixtures.Harness, opID string, elicits bool, answer map[string]any, state string) map[string]any {
 	t.Helper()
+	var elicitation, response map[string]any
+	if elicits {
+		elicitation = map[string]any{}
+	}
+	if answer != nil {
+		response = map[string]any{"action": "accept", "content": answer}
+	}
+	return rawCallWith(t, h, opID, elicitation, response, state)
+}
+
+// rawCallWith is rawCall with the elicitation capability to declare (nil:
+// none) and the answer to the approval question to send (nil: none).
+func rawCallWith(t *testing.T, h *fixtures.Harness, opID string, elicitation, response map[string]any, state string) map[string]any {
+	t.Helper()
 	ctx := testCtx(t)
 	key, err := h.Key(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
 	caps := map[string]any{"extensions": map[string]any{taskwire.ExtensionID: map[string]any{}}}
-	if elicits {
-		caps["elicitation"] = map[string]any{}
+	if elicitation != nil {
+		caps["elicitation"] = elicitation
 	}
 	params := map[string]any{
 		"name":      fixtures.RunSuiteTool,
@@ -147,8 +161,8 @@ func rawCall(t *testing.T, h *fixtures.Harness, opID string, elicits bool, answe
 			mcp.MetaKeyClientInfo:         map[string]any{"name": "raw", "version": "0"},
 		},
 	}
-	if answer != nil {
-		params["inputResponses"] = map[string]any{"taskgate_approval": map[string]any{"action": "accept", "content": answer}}
+	if response != nil {
+		params["inputResponses"] = map[string]any{"taskgate_approval": response}
 		params["requestState"] = state
 	}
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
@@ -610,8 +624,9 @@ func (a *consoleApprover) decide(pageURL, verb string) {
 }
 
 // urlClient connects a client that declares URL-mode elicitation and hands
-// every URL it is sent to urls, consenting to open it.
-func urlClient(t *testing.T, h *fixtures.Harness, version string, urls chan<- string) *mcp.ClientSession {
+// every URL it is sent to urls, consenting to open it, and the ID of every
+// URL elicitation the server says has completed to completed.
+func urlClient(t *testing.T, h *fixtures.Harness, version string, urls, completed chan<- string) *mcp.ClientSession {
 	t.Helper()
 	ctx := testCtx(t)
 	key, err := h.Key(ctx, "acme")
@@ -626,6 +641,9 @@ func urlClient(t *testing.T, h *fixtures.Harness, version string, urls chan<- st
 			}
 			urls <- req.Params.URL
 			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+		ElicitationCompleteHandler: func(_ context.Context, n *mcp.ElicitationCompleteNotificationRequest) {
+			completed <- n.Params.ElicitationID
 		},
 	})
 	var opts *mcp.ClientSessionOptions
@@ -655,8 +673,8 @@ func TestURLApprovalWaitsForTheConsole(t *testing.T) {
 				// A form cap is set, and still the form is not asked: a
 				// client that can be sent to the console is sent there.
 				h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}, EditConfig: approvalFormCap("20.00")})
-				urls := make(chan string, 4)
-				cs := urlClient(t, h, era.version, urls)
+				urls, completed := make(chan string, 4), make(chan string, 4)
+				cs := urlClient(t, h, era.version, urls, completed)
 				type answer struct {
 					res *mcp.CallToolResult
 					err error
@@ -694,6 +712,18 @@ func TestURLApprovalWaitsForTheConsole(t *testing.T) {
 				ap := openAsApprover(t, h, page)
 				ap.decide(page, verb)
 				a := <-done
+				if era.version == "2025-11-25" {
+					// The session hears that the page's business is done.
+					want := "taskgate-approval-request-" + page[strings.LastIndex(page, "/")+1:]
+					select {
+					case id := <-completed:
+						if id != want {
+							t.Errorf("notifications/elicitation/complete named %q, want %q", id, want)
+						}
+					case <-testCtx(t).Done():
+						t.Errorf("no notifications/elicitation/complete for %s", want)
+					}
+				}
 				if verb == "decline" {
 					if reason, data := reasonOf(t, a.err); reason != ledger.ReasonApprovalDeclined {
 						t.Fatalf("declined in the console: %+v, %s; want approval_declined", a.res, data)
@@ -715,5 +745,55 @@ func TestURLApprovalWaitsForTheConsole(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A 2026-07-28 client that takes tasks and declares URL-mode elicitation
+// is answered input_required with the URL of its approval request's page;
+// its retry with its answer gets the task, which waits for the approver,
+// and so does a retry with any answer at all; only the approver's
+// decision starts the job.
+func TestURLApprovalOfATask(t *testing.T) {
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	url := map[string]any{"form": map[string]any{}, "url": map[string]any{}}
+	first := rawCallWith(t, h, "op-url-task", url, nil, "")
+	res, _ := first["result"].(map[string]any)
+	inputs, _ := res["inputRequests"].(map[string]any)
+	asked, _ := inputs["taskgate_approval"].(map[string]any)
+	q, _ := asked["params"].(map[string]any)
+	page, _ := q["url"].(string)
+	state, _ := res["requestState"].(string)
+	if res["resultType"] != "input_required" || asked["method"] != "elicitation/create" || q["mode"] != "url" || !strings.Contains(page, "/console/requests/") || q["elicitationId"] == nil || state == "" {
+		t.Fatalf("first call: %v; want input_required sending the user to the approval request's page", first)
+	}
+	// The same client asking again, before it answers, is sent to the
+	// same page.
+	again := rawCallWith(t, h, "op-url-task", url, nil, "")
+	if r, _ := again["result"].(map[string]any); r["resultType"] != "input_required" || r["requestState"] != state {
+		t.Fatalf("call again: %v; want the same question", again)
+	}
+	var taskID any
+	for _, answer := range []map[string]any{
+		{"action": "accept"},
+		{"action": "accept", "content": map[string]any{"max_total_cost": "500.00", "max_remote_jobs": 5}},
+	} {
+		msg := rawCallWith(t, h, "op-url-task", url, answer, state)
+		r, _ := msg["result"].(map[string]any)
+		if r["resultType"] != "task" || r["status"] != "working" || (taskID != nil && r["taskId"] != taskID) {
+			t.Fatalf("retry with %v: %v; want the one task, working", answer, msg)
+		}
+		taskID = r["taskId"]
+	}
+	if got := approvalsOf(t, h, "op-url-task"); len(got) != 0 {
+		t.Fatalf("approvals before the approver decided = %+v; want none", got[0])
+	}
+	if n := len(h.Sim.Jobs()); n != 0 {
+		t.Fatalf("provider jobs before the approver decided = %d, want 0", n)
+	}
+	ap := newApprover(t, h)
+	ap.decide(ap.pending("op-url-task").ID, "approve", `{}`)
+	testwait.Until(t, testCtx(t), "the approved task to start its job", func() (bool, error) { return len(h.Sim.Jobs()) == 1, nil })
+	if got := approvalsOf(t, h, "op-url-task"); len(got) != 1 || got[0].CreatedBy != ap.credential() {
+		t.Fatalf("approvals = %+v; want the approver's", got)
 	}
 }
