@@ -116,6 +116,16 @@ func formCovers(r *route, p policy.Route) bool {
 		p.Estimate.Currency == cap.Currency && p.Estimate.Micros <= cap.Micros
 }
 
+// formOffText says why a form answer approves nothing for a call of
+// route r priced p, and what approves it instead.
+func formOffText(r *route, p policy.Route) string {
+	if cap := r.policy.ElicitationMaxTotalCost; cap.Micros > 0 && r.approvesBy(ledger.ApproveByElicitation) {
+		return fmt.Sprintf("a form answer approves at most %s for this tool and this call is estimated at %s, so the answer approves nothing: an approver must approve it",
+			cap.Display(), p.Estimate.Display())
+	}
+	return "this tool takes no approval from a form answer (its elicitation_max_total_cost is 0), so the answer approves nothing: an approver must approve it"
+}
+
 // formTerms is what a form answer asking for ceiling and jobs approves of
 // a call priced p under cap: never more than the route's estimate and
 // remote jobs, nor than the cap. An answer names the client's wishes, not

@@ -227,6 +227,9 @@ func TestUnsolicitedApprovalIsRefused(t *testing.T) {
 			if e == nil || data["reason"] != ledger.ReasonApprovalRequired {
 				t.Fatalf("self-approved call answered %v; want a JSON-RPC error with reason %s", msg, ledger.ReasonApprovalRequired)
 			}
+			if why, _ := data["answer_ignored"].(string); !strings.Contains(why, "elicitation_max_total_cost is 0") {
+				t.Errorf("the refusal says of the answer %q; want why it approved nothing", why)
+			}
 		})
 	}
 	// A 2025-11-25 session without elicitation sends the same answer.

@@ -149,13 +149,18 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	}
 
 	a := &approvalCall{log: log, call: call, r: r, tenant: tenant, opID: opID, fp: string(fp), priced: priced, requestID: requestID, source: source, runID: runID}
-	if raw, ok := call.InputResponses[approvalInput]; ok && r.policy.Approval == ledger.ApprovalRequired {
+	// ignoredAnswer says why a form answer the call carries approves
+	// nothing, for the denial to tell the client; "" when it carries none.
+	ignoredAnswer := ""
+	// A client sent to the console by URL answers only that it went
+	// there: its call waits for the approver whatever it answers.
+	if raw, ok := call.InputResponses[approvalInput]; ok && r.policy.Approval == ledger.ApprovalRequired && !urlAsks(r, &call.Caller) {
 		if !formCovers(r, priced) {
 			// Nothing was asked that such an answer could reply to: the
 			// call goes on as one without an answer, which without an
 			// approval leaves it to an approver.
-			log.Warn("ignored an answer to an approval question: this tool takes no approval from a form answer for this route",
-				"elicitation_max_total_cost", r.policy.ElicitationMaxTotalCost.String(), "estimate", priced.Estimate.String())
+			ignoredAnswer = formOffText(r, priced)
+			log.Warn("ignored an answer to an approval question", "why", ignoredAnswer)
 		} else if out, taken := h.takeAnswer(ctx, a, raw); taken && out != nil {
 			return out, nil
 		}
@@ -215,6 +220,9 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		}
 		if req := res.Request; req != nil {
 			data["approval_request"] = pendingRequest(req)
+		}
+		if ignoredAnswer != "" {
+			data["answer_ignored"] = ignoredAnswer
 		}
 		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidParams, res.Message, data)}, nil
 	}
