@@ -649,14 +649,18 @@ func urlClient(t *testing.T, h *fixtures.Harness, version string, urls, complete
 			completed <- n.Params.ElicitationID
 		},
 	})
+	// As fixtures.Dial does, so that a 2025-11-25 call may take a task.
+	if err := taskwire.InstallClient(client); err != nil {
+		t.Fatal(err)
+	}
 	var opts *mcp.ClientSessionOptions
 	if version != "" {
 		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
 	}
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
+	cs, err := client.Connect(ctx, taskwire.WrapClientTransport(&mcp.StreamableClientTransport{
 		Endpoint: h.MCPURL(), MaxRetries: -1,
 		HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
-	}, opts)
+	}), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -798,5 +802,45 @@ func TestURLApprovalOfATask(t *testing.T) {
 	testwait.Until(t, testCtx(t), "the approved task to start its job", func() (bool, error) { return len(h.Sim.Jobs()) == 1, nil })
 	if got := approvalsOf(t, h, "op-url-task"); len(got) != 1 || got[0].CreatedBy != ap.credential() {
 		t.Fatalf("approvals = %+v; want the approver's", got)
+	}
+}
+
+// A 2025-11-25 client that takes tasks and declares URL-mode elicitation
+// is sent to its approval request's page within the call, then gets its
+// task, which waits for the approver and completes once they approve; the
+// session hears that the elicitation completed.
+func TestURLApprovalOfALegacyTask(t *testing.T) {
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	urls, completed := make(chan string, 4), make(chan string, 4)
+	cs := urlClient(t, h, "2025-11-25", urls, completed)
+	task, _, err := taskwire.CallToolAsTask(testCtx(t), cs, fixtures.RunSuiteCall("op-url-legacy", nil), nil)
+	if err != nil || task == nil || task.Status != taskwire.StatusWorking {
+		t.Fatalf("tools/call = %+v, %v; want a working task", task, err)
+	}
+	var page string
+	select {
+	case page = <-urls:
+	default:
+		t.Fatal("the call returned its task without sending the user to the console")
+	}
+	if !strings.Contains(page, "/console/requests/") {
+		t.Fatalf("the user was sent to %q", page)
+	}
+	if n := len(h.Sim.Jobs()); n != 0 {
+		t.Fatalf("provider jobs before the approver decided = %d, want 0", n)
+	}
+	ap := newApprover(t, h)
+	q := ap.pending("op-url-legacy")
+	ap.decide(q.ID, "approve", `{}`)
+	if done := awaitTask(t, cs, task.ID); done.Status != taskwire.StatusCompleted {
+		t.Fatalf("task after the approval = %s %q", done.Status, done.StatusMessage)
+	}
+	select {
+	case id := <-completed:
+		if id != fmt.Sprintf("taskgate-approval-request-%d", q.ID) {
+			t.Errorf("notifications/elicitation/complete named %q", id)
+		}
+	case <-testCtx(t).Done():
+		t.Error("no notifications/elicitation/complete")
 	}
 }
