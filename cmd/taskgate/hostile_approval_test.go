@@ -39,8 +39,8 @@ func approvalHarness(t *testing.T, edit func(string) string) *fixtures.Harness {
 	return h
 }
 
-// approvalClient connects a go-sdk client of tenant speaking version ("":
-// the newest) whose elicitation handler is handle.
+// approvalClient connects a go-sdk client of tenant, with opts, speaking
+// version ("": the newest).
 func approvalClient(t *testing.T, ctx context.Context, h *fixtures.Harness, tenant, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	key, err := h.Key(ctx, tenant)
