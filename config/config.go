@@ -223,6 +223,16 @@ type Tool struct {
 	// decides it) and "elicitation" (the client's user is asked in the
 	// protocol, when the client declares elicitation). Default both.
 	ApproveBy []ledger.ApprovalWay `yaml:"approve_by"`
+	// ElicitationMaxTotalCost is the most an in-protocol form answer may
+	// approve, in the tool's currency. A form answer comes from the client,
+	// which the agent may drive, so it proves nothing about a human: with 0
+	// no form is asked and no form answer approves anything; otherwise a
+	// call whose route is estimated at most this much may be approved by a
+	// form, and the approval never exceeds the route's estimate, its remote
+	// jobs or this amount, whatever the answer says. A URL-mode
+	// elicitation, which sends the user to the console, is not limited by
+	// it. Default 0 (off).
+	ElicitationMaxTotalCost money.Amount `yaml:"elicitation_max_total_cost"`
 	// RetryPolicy: "lookup_then_attach" (ask the provider before any
 	// re-send; needs contract.lookup) or "no_automatic_resend". Default:
 	// lookup_then_attach when a lookup is configured, else

@@ -313,6 +313,11 @@ func TestInvalid(t *testing.T) {
 		{"input before task on a pass-through tool", base + "        input_before_task: 5s\n", "upstreams[0].tools.t.input_before_task: applies only to a consequential tool"},
 		{"negative input before task", base + "        consequential: true\n        input_before_task: -1s\n", "upstreams[0].tools.t.input_before_task: cannot be negative"},
 		{"negative approval request ttl", "approval_request_ttl: -1m\n", "approval_request_ttl: cannot be negative"},
+		{"negative form cap", base + "        consequential: true\n        approval: required\n        elicitation_max_total_cost: \"-1\"\n        contract:\n          cost: {estimate: \"1.00\"}\n", "upstreams[0].tools.t.elicitation_max_total_cost: cannot be negative"},
+		{"form cap without elicitation", base + "        consequential: true\n        approval: required\n        approve_by: [request]\n        elicitation_max_total_cost: \"5.00\"\n        contract:\n          cost: {estimate: \"1.00\"}\n", "upstreams[0].tools.t.elicitation_max_total_cost: caps approvals given by a form answer, but approve_by does not list elicitation"},
+		{"form cap without approval", base + "        consequential: true\n        elicitation_max_total_cost: \"5.00\"\n", "upstreams[0].tools.t.elicitation_max_total_cost: caps approvals, but the tool needs none"},
+		{"form cap on a pass-through tool", base + "        elicitation_max_total_cost: \"5.00\"\n", "upstreams[0].tools.t.elicitation_max_total_cost: applies only to a consequential tool"},
+		{"form cap not an amount", base + "        consequential: true\n        elicitation_max_total_cost: lots\n", "elicitation_max_total_cost"},
 		{"negative estimate", base + "        consequential: true\n        contract:\n          cost: {estimate: \"-1\"}\n", "contract.cost.estimate: cannot be negative"},
 	}
 	for _, tt := range tests {
@@ -358,17 +363,17 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		placeholder = ": the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}"
 	)
 	want := []string{
-		"t.yaml:70: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
-		"t.yaml:75: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
-		"t.yaml:95: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
-		"t.yaml:87: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:92: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:102: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
-		"t.yaml:123: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
-		"t.yaml:136: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
-		"t.yaml:128: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:133: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:143: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:71: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
+		"t.yaml:76: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
+		"t.yaml:96: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
+		"t.yaml:88: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:93: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:103: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:124: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
+		"t.yaml:137: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
+		"t.yaml:129: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:134: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:144: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
 	}
 	// The tools are a map: warnings of different tools come in no set order.
 	slices.Sort(got)

@@ -70,6 +70,7 @@ func (c *Config) applyDefaults() {
 				}
 			}
 			t.Contract.Cost.Currency = strings.ToUpper(cmp.Or(t.Contract.Cost.Currency, money.DefaultCurrency))
+			t.ElicitationMaxTotalCost.Currency = t.Contract.Cost.Currency
 			for _, e := range []*money.Amount{t.Contract.Cost.Estimate, t.Contract.Cost.EstimatePerJob} {
 				if e != nil {
 					e.Currency = t.Contract.Cost.Currency

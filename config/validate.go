@@ -317,7 +317,7 @@ func validateTool(v *validator, f string, t *Tool) {
 		if t.Approval == ledger.ApprovalRequired {
 			v.fail(f+".approval", "applies only to a consequential tool")
 		}
-		for _, name := range []string{"approve_by", "retry_policy", "derive_operation_id", "secret_arguments", "require_task", "wait", "input_before_task", "contract"} {
+		for _, name := range []string{"approve_by", "elicitation_max_total_cost", "retry_policy", "derive_operation_id", "secret_arguments", "require_task", "wait", "input_before_task", "contract"} {
 			if v.given(f + "." + name) {
 				v.fail(f+"."+name, "applies only to a consequential tool; set consequential: true, or remove it")
 			}
@@ -326,6 +326,14 @@ func validateTool(v *validator, f string, t *Tool) {
 	}
 	if t.RetryPolicy == ledger.RetryLookupThenAttach && c.Lookup == nil {
 		v.fail(f+".retry_policy", "lookup_then_attach needs contract.lookup: without a lookup the gateway cannot know whether a lost send started work; set retry_policy: no_automatic_resend or configure the lookup")
+	}
+	switch cap := t.ElicitationMaxTotalCost; {
+	case cap.Micros < 0:
+		v.fail(f+".elicitation_max_total_cost", "cannot be negative; 0 turns approval by a form answer off")
+	case cap.Micros > 0 && !slices.Contains(t.ApproveBy, ledger.ApproveByElicitation):
+		v.fail(f+".elicitation_max_total_cost", "caps approvals given by a form answer, but approve_by does not list %s; add it, or remove this field", ledger.ApproveByElicitation)
+	case cap.Micros > 0 && t.Approval != ledger.ApprovalRequired:
+		v.fail(f+".elicitation_max_total_cost", "caps approvals, but the tool needs none (approval: %s); set approval: %s, or remove this field", t.Approval, ledger.ApprovalRequired)
 	}
 	if t.DeriveOperationID < 0 {
 		v.fail(f+".derive_operation_id", "cannot be negative")

@@ -1,7 +1,8 @@
 // Package console serves the approvers' pages under /console: sign-in with
 // an approver credential, the inbox of approval requests with their approve
-// and decline forms, and each operation with its lineage, remote jobs,
-// charges and receipt.
+// and decline forms, each approval request's own page (where a URL-mode
+// elicitation sends the user to decide it), and each operation with its
+// lineage, remote jobs, charges and receipt.
 //
 // The pages are html/template, rendered on the server, with their one
 // stylesheet embedded; they carry no script at all, and the
@@ -21,6 +22,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -130,6 +132,8 @@ type gate struct {
 	w       http.ResponseWriter
 	reached bool
 	signIn  *session
+	// next is where a sign-in goes once it succeeds; "" for the inbox.
+	next string
 }
 
 type gateKey struct{}
@@ -160,7 +164,7 @@ func (c *Console) serve(w http.ResponseWriter, r *http.Request) {
 	s, err := c.readSession(r, c.clock())
 	if err != nil {
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			http.Redirect(w, r, Prefix+"/sign-in", http.StatusSeeOther)
+			http.Redirect(w, r, signInPath(r.URL.Path), http.StatusSeeOther)
 			return
 		}
 		c.signInPage(w, r, http.StatusUnauthorized, err.Error())
@@ -231,7 +235,7 @@ func (c *Console) authenticated(_ http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.log.InfoContext(r.Context(), "console sign-in", "tenant", authn.TenantOf(ti), "credential", authn.CredentialID(ti))
-		http.Redirect(g.w, r, Prefix+"/inbox", http.StatusSeeOther)
+		http.Redirect(g.w, r, cmp.Or(g.next, Prefix+"/inbox"), http.StatusSeeOther)
 		return
 	}
 	c.pages.ServeHTTP(g.w, r.WithContext(withViewer(r.Context(), &viewer{
@@ -242,7 +246,7 @@ func (c *Console) authenticated(_ http.ResponseWriter, r *http.Request) {
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		c.signInPage(w, r, http.StatusOK, "")
+		c.render(w, r, "signin", http.StatusOK, &page{Title: "Sign in", Data: returnTo(r.URL.Query().Get("next"))})
 	case http.MethodPost:
 		credential := strings.TrimSpace(r.PostFormValue("credential"))
 		if credential == "" {
@@ -250,7 +254,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		expires := c.clock().Add(c.life)
-		c.throughAuth(w, r, credential, &gate{w: w, signIn: newSession(credential, expires)}, nil)
+		c.throughAuth(w, r, credential, &gate{w: w, signIn: newSession(credential, expires), next: returnTo(r.PostFormValue("next"))}, nil)
 	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
 		c.fail(w, r, nil, http.StatusMethodNotAllowed, r.Method+" is not allowed on the sign-in page")

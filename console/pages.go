@@ -81,7 +81,7 @@ type templates struct {
 
 func parseTemplates() (*templates, error) {
 	t := &templates{pages: map[string]*template.Template{}}
-	for _, name := range []string{"signin", "inbox", "operations", "operation", "spend", "error"} {
+	for _, name := range []string{"signin", "inbox", "request", "operations", "operation", "spend", "error"} {
 		p, err := template.New(name).Funcs(template.FuncMap{
 			"stamp": stamp, "visible": visible, "seg": url.PathEscape, "operationPath": operationPath,
 		}).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
@@ -142,6 +142,7 @@ func (c *Console) routes() {
 	c.pages.HandleFunc("GET "+Prefix, toInbox)
 	c.pages.HandleFunc("GET "+Prefix+"/{$}", toInbox)
 	c.pages.HandleFunc("GET "+Prefix+"/inbox", c.inbox)
+	c.pages.HandleFunc("GET "+Prefix+"/requests/{id}", c.request)
 	c.pages.HandleFunc("POST "+Prefix+"/requests/{id}/approve", c.decide("approve"))
 	c.pages.HandleFunc("POST "+Prefix+"/requests/{id}/decline", c.decide("decline"))
 	c.pages.HandleFunc("GET "+Prefix+"/operations", c.operations)

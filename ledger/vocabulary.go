@@ -46,9 +46,17 @@ const (
 	// approver decides it (REST, the command line, the console).
 	ApproveByRequest ApprovalWay = "request"
 	// ApproveByElicitation: the gateway asks the client's user in the
-	// protocol, when the client declares elicitation.
+	// protocol, when the client declares elicitation: by URL, sending
+	// the user to the console's page of the call's approval request,
+	// where an approver decides; or, where the tool's policy allows it,
+	// with a form whose answer approves a capped amount.
 	ApproveByElicitation ApprovalWay = "elicitation"
 )
+
+// ApprovedByClientUser is the CreatedBy of an approval given by answering
+// an in-protocol form: the client's user, whom nothing verifies (an agent
+// that drives its own client answers for it).
+const ApprovedByClientUser = "client_user (unverified)"
 
 // Valid reports whether w is an approval way this version knows.
 func (w ApprovalWay) Valid() bool {

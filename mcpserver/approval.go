@@ -14,20 +14,27 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/console"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
-// An approval comes from a human: through `taskgate approve` or the REST
-// API with an approver credential, or by answering a question this gateway
-// asked in the protocol. An answer a client merely sends proves nothing —
-// the model could write it — so it counts only when it replies to a
-// question recorded in the ledger, asked of the same tenant about the same
-// operation, tool and arguments, not yet answered and not expired; the
-// question is taken when answered. On a 2025-11-25 session the question is
-// asked over the session itself and its answer is the client's reply.
+// An approval comes from a human: through `taskgate approve`, the REST API
+// or the console with an approver credential. A form answer to a question
+// this gateway asked in the protocol comes from the client, which an agent
+// may drive: nothing in it proves that a person saw the question. So a
+// form is asked only where the tool's policy sets
+// elicitation_max_total_cost and the call's route fits under it, and the
+// approval it gives never exceeds the route's estimate, its remote jobs or
+// that cap, whatever the answer says; it is recorded as given by the
+// client's user, unverified. Even then an answer counts only when it
+// replies to a question recorded in the ledger, asked of the same tenant
+// about the same operation, tool and arguments, not yet answered and not
+// expired; the question is taken when answered. On a 2025-11-25 session the
+// question is asked over the session itself and its answer is the client's
+// reply.
 
 const (
 	// approvalInput names taskgate's approval question among input requests.
@@ -41,6 +48,21 @@ const (
 	// client that never answers cannot hold the call open.
 	elicitWait = 10 * time.Minute
 )
+
+// A client that declares URL-mode elicitation is not asked a form: its call
+// files an approval request (and, like any call that waits for one, holds
+// an operation awaiting approval) and the user is sent by URL to the
+// console's page of that request, where a human signs in with an approver
+// credential and decides. What the client answers says only whether the
+// user agreed to open the page (2025-11-25) or that it is retrying
+// (2026-07-28): the call waits for, and proceeds on, the approver's
+// decision alone.
+
+// approvalRequestStatePrefix starts the requestState of a 2026-07-28
+// input_required result that sends the user to an approval request's
+// page; the request's ID follows it. The retry needs nothing from it: it
+// attaches to the waiting operation by its operation ID.
+const approvalRequestStatePrefix = "taskgate-approval-request."
 
 // approvalCall is what deciding an approval for one call needs to know.
 type approvalCall struct {
@@ -71,8 +93,8 @@ func approvalQuestion(a *approvalCall) *mcp.ElicitParams {
 	return &mcp.ElicitParams{
 		Mode: "form",
 		Message: fmt.Sprintf("Approve %s for operation %q? It costs money or changes the world outside this session; %s. "+
-			"Set the most it may cost in total and how many remote jobs it may start. Declining starts nothing.",
-			a.tool(), a.opID, pricedText(a.priced)),
+			"Set the most it may cost in total and how many remote jobs it may start; an answer approves at most %s and %s. Declining starts nothing.",
+			a.tool(), a.opID, pricedText(a.priced), a.priced.Estimate.Display(), jobsText(a.priced.RemoteJobs)),
 		RequestedSchema: map[string]any{
 			"type": "object",
 			"properties": map[string]any{
@@ -82,6 +104,35 @@ func approvalQuestion(a *approvalCall) *mcp.ElicitParams {
 			"required": []string{"max_total_cost"},
 		},
 	}
+}
+
+// formCovers reports whether a form answer may approve a call of route r
+// priced p: the tool allows elicitation, its policy sets a cap on what a
+// form may approve, and the whole route's estimate fits under it. A route
+// it does not cover goes the request way, and its client is asked no form.
+func formCovers(r *route, p policy.Route) bool {
+	cap := r.policy.ElicitationMaxTotalCost
+	return r.approvesBy(ledger.ApproveByElicitation) && cap.Micros > 0 &&
+		p.Estimate.Currency == cap.Currency && p.Estimate.Micros <= cap.Micros
+}
+
+// formOffText says why a form answer approves nothing for a call of
+// route r priced p, and what approves it instead.
+func formOffText(r *route, p policy.Route) string {
+	if cap := r.policy.ElicitationMaxTotalCost; cap.Micros > 0 && r.approvesBy(ledger.ApproveByElicitation) {
+		return fmt.Sprintf("a form answer approves at most %s for this tool and this call is estimated at %s, so the answer approves nothing: an approver must approve it",
+			cap.Display(), p.Estimate.Display())
+	}
+	return "this tool takes no approval from a form answer (its elicitation_max_total_cost is 0), so the answer approves nothing: an approver must approve it"
+}
+
+// formTerms is what a form answer asking for ceiling and jobs approves of
+// a call priced p under cap: never more than the route's estimate and
+// remote jobs, nor than the cap. An answer names the client's wishes, not
+// a human's decision, so it may narrow the approval but never widen it.
+func formTerms(ceiling money.Amount, jobs int, p policy.Route, cap money.Amount) (money.Amount, int) {
+	ceiling.Micros = min(ceiling.Micros, p.Estimate.Micros, cap.Micros)
+	return ceiling, min(jobs, p.RemoteJobs)
 }
 
 // askApproval asks for a missing approval where the client can be asked:
@@ -185,15 +236,18 @@ func (h *host) approveFromAnswer(ctx context.Context, a *approvalCall, answer *m
 		return h.refuse(ctx, a.log, a.denial(), ledger.ReasonApprovalInvalid,
 			"the approval's spend ceiling must be a positive decimal such as 20.00; nothing was started", nil)
 	}
+	asked := ceiling
+	ceiling, jobs = formTerms(ceiling, jobs, a.priced, a.r.policy.ElicitationMaxTotalCost)
 	ap, err := h.g.store.ApprovalCreate(context.WithoutCancel(ctx), &ledger.Approval{
 		Tenant: a.tenant, OperationID: a.opID, Tool: a.tool(), MaxTotalCost: ceiling, MaxRemoteJobs: jobs,
-		RetryPolicy: a.r.policy.RetryPolicy, ExpiresAt: h.g.clock().Add(24 * time.Hour), CreatedBy: "elicitation",
+		RetryPolicy: a.r.policy.RetryPolicy, ExpiresAt: h.g.clock().Add(24 * time.Hour), CreatedBy: ledger.ApprovedByClientUser,
 	})
 	if err != nil {
-		a.log.Error("recording an approval given through elicitation", "err", err)
+		a.log.Error("recording an approval given by a form answer", "err", err)
 		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the approval could not be recorded; nothing was started", map[string]any{"reason": "ledger_unavailable"})}
 	}
-	a.log.Info("approval given through elicitation", "approval", ap.ID, "max_total_cost", ceiling.String(), "max_remote_jobs", jobs)
+	a.log.Info("approval given by a form answer of the client's user, unverified", "approval", ap.ID,
+		"max_total_cost", ceiling.String(), "max_remote_jobs", jobs, "answer_max_total_cost", asked.String())
 	return nil
 }
 
@@ -202,21 +256,144 @@ func (r *route) approvesBy(way ledger.ApprovalWay) bool {
 	return slices.Contains(r.policy.ApproveBy, way)
 }
 
-// requestMode is what a call without any approval leaves behind: a
-// client that can be asked in the protocol, where elicitation is allowed,
-// is asked first; otherwise, where requests are allowed, a client that
-// takes a task holds one while its approval request waits, and one that
-// cannot is told which request a human must approve before it retries.
-func requestMode(r *route, c *taskwire.Caller) ledger.RequestMode {
+// urlAsks reports whether a call of route r without an approval is asked
+// for one by URL: the tool allows elicitation and the client declared URL
+// mode where it can be asked (its 2025-11-25 session, or the 2026-07-28
+// request).
+func urlAsks(r *route, c *taskwire.Caller) bool {
+	return r.policy.Approval == ledger.ApprovalRequired && r.approvesBy(ledger.ApproveByElicitation) &&
+		c.ElicitationURL && canAsk(c)
+}
+
+// urlQuestion sends the user to the console's page of approval request
+// req. Its elicitation ID names the request, so that the completion the
+// gateway announces on a 2025-11-25 session names it too.
+func (h *host) urlQuestion(a *approvalCall, req *ledger.ApprovalRequest) *mcp.ElicitParams {
+	return &mcp.ElicitParams{
+		Mode: "url",
+		Message: fmt.Sprintf("%s for operation %q costs money or changes the world outside this session (%s). "+
+			"An approver decides it in the taskgate console: open the page, sign in with an approver credential and approve or decline approval request %d. "+
+			"Nothing starts until an approver approves; the call waits for the decision.",
+			a.tool(), a.opID, pricedText(a.priced), req.ID),
+		URL:           h.g.config().PublicURL + console.RequestPath(req.ID),
+		ElicitationID: fmt.Sprintf("taskgate-approval-request-%d", req.ID),
+	}
+}
+
+// askByURL sends the user of a call whose operation op waits for approval
+// request req to the request's console page. On 2026-07-28 it returns the
+// input_required result to answer the call with (out); the client's retry
+// attaches to op and waits. On a 2025-11-25 session it asks over the
+// session, tells the client when the request has been decided, and
+// returns nil: the call goes on to wait for the decision.
+func (h *host) askByURL(ctx context.Context, a *approvalCall, op *ledger.Operation, req *ledger.ApprovalRequest) *taskwire.Outcome {
+	q := h.urlQuestion(a, req)
+	c := &a.call.Caller
+	if c.Elicit == nil {
+		a.log.Info("sent the user to the console to decide the approval request", "approval_request", req.ID)
+		return &taskwire.Outcome{Result: &mcp.CallToolResult{
+			Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
+				"This call waits for an approver's decision on approval request %d at %s. Call again with the same operation ID to wait for it.", req.ID, q.URL)}},
+			InputRequests: mcp.InputRequestMap{approvalInput: q},
+			RequestState:  approvalRequestStatePrefix + strconv.FormatInt(req.ID, 10),
+		}}
+	}
+	ectx, cancel := context.WithTimeout(ctx, elicitWait)
+	answer, err := c.Elicit(ectx, q)
+	cancel()
+	if err != nil {
+		a.log.Warn("sending the user to the console failed; the call waits for its approval request all the same", "approval_request", req.ID, "err", err)
+		return nil
+	}
+	a.log.Info("sent the user to the console to decide the approval request", "approval_request", req.ID, "client_action", answer.Action)
+	if notify := c.NotifyElicitationComplete; notify != nil {
+		go h.announceDecision(op, q.ElicitationID, notify)
+	}
+	return nil
+}
+
+// announceDecision waits, while the gateway runs and at most as long as an
+// approval request lives, for op to leave awaiting approval, and then tells
+// the client that the URL elicitation id has completed.
+func (h *host) announceDecision(op *ledger.Operation, id string, notify func(context.Context, *mcp.ElicitationCompleteParams) error) {
+	wait := h.g.config().ApprovalRequestTTL + time.Minute
+	ctx, cancel := context.WithTimeout(h.g.stopping, wait)
+	defer cancel()
+	cur, err := h.waitFor(ctx, op, wait, func(o *ledger.Operation) bool { return o.State != ledger.StateAwaitingApproval })
+	if err != nil || cur.State == ledger.StateAwaitingApproval {
+		return
+	}
+	nctx, ncancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ncancel()
+	if err := notify(nctx, &mcp.ElicitationCompleteParams{ElicitationID: id}); err != nil {
+		h.g.log.Debug("telling the client its approval request was decided", "operation_id", op.OperationID, "err", err)
+	}
+}
+
+// sendToApprover sends the user of a call whose operation waits for
+// approval by URL to its request's page: a 2026-07-28 call that does not
+// yet answer the URL question gets it (out), whether it created the
+// operation or attached to it; a 2025-11-25 session is asked once, when
+// the call files the request. Any answer is only the client's: the call
+// then waits for the approver's decision as every waiting call does.
+func (h *host) sendToApprover(ctx context.Context, a *approvalCall, res *ledger.AcceptResult, call *taskwire.ToolCall) *taskwire.Outcome {
+	c := &call.Caller
+	if _, answered := call.InputResponses[approvalInput]; answered && c.Elicit == nil {
+		return nil
+	}
+	if c.Elicit != nil && res.Decision != ledger.DecisionCreated {
+		return nil
+	}
+	req := res.Request
+	if req == nil {
+		var err error
+		if req, err = h.waitingRequest(context.WithoutCancel(ctx), res.Operation); err != nil {
+			a.log.Warn("finding the approval request the operation waits for", "err", err)
+			return nil
+		}
+	}
+	return h.askByURL(ctx, a, res.Operation, req)
+}
+
+// waitingRequest is the pending approval request op waits for.
+func (h *host) waitingRequest(ctx context.Context, op *ledger.Operation) (*ledger.ApprovalRequest, error) {
+	list, err := h.g.store.ApprovalRequestList(ctx, &ledger.ApprovalRequestListParams{Tenant: op.Tenant, Statuses: []ledger.ApprovalRequestStatus{ledger.RequestPending}})
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range list {
+		if q.OperationRef == op.ID {
+			return q, nil
+		}
+	}
+	return nil, ledger.ErrNotFound
+}
+
+// requestMode is what a call priced p without any approval leaves
+// behind: a client that can be asked a form in the protocol, where the
+// policy lets a form cover the route, is asked first; otherwise, where
+// requests are allowed, a client that takes a task holds one while its
+// approval request waits, and one that cannot is told which request a
+// human must approve before it retries.
+func requestMode(r *route, c *taskwire.Caller, p policy.Route) ledger.RequestMode {
 	switch {
+	case urlAsks(r, c):
+		// The user is sent to the request's page; the call waits for it.
+		return ledger.RequestWait
 	case r.policy.Approval != ledger.ApprovalRequired || !r.approvesBy(ledger.ApproveByRequest):
 		return ledger.RequestNone
-	case r.approvesBy(ledger.ApproveByElicitation) && (c.Elicit != nil || statelessVersion(c.ProtocolVersion) && c.ElicitationDeclared):
+	case formCovers(r, p) && canAsk(c):
 		return ledger.RequestNone
 	case c.Era == taskwire.EraNone:
 		return ledger.RequestRecord
 	}
 	return ledger.RequestWait
+}
+
+// canAsk reports whether c's client can be asked in the protocol: over
+// its 2025-11-25 session, or in a 2026-07-28 input_required result.
+func canAsk(c *taskwire.Caller) bool {
+	return c.Elicit != nil || statelessVersion(c.ProtocolVersion) && c.ElicitationDeclared
 }
 
 // pendingRequest is what a denial says of the approval request that waits
@@ -255,6 +432,14 @@ func pricedText(p policy.Route) string {
 		return fmt.Sprintf("it would start %d remote jobs, estimated at %s in all", p.RemoteJobs, p.Estimate.Display())
 	}
 	return "estimated " + p.Estimate.Display()
+}
+
+// jobsText names n remote jobs.
+func jobsText(n int) string {
+	if n == 1 {
+		return "1 remote job"
+	}
+	return fmt.Sprintf("%d remote jobs", n)
 }
 
 // shellQuote quotes s for a POSIX shell: the whole in single quotes, and

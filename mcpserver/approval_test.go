@@ -5,11 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"html"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
@@ -60,7 +66,7 @@ func TestApprovalByElicitation(t *testing.T) {
 		name, version string
 	}{{"2025-11-25 elicitation", "2025-11-25"}, {"2026-07-28 input_required", ""}} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+			h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}, EditConfig: approvalFormCap("20.00")})
 			cs := elicitingClient(t, h, tt.version, map[string]any{"max_total_cost": "20.00", "max_remote_jobs": 1})
 			res, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall("op-elicited", nil))
 			if err != nil || res.IsError {
@@ -70,7 +76,7 @@ func TestApprovalByElicitation(t *testing.T) {
 				t.Fatalf("provider jobs = %d, want 1", n)
 			}
 			list, err := h.Store.ApprovalList(testCtx(t), &ledger.ApprovalListParams{Tenant: "acme", OperationID: "op-elicited"})
-			if err != nil || len(list) != 1 || list[0].MaxTotalCost.String() != "20.00" || list[0].CreatedBy != "elicitation" {
+			if err != nil || len(list) != 1 || list[0].MaxTotalCost.String() != "18.00" || list[0].CreatedBy != ledger.ApprovedByClientUser {
 				t.Fatalf("approvals = %+v, %v", list, err)
 			}
 		})
@@ -78,7 +84,7 @@ func TestApprovalByElicitation(t *testing.T) {
 }
 
 func TestDeclinedApprovalStartsNothing(t *testing.T) {
-	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}, EditConfig: approvalFormCap("20.00")})
 	cs := elicitingClient(t, h, "2025-11-25", nil)
 	_, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall("op-declined", nil))
 	var rpcErr *jsonrpc.Error
@@ -123,14 +129,28 @@ func TestWithoutElicitationTheErrorSaysHowToApprove(t *testing.T) {
 // requestState.
 func rawCall(t *testing.T, h *fixtures.Harness, opID string, elicits bool, answer map[string]any, state string) map[string]any {
 	t.Helper()
+	var elicitation, response map[string]any
+	if elicits {
+		elicitation = map[string]any{}
+	}
+	if answer != nil {
+		response = map[string]any{"action": "accept", "content": answer}
+	}
+	return rawCallWith(t, h, opID, elicitation, response, state)
+}
+
+// rawCallWith is rawCall with the elicitation capability to declare (nil:
+// none) and the answer to the approval question to send (nil: none).
+func rawCallWith(t *testing.T, h *fixtures.Harness, opID string, elicitation, response map[string]any, state string) map[string]any {
+	t.Helper()
 	ctx := testCtx(t)
 	key, err := h.Key(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
 	caps := map[string]any{"extensions": map[string]any{taskwire.ExtensionID: map[string]any{}}}
-	if elicits {
-		caps["elicitation"] = map[string]any{}
+	if elicitation != nil {
+		caps["elicitation"] = elicitation
 	}
 	params := map[string]any{
 		"name":      fixtures.RunSuiteTool,
@@ -141,8 +161,8 @@ func rawCall(t *testing.T, h *fixtures.Harness, opID string, elicits bool, answe
 			mcp.MetaKeyClientInfo:         map[string]any{"name": "raw", "version": "0"},
 		},
 	}
-	if answer != nil {
-		params["inputResponses"] = map[string]any{"taskgate_approval": map[string]any{"action": "accept", "content": answer}}
+	if response != nil {
+		params["inputResponses"] = map[string]any{"taskgate_approval": response}
 		params["requestState"] = state
 	}
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
@@ -207,6 +227,9 @@ func TestUnsolicitedApprovalIsRefused(t *testing.T) {
 			if e == nil || data["reason"] != ledger.ReasonApprovalRequired {
 				t.Fatalf("self-approved call answered %v; want a JSON-RPC error with reason %s", msg, ledger.ReasonApprovalRequired)
 			}
+			if why, _ := data["answer_ignored"].(string); !strings.Contains(why, "elicitation_max_total_cost is 0") {
+				t.Errorf("the refusal says of the answer %q; want why it approved nothing", why)
+			}
 		})
 	}
 	// A 2025-11-25 session without elicitation sends the same answer.
@@ -228,7 +251,7 @@ func TestUnsolicitedApprovalIsRefused(t *testing.T) {
 // TestApprovalAnswerCountsOnce: an answer counts only for the question it
 // replies to — that operation, once — and a forged question counts never.
 func TestApprovalAnswerCountsOnce(t *testing.T) {
-	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}, EditConfig: approvalFormCap("20.00")})
 	answer := map[string]any{"max_total_cost": "20.00", "max_remote_jobs": 1}
 	asked := func(msg map[string]any) string {
 		t.Helper()
@@ -268,8 +291,8 @@ func TestApprovalAnswerCountsOnce(t *testing.T) {
 		t.Fatalf("replayed answer: %v; want the same task %v", replay, res["taskId"])
 	}
 	got := approvalsOf(t, h, "op-a")
-	if len(got) != 1 || got[0].MaxTotalCost.String() != "20.00" || got[0].MaxRemoteJobs != 1 {
-		t.Fatalf("approvals of op-a = %+v; want exactly the one answered, 20.00 and 1 job", got)
+	if len(got) != 1 || got[0].MaxTotalCost.String() != "18.00" || got[0].MaxRemoteJobs != 1 {
+		t.Fatalf("approvals of op-a = %+v; want exactly the one answered, capped at the route: 18.00 and 1 job", got)
 	}
 	testwait.Until(t, testCtx(t), "the approved operation to start a provider job", func() (bool, error) {
 		return len(h.Sim.Jobs()) > 0, nil
@@ -330,7 +353,7 @@ func TestHowToApproveIsQuoted(t *testing.T) {
 // its remote jobs and their total, and proposes them as the job limit; the
 // user's answer with the proposals approves the whole matrix.
 func TestApprovalOfAFanOutByElicitation(t *testing.T) {
-	h := harness(t, &fixtures.Options{})
+	h := harness(t, &fixtures.Options{EditConfig: approvalFormCap("100.00")})
 	ctx := testCtx(t)
 	key, err := h.Key(ctx, "acme")
 	if err != nil {
@@ -392,5 +415,442 @@ func TestHowToApproveAFanOut(t *testing.T) {
 	}
 	if n := len(h.Sim.Jobs()); n != 0 {
 		t.Fatalf("provider jobs = %d, want 0", n)
+	}
+}
+
+// approvalFormCap rewrites the harness's configuration so that a form
+// answer may approve the approval-gated tools up to amount.
+func approvalFormCap(amount string) func(string) string {
+	return func(y string) string {
+		return strings.ReplaceAll(y, "        approval: required\n", "        approval: required\n        elicitation_max_total_cost: \""+amount+"\"\n")
+	}
+}
+
+// approvalEras are the two ways a client is asked in the protocol: an
+// elicitation over a 2025-11-25 session, and a 2026-07-28 input_required
+// result that the SDK's client answers and retries.
+var approvalEras = []struct{ name, version string }{{"2025-11-25 elicitation", "2025-11-25"}, {"2026-07-28 input_required", ""}}
+
+// An agent answering its own approval question approves nothing under the
+// default policy: no form is asked, whatever the client answers no
+// approval is recorded, and no job runs.
+func TestSelfApprovalApprovesNothing(t *testing.T) {
+	self := map[string]any{"max_total_cost": "500.00", "max_remote_jobs": 5}
+	for _, era := range approvalEras {
+		t.Run(era.name, func(t *testing.T) {
+			h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+			cs := elicitingClient(t, h, era.version, self)
+			res, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall("op-self", nil))
+			if err == nil {
+				t.Fatalf("the self-approved call answered %+v; want approval_required", res)
+			}
+			if reason, data := reasonOf(t, err); reason != ledger.ReasonApprovalRequired || !strings.Contains(string(data), "approval_request") {
+				t.Fatalf("the self-approved call: %s; want approval_required naming the approval request a human must decide", data)
+			}
+			if got := approvalsOf(t, h, "op-self"); len(got) != 0 {
+				t.Fatalf("approvals after the agent's own accept = %+v; want none", got[0])
+			}
+			if n := len(h.Sim.Jobs()); n != 0 {
+				t.Fatalf("provider jobs = %d, want 0", n)
+			}
+		})
+	}
+	// A 2026-07-28 client that takes tasks and answers with a question
+	// of its own making gets a task that waits for an approver.
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	first := rawCall(t, h, "op-self-task", true, nil, "")
+	state := "taskgate-approval.AAAAAAAAAAAAAAAAAAAAAAAAAA"
+	if res, _ := first["result"].(map[string]any); res != nil && res["requestState"] != nil {
+		state, _ = res["requestState"].(string)
+	}
+	rawCall(t, h, "op-self-task", true, self, state)
+	if got := approvalsOf(t, h, "op-self-task"); len(got) != 0 {
+		t.Fatalf("approvals after the agent's own accept = %+v; want none", got[0])
+	}
+	op, err := h.Store.OperationGet(testCtx(t), &ledger.OperationGetParams{Tenant: "acme", OperationID: "op-self-task"})
+	if err != nil || op.State != ledger.StateAwaitingApproval {
+		t.Fatalf("operation = %+v, %v; want it awaiting an approver", op, err)
+	}
+	if n := len(h.Sim.Jobs()); n != 0 {
+		t.Fatalf("provider jobs = %d, want 0", n)
+	}
+}
+
+// With elicitation_max_total_cost set, a form answer approves no more
+// than the route's estimate and remote jobs and the cap, whatever ceiling
+// and job limit it sends.
+func TestFormApprovalIsCapped(t *testing.T) {
+	for _, era := range approvalEras {
+		t.Run(era.name, func(t *testing.T) {
+			h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}, EditConfig: approvalFormCap("100.00")})
+			for i, tt := range []struct {
+				answer   map[string]any
+				runners  int // 0: run_suite (18.00, 1 job); otherwise run_matrix
+				ceiling  string
+				jobs     int
+				startsOK bool
+			}{
+				{map[string]any{"max_total_cost": "500.00", "max_remote_jobs": 5}, 0, "18.00", 1, true},
+				{map[string]any{"max_total_cost": "1000000", "max_remote_jobs": 50}, 0, "18.00", 1, true},
+				{map[string]any{"max_total_cost": "18.00"}, 0, "18.00", 1, true},
+				{map[string]any{"max_total_cost": "5.00", "max_remote_jobs": 1}, 0, "5.00", 1, false},
+				{map[string]any{"max_total_cost": "1141.76", "max_remote_jobs": 64}, 4, "72.00", 4, true},
+				{map[string]any{"max_total_cost": "72.00", "max_remote_jobs": 2}, 4, "72.00", 2, false},
+			} {
+				opID := fmt.Sprintf("op-capped-%d", i)
+				// Each case is different work: the same arguments under a
+				// new operation ID would be refused as a retry.
+				suite := fmt.Sprintf("capped-%d", i)
+				call := fixtures.RunSuiteCall(opID, map[string]any{"suite": suite})
+				if tt.runners > 0 {
+					call = fixtures.RunMatrixCall(opID, suite, tt.runners)
+				}
+				before := len(h.Sim.Jobs())
+				cs := elicitingClient(t, h, era.version, tt.answer)
+				res, err := cs.CallTool(testCtx(t), call)
+				if started := err == nil && !res.IsError; started != tt.startsOK {
+					t.Errorf("answer %v: tools/call = %+v, %v; want started %v", tt.answer, res, err, tt.startsOK)
+				}
+				got := approvalsOf(t, h, opID)
+				if len(got) != 1 || got[0].MaxTotalCost.String() != tt.ceiling || got[0].MaxRemoteJobs != tt.jobs || got[0].CreatedBy != ledger.ApprovedByClientUser {
+					t.Fatalf("answer %v: approvals = %+v; want one of %s and %d jobs by %q", tt.answer, got, tt.ceiling, tt.jobs, ledger.ApprovedByClientUser)
+				}
+				want := 0
+				if tt.startsOK {
+					want = max(tt.runners, 1)
+				}
+				if n := len(h.Sim.Jobs()) - before; n != want {
+					t.Errorf("answer %v: provider jobs = %d, want %d", tt.answer, n, want)
+				}
+			}
+		})
+	}
+}
+
+// A route the cap does not cover is not offered a form: the call goes the
+// request way, and the client is never asked.
+func TestFormNotOfferedAboveTheCap(t *testing.T) {
+	for _, era := range approvalEras {
+		t.Run(era.name, func(t *testing.T) {
+			h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}, EditConfig: approvalFormCap("50.00")})
+			cs := elicitingClient(t, h, era.version, map[string]any{"max_total_cost": "50.00", "max_remote_jobs": 4})
+			_, err := cs.CallTool(testCtx(t), fixtures.RunMatrixCall("op-over-cap", "smoke", 4))
+			if reason, data := reasonOf(t, err); reason != ledger.ReasonApprovalRequired || !strings.Contains(string(data), "approval_request") {
+				t.Fatalf("a 72.00 matrix under a 50.00 cap: %s; want approval_required naming its approval request", data)
+			}
+			if got := approvalsOf(t, h, "op-over-cap"); len(got) != 0 {
+				t.Fatalf("approvals = %+v; want none", got)
+			}
+			if n := len(h.Sim.Jobs()); n != 0 {
+				t.Fatalf("provider jobs = %d, want 0", n)
+			}
+		})
+	}
+}
+
+// consoleApprover is an approver of acme signed in to the console, with
+// a browser's cookie jar.
+type consoleApprover struct {
+	t     *testing.T
+	http  *http.Client
+	base  string
+	keyID int64
+}
+
+// openAsApprover follows pageURL, the page a URL elicitation named, as a
+// person with a fresh browser would: it leads to the sign-in, and signing
+// in with an approver key of acme returns to it.
+func openAsApprover(t *testing.T, h *fixtures.Harness, pageURL string) *consoleApprover {
+	t.Helper()
+	key, k, err := authn.NewAPIKeyWithRole(testCtx(t), h.Store, "acme", "approver", ledger.RoleApprover)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &consoleApprover{t: t, http: &http.Client{Jar: jar}, base: strings.TrimSuffix(h.MCPURL(), "/mcp"), keyID: k.ID}
+	_, body := a.do(http.MethodGet, pageURL, nil)
+	m := regexp.MustCompile(`name="next" value="([^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("opening %s signed out did not lead to a sign-in that returns to it:\n%s", pageURL, body)
+	}
+	status, body := a.do(http.MethodPost, a.base+"/console/sign-in", url.Values{"credential": {key}, "next": {html.UnescapeString(m[1])}})
+	if status != http.StatusOK || !strings.Contains(body, "Approval request") {
+		t.Fatalf("signing in from %s: %d\n%s", pageURL, status, body)
+	}
+	return a
+}
+
+func (a *consoleApprover) do(method, target string, form url.Values) (int, string) {
+	a.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(testCtx(a.t), method, target, body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", a.base)
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+var consoleForm = regexp.MustCompile(`<form method="post" action="([^"]+/(approve|decline))" class="(approve|decline)">\s*<input type="hidden" name="csrf" value="([^"]+)">`)
+
+// decide opens the page at pageURL, the one a URL elicitation named, and
+// submits its verb form as it is filled in.
+func (a *consoleApprover) decide(pageURL, verb string) {
+	a.t.Helper()
+	status, body := a.do(http.MethodGet, pageURL, nil)
+	if status != http.StatusOK {
+		a.t.Fatalf("GET %s: %d\n%s", pageURL, status, body)
+	}
+	for _, m := range consoleForm.FindAllStringSubmatch(body, -1) {
+		if m[2] != verb {
+			continue
+		}
+		form := url.Values{"csrf": {m[4]}}
+		if verb == "approve" {
+			form.Set("max_total_cost", "18.00")
+			form.Set("max_remote_jobs", "1")
+		}
+		if status, body := a.do(http.MethodPost, a.base+html.UnescapeString(m[1]), form); status != http.StatusOK {
+			a.t.Fatalf("%s on the console: %d\n%s", verb, status, body)
+		}
+		return
+	}
+	a.t.Fatalf("the page at %s has no %s form:\n%s", pageURL, verb, body)
+}
+
+// urlClient connects a client that declares URL-mode elicitation and hands
+// every URL it is sent to urls, consenting to open it, and the ID of every
+// URL elicitation the server says has completed to completed.
+func urlClient(t *testing.T, h *fixtures.Harness, version string, urls, completed chan<- string) *mcp.ClientSession {
+	t.Helper()
+	ctx := testCtx(t)
+	key, err := h.Key(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "url-eliciting"}, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			if req.Params.Mode != "url" {
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"max_total_cost": "500.00", "max_remote_jobs": 5}}, nil
+			}
+			urls <- req.Params.URL
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+		ElicitationCompleteHandler: func(_ context.Context, n *mcp.ElicitationCompleteNotificationRequest) {
+			completed <- n.Params.ElicitationID
+		},
+	})
+	// As fixtures.Dial does, so that a 2025-11-25 call may take a task.
+	if err := taskwire.InstallClient(client); err != nil {
+		t.Fatal(err)
+	}
+	var opts *mcp.ClientSessionOptions
+	if version != "" {
+		opts = &mcp.ClientSessionOptions{ProtocolVersion: version}
+	}
+	cs, err := client.Connect(ctx, taskwire.WrapClientTransport(&mcp.StreamableClientTransport{
+		Endpoint: h.MCPURL(), MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: fixtures.Bearer{Key: key}},
+	}), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// A client that declares URL-mode elicitation is sent to the console's
+// page of its call's approval request; the call waits, with nothing
+// started, until an approver decides there: approved, the one job runs
+// under the approver's approval; declined, the call fails with nothing
+// started.
+func TestURLApprovalWaitsForTheConsole(t *testing.T) {
+	for _, era := range approvalEras {
+		for _, verb := range []string{"approve", "decline"} {
+			t.Run(era.name+"/"+verb, func(t *testing.T) {
+				// A form cap is set, and still the form is not asked: a
+				// client that can be sent to the console is sent there.
+				h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}, EditConfig: approvalFormCap("20.00")})
+				urls, completed := make(chan string, 4), make(chan string, 4)
+				cs := urlClient(t, h, era.version, urls, completed)
+				type answer struct {
+					res *mcp.CallToolResult
+					err error
+				}
+				done := make(chan answer, 1)
+				go func() {
+					res, err := cs.CallTool(testCtx(t), fixtures.RunSuiteCall("op-url", nil))
+					done <- answer{res, err}
+				}()
+				var page string
+				select {
+				case page = <-urls:
+				case a := <-done:
+					t.Fatalf("the call ended before the user was sent anywhere: %+v, %v", a.res, a.err)
+				case <-testCtx(t).Done():
+					t.Fatal("no URL elicitation arrived")
+				}
+				base := strings.TrimSuffix(h.MCPURL(), "/mcp")
+				if !strings.HasPrefix(page, base+"/console/requests/") {
+					t.Fatalf("the user was sent to %q; want the console's page of the approval request", page)
+				}
+				// The client consented; the call still waits.
+				op, err := h.Store.OperationGet(testCtx(t), &ledger.OperationGetParams{Tenant: "acme", OperationID: "op-url"})
+				if err != nil || op.State != ledger.StateAwaitingApproval {
+					t.Fatalf("operation after the client's answer = %+v, %v; want it awaiting approval", op, err)
+				}
+				if got := approvalsOf(t, h, "op-url"); len(got) != 0 {
+					t.Fatalf("approvals before the approver decided = %+v; want none", got[0])
+				}
+				select {
+				case a := <-done:
+					t.Fatalf("the call ended before an approver decided: %+v, %v", a.res, a.err)
+				default:
+				}
+				ap := openAsApprover(t, h, page)
+				ap.decide(page, verb)
+				a := <-done
+				if era.version == "2025-11-25" {
+					// The session hears that the page's business is done.
+					want := "taskgate-approval-request-" + page[strings.LastIndex(page, "/")+1:]
+					select {
+					case id := <-completed:
+						if id != want {
+							t.Errorf("notifications/elicitation/complete named %q, want %q", id, want)
+						}
+					case <-testCtx(t).Done():
+						t.Errorf("no notifications/elicitation/complete for %s", want)
+					}
+				}
+				if verb == "decline" {
+					if reason, data := reasonOf(t, a.err); reason != ledger.ReasonApprovalDeclined {
+						t.Fatalf("declined in the console: %+v, %s; want approval_declined", a.res, data)
+					}
+					if n := len(h.Sim.Jobs()); n != 0 {
+						t.Fatalf("provider jobs after the decline = %d, want 0", n)
+					}
+					return
+				}
+				if a.err != nil || a.res.IsError {
+					t.Fatalf("approved in the console: %+v, %v", a.res, a.err)
+				}
+				if n := len(h.Sim.Jobs()); n != 1 {
+					t.Fatalf("provider jobs = %d, want 1", n)
+				}
+				got := approvalsOf(t, h, "op-url")
+				if len(got) != 1 || got[0].CreatedBy != fmt.Sprintf("api_key:%d", ap.keyID) {
+					t.Fatalf("approvals = %+v; want the approver's one", got)
+				}
+			})
+		}
+	}
+}
+
+// A 2026-07-28 client that takes tasks and declares URL-mode elicitation
+// is answered input_required with the URL of its approval request's page;
+// its retry with its answer gets the task, which waits for the approver,
+// and so does a retry with any answer at all; only the approver's
+// decision starts the job.
+func TestURLApprovalOfATask(t *testing.T) {
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	url := map[string]any{"form": map[string]any{}, "url": map[string]any{}}
+	first := rawCallWith(t, h, "op-url-task", url, nil, "")
+	res, _ := first["result"].(map[string]any)
+	inputs, _ := res["inputRequests"].(map[string]any)
+	asked, _ := inputs["taskgate_approval"].(map[string]any)
+	q, _ := asked["params"].(map[string]any)
+	page, _ := q["url"].(string)
+	state, _ := res["requestState"].(string)
+	if res["resultType"] != "input_required" || asked["method"] != "elicitation/create" || q["mode"] != "url" || !strings.Contains(page, "/console/requests/") || q["elicitationId"] == nil || state == "" {
+		t.Fatalf("first call: %v; want input_required sending the user to the approval request's page", first)
+	}
+	// The same client asking again, before it answers, is sent to the
+	// same page.
+	again := rawCallWith(t, h, "op-url-task", url, nil, "")
+	if r, _ := again["result"].(map[string]any); r["resultType"] != "input_required" || r["requestState"] != state {
+		t.Fatalf("call again: %v; want the same question", again)
+	}
+	var taskID any
+	for _, answer := range []map[string]any{
+		{"action": "accept"},
+		{"action": "accept", "content": map[string]any{"max_total_cost": "500.00", "max_remote_jobs": 5}},
+	} {
+		msg := rawCallWith(t, h, "op-url-task", url, answer, state)
+		r, _ := msg["result"].(map[string]any)
+		if r["resultType"] != "task" || r["status"] != "working" || (taskID != nil && r["taskId"] != taskID) {
+			t.Fatalf("retry with %v: %v; want the one task, working", answer, msg)
+		}
+		taskID = r["taskId"]
+	}
+	if got := approvalsOf(t, h, "op-url-task"); len(got) != 0 {
+		t.Fatalf("approvals before the approver decided = %+v; want none", got[0])
+	}
+	if n := len(h.Sim.Jobs()); n != 0 {
+		t.Fatalf("provider jobs before the approver decided = %d, want 0", n)
+	}
+	ap := newApprover(t, h)
+	ap.decide(ap.pending("op-url-task").ID, "approve", `{}`)
+	testwait.Until(t, testCtx(t), "the approved task to start its job", func() (bool, error) { return len(h.Sim.Jobs()) == 1, nil })
+	if got := approvalsOf(t, h, "op-url-task"); len(got) != 1 || got[0].CreatedBy != ap.credential() {
+		t.Fatalf("approvals = %+v; want the approver's", got)
+	}
+}
+
+// A 2025-11-25 client that takes tasks and declares URL-mode elicitation
+// is sent to its approval request's page within the call, then gets its
+// task, which waits for the approver and completes once they approve; the
+// session hears that the elicitation completed.
+func TestURLApprovalOfALegacyTask(t *testing.T) {
+	h := harness(t, &fixtures.Options{Config: fixtures.ConfigOptions{Approval: true}})
+	urls, completed := make(chan string, 4), make(chan string, 4)
+	cs := urlClient(t, h, "2025-11-25", urls, completed)
+	task, _, err := taskwire.CallToolAsTask(testCtx(t), cs, fixtures.RunSuiteCall("op-url-legacy", nil), nil)
+	if err != nil || task == nil || task.Status != taskwire.StatusWorking {
+		t.Fatalf("tools/call = %+v, %v; want a working task", task, err)
+	}
+	var page string
+	select {
+	case page = <-urls:
+	default:
+		t.Fatal("the call returned its task without sending the user to the console")
+	}
+	if !strings.Contains(page, "/console/requests/") {
+		t.Fatalf("the user was sent to %q", page)
+	}
+	if n := len(h.Sim.Jobs()); n != 0 {
+		t.Fatalf("provider jobs before the approver decided = %d, want 0", n)
+	}
+	ap := newApprover(t, h)
+	q := ap.pending("op-url-legacy")
+	ap.decide(q.ID, "approve", `{}`)
+	if done := awaitTask(t, cs, task.ID); done.Status != taskwire.StatusCompleted {
+		t.Fatalf("task after the approval = %s %q", done.Status, done.StatusMessage)
+	}
+	select {
+	case id := <-completed:
+		if id != fmt.Sprintf("taskgate-approval-request-%d", q.ID) {
+			t.Errorf("notifications/elicitation/complete named %q", id)
+		}
+	case <-testCtx(t).Done():
+		t.Error("no notifications/elicitation/complete")
 	}
 }

@@ -166,8 +166,19 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	}
 
 	a := &approvalCall{log: log, call: call, r: r, tenant: tenant, opID: opID, fp: string(fp), priced: priced, requestID: requestID, source: source, runID: runID}
-	if raw, ok := call.InputResponses[approvalInput]; ok && r.policy.Approval == ledger.ApprovalRequired && r.approvesBy(ledger.ApproveByElicitation) {
-		if out, taken := h.takeAnswer(ctx, a, raw); taken && out != nil {
+	// ignoredAnswer says why a form answer the call carries approves
+	// nothing, for the denial to tell the client; "" when it carries none.
+	ignoredAnswer := ""
+	// A client sent to the console by URL answers only that it went
+	// there: its call waits for the approver whatever it answers.
+	if raw, ok := call.InputResponses[approvalInput]; ok && r.policy.Approval == ledger.ApprovalRequired && !urlAsks(r, &call.Caller) {
+		if !formCovers(r, priced) {
+			// Nothing was asked that such an answer could reply to: the
+			// call goes on as one without an answer, which without an
+			// approval leaves it to an approver.
+			ignoredAnswer = formOffText(r, priced)
+			log.Warn("ignored an answer to an approval question", "why", ignoredAnswer)
+		} else if out, taken := h.takeAnswer(ctx, a, raw); taken && out != nil {
 			return out, nil
 		}
 	}
@@ -180,14 +191,15 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 			SecretArguments: r.policy.SecretArguments,
 			InputChannel:    inputChannel(&call.Caller),
 			Approval: ledger.ApprovalRequirement{Required: r.policy.Approval == ledger.ApprovalRequired, Estimate: priced.Estimate, RemoteJobs: priced.RemoteJobs,
-				Request: requestMode(r, &call.Caller), RequestTTL: g.config().ApprovalRequestTTL, RequestedBy: authn.CredentialID(call.Caller.TokenInfo)},
+				Request: requestMode(r, &call.Caller, priced), RequestTTL: g.config().ApprovalRequestTTL, RequestedBy: authn.CredentialID(call.Caller.TokenInfo)},
 			Enqueue:    worker.Dispatch,
 			QueueLease: g.config().Worker.Lease,
 		})
 	}
 	res, err := accept(requestID)
-	if err == nil && res.Decision == ledger.DecisionDenied && res.Reason == ledger.ReasonApprovalRequired && r.approvesBy(ledger.ApproveByElicitation) {
-		// Ask the user in the protocol, where the client can show a form.
+	if err == nil && res.Decision == ledger.DecisionDenied && res.Reason == ledger.ReasonApprovalRequired && formCovers(r, priced) {
+		// Ask the user in the protocol, where the client can show a form
+		// and the policy lets a form cover the route.
 		a.requestID = ledger.NewRequestID()
 		a.source = "mcp/elicitation"
 		out, asked, aerr := h.askApproval(ctx, a)
@@ -226,12 +238,21 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		if req := res.Request; req != nil {
 			data["approval_request"] = pendingRequest(req)
 		}
+		if ignoredAnswer != "" {
+			data["answer_ignored"] = ignoredAnswer
+		}
 		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidParams, res.Message, data)}, nil
 	}
 
 	op := res.Operation
 	if res.Request != nil {
 		log.Info("the call waits for an approval request", "approval_request", res.Request.ID, "expires_at", res.Request.ExpiresAt)
+	}
+	if op.State == ledger.StateAwaitingApproval && urlAsks(r, &call.Caller) {
+		if out := h.sendToApprover(ctx, a, res, call); out != nil {
+			h.finishAttempt(ctx, log, requestID)
+			return out, nil
+		}
 	}
 	answered, err := h.answerInCall(ctx, call, op, requestID)
 	if err != nil {

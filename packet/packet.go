@@ -167,7 +167,8 @@ type Approval struct {
 	ExpiresAt     time.Time     `json:"expires_at"`
 	RevokedAt     time.Time     `json:"revoked_at,omitzero"`
 	// GivenBy is who gave the approval as the ledger recorded it: the
-	// approver, or "elicitation" for an answer in the protocol; empty when
+	// approver's credential, or "client_user (unverified)" for a form
+	// answer in the protocol ("elicitation" on older approvals); empty when
 	// nothing was recorded.
 	GivenBy string `json:"given_by"`
 	// UsedBy are the operation IDs of the packet's operations that ran

@@ -120,8 +120,11 @@ type ApprovalTerms struct {
 	RetryPolicy   string    `json:"retry_policy" yaml:"retry_policy"`
 	ExpiresAt     time.Time `json:"expires_at" yaml:"expires_at"`
 	RevokedAt     time.Time `json:"revoked_at,omitzero" yaml:"revoked_at,omitempty"`
-	// ApprovedBy is the credential ID of who gave the approval ("api_key:7",
-	// "jwt:<subject>", "elicitation"); empty when the ledger names none.
+	// ApprovedBy says who gave the approval: an approver's credential ID
+	// ("api_key:7", "jwt:<subject>"), or "client_user (unverified)" for an
+	// answer to an in-protocol form, which nothing ties to a person
+	// ("elicitation" on approvals recorded before the form was capped);
+	// empty when the ledger names none.
 	ApprovedBy string `json:"approved_by,omitempty" yaml:"approved_by,omitempty"`
 	// HeadroomUSD is the ceiling minus the larger of what reservations
 	// commit and what final and pending charges add up to; negative once

@@ -559,10 +559,13 @@ func newCaller(req mcp.Request, version string, meta map[string]any, requestID s
 		c.SessionID = ss.ID()
 	}
 	if version >= protocolExtension {
-		c.ElicitationDeclared = perRequestElicitation(req)
+		c.ElicitationDeclared, c.ElicitationURL = perRequestElicitation(req)
 	} else if CanElicit(req) {
+		ss := req.GetSession().(*mcp.ServerSession)
 		c.ElicitationDeclared = true
-		c.Elicit = req.GetSession().(*mcp.ServerSession).Elicit
+		c.ElicitationURL = SessionClientCapabilities(req).Elicitation.URL != nil
+		c.Elicit = ss.Elicit
+		c.NotifyElicitationComplete = ss.NotifyElicitationComplete
 	}
 	return c
 }
@@ -597,20 +600,30 @@ func SessionClientCapabilities(req mcp.Request) *mcp.ClientCapabilities {
 }
 
 // perRequestElicitation reports whether a 2026-07-28 request declares
-// elicitation among its per-request client capabilities.
-func perRequestElicitation(req mcp.Request) bool {
+// elicitation among its per-request client capabilities, and whether it
+// declares URL mode (elicitation.url) among them.
+func perRequestElicitation(req mcp.Request) (declared, url bool) {
 	meta, _ := requestMeta(req)
 	raw, ok := meta[mcp.MetaKeyClientCapabilities]
 	if !ok {
-		return false
+		return false, false
 	}
-	// A map, not a struct: the key must be spelt exactly, as the SDK reads it.
+	// Maps, not structs: the keys must be spelt exactly, as the SDK reads
+	// them.
 	var caps map[string]json.RawMessage
 	if remarshal(raw, &caps) != nil {
-		return false
+		return false, false
 	}
 	v, ok := caps["elicitation"]
-	return ok && string(v) != "null"
+	if !ok || string(v) == "null" {
+		return false, false
+	}
+	var modes map[string]json.RawMessage
+	if json.Unmarshal(v, &modes) != nil {
+		return true, false
+	}
+	u, ok := modes["url"]
+	return true, ok && string(u) != "null"
 }
 
 // requestMeta returns the _meta of req's params and whether params exist.

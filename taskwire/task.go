@@ -186,6 +186,14 @@ type Caller struct {
 	// in this request's per-request capabilities on 2026-07-28 (so that it
 	// may be answered with input requests), in its initialize on a session.
 	ElicitationDeclared bool
+	// ElicitationURL reports whether the client declared URL-mode
+	// elicitation (elicitation.url), where it shows the user a URL to open
+	// instead of a form, in the same places as ElicitationDeclared.
+	ElicitationURL bool
+	// NotifyElicitationComplete tells the client of a 2025-11-25 session
+	// that the out-of-band interaction of a URL-mode elicitation has ended
+	// (notifications/elicitation/complete); nil where Elicit is nil.
+	NotifyElicitationComplete func(ctx context.Context, p *mcp.ElicitationCompleteParams) error
 }
 
 // ToolCall is a tools/call the [Host] may take over.
