@@ -140,8 +140,9 @@ type Limits struct {
 	// 100.
 	Streams          int `yaml:"streams"`
 	StreamsPerTenant int `yaml:"streams_per_tenant"`
-	// CallsPerTenant bounds one tenant's tool calls in progress at once.
-	// Default 16.
+	// CallsPerTenant bounds one tenant's tool calls in progress at once;
+	// a call past it waits a moment (250ms) for one to end before it is
+	// refused. Default 4.
 	CallsPerTenant int `yaml:"calls_per_tenant"`
 	// CallRate is how many tool calls per second one tenant may make on
 	// average, and CallBurst how many at once after a quiet spell.

@@ -8,6 +8,7 @@
 package limits
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net"
@@ -162,9 +163,19 @@ type Keeper struct {
 	total   map[Kind]int
 	rates   map[string]*rate.Limiter
 	signIns map[string]*rate.Limiter
+	// callEnded is closed, and replaced, whenever a call in progress ends,
+	// waking the calls that wait for one of their tenant's to end.
+	callEnded chan struct{}
 
 	refused *prometheus.CounterVec
 }
+
+// CallWait is how long a tool call past its tenant's calls in progress
+// waits for one of them to end before it is refused. A client that sends
+// its next call as soon as it has an answer may be a moment ahead of the
+// end of the call that answered, and a tenant that floods spends its
+// refusals more slowly.
+const CallWait = 250 * time.Millisecond
 
 // maxAddresses bounds the source addresses whose sign-in buckets are kept;
 // past it, full buckets (addresses that have not tried for a while) are
@@ -174,11 +185,12 @@ const maxAddresses = 4096
 // New returns a Keeper of opts, registering its metrics.
 func New(opts Options) *Keeper {
 	k := &Keeper{
-		opts:    opts,
-		held:    map[Kind]map[string]int{Sessions: {}, Streams: {}, Calls: {}},
-		total:   map[Kind]int{},
-		rates:   map[string]*rate.Limiter{},
-		signIns: map[string]*rate.Limiter{},
+		opts:      opts,
+		held:      map[Kind]map[string]int{Sessions: {}, Streams: {}, Calls: {}},
+		total:     map[Kind]int{},
+		rates:     map[string]*rate.Limiter{},
+		signIns:   map[string]*rate.Limiter{},
+		callEnded: make(chan struct{}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_limit_refusals_total",
 			Help: "Requests refused because a limit was reached, by data.reason.",
@@ -249,11 +261,20 @@ func (k *Keeper) bound(kind Kind) Bound {
 // Hold takes one of kind for tenant, or refuses. The release function it
 // returns gives it back; calling it more than once gives back once.
 func (k *Keeper) Hold(kind Kind, tenant string) (release func(), _ *Refusal) {
+	release, refusal, _ := k.take(kind, tenant)
+	if refusal != nil {
+		k.refused.WithLabelValues(string(refusal.Reason)).Inc()
+	}
+	return release, refusal
+}
+
+// take is Hold without counting a refusal; it also returns the channel
+// that the next end of a call closes, read with the decision.
+func (k *Keeper) take(kind Kind, tenant string) (release func(), _ *Refusal, callEnded <-chan struct{}) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if r := decideHold(kind, k.held[kind][tenant], k.total[kind], k.bound(kind)); r != nil {
-		k.refused.WithLabelValues(string(r.Reason)).Inc()
-		return nil, r
+		return nil, r, k.callEnded
 	}
 	k.held[kind][tenant]++
 	k.total[kind]++
@@ -266,14 +287,19 @@ func (k *Keeper) Hold(kind Kind, tenant string) (release func(), _ *Refusal) {
 				delete(k.held[kind], tenant)
 			}
 			k.total[kind]--
+			if kind == Calls {
+				close(k.callEnded)
+				k.callEnded = make(chan struct{})
+			}
 		})
-	}, nil
+	}, nil, nil
 }
 
 // Call admits one tool call of tenant at now, or refuses it: past the
-// tenant's rate, or with as many of its calls in progress as allowed. A
-// call refused for concurrency does not spend a token.
-func (k *Keeper) Call(tenant string, now time.Time) (release func(), _ *Refusal) {
+// tenant's rate, or with as many of its calls in progress as allowed for
+// longer than CallWait (or until ctx ends). A call refused for concurrency
+// does not spend a token.
+func (k *Keeper) Call(ctx context.Context, tenant string, now time.Time) (release func(), _ *Refusal) {
 	k.mu.Lock()
 	lim := k.rates[tenant]
 	if lim == nil {
@@ -281,8 +307,9 @@ func (k *Keeper) Call(tenant string, now time.Time) (release func(), _ *Refusal)
 		k.rates[tenant] = lim
 	}
 	k.mu.Unlock()
-	release, refusal := k.Hold(Calls, tenant)
+	release, refusal := k.holdCall(ctx, tenant)
 	if refusal != nil {
+		k.refused.WithLabelValues(string(refusal.Reason)).Inc()
 		return nil, refusal
 	}
 	res := lim.ReserveN(now, 1)
@@ -293,6 +320,26 @@ func (k *Keeper) Call(tenant string, now time.Time) (release func(), _ *Refusal)
 		return nil, r
 	}
 	return release, nil
+}
+
+// holdCall holds a call in progress for tenant, waiting up to CallWait for
+// one of the tenant's calls to end when it holds as many as allowed.
+func (k *Keeper) holdCall(ctx context.Context, tenant string) (func(), *Refusal) {
+	wait := time.NewTimer(CallWait)
+	defer wait.Stop()
+	for {
+		release, refusal, ended := k.take(Calls, tenant)
+		if refusal == nil {
+			return release, nil
+		}
+		select {
+		case <-ended:
+		case <-wait.C:
+			return nil, refusal
+		case <-ctx.Done():
+			return nil, refusal
+		}
+	}
 }
 
 // SignIn admits one sign-in attempt from addr (a remote address, host:port

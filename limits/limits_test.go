@@ -1,10 +1,12 @@
 package limits
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -140,39 +142,44 @@ func TestHoldPerTenantAndTotal(t *testing.T) {
 }
 
 func TestCallConcurrencyAndRate(t *testing.T) {
+	ctx := context.Background()
 	k := testKeeper(nil)
 	now := time.Unix(1000, 0)
-	r1, ref := k.Call("a", now)
+	r1, ref := k.Call(ctx, "a", now)
 	if ref != nil {
 		t.Fatal(ref)
 	}
-	_, ref = k.Call("a", now)
+	_, ref = k.Call(ctx, "a", now)
 	if ref != nil {
 		t.Fatal(ref)
 	}
-	if _, ref = k.Call("a", now); ref == nil || ref.Reason != ReasonConcurrencyLimit {
+	// Past its calls in progress, a call waits up to CallWait for one to
+	// end (here until its context ends), then is refused.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, ref = k.Call(done, "a", now); ref == nil || ref.Reason != ReasonConcurrencyLimit {
 		t.Fatalf("third call in progress: %v, want %s", ref, ReasonConcurrencyLimit)
 	}
 	// Another tenant is not concerned.
-	if _, ref = k.Call("b", now); ref != nil {
+	if _, ref = k.Call(ctx, "b", now); ref != nil {
 		t.Fatalf("tenant b: %v", ref)
 	}
 	r1()
 	// The burst of 3 is spent by the third admitted call; the refused one
 	// spent nothing.
-	if _, ref = k.Call("a", now); ref != nil {
+	if _, ref = k.Call(ctx, "a", now); ref != nil {
 		t.Fatalf("third token: %v", ref)
 	}
 	r1()
 	k2 := testKeeper(nil)
 	for i := range 3 {
-		rel, ref := k2.Call("a", now)
+		rel, ref := k2.Call(ctx, "a", now)
 		if ref != nil {
 			t.Fatalf("call %d of the burst: %v", i, ref)
 		}
 		rel()
 	}
-	_, ref = k2.Call("a", now)
+	_, ref = k2.Call(ctx, "a", now)
 	if ref == nil || ref.Reason != ReasonRateLimited || ref.RetryAfter != 100*time.Millisecond || ref.RetryAfterSeconds() != 1 {
 		t.Fatalf("past the burst: %+v, want rate_limited after 100ms", ref)
 	}
@@ -180,7 +187,7 @@ func TestCallConcurrencyAndRate(t *testing.T) {
 		t.Errorf("a refused call is held")
 	}
 	// A tenth of a second later a token has come back.
-	if _, ref = k2.Call("a", now.Add(100*time.Millisecond)); ref != nil {
+	if _, ref = k2.Call(ctx, "a", now.Add(100*time.Millisecond)); ref != nil {
 		t.Errorf("after the refill: %v", ref)
 	}
 }
@@ -220,4 +227,34 @@ func TestSignInBucketsArePruned(t *testing.T) {
 	if n := len(k.signIns); n > maxAddresses {
 		t.Errorf("%d buckets kept, want at most %d", n, maxAddresses)
 	}
+}
+
+func TestCallWaitsForAnotherToEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		k := New(Options{Sessions: Bound{1, 1}, Streams: Bound{1, 1}, CallsPerTenant: 1, CallRate: 1000, CallBurst: 1000, SignInsPerMinute: 1})
+		first, ref := k.Call(ctx, "a", time.Now())
+		if ref != nil {
+			t.Fatal(ref)
+		}
+		admitted := make(chan *Refusal, 1)
+		go func() {
+			release, ref := k.Call(ctx, "a", time.Now())
+			if release != nil {
+				release()
+			}
+			admitted <- ref
+		}()
+		synctest.Wait() // the second call waits for the first to end
+		first()
+		if ref := <-admitted; ref != nil {
+			t.Errorf("a call that waited for the tenant's other call to end was refused: %v", ref)
+		}
+		// With nothing ending, the wait runs out and the call is refused.
+		held, _ := k.Call(ctx, "a", time.Now())
+		defer held()
+		if _, ref := k.Call(ctx, "a", time.Now()); ref == nil || ref.Reason != ReasonConcurrencyLimit {
+			t.Errorf("with the tenant's call still in progress after CallWait: %v, want %s", ref, ReasonConcurrencyLimit)
+		}
+	})
 }

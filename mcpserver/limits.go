@@ -119,7 +119,7 @@ func (g *Gateway) admit(keeper *limits.Keeper, sessions *mcp.Server, next http.H
 			next.ServeHTTP(w, r)
 			holdUntilEnd(sessions, w.Header().Get(sessionIDHeader), release)
 		case msg.Method == "tools/call":
-			release, refusal := keeper.Call(tenant, time.Now())
+			release, refusal := keeper.Call(r.Context(), tenant, time.Now())
 			if refusal != nil {
 				// A JSON-RPC error in a 200 reaches the model with its data;
 				// clients take a 429 for a transport failure.
