@@ -16,7 +16,7 @@ func TestRunSmoke(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	args := []string{"-duration", "300ms", "-warmup", "10ms", "-flood-calls", "200", "-flood-concurrency", "8", "-flood-within", "20s", "-json", "-dir", t.TempDir()}
+	args := []string{"-duration", "2s", "-warmup", "10ms", "-flood-calls", "400", "-flood-concurrency", "8", "-flood-within", "30s", "-json", "-dir", t.TempDir()}
 	if code := run(ctx, args, &stdout, &stderr); code != 0 {
 		t.Fatalf("fairnessbench %v exited %d:\n%s", args, code, stderr.String())
 	}
