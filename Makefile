@@ -4,7 +4,7 @@
 # builds with CGO_ENABLED=0.
 GO ?= go
 
-.PHONY: test vet build conformance bench-accept bench-proxy bench-replicas fuzz
+.PHONY: test vet build conformance bench-accept bench-proxy bench-replicas bench-fairness fuzz
 
 test: vet
 	CGO_ENABLED=1 $(GO) test -race -timeout 20m ./...
@@ -32,6 +32,11 @@ bench-proxy:
 # postgres://postgres@127.0.0.1:5432/test); pass flags with ARGS="...".
 bench-replicas:
 	./bench/replicas $(ARGS)
+
+# One tenant's consequential-call p50 quiet and during another's flood;
+# pass flags with ARGS="...".
+bench-fairness:
+	./bench/fairness $(ARGS)
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzCanonicalize -fuzztime=60s ./canon/

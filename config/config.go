@@ -78,6 +78,9 @@ type Config struct {
 	Secrets Secrets `yaml:"secrets"`
 	// Upstreams are the MCP servers behind the gateway.
 	Upstreams []*Upstream `yaml:"upstreams"`
+	// Limits bound what a client, a tenant or a source address may hold of
+	// the gateway, so that none can exhaust it for the others.
+	Limits Limits `yaml:"limits"`
 
 	// File is where the configuration was read from, for messages.
 	File string `yaml:"-"`
@@ -104,6 +107,52 @@ type Worker struct {
 	// Workers each, the other jobs (reconcile, cancel, expire)
 	// max(2, Workers/2). Default 16.
 	Workers int `yaml:"workers"`
+}
+
+// Limits bound connections, sessions, event streams, tool calls and
+// sign-ins. Every one has a default; none can be turned off.
+type Limits struct {
+	// ReadHeaderTimeout bounds reading a request's headers. Default 10s.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request, headers and body; a
+	// client that sends its body slowly is cut off after it. Default 30s.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds writing an answer. On /mcp, whose answers may be
+	// event streams that last as long as a call or a session, it bounds
+	// each write instead, so that a client that stops reading is cut off.
+	// Default 30s.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// IdleTimeout closes a keep-alive connection that sent no request for
+	// this long. Default 2m.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConnections bounds the connections open at once; further ones
+	// wait to be accepted. Keep it well under the process's open-file
+	// limit (ulimit -n), which the ledger and upstreams share. Default 1024.
+	MaxConnections int `yaml:"max_connections"`
+	// Sessions bounds the 2025-11-25 sessions open at once, and
+	// SessionsPerTenant those of one tenant. Defaults 1000 and 100.
+	Sessions          int `yaml:"sessions"`
+	SessionsPerTenant int `yaml:"sessions_per_tenant"`
+	// SessionIdle ends a session that sent no request for this long.
+	// Default 30m.
+	SessionIdle time.Duration `yaml:"session_idle"`
+	// Streams bounds the standalone event streams (GET /mcp) open at
+	// once, and StreamsPerTenant those of one tenant. Defaults 1000 and
+	// 100.
+	Streams          int `yaml:"streams"`
+	StreamsPerTenant int `yaml:"streams_per_tenant"`
+	// CallsPerTenant bounds one tenant's tool calls in progress at once;
+	// a call past it waits a moment (250ms) for one to end before it is
+	// refused. Default 4.
+	CallsPerTenant int `yaml:"calls_per_tenant"`
+	// CallRate is how many tool calls per second one tenant may make on
+	// average, and CallBurst how many at once after a quiet spell.
+	// Defaults 50 and 100.
+	CallRate  float64 `yaml:"call_rate"`
+	CallBurst int     `yaml:"call_burst"`
+	// SignInsPerMinute bounds the console sign-in attempts from one source
+	// address, at most that many at once. Default 10.
+	SignInsPerMinute int `yaml:"sign_ins_per_minute"`
 }
 
 // Auth configures downstream authentication; the tenant always comes from

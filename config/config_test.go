@@ -251,7 +251,7 @@ func TestInvalid(t *testing.T) {
 		{"doc example", base + "        consequential: true\n        retry_policy: lookup_then_attach\n", "t.yaml:7: upstreams[0].tools.t.retry_policy: lookup_then_attach needs contract.lookup: "},
 
 		// Shapes and types, before any value is looked at.
-		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, allowed_origins, wait, task_ttl, approval_request_ttl, poll_interval, retention, control_socket, worker, auth, secrets, upstreams)"},
+		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, allowed_origins, wait, task_ttl, approval_request_ttl, poll_interval, retention, control_socket, worker, auth, secrets, upstreams, limits)"},
 		{"unknown nested field", base + "        consequential: true\n        contract:\n          lookup: {tool: l, stauts_field: s}\n", "t.yaml:8: upstreams[0].tools.t.contract.lookup.stauts_field: unknown field (known: tool, arguments, status_field, remote_job_id_field, jobs_field, statuses, not_found_safe_after)"},
 		{"number for a duration", "wait: 30\n", "t.yaml:1: wait: 30 is not a duration; write 30s"},
 		{"unknown secrets store", "secrets:\n  store: vault\n", `t.yaml:2: secrets.store: "vault" is not encrypted or plaintext`},
@@ -272,6 +272,11 @@ func TestInvalid(t *testing.T) {
 		{"public_url without tls", "public_url: http://gw.example.com\n", `t.yaml:1: public_url: "http://gw.example.com" must use https (http is allowed only on a loopback host)`},
 		{"default public_url unusable", "listen: 0.0.0.0:8931\n", "t.yaml:1: listen: public_url defaults to http://0.0.0.0:8931, which cannot be used"},
 		{"no credentials", "auth:\n  api_keys: false\n", "auth: accepts no credentials"},
+		{"negative limit", "limits:\n  sessions_per_tenant: -1\n", "t.yaml:2: limits.sessions_per_tenant: must be at least 1 (got -1)"},
+		{"tenant limit above the total", "limits:\n  streams: 10\n  streams_per_tenant: 20\n", "t.yaml:3: limits.streams_per_tenant: cannot exceed limits.streams (10)"},
+		{"short read timeout", "limits:\n  read_timeout: 1ms\n", "t.yaml:2: limits.read_timeout: must be at least 100ms (got 1ms)"},
+		{"header timeout above the read timeout", "limits:\n  read_timeout: 5s\n  read_header_timeout: 10s\n", "limits.read_header_timeout: cannot be longer than limits.read_timeout (5s)"},
+		{"no call rate", "limits:\n  call_rate: -2\n", "t.yaml:2: limits.call_rate: must be more than 0 calls per second (got -2)"},
 		{"jwt without issuer", "auth:\n  jwt:\n    audience: a\n    jwks_url: http://127.0.0.1/j\n", "t.yaml:2: auth.jwt.issuer: is required"},
 		{"jwt issuer over http", "auth:\n  jwt:\n    issuer: http://id.example.com/\n    audience: a\n    jwks_url: https://id.example.com/j\n", `t.yaml:3: auth.jwt.issuer: "http://id.example.com/" must use https`},
 		{"jwks over http", "auth:\n  jwt:\n    issuer: https://id.example.com/\n    audience: a\n    jwks_url: http://id.example.com/j\n", `t.yaml:5: auth.jwt.jwks_url: "http://id.example.com/j" must use https (http is allowed only on a loopback host)`},

@@ -28,6 +28,7 @@ func (c *Config) applyDefaults() {
 	c.ApprovalRequestTTL = cmp.Or(c.ApprovalRequestTTL, time.Hour)
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
 	c.Retention = cmp.Or(c.Retention, 24*time.Hour)
+	c.Limits.applyDefaults()
 	w := &c.Worker
 	w.Lease = cmp.Or(w.Lease, 30*time.Second)
 	w.Sweep = cmp.Or(w.Sweep, 5*time.Second)
@@ -78,4 +79,21 @@ func (c *Config) applyDefaults() {
 			}
 		}
 	}
+}
+
+func (l *Limits) applyDefaults() {
+	l.ReadHeaderTimeout = cmp.Or(l.ReadHeaderTimeout, 10*time.Second)
+	l.ReadTimeout = cmp.Or(l.ReadTimeout, 30*time.Second)
+	l.WriteTimeout = cmp.Or(l.WriteTimeout, 30*time.Second)
+	l.IdleTimeout = cmp.Or(l.IdleTimeout, 2*time.Minute)
+	l.MaxConnections = cmp.Or(l.MaxConnections, 1024)
+	l.Sessions = cmp.Or(l.Sessions, 1000)
+	l.SessionsPerTenant = cmp.Or(l.SessionsPerTenant, 100)
+	l.SessionIdle = cmp.Or(l.SessionIdle, 30*time.Minute)
+	l.Streams = cmp.Or(l.Streams, 1000)
+	l.StreamsPerTenant = cmp.Or(l.StreamsPerTenant, 100)
+	l.CallsPerTenant = cmp.Or(l.CallsPerTenant, 4)
+	l.CallRate = cmp.Or(l.CallRate, 50)
+	l.CallBurst = cmp.Or(l.CallBurst, 100)
+	l.SignInsPerMinute = cmp.Or(l.SignInsPerMinute, 10)
 }

@@ -33,6 +33,7 @@ func restartOnly() []struct {
 		{"retention", func(c *Config) any { return c.Retention }},
 		{"worker", func(c *Config) any { return c.Worker }},
 		{"secrets", func(c *Config) any { return c.Secrets }},
+		{"limits", func(c *Config) any { return c.Limits }},
 		{"auth.stdio_tenant", func(c *Config) any { return c.Auth.StdioTenant }},
 		{"control_socket", func(c *Config) any { return c.ControlSocket }},
 	}

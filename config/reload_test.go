@@ -24,6 +24,7 @@ func TestCheckReload(t *testing.T) {
 		{"database and worker", func(c *Config) { c.Database = "sqlite:other.db"; c.Worker.Lease = time.Minute }, []string{"database", "worker"}},
 		{"secrets", func(c *Config) { c.Secrets.KeyFile = "k" }, []string{"secrets"}},
 		{"control socket", func(c *Config) { c.ControlSocket = "/tmp/x.sock" }, []string{"control_socket"}},
+		{"limits", func(c *Config) { c.Limits.CallRate = 7 }, []string{"limits"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			running := exampleConfig(t)

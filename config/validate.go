@@ -93,6 +93,7 @@ func (c *Config) validate(v *validator) {
 		v.fail("auth", "accepts no credentials: enable api_keys or configure jwt")
 	}
 	c.Secrets.validate(v)
+	c.Limits.validate(v)
 
 	names := map[string]int{}
 	prefixes := map[string]string{}
@@ -454,4 +455,47 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("%q has no valid port", addr)
 	}
 	return addr[:i], port, nil
+}
+
+// validate checks that every limit bounds something: a zero left in the
+// file took its default, so only a negative one, or one too small to
+// serve, is wrong.
+func (l *Limits) validate(v *validator) {
+	durations := []struct {
+		field string
+		d     time.Duration
+	}{
+		{"read_header_timeout", l.ReadHeaderTimeout}, {"read_timeout", l.ReadTimeout},
+		{"write_timeout", l.WriteTimeout}, {"idle_timeout", l.IdleTimeout}, {"session_idle", l.SessionIdle},
+	}
+	for _, p := range durations {
+		if p.d < 100*time.Millisecond {
+			v.fail("limits."+p.field, "must be at least 100ms (got %s)", p.d)
+		}
+	}
+	if l.ReadHeaderTimeout > l.ReadTimeout {
+		v.fail("limits.read_header_timeout", "cannot be longer than limits.read_timeout (%s), which bounds the headers too", l.ReadTimeout)
+	}
+	counts := []struct {
+		field string
+		n     int
+	}{
+		{"max_connections", l.MaxConnections}, {"sessions", l.Sessions}, {"sessions_per_tenant", l.SessionsPerTenant},
+		{"streams", l.Streams}, {"streams_per_tenant", l.StreamsPerTenant}, {"calls_per_tenant", l.CallsPerTenant},
+		{"call_burst", l.CallBurst}, {"sign_ins_per_minute", l.SignInsPerMinute},
+	}
+	for _, p := range counts {
+		if p.n < 1 {
+			v.fail("limits."+p.field, "must be at least 1 (got %d)", p.n)
+		}
+	}
+	if l.CallRate <= 0 {
+		v.fail("limits.call_rate", "must be more than 0 calls per second (got %g)", l.CallRate)
+	}
+	if l.SessionsPerTenant > l.Sessions {
+		v.fail("limits.sessions_per_tenant", "cannot exceed limits.sessions (%d)", l.Sessions)
+	}
+	if l.StreamsPerTenant > l.Streams {
+		v.fail("limits.streams_per_tenant", "cannot exceed limits.streams (%d)", l.Streams)
+	}
 }

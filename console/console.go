@@ -176,6 +176,10 @@ func (c *Console) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if r.URL.Path == Prefix+"/sign-out" {
+			if err := c.signOut(r, s); err != nil {
+				c.fail(w, r, nil, http.StatusServiceUnavailable, err.Error())
+				return
+			}
 			c.clearSession(w)
 			http.Redirect(w, r, Prefix+"/sign-in", http.StatusSeeOther)
 			return

@@ -28,12 +28,15 @@ type Sealer interface {
 	OpenBytes(sealed, label string) ([]byte, error)
 }
 
-// session is what the cookie holds, sealed: the credential the approver
-// signed in with (checked again on every request, so that a revoked key
-// signs out), the form token that proves a POST came from a console page,
-// and when the sign-in ends. The cookie is HttpOnly and sealed, so neither
-// a page script nor whoever reads it at rest learns the credential.
+// session is what the cookie holds, sealed: its ID (which signing out
+// records in the ledger, so that a copy of the cookie is refused by every
+// replica), the credential the approver signed in with (checked again on
+// every request, so that a revoked key signs out), the form token that
+// proves a POST came from a console page, and when the sign-in ends. The
+// cookie is HttpOnly and sealed, so neither a page script nor whoever
+// reads it at rest learns the credential.
 type session struct {
+	ID         string `json:"i"`
 	Credential string `json:"c"`
 	CSRF       string `json:"x"`
 	Expires    int64  `json:"e"`
@@ -44,11 +47,11 @@ var errNoSession = errors.New("you are not signed in, or your sign-in has ended;
 
 // newSession starts a session for credential until expires.
 func newSession(credential string, expires time.Time) *session {
-	return &session{Credential: credential, CSRF: rand.Text(), Expires: expires.Unix()}
+	return &session{ID: rand.Text(), Credential: credential, CSRF: rand.Text(), Expires: expires.Unix()}
 }
 
-// readSession opens r's session cookie, refusing one that does not open or
-// has ended at now.
+// readSession opens r's session cookie, refusing one that does not open,
+// has ended at now, or was signed out.
 func (c *Console) readSession(r *http.Request, now time.Time) (*session, error) {
 	ck, err := r.Cookie(cookieName)
 	if err != nil || ck.Value == "" {
@@ -59,10 +62,17 @@ func (c *Console) readSession(r *http.Request, now time.Time) (*session, error) 
 		return nil, errNoSession
 	}
 	var s session
-	if err := json.Unmarshal(raw, &s); err != nil || s.Credential == "" || s.CSRF == "" {
+	if err := json.Unmarshal(raw, &s); err != nil || s.ID == "" || s.Credential == "" || s.CSRF == "" {
 		return nil, errNoSession
 	}
 	if !now.Before(time.Unix(s.Expires, 0)) {
+		return nil, errNoSession
+	}
+	ended, err := c.store.ConsoleSessionEnded(r.Context(), s.ID)
+	if err != nil {
+		return nil, fmt.Errorf("your sign-in could not be checked against the ledger (%w); try again shortly", err)
+	}
+	if ended {
 		return nil, errNoSession
 	}
 	return &s, nil
@@ -75,6 +85,15 @@ func (c *Console) setSession(w http.ResponseWriter, s *session) error {
 		return fmt.Errorf("encode the console session: %w", err)
 	}
 	http.SetCookie(w, c.cookie(c.sealer.SealBytes(raw, sessionLabel), time.Unix(s.Expires, 0)))
+	return nil
+}
+
+// signOut ends s in the ledger, for every replica and every copy of its
+// cookie, until the time it would have ended by itself.
+func (c *Console) signOut(r *http.Request, s *session) error {
+	if err := c.store.ConsoleSessionEnd(r.Context(), s.ID, time.Unix(s.Expires, 0), c.clock()); err != nil {
+		return fmt.Errorf("the sign-out could not be recorded in the ledger (%w); you are still signed in: send it again", err)
+	}
 	return nil
 }
 

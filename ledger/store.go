@@ -157,6 +157,15 @@ type Store interface {
 	// time. ErrNotFound if there is no such key.
 	SigningKeyRetire(ctx context.Context, keyID string, now time.Time) (*SigningKey, error)
 
+	// Console sessions: a sign-in that ended before its time (signed out)
+	// is recorded until expires, the time it would have ended, so that no
+	// replica accepts its sealed cookie again. ConsoleSessionEnd also
+	// deletes the records whose time has passed at now; ending a session
+	// twice keeps the first record.
+	ConsoleSessionEnd(ctx context.Context, id string, expires, now time.Time) error
+	// ConsoleSessionEnded reports whether session id was ended.
+	ConsoleSessionEnded(ctx context.Context, id string) (bool, error)
+
 	// NewJobClient returns a River client on the store's database, for
 	// working the jobs that the store's transactions enqueue.
 	NewJobClient(config *river.Config) (JobClient, error)

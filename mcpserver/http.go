@@ -14,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/limits"
 	"github.com/taskgate/taskgate/signingkeys"
 	"github.com/taskgate/taskgate/taskwire"
 )
@@ -43,13 +45,26 @@ type HTTPOptions struct {
 	// its own authentication, from its session cookie. Nil serves nothing
 	// there.
 	Console http.Handler
+	// Limits holds what each tenant and source address may take; nil
+	// makes one of the configuration's limits.
+	Limits *limits.Keeper
+}
+
+// NewKeeper returns the keeper of cfg's limits, registering its metrics
+// on reg when it is not nil.
+func NewKeeper(l config.Limits, reg prometheus.Registerer) *limits.Keeper {
+	return limits.New(limits.Options{
+		Sessions:       limits.Bound{PerTenant: l.SessionsPerTenant, Total: l.Sessions},
+		Streams:        limits.Bound{PerTenant: l.StreamsPerTenant, Total: l.Streams},
+		CallsPerTenant: l.CallsPerTenant, CallRate: l.CallRate, CallBurst: l.CallBurst,
+		SignInsPerMinute: l.SignInsPerMinute, Registerer: reg,
+	})
 }
 
 // Sessions (protocol 2025-11-25 and earlier) are tied to a replica's
-// memory; these bound how long a client that went away keeps one.
+// memory; these, with limits.session_idle, bound how long a client that
+// went away keeps one.
 const (
-	// sessionIdle closes a session that has sent no request for this long.
-	sessionIdle = 30 * time.Minute
 	// keepAlive pings a session's client this often over its standalone
 	// stream; keepAliveMisses unanswered pings in a row close the session.
 	keepAlive       = time.Minute
@@ -67,6 +82,12 @@ func (g *Gateway) Handler(opts *HTTPOptions) (http.Handler, error) {
 	if opts == nil || opts.Auth == nil {
 		return nil, errors.New("mcpserver: an authenticator is required for HTTP")
 	}
+	lim := g.config().Limits
+	keeper := opts.Limits
+	if keeper == nil {
+		keeper = NewKeeper(lim, nil)
+	}
+	sessionIdle := lim.SessionIdle
 	sessions, err := g.newServer("", &mcp.ServerOptions{KeepAlive: keepAlive, KeepAliveFailureThreshold: keepAliveMisses})
 	if err != nil {
 		return nil, err
@@ -90,7 +111,8 @@ func (g *Gateway) Handler(opts *HTTPOptions) (http.Handler, error) {
 		calls = g.forwardPassThrough(newLegacySessions(sessions, sessionIdle, g.clock), calls)
 	}
 	origins := allowedOrigins(g.config().PublicURL, g.config().AllowedOrigins)
-	mux.Handle("/mcp", g.countRequests(checkOrigin(origins, opts.Auth.Middleware(limitBody(g.config().MaxBodyBytes, calls)))))
+	admitted := g.admit(keeper, sessions, calls)
+	mux.Handle("/mcp", streamWrites(lim.WriteTimeout, g.countRequests(checkOrigin(origins, opts.Auth.Middleware(limitBody(g.config().MaxBodyBytes, admitted))))))
 	mux.Handle(opts.Auth.MetadataPath(), opts.Auth.MetadataHandler())
 	if opts.ReceiptKeys != nil {
 		mux.Handle(signingkeys.JWKSPath, opts.ReceiptKeys)
@@ -109,7 +131,7 @@ func (g *Gateway) Handler(opts *HTTPOptions) (http.Handler, error) {
 		mux.Handle("/v1/", opts.Auth.Middleware(limitBody(g.config().MaxBodyBytes, api)))
 	}
 	if opts.Console != nil {
-		console := limitBody(g.config().MaxBodyBytes, opts.Console)
+		console := limitSignIns(keeper, limitBody(g.config().MaxBodyBytes, opts.Console))
 		mux.Handle("/console", console)
 		mux.Handle("/console/", console)
 	}

@@ -72,7 +72,7 @@ func startStage(ctx context.Context, o *options, log *slog.Logger) (_ *stage, er
 	}
 	db := "sqlite:" + filepath.Join(s.dir, "taskgate.db")
 	file := filepath.Join(s.dir, "taskgate.yaml")
-	cfg, err := config.Parse(strings.NewReader(fixtures.ConfigYAML(s.simURL, ln.Addr().String(), db, fixtures.ConfigOptions{})), file, nil)
+	cfg, err := config.Parse(strings.NewReader(fixtures.ConfigYAML(s.simURL, ln.Addr().String(), db, fixtures.ConfigOptions{})+liftedLimits), file, nil)
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("gateway configuration: %w", err)

@@ -203,6 +203,11 @@ func (w *world) backendsCPU(ctx context.Context) time.Duration {
 	return t
 }
 
+// liftedLimits takes the gateway's per-tenant call limits out of the way:
+// one tenant drives every measurement, and what is measured is the
+// gateway's own cost, not its limits (bench/fairness measures those).
+const liftedLimits = "limits: {calls_per_tenant: 100000, call_rate: 1000000000, call_burst: 1000000000}\n"
+
 // replica is one running gateway: a child process or, with -inprocess, a
 // daemon in this process.
 type replica struct {
@@ -248,7 +253,7 @@ func (w *world) startReplica(ctx context.Context, i int) (*replica, error) {
 	r := &replica{addr: ln.Addr().String()}
 	// The echo server is a second upstream, its tool a pass-through one.
 	y := fixtures.ConfigYAML(w.simURL, r.addr, w.url, fixtures.ConfigOptions{}) +
-		fmt.Sprintf("  - name: %s\n    url: %s\n    tools:\n      %s: {}\n", echoUpstream, w.echoURL, echoTool)
+		fmt.Sprintf("  - name: %s\n    url: %s\n    tools:\n      %s: {}\n", echoUpstream, w.echoURL, echoTool) + liftedLimits
 	path := filepath.Join(w.dir, fmt.Sprintf("replica-%d.yaml", i))
 	if err := os.WriteFile(path, []byte(y), 0o600); err != nil {
 		ln.Close()

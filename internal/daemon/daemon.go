@@ -23,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/net/netutil"
 
 	"github.com/taskgate/taskgate/api"
 	"github.com/taskgate/taskgate/authn"
@@ -230,8 +231,9 @@ func (d *Daemon) listen(opts *Options) error {
 	if err != nil {
 		return err
 	}
+	lim := cfg.Limits
 	handler, err := d.Gateway.Handler(&mcpserver.HTTPOptions{Auth: d.auth, Gatherer: d.Registry, Extra: restAPI.Register,
-		ReceiptKeys: signingkeys.Handler(d.Store, log), Console: approverConsole.Handler()})
+		ReceiptKeys: signingkeys.Handler(d.Store, log), Console: approverConsole.Handler(), Limits: mcpserver.NewKeeper(lim, d.Registry)})
 	if err != nil {
 		return err
 	}
@@ -242,11 +244,19 @@ func (d *Daemon) listen(opts *Options) error {
 		}
 	}
 	d.URL = "http://" + ln.Addr().String()
+	// Connections past the limit wait to be accepted rather than take a
+	// file descriptor that the ledger, upstreams and other clients need.
+	ln = netutil.LimitListener(ln, lim.MaxConnections)
 	d.http = &http.Server{
 		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		// A request's headers and body; /mcp lifts it once the body is read.
+		ReadTimeout: lim.ReadTimeout,
+		// A whole answer; /mcp, whose answers may be event streams, bounds
+		// each write instead.
+		WriteTimeout: lim.WriteTimeout,
 		// Idle keep-alive connections are closed; open streams are not idle.
-		IdleTimeout: 2 * time.Minute,
+		IdleTimeout: lim.IdleTimeout,
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	d.httpDone = make(chan error, 1)
