@@ -81,7 +81,7 @@ func (c *Console) request(w http.ResponseWriter, r *http.Request) {
 	}
 	d := requestData{inboxRequest: inboxRequest{ApprovalRequestView: view, ArgumentsText: args.String()},
 		Pending:       view.Status == string(ledger.RequestPending),
-		OperationPath: Prefix + "/operations/" + url.PathEscape(view.OperationID),
+		OperationPath: operationPath(view.OperationID, ""),
 		ApprovePath:   RequestPath(id) + "/approve", DeclinePath: RequestPath(id) + "/decline"}
 	p := &page{Title: fmt.Sprintf("Approval request %d", id), Data: d}
 	c.render(w, r, "request", http.StatusOK, p)

@@ -45,7 +45,11 @@ func TestHostileTenantCannotReachAnotherTenantsJobs(t *testing.T) {
 	sim := providersim.New(&providersim.Options{JobDuration: 5 * time.Minute})
 	t.Cleanup(func() { sim.Close() })
 	simURL := serveHandler(t, sim.HTTPHandler())
-	cfg := fixtures.ConfigYAML(simURL, listen, db, fixtures.ConfigOptions{}) + "control_socket: " + socket + "\n"
+	// evil probes every contract tool with every key in quick succession:
+	// the per-tenant call rate is lifted so that each probe reaches the
+	// rule under test rather than the rate limit.
+	cfg := fixtures.ConfigYAML(simURL, listen, db, fixtures.ConfigOptions{}) + "control_socket: " + socket + "\n" +
+		"limits: {call_rate: 100000, call_burst: 100000}\n"
 	path := filepath.Join(dir, "taskgate.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
