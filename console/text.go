@@ -5,26 +5,16 @@ import (
 	"html/template"
 	"net/url"
 	"strings"
+
+	"github.com/taskgate/taskgate/internal/inert"
 )
 
 // shownAsCode reports whether the console shows r as its code point rather
-// than as itself: C0 and C1 controls and DEL (except the tab and newline
-// that preformatted text keeps), and the characters that reorder or hide
-// the text around them, bidi embeddings, overrides, isolates and marks and
-// zero-width characters (CVE-2021-42574), so that "bidi-\u202etxt.exe"
+// than as itself: every character inert.Invisible names, except the tab and
+// newline that preformatted text keeps, so that "bidi-\u202etxt.exe"
 // cannot read as "bidi-exe.txt".
 func shownAsCode(r rune) bool {
-	switch {
-	case r == '\t' || r == '\n':
-		return false
-	case r < 0x20 || 0x7f <= r && r <= 0x9f:
-		return true
-	}
-	switch r {
-	case 0x061c, 0x200b, 0x200c, 0x200d, 0x200e, 0x200f, 0x2060, 0xfeff:
-		return true
-	}
-	return 0x202a <= r && r <= 0x202e || 0x2066 <= r && r <= 0x2069
+	return r != '\t' && r != '\n' && inert.Invisible(r)
 }
 
 // codePoint is how a character shownAsCode reads on a page.

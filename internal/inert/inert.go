@@ -12,7 +12,8 @@
 //     [Terminal] escapes written as JSON escapes: the same value.
 //   - [URL]: a URL with its userinfo and every query value replaced.
 //
-// HTML needs no rule here: html/template escapes it.
+// HTML needs no rule here: html/template escapes it, and the console shows
+// each [Invisible] character as a marked escape.
 //
 // Every function is pure. This package must never drop a character without
 // showing that it was there (a reader must see that the text was unusual),
@@ -191,6 +192,22 @@ func URL(raw string) string {
 // nothing in GitHub-flavoured Markdown.
 const markdownPunctuation = "!#$&()*+-.:<=>@[\\]^_`{|}~"
 
+// Invisible reports whether r is a character that shows as something
+// other than itself: a C0 or C1 control or DEL, which terminals obey, or a
+// format character (bidi embeddings, overrides, isolates and marks,
+// zero-width characters, the byte-order mark) or line or paragraph
+// separator, which reorder or hide the text around them in every renderer
+// (CVE-2021-42574). Every output kind shows such a character as an escape.
+func Invisible(r rune) bool {
+	switch {
+	case r < 0x20 || r == 0x7f:
+		return true
+	case r < utf8.RuneSelf:
+		return false
+	}
+	return unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r)
+}
+
 // visible is the escape Terminal writes for r, if r needs one.
 func visible(r rune) (string, bool) {
 	switch {
@@ -202,9 +219,7 @@ func visible(r rune) (string, bool) {
 		return `\t`, true
 	case r < 0x20 || r == 0x7f:
 		return fmt.Sprintf(`\x%02x`, r), true
-	case r < utf8.RuneSelf:
-		return "", false
-	case unicode.Is(unicode.Cc, r), unicode.Is(unicode.Cf, r), unicode.Is(unicode.Zl, r), unicode.Is(unicode.Zp, r):
+	case Invisible(r):
 		return fmt.Sprintf(`\u{%X}`, r), true
 	}
 	return "", false

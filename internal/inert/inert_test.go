@@ -179,3 +179,19 @@ func TestURL(t *testing.T) {
 		})
 	}
 }
+
+func TestInvisible(t *testing.T) {
+	for _, tc := range []struct {
+		r    rune
+		want bool
+	}{
+		{'a', false}, {' ', false}, {'~', false}, {'é', false}, {'中', false},
+		{'\t', true}, {'\n', true}, {0x1b, true}, {0x7f, true}, {0x85, true}, {0x9b, true},
+		{0x202e, true}, {0x2066, true}, {0x200b, true}, {0x200d, true}, {0xfeff, true}, {0x061c, true},
+		{0x2028, true}, {0x2029, true}, {0xe0041, true},
+	} {
+		if got := Invisible(tc.r); got != tc.want {
+			t.Errorf("Invisible(%U) = %v, want %v", tc.r, got, tc.want)
+		}
+	}
+}
