@@ -190,7 +190,7 @@ func TestInvisible(t *testing.T) {
 		{0x202e, true}, {0x2066, true}, {0x200b, true}, {0x200d, true}, {0xfeff, true}, {0x061c, true},
 		{0x2028, true}, {0x2029, true}, {0xe0041, true},
 	} {
-		if got := Invisible(tc.r); got != tc.want {
+		if got := inert.Invisible(tc.r); got != tc.want {
 			t.Errorf("Invisible(%U) = %v, want %v", tc.r, got, tc.want)
 		}
 	}
