@@ -143,7 +143,7 @@ type Limits struct {
 	StreamsPerTenant int `yaml:"streams_per_tenant"`
 	// CallsPerTenant bounds one tenant's tool calls in progress at once;
 	// a call past it waits a moment (250ms) for one to end before it is
-	// refused. Default 4.
+	// refused. Default 64.
 	CallsPerTenant int `yaml:"calls_per_tenant"`
 	// CallRate is how many tool calls per second one tenant may make on
 	// average, and CallBurst how many at once after a quiet spell.

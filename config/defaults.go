@@ -92,7 +92,7 @@ func (l *Limits) applyDefaults() {
 	l.SessionIdle = cmp.Or(l.SessionIdle, 30*time.Minute)
 	l.Streams = cmp.Or(l.Streams, 1000)
 	l.StreamsPerTenant = cmp.Or(l.StreamsPerTenant, 100)
-	l.CallsPerTenant = cmp.Or(l.CallsPerTenant, 4)
+	l.CallsPerTenant = cmp.Or(l.CallsPerTenant, 64)
 	l.CallRate = cmp.Or(l.CallRate, 50)
 	l.CallBurst = cmp.Or(l.CallBurst, 100)
 	l.SignInsPerMinute = cmp.Or(l.SignInsPerMinute, 10)
