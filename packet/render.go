@@ -226,9 +226,7 @@ func fence(b *bytes.Buffer, raw json.RawMessage) {
 		pretty.Reset()
 		pretty.Write(raw)
 	}
-	shown := inert.JSON(bytes.TrimRight(pretty.Bytes(), "\n"))
-	f := strings.Repeat("`", max(3, longestRun(string(shown), '`')+1))
-	fmt.Fprintf(b, "%sjson\n%s\n%s\n", f, shown, f)
+	b.WriteString(inert.MarkdownCodeBlock("json", string(inert.JSON(bytes.TrimRight(pretty.Bytes(), "\n")))))
 }
 
 // code and cellCode are where the packet's own Markdown shows text of the
@@ -247,19 +245,6 @@ func cellCode(s string) string {
 		return "—"
 	}
 	return inert.MarkdownCodeCell(s)
-}
-
-func longestRun(s string, c byte) int {
-	longest, n := 0, 0
-	for i := range len(s) {
-		if s[i] != c {
-			n = 0
-			continue
-		}
-		n++
-		longest = max(longest, n)
-	}
-	return longest
 }
 
 func stamp(t time.Time) string {

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -68,27 +67,7 @@ func limitsStartJobs(t *testing.T, ctx context.Context, extra string, nofile int
 	}
 	// The shell lowers the limit (soft and hard, so that Go's runtime
 	// cannot raise it again) and becomes the gateway.
-	g := &gateway{cmd: exec.Command("/bin/sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" serve --config "$1" --log-level info`, nofile), gatewayBinary, path),
-		done: make(chan error, 1)}
-	g.cmd.Stdout = io.Discard
-	g.cmd.Stderr = &g.out
-	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := g.cmd.Start(); err != nil {
-		t.Fatalf("start taskgate serve: %v", err)
-	}
-	go func() { g.done <- g.cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = g.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-g.done:
-		case <-time.After(20 * time.Second):
-			_ = g.cmd.Process.Kill()
-			<-g.done
-		}
-		if t.Failed() {
-			t.Logf("taskgate serve's output:\n%s", g.out.String())
-		}
-	})
+	g := startCommand(t, exec.Command("/bin/sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" serve --config "$1" --log-level info`, nofile), gatewayBinary, path))
 	lg := &limitsGateway{gateway: g, url: "http://" + listen, db: db}
 	testwait.Until(t, ctx, "the gateway to answer /healthz", func() (bool, error) {
 		code, err := getStatus(lg.url + "/healthz")

@@ -57,7 +57,14 @@ type gateway struct {
 // output logged if the test failed.
 func startGateway(t *testing.T, path string) *gateway {
 	t.Helper()
-	g := &gateway{cmd: exec.Command(gatewayBinary, "serve", "--config", path, "--log-level", "info"), done: make(chan error, 1)}
+	return startCommand(t, exec.Command(gatewayBinary, "serve", "--config", path, "--log-level", "info"))
+}
+
+// startCommand starts cmd, a command that runs taskgate serve, in a process
+// group of its own, as startGateway does.
+func startCommand(t *testing.T, cmd *exec.Cmd) *gateway {
+	t.Helper()
+	g := &gateway{cmd: cmd, done: make(chan error, 1)}
 	g.cmd.Stdout = io.Discard
 	g.cmd.Stderr = &g.out
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -8,6 +8,7 @@
 //     Markdown text and code spans that render as exactly the characters
 //     [Terminal] shows, so that no link, image, HTML, heading, list, table
 //     break, emphasis or math comes from data.
+//   - [MarkdownCodeBlock]: a fenced code block no text inside can close.
 //   - [JSON]: JSON text shown as text (a code block), with the characters
 //     [Terminal] escapes written as JSON escapes: the same value.
 //   - [URL]: a URL with its userinfo and every query value replaced.
@@ -109,6 +110,15 @@ func MarkdownCodeCell(s string) string {
 	s = Terminal(s)
 	s = strings.ReplaceAll(s, `\|`, `\x5c|`)
 	return strings.ReplaceAll(MarkdownCode(s), "|", `\|`)
+}
+
+// MarkdownCodeBlock returns text as a fenced code block tagged lang, whose
+// fence no run of backticks inside text can close. The text is shown as it
+// is, line breaks included: only text that an earlier rule made inert
+// ([JSON], say) belongs in one.
+func MarkdownCodeBlock(lang, text string) string {
+	f := strings.Repeat("`", max(3, longestRun(text, '`')+1))
+	return f + lang + "\n" + text + "\n" + f + "\n"
 }
 
 // JSON returns the JSON text raw with each character that [Terminal]

@@ -195,3 +195,15 @@ func TestInvisible(t *testing.T) {
 		}
 	}
 }
+
+func TestMarkdownCodeBlock(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{`{"a": 1}`, "```json\n{\"a\": 1}\n```\n"},
+		{"x ``` y", "````json\nx ``` y\n````\n"},
+		{"`````", "``````json\n`````\n``````\n"},
+	} {
+		if got := inert.MarkdownCodeBlock("json", tc.text); got != tc.want {
+			t.Errorf("MarkdownCodeBlock(%q) = %q, want %q", tc.text, got, tc.want)
+		}
+	}
+}
