@@ -609,7 +609,10 @@ func (a *consoleApprover) do(method, target string, form url.Values) (int, strin
 	return resp.StatusCode, string(b)
 }
 
-var consoleForm = regexp.MustCompile(`<form method="post" action="([^"]+/(approve|decline))" class="(approve|decline)">\s*<input type="hidden" name="csrf" value="([^"]+)">`)
+var (
+	consoleForm   = regexp.MustCompile(`(?s)<form method="post" action="([^"]+/(approve|decline))" class="(approve|decline)">(.*?)</form>`)
+	consoleHidden = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+)
 
 // decide opens the page at pageURL, the one a URL elicitation named, and
 // submits its verb form as it is filled in.
@@ -623,7 +626,12 @@ func (a *consoleApprover) decide(pageURL, verb string) {
 		if m[2] != verb {
 			continue
 		}
-		form := url.Values{"csrf": {m[4]}}
+		// The form is sent with its hidden fields as they are: the CSRF
+		// token and the kind and ID of the request it acts on.
+		form := url.Values{}
+		for _, h := range consoleHidden.FindAllStringSubmatch(m[4], -1) {
+			form.Set(h[1], html.UnescapeString(h[2]))
+		}
 		if verb == "approve" {
 			form.Set("max_total_cost", "18.00")
 			form.Set("max_remote_jobs", "1")
