@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +34,24 @@ func processGateway(t *testing.T, upstreamURL string) *fixtures.Harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(h.Close)
+	waitConnected(t, h)
 	return h
+}
+
+// waitConnected waits until the gateway process reports itself ready, its
+// upstreams connected: it answers /healthz as soon as it listens and
+// connects them in the background, and a call before that is refused.
+func waitConnected(t *testing.T, h *fixtures.Harness) {
+	t.Helper()
+	ready := strings.TrimSuffix(h.MCPURL(), "/mcp") + "/readyz"
+	testwait.Until(t, testCtx(t), "the gateway process to be ready", func() (bool, error) {
+		resp, err := http.Get(ready)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
 }
 
 // killAndRestart ends the gateway process with SIGKILL and starts it again
@@ -46,6 +64,7 @@ func killAndRestart(t *testing.T, h *fixtures.Harness) {
 	if err := h.Start(testCtx(t)); err != nil {
 		t.Fatalf("restart the gateway: %v", err)
 	}
+	waitConnected(t, h)
 }
 
 // TestQuestionSurvivesSIGKILL: a gateway process killed while a
