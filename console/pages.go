@@ -83,7 +83,7 @@ func parseTemplates() (*templates, error) {
 	t := &templates{pages: map[string]*template.Template{}}
 	for _, name := range []string{"signin", "inbox", "request", "operations", "operation", "spend", "error"} {
 		p, err := template.New(name).Funcs(template.FuncMap{
-			"stamp": stamp, "visible": visible, "seg": url.PathEscape, "operationPath": operationPath,
+			"stamp": stamp, "visible": visible, "decision": decision, "seg": url.PathEscape, "operationPath": operationPath,
 		}).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parse the %s page: %w", name, err)

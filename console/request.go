@@ -47,9 +47,9 @@ type requestData struct {
 	// Pending says the request still waits for a decision, so the page
 	// offers the approve and decline forms.
 	Pending bool
-	// OperationPath, ApprovePath and DeclinePath are built here, each ID
-	// escaped as one path segment, never by the template from stored text.
-	OperationPath, ApprovePath, DeclinePath string
+	// OperationPath is built here, its ID escaped as one path segment,
+	// never by the template from stored text.
+	OperationPath string
 }
 
 // request shows the viewer's approval request named by the path's {id},
@@ -81,8 +81,23 @@ func (c *Console) request(w http.ResponseWriter, r *http.Request) {
 	}
 	d := requestData{inboxRequest: inboxRequest{ApprovalRequestView: view, ArgumentsText: args.String()},
 		Pending:       view.Status == string(ledger.RequestPending),
-		OperationPath: operationPath(view.OperationID, ""),
-		ApprovePath:   RequestPath(id) + "/approve", DeclinePath: RequestPath(id) + "/decline"}
+		OperationPath: operationPath(view.OperationID, "")}
 	p := &page{Title: fmt.Sprintf("Approval request %d", id), Data: d}
 	c.render(w, r, "request", http.StatusOK, p)
+}
+
+// decisionForms is what the "decide" template, the approve and decline
+// forms of one approval request, shows: the request's ID (a number, so
+// safe in the forms' paths), its proposed terms and the session's CSRF
+// token.
+type decisionForms struct {
+	CSRF, Estimate, Currency string
+	ID                       int64
+	RemoteJobs               int
+}
+
+// decision gathers what the "decide" template needs, for a page that shows
+// a request's forms inside its own range or with.
+func decision(csrf string, id int64, estimate, currency string, remoteJobs int) decisionForms {
+	return decisionForms{CSRF: csrf, ID: id, Estimate: estimate, Currency: currency, RemoteJobs: remoteJobs}
 }
