@@ -628,7 +628,9 @@ func (r *run) summary() {
 		db := r.h.Config.Database
 		r.p.detail("kept: the ledger %s and the gateway's configuration %s; inspect them with", db, r.h.ConfigPath)
 		r.p.detail("  taskgate --db %s ops show %s", db, OperationID)
-		r.p.detail("  taskgate --db %s receipt %s --format md", db, OperationID)
+		// Reading a receipt signs it, with a key sealed by the demo's secrets key.
+		r.p.detail("  TASKGATE_SECRETS_KEYS=\"$(cat %s)\" taskgate --db %s receipt %s --format md",
+			filepath.Join(filepath.Dir(r.h.ConfigPath), keyFile), db, OperationID)
 	}
 	r.p.line("")
 	if o.OK() {
