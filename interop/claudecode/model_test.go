@@ -22,6 +22,10 @@ type Conversation struct {
 	Turn int
 	// Results are the tool results the client sent back, oldest first.
 	Results []ToolResult
+	// Texts are the texts of the user's messages, oldest first: the
+	// prompts, and what the client adds itself, such as the notice that a
+	// background task completed.
+	Texts []string
 }
 
 // Last is the newest tool result, or the zero ToolResult when there is
@@ -77,7 +81,8 @@ type model struct {
 	mu      sync.Mutex
 	results []ToolResult // every tool result seen, de-duplicated by ID
 	seen    map[string]bool
-	calls   int // main-loop requests
+	texts   []string // the user texts of the latest main-loop request
+	calls   int      // main-loop requests
 }
 
 func newModel(t testing.TB, script Script) *model {
@@ -95,6 +100,19 @@ func (m *model) Results() []ToolResult {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]ToolResult(nil), m.results...)
+}
+
+// SawText reports whether the latest main-loop request holds a user text
+// containing s.
+func (m *model) SawText(s string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, text := range m.texts {
+		if strings.Contains(text, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // request is the part of a Messages API request the model reads.
@@ -153,6 +171,9 @@ func (m *model) serve(w http.ResponseWriter, r *http.Request) {
 	reply := m.script(conv)
 	last := conv.Last()
 	m.t.Logf("model: turn %d, last tool result %s (error %v): %.600s", conv.Turn, last.Name, last.IsError, last.Text)
+	if n := len(conv.Texts); n > 0 {
+		m.t.Logf("model: turn %d, last user text: %.600s", conv.Turn, conv.Texts[n-1])
+	}
 	if reply.Tool != "" {
 		in, _ := json.Marshal(reply.Input)
 		m.t.Logf("model: turn %d answers with %s %s", conv.Turn, reply.Tool, in)
@@ -170,7 +191,9 @@ func (m *model) conversation(req request) *Conversation {
 	for _, msg := range req.Messages {
 		var blocks []block
 		if err := json.Unmarshal(msg.Content, &blocks); err != nil {
-			blocks = nil // a plain string
+			var text string
+			_ = json.Unmarshal(msg.Content, &text)
+			blocks = []block{{Type: "text", Text: text}}
 		}
 		if msg.Role == "assistant" {
 			c.Turn++
@@ -181,11 +204,16 @@ func (m *model) conversation(req request) *Conversation {
 				names[b.ID] = b.Name
 			case "tool_result":
 				c.Results = append(c.Results, ToolResult{ToolUseID: b.ToolUseID, Name: names[b.ToolUseID], IsError: b.IsError, Text: resultText(b.Content)})
+			case "text":
+				if msg.Role == "user" {
+					c.Texts = append(c.Texts, b.Text)
+				}
 			}
 		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.texts = c.Texts
 	for _, res := range c.Results {
 		if !m.seen[res.ToolUseID] {
 			m.seen[res.ToolUseID] = true
