@@ -80,6 +80,7 @@ func testTimeoutRetry(t *testing.T, opID string, env ...string) {
 	m := newModel(t, retryWhileFailing(runSuite, suiteInput(opID), 8))
 	c := gatewayClient(t, s, m, append([]string{"MCP_TOOL_TIMEOUT=2000"}, env...)...)
 	c.headless(t, ctx, "Run the settlement suite.", "mcp__taskgate")
+	t.Logf("the model was offered %s with the input schema %s", runSuite, m.Schema(runSuite))
 	results := m.Results()
 	if first := results[1]; first.Name != runSuite || !strings.Contains(first.Text, "timed out") {
 		t.Fatalf("the first call answered %+v; want Claude Code's own timeout", first)

@@ -82,11 +82,12 @@ type model struct {
 	results []ToolResult // every tool result seen, de-duplicated by ID
 	seen    map[string]bool
 	texts   []string // the user texts of the latest main-loop request
+	schemas map[string]json.RawMessage
 	calls   int      // main-loop requests
 }
 
 func newModel(t testing.TB, script Script) *model {
-	m := &model{t: t, script: script, seen: map[string]bool{}}
+	m := &model{t: t, script: script, seen: map[string]bool{}, schemas: map[string]json.RawMessage{}}
 	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
 	t.Cleanup(m.srv.Close)
 	return m
@@ -100,6 +101,14 @@ func (m *model) Results() []ToolResult {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]ToolResult(nil), m.results...)
+}
+
+// Schema is the input schema of the tool name as the client last offered
+// it to the model; nil when it never has.
+func (m *model) Schema(name string) json.RawMessage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.schemas[name]
 }
 
 // SawText reports whether the latest main-loop request holds a user text
@@ -124,7 +133,8 @@ type request struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 	Tools []struct {
-		Name string `json:"name"`
+		Name        string          `json:"name"`
+		InputSchema json.RawMessage `json:"input_schema"`
 	} `json:"tools"`
 }
 
@@ -159,9 +169,12 @@ func (m *model) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	main := false
+	m.mu.Lock()
 	for _, tool := range req.Tools {
 		main = main || tool.Name == "ToolSearch"
+		m.schemas[tool.Name] = tool.InputSchema
 	}
+	m.mu.Unlock()
 	if !main {
 		m.t.Logf("model: side request (%d messages, %d tools): answered with text", len(req.Messages), len(req.Tools))
 		m.answer(w, req, Reply{Text: "ok"})
