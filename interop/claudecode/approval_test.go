@@ -70,8 +70,9 @@ func questions(t *testing.T, dir string) []question {
 
 // retryAfter calls tool with input once ToolSearch has loaded it; while
 // the call fails it calls again, at most calls times in all, but the
-// first retry only once ready is closed: the model goes on after a human
-// has acted.
+// first retry only once ready is closed (or ctx ends: pass the test's
+// context, so that a test that fails early does not hold the client): the
+// model goes on after a human has acted.
 func retryAfter(ctx context.Context, ready <-chan struct{}, tool string, input map[string]any, calls int) Script {
 	next := retryWhileFailing(tool, input, calls)
 	return func(c *Conversation) Reply {
@@ -106,7 +107,9 @@ func (c *client) headlessInBackground(t *testing.T, ctx context.Context, prompt,
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.headless(t, ctx, prompt, allowed)
+		if _, err := c.runHeadless(t, ctx, prompt, allowed); err != nil {
+			t.Error(err)
+		}
 	}()
 	t.Cleanup(func() { <-done })
 	return done
@@ -133,7 +136,7 @@ func testElicitationHook(t *testing.T, action, opID string) {
 	ctx := testCtx(t, 3*time.Minute)
 	s := newStage(t, ctx, 2*time.Second, fixtures.ConfigOptions{Approval: true, Wait: 3 * time.Second}, approveByElicitation)
 	ready := make(chan struct{})
-	m := newModel(t, retryAfter(ctx, ready, runSuite, suiteInput(opID), 4))
+	m := newModel(t, retryAfter(t.Context(), ready, runSuite, suiteInput(opID), 4))
 	c := gatewayClient(t, s, m)
 	dir := t.TempDir()
 	c.elicitationHook(t, dir, action)
@@ -195,7 +198,7 @@ func TestHeadlessApprovalRequestApprovedByCLI(t *testing.T) {
 	s := newStage(t, ctx, 2*time.Second, fixtures.ConfigOptions{Approval: true}, approveByRequest)
 	const opID = "cc-approval-request"
 	ready := make(chan struct{})
-	m := newModel(t, retryAfter(ctx, ready, runSuite, suiteInput(opID), 4))
+	m := newModel(t, retryAfter(t.Context(), ready, runSuite, suiteInput(opID), 4))
 	c := gatewayClient(t, s, m)
 	done := c.headlessInBackground(t, ctx, "Run the settlement suite.", "mcp__taskgate")
 

@@ -202,6 +202,16 @@ func (c *client) settings(t *testing.T, v map[string]any) {
 // headless runs `claude -p prompt` to its end and returns what it printed.
 func (c *client) headless(t *testing.T, ctx context.Context, prompt string, allowed string) string {
 	t.Helper()
+	out, err := c.runHeadless(t, ctx, prompt, allowed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// runHeadless runs `claude -p prompt` to its end, logs what it printed
+// and returns its standard output; it may run on any goroutine.
+func (c *client) runHeadless(t *testing.T, ctx context.Context, prompt string, allowed string) (string, error) {
 	cmd := exec.CommandContext(ctx, binaries.claude, "-p", prompt,
 		"--mcp-config", c.mcpConfig, "--strict-mcp-config", "--allowedTools", allowed, "--output-format", "text")
 	cmd.Dir = c.project
@@ -212,9 +222,9 @@ func (c *client) headless(t *testing.T, ctx context.Context, prompt string, allo
 	err := cmd.Run()
 	t.Logf("claude -p printed:\n%s%s", stdout.String(), stderr.String())
 	if err != nil {
-		t.Fatalf("claude -p: %v", err)
+		return "", fmt.Errorf("claude -p: %w", err)
 	}
-	return stdout.String()
+	return stdout.String(), nil
 }
 
 func writeJSONFile(t *testing.T, path string, v any) {

@@ -83,7 +83,7 @@ type model struct {
 	seen    map[string]bool
 	texts   []string // the user texts of the latest main-loop request
 	schemas map[string]json.RawMessage
-	calls   int // main-loop requests
+	calls   int // responses written, which number their IDs
 }
 
 func newModel(t testing.TB, script Script) *model {

@@ -17,7 +17,6 @@ import (
 
 // tui is an interactive Claude Code running in a tmux server of its own.
 type tui struct {
-	t      *testing.T
 	c      *client
 	socket string
 	n      int // sessions started
@@ -30,7 +29,7 @@ func (c *client) interactive(t *testing.T, ctx context.Context, args ...string) 
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("SKIPPED: no tmux on PATH; `make interop` installs it")
 	}
-	u := &tui{t: t, c: c, socket: filepath.Join(t.TempDir(), "tmux")}
+	u := &tui{c: c, socket: filepath.Join(t.TempDir(), "tmux")}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the screen at the end:\n%s", u.screen())
