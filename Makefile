@@ -22,9 +22,10 @@ build:
 conformance:
 	./conformance/run
 
-# Claude Code, pinned (installed with npm into .cache/interop), driven
-# against a real taskgate serve and the simulated provider, with a scripted
-# model on loopback; installs tmux if missing. See docs/claude-code.md.
+# Claude Code and the MCP TypeScript SDK's client, pinned (installed with
+# npm into .cache/interop), against a real taskgate serve and the simulated
+# provider, Claude Code with a scripted model on loopback; installs tmux if
+# missing. See docs/claude-code.md.
 interop:
 	./interop/run
 
