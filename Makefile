@@ -4,7 +4,7 @@
 # builds with CGO_ENABLED=0.
 GO ?= go
 
-.PHONY: test vet build conformance bench-accept bench-proxy bench-replicas bench-fairness fuzz
+.PHONY: test vet build conformance interop bench-accept bench-proxy bench-replicas bench-fairness fuzz
 
 test: vet
 	CGO_ENABLED=1 $(GO) test -race -timeout 20m ./...
@@ -21,6 +21,13 @@ build:
 # .cache/conformance (needs npm). See docs/conformance.md.
 conformance:
 	./conformance/run
+
+# Claude Code and the MCP TypeScript SDK's client, pinned (installed with
+# npm into .cache/interop), against a real taskgate serve and the simulated
+# provider, Claude Code with a scripted model on loopback; installs tmux if
+# missing. See docs/claude-code.md.
+interop:
+	./interop/run
 
 bench-accept:
 	./bench/accept
