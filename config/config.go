@@ -18,6 +18,7 @@
 package config
 
 import (
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -209,6 +210,17 @@ type Upstream struct {
 	// Headers are sent on every HTTP request: the gateway's own upstream
 	// credential. A downstream client's token is never passed through.
 	Headers map[string]string `yaml:"headers"`
+	// TenantHeaders are headers by tenant: every request the gateway
+	// makes to the upstream on behalf of a tenant listed here carries
+	// Headers with that tenant's headers over them, on sessions of that
+	// tenant alone, so that the provider tells tenants apart. Values come
+	// from the environment (env), never from the file. URL upstreams only.
+	TenantHeaders map[string]map[string]*HeaderValue `yaml:"tenant_headers"`
+	// UnlistedTenants says what a tenant without an entry in
+	// TenantHeaders gets when the upstream has any: "refuse" (its calls
+	// are refused, nothing is sent) or "shared" (its requests carry
+	// Headers only, the gateway's own credential). Default refuse.
+	UnlistedTenants UnlistedTenants `yaml:"unlisted_tenants"`
 	// Required upstreams must answer for /readyz. Default true.
 	Required *bool `yaml:"required"`
 	// Timeout bounds one upstream call. Default 60s.
@@ -224,6 +236,80 @@ type Upstream struct {
 	// Tools configures tools by their upstream name. Tools not listed pass
 	// straight through as non-consequential.
 	Tools map[string]*Tool `yaml:"tools"`
+}
+
+// UnlistedTenants is what an upstream with tenant headers does for a
+// tenant it has none for.
+type UnlistedTenants string
+
+const (
+	// UnlistedRefuse refuses the tenant's requests to the upstream.
+	UnlistedRefuse UnlistedTenants = "refuse"
+	// UnlistedShared sends them with the upstream's headers only.
+	UnlistedShared UnlistedTenants = "shared"
+)
+
+// HeaderValue is where a tenant's header value comes from: the environment
+// variable Env, read when the file is loaded (and again on each reload).
+// The value itself is never written back, printed or logged.
+type HeaderValue struct {
+	// Env names the environment variable that holds the value.
+	Env string `yaml:"env"`
+
+	value string
+}
+
+// Value is the header's value as read from its source.
+func (h *HeaderValue) Value() string { return h.value }
+
+// String hides the value, so that a HeaderValue printed by mistake shows
+// only where it comes from.
+func (h *HeaderValue) String() string { return "env " + h.Env }
+
+// ForTenant is the configuration the upstream's requests on behalf of
+// tenant use: Headers with the tenant's headers over them, and no tenant
+// headers. ok is false for a tenant without an entry when the upstream
+// has tenant headers and refuses unlisted tenants. An upstream without
+// tenant headers is returned as it is.
+func (u *Upstream) ForTenant(tenant string) (cfg *Upstream, ok bool) {
+	if len(u.TenantHeaders) == 0 {
+		return u, true
+	}
+	th, listed := u.TenantHeaders[tenant]
+	if !listed && u.UnlistedTenants != UnlistedShared {
+		return nil, false
+	}
+	out := *u
+	out.TenantHeaders, out.UnlistedTenants = nil, ""
+	out.Headers = maps.Clone(u.Headers)
+	if out.Headers == nil {
+		out.Headers = map[string]string{}
+	}
+	for k, h := range th {
+		// One header, whatever the case it is written in: the tenant's.
+		for have := range out.Headers {
+			if strings.EqualFold(have, k) {
+				delete(out.Headers, have)
+			}
+		}
+		out.Headers[k] = h.Value()
+	}
+	return &out, true
+}
+
+// tenantHeaderValues are the tenant headers' values, by tenant and header,
+// for comparing two configurations.
+func (u *Upstream) tenantHeaderValues() map[string]map[string]string {
+	out := make(map[string]map[string]string, len(u.TenantHeaders))
+	for t, hs := range u.TenantHeaders {
+		out[t] = make(map[string]string, len(hs))
+		for k, h := range hs {
+			if h != nil {
+				out[t][k] = h.Value()
+			}
+		}
+	}
+	return out
 }
 
 // ControlSocketPath is ControlSocket, or its default in tempDir; "" (no
