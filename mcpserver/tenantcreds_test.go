@@ -222,8 +222,8 @@ func TestTenantCredentials(t *testing.T) {
 		}{
 			{modern[tenant], &mcp.CallToolParams{Name: "hosted_test.estimate_suite", Arguments: map[string]any{"suite": suite}}}, // forwarded
 			{legacy[tenant], &mcp.CallToolParams{Name: "hosted_test.estimate_suite", Arguments: map[string]any{"suite": suite}}}, // relayed as a stateless request
-			{legacy[tenant], &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}, Meta: marker}},               // in a 2025-11-25 relay session
-			{modern[tenant], &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}, Meta: marker}},               // relayed into the relay session
+			{legacy[tenant], &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}, Meta: marker}},              // in a 2025-11-25 relay session
+			{modern[tenant], &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}, Meta: marker}},              // relayed into the relay session
 			{modern[tenant], &mcp.CallToolParams{Name: "plumbing.region", Arguments: map[string]any{"region": tenant}}},          // the SDK path
 		} {
 			if res, err := call.cs.CallTool(ctx, call.params); err != nil || res.IsError {
@@ -343,4 +343,3 @@ func credentialOf(creds map[string]string, auth string) string {
 	}
 	return "the gateway"
 }
-
