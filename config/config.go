@@ -18,6 +18,8 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -249,22 +251,76 @@ const (
 	UnlistedShared UnlistedTenants = "shared"
 )
 
-// HeaderValue is where a tenant's header value comes from: the environment
-// variable Env, read when the file is loaded (and again on each reload).
-// The value itself is never written back, printed or logged.
+// HeaderValue is where a tenant's header value comes from, one of: the
+// environment variable Env, read when the file is loaded (and again on each
+// reload), or Sealed, a value sealed with the gateway's secrets keys
+// (taskgate secrets-key seal), opened by [Config.OpenTenantHeaders]. The
+// value itself is never written back, printed or logged.
 type HeaderValue struct {
 	// Env names the environment variable that holds the value.
 	Env string `yaml:"env"`
+	// Sealed is the value sealed for this upstream, tenant and header.
+	Sealed string `yaml:"sealed"`
 
 	value string
 }
 
-// Value is the header's value as read from its source.
+// Value is the header's value as read from its source; "" for a sealed
+// value before OpenTenantHeaders.
 func (h *HeaderValue) Value() string { return h.value }
 
 // String hides the value, so that a HeaderValue printed by mistake shows
 // only where it comes from.
-func (h *HeaderValue) String() string { return "env " + h.Env }
+func (h *HeaderValue) String() string {
+	if h.Sealed != "" {
+		return "sealed"
+	}
+	return "env " + h.Env
+}
+
+// TenantHeaderLabel is what a sealed tenant header value is bound to: the
+// upstream, the tenant and the header's name (in any case), so that a value
+// sealed for one of them opens for no other.
+func TenantHeaderLabel(upstream, tenant, header string) string {
+	return "tenant header " + upstream + " " + tenant + " " + strings.ToLower(header)
+}
+
+// OpenTenantHeaders opens the sealed tenant header values with open (the
+// secrets key ring's, nil when the gateway has none), given each value and
+// its TenantHeaderLabel. Its errors are FieldErrors naming the header;
+// they never show a value.
+func (c *Config) OpenTenantHeaders(open func(sealed, label string) ([]byte, error)) error {
+	var errs []error
+	for i, u := range c.Upstreams {
+		if u == nil {
+			continue
+		}
+		for _, tenant := range slices.Sorted(maps.Keys(u.TenantHeaders)) {
+			for _, name := range slices.Sorted(maps.Keys(u.TenantHeaders[tenant])) {
+				h := u.TenantHeaders[tenant][name]
+				if h == nil || h.Sealed == "" {
+					continue
+				}
+				field := fmt.Sprintf("upstreams[%d].tenant_headers.%s.%s.sealed", i, tenant, name)
+				if open == nil {
+					errs = append(errs, &FieldError{File: c.File, Field: field, Reason: "is sealed, but the gateway has no secrets key to open it; set secrets.key_file (or " +
+						"TASKGATE_SECRETS_KEYS) to the key file it was sealed with"})
+					continue
+				}
+				b, err := open(h.Sealed, TenantHeaderLabel(u.Name, tenant, name))
+				switch {
+				case err != nil:
+					errs = append(errs, &FieldError{File: c.File, Field: field, Reason: fmt.Sprintf("does not open: %v; seal it again for this upstream, tenant and header with taskgate secrets-key seal", err)})
+				case len(b) == 0 || strings.ContainsAny(string(b), "\r\n\x00"):
+					errs = append(errs, &FieldError{File: c.File, Field: field, Reason: "opens to an empty value or one with a line break or NUL, which no header value may hold; seal the credential alone"})
+				default:
+					h.value = string(b)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // ForTenant is the configuration the upstream's requests on behalf of
 // tenant use: Headers with the tenant's headers over them, and no tenant

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -68,9 +70,11 @@ func TestTenantHeadersInvalid(t *testing.T) {
 		{"command upstream", "upstreams:\n  - name: up\n    command: [x]\n    tenant_headers:\n      acme: {Authorization: {env: ACME_TOKEN}}\n",
 			"t.yaml:4: upstreams[0].tenant_headers: apply only to a url upstream: a command upstream is one process for every tenant"},
 		{"value in the file", tenantBase + "    tenant_headers:\n      acme: {Authorization: Bearer acme-secret}\n",
-			"t.yaml:6: upstreams[0].tenant_headers.acme.Authorization: must be a mapping of fields (env), got"},
+			"t.yaml:6: upstreams[0].tenant_headers.acme.Authorization: must be a mapping of fields (env, sealed), got"},
 		{"no source", tenantBase + "    tenant_headers:\n      acme: {Authorization: {}}\n",
-			"upstreams[0].tenant_headers.acme.Authorization: needs env: the environment variable that holds the value"},
+			"upstreams[0].tenant_headers.acme.Authorization: needs env (the environment variable that holds the value) or sealed"},
+		{"env and sealed", tenantBase + "    tenant_headers:\n      acme: {Authorization: {env: ACME_TOKEN, sealed: tgs1.k.d}}\n",
+			"upstreams[0].tenant_headers.acme.Authorization: has both env and sealed; keep one"},
 		{"unset variable", tenantBase + "    tenant_headers:\n      acme: {Authorization: {env: NOPE}}\n",
 			"t.yaml:6: upstreams[0].tenant_headers.acme.Authorization.env: names NOPE, which is not set in the environment; set it to tenant acme's credential"},
 		{"empty variable", tenantBase + "    tenant_headers:\n      acme: {Authorization: {env: EMPTY}}\n",
@@ -136,6 +140,57 @@ func TestTenantHeadersReload(t *testing.T) {
 				if strings.Contains(c, "secret") {
 					t.Errorf("a change shows a value: %q", c)
 				}
+			}
+		})
+	}
+}
+
+func TestTenantHeadersSealed(t *testing.T) {
+	y := tenantBase + "    tenant_headers:\n      acme: {Authorization: {sealed: tgs1.k1.acme}}\n      globex: {Authorization: {env: GLOBEX}}\n"
+	parse := func() *Config {
+		t.Helper()
+		c, err := Parse(strings.NewReader(y), "t.yaml", env(map[string]string{"GLOBEX": "Bearer globex-secret"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// A stand-in for the key ring: it opens what was sealed for its label.
+	ring := func(sealed, label string) ([]byte, error) {
+		if sealed == "tgs1.k1.acme" && label == TenantHeaderLabel("up", "acme", "authorization") {
+			return []byte("Bearer acme-secret"), nil
+		}
+		return nil, errors.New("sealed value did not open")
+	}
+	for _, tt := range []struct {
+		name string
+		open func(string, string) ([]byte, error)
+		want string // error; "" opens
+	}{
+		{"opened", ring, ""},
+		{"no key", nil, "upstreams[0].tenant_headers.acme.Authorization.sealed: is sealed, but the gateway has no secrets key to open it"},
+		{"another key", func(string, string) ([]byte, error) { return nil, errors.New("key k1 is not in the ring") },
+			"upstreams[0].tenant_headers.acme.Authorization.sealed: does not open: key k1 is not in the ring; seal it again"},
+		{"an empty value", func(string, string) ([]byte, error) { return []byte{}, nil }, "opens to an empty value"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := parse()
+			err := c.OpenTenantHeaders(tt.open)
+			if tt.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("OpenTenantHeaders = %v, want %s", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := c.Upstreams[0].ForTenant("acme")
+			if got.Headers["Authorization"] != "Bearer acme-secret" {
+				t.Errorf("acme's Authorization = %q, want the opened value", got.Headers["Authorization"])
+			}
+			if h := c.Upstreams[0].TenantHeaders["acme"]["Authorization"]; fmt.Sprint(h) != "sealed" {
+				t.Errorf("a sealed header prints as %q, want only that it is sealed", fmt.Sprint(h))
 			}
 		})
 	}

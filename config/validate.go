@@ -196,9 +196,15 @@ func validateTenantHeaders(v *validator, f string, u *Upstream) {
 			if !headerName.MatchString(name) {
 				v.fail(hf, "%q is not an HTTP header name", name)
 			}
-			if h == nil || h.Env == "" {
-				v.fail(hf, "needs env: the environment variable that holds the value (a value is never written in the file)")
+			switch {
+			case h == nil || h.Env == "" && h.Sealed == "":
+				v.fail(hf, "needs env (the environment variable that holds the value) or sealed (the value sealed with taskgate secrets-key seal); a plain value is never written in the file")
 				continue
+			case h.Env != "" && h.Sealed != "":
+				v.fail(hf, "has both env and sealed; keep one")
+				continue
+			case h.Sealed != "":
+				continue // opened with the secrets keys (OpenTenantHeaders)
 			}
 			val, ok := v.lookupEnv(h.Env)
 			switch {

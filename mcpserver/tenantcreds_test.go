@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -22,10 +23,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/daemon"
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
@@ -105,7 +108,8 @@ func (b *syncBuffer) String() string {
 // (forwarded, relayed in a 2025-11-25 relay session from either protocol
 // era, relayed statelessly, and the SDK path on the tenant's own
 // 2025-11-25 session). Every request on a tenant's behalf carries that
-// tenant's credential, and no upstream session ever carries two
+// tenant's credential (acme's read from the environment, globex's sealed
+// with the secrets keys), and no upstream session ever carries two
 // credentials. Tenant initech, without an entry, is refused with
 // tenant_credential_missing and reaches neither upstream. No credential
 // appears in the gateway's log or its ledger (receipts included).
@@ -115,8 +119,13 @@ func TestTenantCredentials(t *testing.T) {
 		"globex": "Bearer globex-credential-93c0",
 	}
 	const shared = "Bearer gateway-credential-77d2"
+	// acme's credential comes from the environment, globex's sealed with
+	// the secrets keys.
 	t.Setenv("TASKGATE_TEST_ACME_TOKEN", creds["acme"])
-	t.Setenv("TASKGATE_TEST_GLOBEX_TOKEN", creds["globex"])
+	ring, err := secrets.ParseRing([]byte(secrets.NewKey()), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := testCtx(t)
 
 	sim := providersim.New(&providersim.Options{JobDuration: 5 * time.Minute})
@@ -140,18 +149,21 @@ func TestTenantCredentials(t *testing.T) {
 	credentials := "    headers: {Authorization: " + shared + "}\n" +
 		"    tenant_headers:\n" +
 		"      acme: {Authorization: {env: TASKGATE_TEST_ACME_TOKEN}}\n" +
-		"      globex: {Authorization: {env: TASKGATE_TEST_GLOBEX_TOKEN}}\n"
+		"      globex: {Authorization: {sealed: %s}}\n"
 	dbPath := filepath.Join(t.TempDir(), "taskgate.db")
 	y := fixtures.ConfigYAML(simSrv.URL+"/mcp", "127.0.0.1:0", "sqlite:"+dbPath, fixtures.ConfigOptions{})
-	y = strings.Replace(y, "  - name: hosted_test\n", "  - name: hosted_test\n"+credentials, 1)
-	y += "  - name: plumbing\n    url: " + plumbSrv.URL + "\n" + credentials
+	seal := func(up string) string {
+		return fmt.Sprintf(credentials, ring.SealBytes([]byte(creds["globex"]), config.TenantHeaderLabel(up, "globex", "Authorization")))
+	}
+	y = strings.Replace(y, "  - name: hosted_test\n", "  - name: hosted_test\n"+seal("hosted_test"), 1)
+	y += "  - name: plumbing\n    url: " + plumbSrv.URL + "\n" + seal("plumbing")
 	cfg, err := config.Parse(strings.NewReader(y), "tenantcreds.yaml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logged syncBuffer
 	log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	url, keys := startDaemon(t, ctx, cfg, log, "acme", "globex", "initech")
+	url, keys := startDaemonWith(t, ctx, &daemon.Options{Config: cfg, Logger: log, Secrets: ring}, "acme", "globex", "initech")
 	key := map[string]string{"acme": keys[0], "globex": keys[1], "initech": keys[2]}
 
 	modern := map[string]*mcp.ClientSession{}
