@@ -22,8 +22,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/internal/daemon"
+	"github.com/taskgate/taskgate/internal/dburl"
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/internal/testwait"
@@ -352,4 +354,76 @@ func credentialOf(creds map[string]string, auth string) string {
 		return "nobody"
 	}
 	return "the gateway"
+}
+
+// TestTenantCredentialsReload: a reload reads the tenant's credential from
+// the environment again and the upstream's next requests carry the new
+// one; a reload whose sealed value cannot be opened (the gateway has no
+// secrets key) is refused, naming the field, and the running credential
+// stays.
+func TestTenantCredentialsReload(t *testing.T) {
+	ctx := testCtx(t)
+	var log credentialLog
+	up := httptest.NewServer(log.wrap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plumbingServer() },
+		&mcp.StreamableHTTPOptions{Stateless: true})))
+	t.Cleanup(up.Close)
+	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
+	base := fixtures.ConfigYAML(up.URL, "127.0.0.1:0", db, fixtures.ConfigOptions{})
+	withCredentials := func(acme string) *config.Config {
+		t.Helper()
+		y := strings.Replace(base, "  - name: hosted_test\n", "  - name: plumbing\n    tenant_headers:\n      acme: {Authorization: "+acme+"}\n", 1)
+		cfg, err := config.Parse(strings.NewReader(y), "reload.yaml", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	t.Setenv("TASKGATE_TEST_ACME_TOKEN", "Bearer acme-before")
+	d, err := daemon.Start(ctx, &daemon.Options{Config: withCredentials("{env: TASKGATE_TEST_ACME_TOKEN}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	store, err := dburl.Open(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	key, _, err := authn.NewAPIKey(ctx, store, "acme", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := dialGateway(t, d.URL+"/mcp", key, "acme-client", "", nil)
+	callWith := func(want string) {
+		t.Helper()
+		var res *mcp.CallToolResult
+		testwait.Until(t, ctx, "plumbing.meta to be listed and answer", func() (bool, error) {
+			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "plumbing.meta", Arguments: map[string]any{}})
+			return err == nil && !res.IsError, err
+		})
+		calls := log.seen()
+		var last credentialRequest
+		for _, r := range calls {
+			if r.method == "tools/call" {
+				last = r
+			}
+		}
+		if last.auth != want {
+			t.Errorf("the upstream's last tools/call carried %q, want %q", last.auth, want)
+		}
+	}
+	callWith("Bearer acme-before")
+
+	t.Setenv("TASKGATE_TEST_ACME_TOKEN", "Bearer acme-after")
+	changes, err := d.Reload(ctx, withCredentials("{env: TASKGATE_TEST_ACME_TOKEN}"))
+	if err != nil || !slices.Contains(changes, "upstream plumbing reconnects with a new tenant_headers") {
+		t.Fatalf("Reload = %q, %v; want the upstream reconnected with new tenant_headers", changes, err)
+	}
+	callWith("Bearer acme-after")
+
+	_, err = d.Reload(ctx, withCredentials("{sealed: tgs1.0123456789ab.AAAA}"))
+	if err == nil || !strings.Contains(err.Error(), "upstreams[0].tenant_headers.acme.Authorization.sealed: is sealed, but the gateway has no secrets key") {
+		t.Fatalf("Reload(sealed without a key) = %v; want a refusal naming the field", err)
+	}
+	callWith("Bearer acme-after")
 }
