@@ -356,11 +356,12 @@ func credentialOf(creds map[string]string, auth string) string {
 	return "the gateway"
 }
 
-// TestTenantCredentialsReload: a reload reads the tenant's credential from
-// the environment again and the upstream's next requests carry the new
-// one; a reload whose sealed value cannot be opened (the gateway has no
-// secrets key) is refused, naming the field, and the running credential
-// stays.
+// TestTenantCredentialsReload: a reload that gives a tenant a new
+// credential (here sealed with the secrets keys, which a reload opens
+// anew, in place of one from the environment) reconnects the upstream and
+// its next requests carry the new one; a reload whose sealed value does
+// not open (sealed for another tenant) is refused, naming the field, and
+// the running credential stays.
 func TestTenantCredentialsReload(t *testing.T) {
 	ctx := testCtx(t)
 	var log credentialLog
@@ -379,7 +380,11 @@ func TestTenantCredentialsReload(t *testing.T) {
 		return cfg
 	}
 	t.Setenv("TASKGATE_TEST_ACME_TOKEN", "Bearer acme-before")
-	d, err := daemon.Start(ctx, &daemon.Options{Config: withCredentials("{env: TASKGATE_TEST_ACME_TOKEN}")})
+	ring, err := secrets.ParseRing([]byte(secrets.NewKey()), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := daemon.Start(ctx, &daemon.Options{Config: withCredentials("{env: TASKGATE_TEST_ACME_TOKEN}"), Secrets: ring})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,15 +419,17 @@ func TestTenantCredentialsReload(t *testing.T) {
 	}
 	callWith("Bearer acme-before")
 
-	t.Setenv("TASKGATE_TEST_ACME_TOKEN", "Bearer acme-after")
-	changes, err := d.Reload(ctx, withCredentials("{env: TASKGATE_TEST_ACME_TOKEN}"))
+	sealed := func(tenant string) string {
+		return "{sealed: " + ring.SealBytes([]byte("Bearer acme-after"), config.TenantHeaderLabel("plumbing", tenant, "Authorization")) + "}"
+	}
+	changes, err := d.Reload(ctx, withCredentials(sealed("acme")))
 	if err != nil || !slices.Contains(changes, "upstream plumbing reconnects with a new tenant_headers") {
 		t.Fatalf("Reload = %q, %v; want the upstream reconnected with new tenant_headers", changes, err)
 	}
 	callWith("Bearer acme-after")
 
-	_, err = d.Reload(ctx, withCredentials("{sealed: tgs1.0123456789ab.AAAA}"))
-	if err == nil || !strings.Contains(err.Error(), "upstreams[0].tenant_headers.acme.Authorization.sealed: is sealed, but the gateway has no secrets key") {
+	_, err = d.Reload(ctx, withCredentials(sealed("globex")))
+	if err == nil || !strings.Contains(err.Error(), "upstreams[0].tenant_headers.acme.Authorization.sealed: does not open") {
 		t.Fatalf("Reload(sealed without a key) = %v; want a refusal naming the field", err)
 	}
 	callWith("Bearer acme-after")

@@ -91,8 +91,7 @@ func tenantConfig(t *testing.T, url string, env map[string]string, extra string)
 // sessions, each listed tenant's calls carry its credential on sessions of
 // its own, an unlisted tenant is refused (or, with unlisted_tenants:
 // shared, goes on the upstream's own session), and a reload that changes a
-// tenant's value in the environment reconnects the upstream with the new
-// value.
+// tenant's value reconnects the upstream with the new value.
 func TestTenantsHaveTheirOwnSessions(t *testing.T) {
 	var log headerLog
 	s := newTinyServer(true)
@@ -145,7 +144,7 @@ func TestTenantsHaveTheirOwnSessions(t *testing.T) {
 		}
 	}
 
-	// A new value in the environment, read by the reload.
+	// A new value for acme, as a reload that reads one gives.
 	env["ACME"] = "Bearer acme-2"
 	applied, err = p.Apply([]*config.Upstream{tenantConfig(t, srv.URL, env, "")})
 	if err != nil || len(applied.Replaced) != 1 {
