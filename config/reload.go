@@ -116,6 +116,9 @@ func Changes(running, next *Config) []string {
 		if was.IsRequired() != u.IsRequired() {
 			out = append(out, fmt.Sprintf("upstream %s required: %t", u.Name, u.IsRequired()))
 		}
+		if was.UnlistedTenants != u.UnlistedTenants && len(u.TenantHeaders) > 0 {
+			out = append(out, fmt.Sprintf("upstream %s unlisted_tenants: %s", u.Name, u.UnlistedTenants))
+		}
 		tools := slices.Sorted(maps.Keys(was.Tools))
 		for _, name := range slices.Sorted(maps.Keys(u.Tools)) {
 			if _, ok := was.Tools[name]; !ok {

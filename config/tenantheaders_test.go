@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -135,6 +136,9 @@ func TestTenantHeadersReload(t *testing.T) {
 			named := strings.Contains(strings.Join(changes, "\n"), "tenant_headers")
 			if named == tt.same {
 				t.Errorf("Changes = %q; want tenant_headers named: %t", changes, !tt.same)
+			}
+			if tt.name == "unlisted tenants shared" && !slices.Contains(changes, "upstream up unlisted_tenants: shared") {
+				t.Errorf("Changes = %q; want unlisted_tenants: shared named", changes)
 			}
 			for _, c := range changes {
 				if strings.Contains(c, "secret") {
