@@ -434,3 +434,86 @@ func TestTenantCredentialsReload(t *testing.T) {
 	}
 	callWith("Bearer acme-after")
 }
+
+// TestRemovedTenantCredentialSendsNothing: an operation accepted for acme
+// whose entry a reload then removes sends nothing more, with no credential:
+// its cancellation is recorded as not sent, saying why, and the provider
+// never hears of it; the job runs on.
+func TestRemovedTenantCredentialSendsNothing(t *testing.T) {
+	ctx := testCtx(t)
+	sim := providersim.New(&providersim.Options{JobDuration: 5 * time.Minute})
+	t.Cleanup(func() { sim.Close() })
+	var log credentialLog
+	simSrv := httptest.NewServer(log.wrap(sim.HTTPHandler()))
+	t.Cleanup(simSrv.Close)
+	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
+	base := fixtures.ConfigYAML(simSrv.URL+"/mcp", "127.0.0.1:0", db, fixtures.ConfigOptions{})
+	withTenant := func(tenant string) *config.Config {
+		t.Helper()
+		y := strings.Replace(base, "  - name: hosted_test\n", "  - name: hosted_test\n    headers: {Authorization: Bearer gateway-credential}\n    tenant_headers:\n      "+
+			tenant+": {Authorization: {env: TASKGATE_TEST_TOKEN}}\n", 1)
+		cfg, err := config.Parse(strings.NewReader(y), "removed.yaml", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	t.Setenv("TASKGATE_TEST_TOKEN", "Bearer tenant-credential")
+	d, err := daemon.Start(ctx, &daemon.Options{Config: withTenant("acme")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	store, err := dburl.Open(ctx, db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	key, _, err := authn.NewAPIKey(ctx, store, "acme", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := fixtures.Dial(ctx, d.URL+"/mcp", key, fixtures.EraExtension, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	var task *taskwire.Task
+	testwait.Until(t, ctx, "run_suite to be accepted", func() (bool, error) {
+		task, _, err = taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall("op-removed", nil), nil)
+		return err == nil && task != nil, err
+	})
+	testwait.Until(t, ctx, "the job to run at the provider", func() (bool, error) {
+		jobs := sim.Jobs()
+		return len(jobs) == 1 && jobs[0].Status == providersim.StatusRunning, nil
+	})
+
+	if _, err := d.Reload(ctx, withTenant("globex")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := taskwire.CancelTask(ctx, cs, task.ID); err != nil {
+		t.Fatalf("tasks/cancel: %v", err)
+	}
+	op, err := store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: "acme", OperationID: "op-removed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, ctx, "the cancellation to be recorded as not sent", func() (bool, error) {
+		evs, err := store.EventList(ctx, op.ID)
+		for _, e := range evs {
+			var data ledger.CancelSentData
+			if e.Kind == ledger.EventCancelSent && json.Unmarshal(e.Data, &data) == nil && strings.Contains(data.Error, "has none for tenant acme") {
+				return true, nil
+			}
+		}
+		return false, err
+	})
+	for _, r := range log.seen() {
+		if r.tool == providersim.ToolCancelJob {
+			t.Errorf("cancel_job reached the provider with the credential %q", r.auth)
+		}
+	}
+	if jobs := sim.Jobs(); len(jobs) != 1 || jobs[0].Status != providersim.StatusRunning {
+		t.Errorf("provider jobs %+v; want the one job running on", jobs)
+	}
+}
