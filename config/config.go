@@ -18,6 +18,9 @@
 package config
 
 import (
+	"errors"
+	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -209,6 +212,17 @@ type Upstream struct {
 	// Headers are sent on every HTTP request: the gateway's own upstream
 	// credential. A downstream client's token is never passed through.
 	Headers map[string]string `yaml:"headers"`
+	// TenantHeaders are headers by tenant: every request the gateway
+	// makes to the upstream on behalf of a tenant listed here carries
+	// Headers with that tenant's headers over them, on sessions of that
+	// tenant alone, so that the provider tells tenants apart. Values come
+	// from the environment (env), never from the file. URL upstreams only.
+	TenantHeaders map[string]map[string]*HeaderValue `yaml:"tenant_headers"`
+	// UnlistedTenants says what a tenant without an entry in
+	// TenantHeaders gets when the upstream has any: "refuse" (its calls
+	// are refused, nothing is sent) or "shared" (its requests carry
+	// Headers only, the gateway's own credential). Default refuse.
+	UnlistedTenants UnlistedTenants `yaml:"unlisted_tenants"`
 	// Required upstreams must answer for /readyz. Default true.
 	Required *bool `yaml:"required"`
 	// Timeout bounds one upstream call. Default 60s.
@@ -224,6 +238,134 @@ type Upstream struct {
 	// Tools configures tools by their upstream name. Tools not listed pass
 	// straight through as non-consequential.
 	Tools map[string]*Tool `yaml:"tools"`
+}
+
+// UnlistedTenants is what an upstream with tenant headers does for a
+// tenant it has none for.
+type UnlistedTenants string
+
+const (
+	// UnlistedRefuse refuses the tenant's requests to the upstream.
+	UnlistedRefuse UnlistedTenants = "refuse"
+	// UnlistedShared sends them with the upstream's headers only.
+	UnlistedShared UnlistedTenants = "shared"
+)
+
+// HeaderValue is where a tenant's header value comes from, one of: the
+// environment variable Env, read when the file is loaded (and again on each
+// reload), or Sealed, a value sealed with the gateway's secrets keys
+// (taskgate secrets-key seal), opened by [Config.OpenTenantHeaders]. The
+// value itself is never written back, printed or logged.
+type HeaderValue struct {
+	// Env names the environment variable that holds the value.
+	Env string `yaml:"env"`
+	// Sealed is the value sealed for this upstream, tenant and header.
+	Sealed string `yaml:"sealed"`
+
+	value string
+}
+
+// Value is the header's value as read from its source; "" for a sealed
+// value before OpenTenantHeaders.
+func (h *HeaderValue) Value() string { return h.value }
+
+// String hides the value, so that a HeaderValue printed by mistake shows
+// only where it comes from.
+func (h *HeaderValue) String() string {
+	if h.Sealed != "" {
+		return "sealed"
+	}
+	return "env " + h.Env
+}
+
+// TenantHeaderLabel is what a sealed tenant header value is bound to: the
+// upstream, the tenant and the header's name (in any case), so that a value
+// sealed for one of them opens for no other.
+func TenantHeaderLabel(upstream, tenant, header string) string {
+	return "tenant header " + upstream + " " + tenant + " " + strings.ToLower(header)
+}
+
+// OpenTenantHeaders opens the sealed tenant header values with open (the
+// secrets key ring's, nil when the gateway has none), given each value and
+// its TenantHeaderLabel. Its errors are FieldErrors naming the header;
+// they never show a value.
+func (c *Config) OpenTenantHeaders(open func(sealed, label string) ([]byte, error)) error {
+	var errs []error
+	for i, u := range c.Upstreams {
+		if u == nil {
+			continue
+		}
+		for _, tenant := range slices.Sorted(maps.Keys(u.TenantHeaders)) {
+			for _, name := range slices.Sorted(maps.Keys(u.TenantHeaders[tenant])) {
+				h := u.TenantHeaders[tenant][name]
+				if h == nil || h.Sealed == "" {
+					continue
+				}
+				field := fmt.Sprintf("upstreams[%d].tenant_headers.%s.%s.sealed", i, tenant, name)
+				if open == nil {
+					errs = append(errs, &FieldError{File: c.File, Field: field, Reason: "is sealed, but the gateway has no secrets key to open it; set secrets.key_file (or " +
+						"TASKGATE_SECRETS_KEYS) to the key file it was sealed with"})
+					continue
+				}
+				b, err := open(h.Sealed, TenantHeaderLabel(u.Name, tenant, name))
+				switch {
+				case err != nil:
+					errs = append(errs, &FieldError{File: c.File, Field: field, Reason: fmt.Sprintf("does not open: %v; seal it again for this upstream, tenant and header with taskgate secrets-key seal", err)})
+				case len(b) == 0 || strings.ContainsAny(string(b), "\r\n\x00"):
+					errs = append(errs, &FieldError{File: c.File, Field: field, Reason: "opens to an empty value or one with a line break or NUL, which no header value may hold; seal the credential alone"})
+				default:
+					h.value = string(b)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ForTenant is the configuration the upstream's requests on behalf of
+// tenant use: Headers with the tenant's headers over them, and no tenant
+// headers. ok is false for a tenant without an entry when the upstream
+// has tenant headers and refuses unlisted tenants. An upstream without
+// tenant headers is returned as it is.
+func (u *Upstream) ForTenant(tenant string) (cfg *Upstream, ok bool) {
+	if len(u.TenantHeaders) == 0 {
+		return u, true
+	}
+	th, listed := u.TenantHeaders[tenant]
+	if !listed && u.UnlistedTenants != UnlistedShared {
+		return nil, false
+	}
+	out := *u
+	out.TenantHeaders, out.UnlistedTenants = nil, ""
+	out.Headers = maps.Clone(u.Headers)
+	if out.Headers == nil {
+		out.Headers = map[string]string{}
+	}
+	for k, h := range th {
+		// One header, whatever the case it is written in: the tenant's.
+		for have := range out.Headers {
+			if strings.EqualFold(have, k) {
+				delete(out.Headers, have)
+			}
+		}
+		out.Headers[k] = h.Value()
+	}
+	return &out, true
+}
+
+// tenantHeaderValues are the tenant headers' values, by tenant and header,
+// for comparing two configurations.
+func (u *Upstream) tenantHeaderValues() map[string]map[string]string {
+	out := make(map[string]map[string]string, len(u.TenantHeaders))
+	for t, hs := range u.TenantHeaders {
+		out[t] = make(map[string]string, len(hs))
+		for k, h := range hs {
+			if h != nil {
+				out[t][k] = h.Value()
+			}
+		}
+	}
+	return out
 }
 
 // ControlSocketPath is ControlSocket, or its default in tempDir; "" (no

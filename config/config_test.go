@@ -368,17 +368,17 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		placeholder = ": the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}"
 	)
 	want := []string{
-		"t.yaml:71: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
-		"t.yaml:76: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
-		"t.yaml:96: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
-		"t.yaml:88: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:93: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:103: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
-		"t.yaml:124: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
-		"t.yaml:137: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
-		"t.yaml:129: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:134: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:144: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:75: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
+		"t.yaml:80: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
+		"t.yaml:100: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
+		"t.yaml:92: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:97: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:107: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:128: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
+		"t.yaml:141: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
+		"t.yaml:133: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:138: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:148: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
 	}
 	// The tools are a map: warnings of different tools come in no set order.
 	slices.Sort(got)

@@ -56,6 +56,9 @@ func (c *Config) applyDefaults() {
 		u.Timeout = cmp.Or(u.Timeout, 60*time.Second)
 		u.Tasks = cmp.Or(u.Tasks, "auto")
 		u.MaxRestartsPerMinute = cmp.Or(u.MaxRestartsPerMinute, DefaultMaxRestartsPerMinute)
+		if len(u.TenantHeaders) > 0 {
+			u.UnlistedTenants = cmp.Or(u.UnlistedTenants, UnlistedRefuse)
+		}
 		for _, t := range u.Tools {
 			if t == nil {
 				continue

@@ -45,6 +45,8 @@ type validator struct {
 	errs    []error
 	warns   []*FieldError
 	renamed bool
+	// lookupEnv reads the environment variables tenant headers name.
+	lookupEnv func(string) (string, bool)
 }
 
 // fail reports field as invalid, at its line in the file, or at the line

@@ -27,13 +27,18 @@ func Load(path string) (*Config, error) {
 // Parse reads YAML from r, applies defaults and validates. lookupEnv
 // expands ${VAR} references: the substitution is textual and happens before
 // the YAML is parsed, comments included, and a variable it does not know is
-// an error. A nil lookupEnv leaves references as written.
+// an error. A nil lookupEnv leaves references as written. The environment
+// variables that tenant headers name are read with lookupEnv, or from the
+// process environment when it is nil.
 func Parse(r io.Reader, file string, lookupEnv func(string) (string, bool)) (*Config, error) {
 	raw, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", file, err)
 	}
-	v := &validator{file: file}
+	v := &validator{file: file, lookupEnv: lookupEnv}
+	if lookupEnv == nil {
+		v.lookupEnv = os.LookupEnv
+	}
 	if lookupEnv != nil {
 		raw = v.expandEnv(raw, lookupEnv)
 		if len(v.errs) > 0 {

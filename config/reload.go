@@ -53,12 +53,20 @@ func CheckReload(running, next *Config) error {
 }
 
 // SameConnection reports whether two configurations of an upstream connect
-// the same way (endpoint, environment, credentials, timeout, tasks setting
-// and restart budget), so that its session can stay as it is.
+// the same way (endpoint, environment, credentials, tenant credentials,
+// timeout, tasks setting and restart budget), so that its sessions can stay
+// as they are. unlisted_tenants is not among them: it is read per request.
 func SameConnection(a, b *Upstream) bool {
 	return a.Name == b.Name && a.URL == b.URL && slices.Equal(a.Command, b.Command) &&
 		maps.Equal(a.Env, b.Env) && maps.Equal(a.Headers, b.Headers) && a.Timeout == b.Timeout && a.Tasks == b.Tasks &&
-		a.MaxRestartsPerMinute == b.MaxRestartsPerMinute
+		a.MaxRestartsPerMinute == b.MaxRestartsPerMinute && sameTenantHeaders(a, b)
+}
+
+// sameTenantHeaders reports whether a and b send every tenant the same
+// headers: the same tenants, header names and values (read from the
+// environment when each was loaded).
+func sameTenantHeaders(a, b *Upstream) bool {
+	return maps.EqualFunc(a.tenantHeaderValues(), b.tenantHeaderValues(), maps.Equal)
 }
 
 // connectionFields names the connection settings that differ between two
@@ -75,6 +83,7 @@ func connectionFields(a, b *Upstream) []string {
 	add(!slices.Equal(a.Command, b.Command), "command")
 	add(!maps.Equal(a.Env, b.Env), "env")
 	add(!maps.Equal(a.Headers, b.Headers), "headers")
+	add(!sameTenantHeaders(a, b), "tenant_headers")
 	add(a.Timeout != b.Timeout, "timeout")
 	add(a.Tasks != b.Tasks, "tasks")
 	add(a.MaxRestartsPerMinute != b.MaxRestartsPerMinute, "max_restarts_per_minute")
@@ -106,6 +115,9 @@ func Changes(running, next *Config) []string {
 		}
 		if was.IsRequired() != u.IsRequired() {
 			out = append(out, fmt.Sprintf("upstream %s required: %t", u.Name, u.IsRequired()))
+		}
+		if was.UnlistedTenants != u.UnlistedTenants && len(u.TenantHeaders) > 0 {
+			out = append(out, fmt.Sprintf("upstream %s unlisted_tenants: %s", u.Name, u.UnlistedTenants))
 		}
 		tools := slices.Sorted(maps.Keys(was.Tools))
 		for _, name := range slices.Sorted(maps.Keys(u.Tools)) {

@@ -140,7 +140,11 @@ func (c *Config) validate(v *validator) {
 			if len(u.Headers) > 0 {
 				v.fail(f+".headers", "apply only to a url upstream")
 			}
+			if len(u.TenantHeaders) > 0 {
+				v.fail(f+".tenant_headers", "apply only to a url upstream: a command upstream is one process for every tenant and takes no headers, so it cannot tell tenants apart; serve it over HTTP, or run one upstream per tenant")
+			}
 		}
+		validateTenantHeaders(v, f, u)
 		if u.Tasks != "auto" && u.Tasks != "off" {
 			v.fail(f+".tasks", "must be auto or off, got %q", u.Tasks)
 		}
@@ -166,6 +170,60 @@ func (c *Config) validate(v *validator) {
 		}
 	}
 }
+
+// validateTenantHeaders checks an upstream's tenant headers and reads
+// their values from the environment.
+func validateTenantHeaders(v *validator, f string, u *Upstream) {
+	switch {
+	case len(u.TenantHeaders) == 0 && u.UnlistedTenants != "":
+		v.fail(f+".unlisted_tenants", "applies only to an upstream with tenant_headers")
+	case len(u.TenantHeaders) == 0:
+	case u.UnlistedTenants != UnlistedRefuse && u.UnlistedTenants != UnlistedShared:
+		v.fail(f+".unlisted_tenants", "must be refuse or shared, got %q", u.UnlistedTenants)
+	}
+	for _, tenant := range slices.Sorted(maps.Keys(u.TenantHeaders)) {
+		tf := fmt.Sprintf("%s.tenant_headers.%s", f, tenant)
+		hs := u.TenantHeaders[tenant]
+		if strings.TrimSpace(tenant) == "" {
+			v.fail(tf, "names no tenant; write the tenant as its keys are issued for")
+		}
+		if len(hs) == 0 {
+			v.fail(tf, "lists no headers; give the tenant's credential, for example Authorization: {env: ACME_TOKEN}, or remove the entry")
+		}
+		for _, name := range slices.Sorted(maps.Keys(hs)) {
+			hf := tf + "." + name
+			h := hs[name]
+			if !headerName.MatchString(name) {
+				v.fail(hf, "%q is not an HTTP header name", name)
+			}
+			switch {
+			case h == nil || h.Env == "" && h.Sealed == "":
+				v.fail(hf, "needs env (the environment variable that holds the value) or sealed (the value sealed with taskgate secrets-key seal); a plain value is never written in the file")
+				continue
+			case h.Env != "" && h.Sealed != "":
+				v.fail(hf, "has both env and sealed; keep one")
+				continue
+			case h.Sealed != "":
+				continue // opened with the secrets keys (OpenTenantHeaders)
+			}
+			val, ok := v.lookupEnv(h.Env)
+			switch {
+			case !ok:
+				v.fail(hf+".env", "names %s, which is not set in the environment; set it to tenant %s's credential, or remove the entry", h.Env, tenant)
+			case val == "":
+				v.fail(hf+".env", "names %s, which is empty; set it to tenant %s's credential, or remove the entry", h.Env, tenant)
+			case strings.ContainsAny(val, "\r\n\x00"):
+				// Not shown: the value is a credential.
+				v.fail(hf+".env", "names %s, whose value holds a line break or NUL, which no header value may; set it to the credential alone", h.Env)
+			default:
+				h.value = val
+			}
+		}
+	}
+}
+
+// headerName is an HTTP header field name (RFC 9110 token).
+var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 // validateJWT applies the checks the authenticator would make at start, so
 // that they are reported with the file, line and field.

@@ -75,12 +75,15 @@ const (
 	// ReasonUpstreamUnavailable: the tool's upstream has no session, so a
 	// new operation is not accepted (nothing could start it now); a retry
 	// of an operation accepted before still attaches to it.
-	ReasonUpstreamUnavailable    = "upstream_unavailable"
-	ReasonNoAutomaticResend      = "no_automatic_resend"
-	ReasonLookupIndeterminate    = "provider_lookup_indeterminate"
-	ReasonLookupNotFoundUnsafe   = "provider_lookup_not_found_without_safe_resend"
-	ReasonLookupFailed           = "provider_lookup_error"
-	ReasonUpstreamOutcomeUnknown = "upstream_outcome_unknown"
+	ReasonUpstreamUnavailable = "upstream_unavailable"
+	// ReasonTenantCredentialMissing: the upstream sends each tenant's
+	// requests with that tenant's credential and has none for this one.
+	ReasonTenantCredentialMissing = "tenant_credential_missing"
+	ReasonNoAutomaticResend       = "no_automatic_resend"
+	ReasonLookupIndeterminate     = "provider_lookup_indeterminate"
+	ReasonLookupNotFoundUnsafe    = "provider_lookup_not_found_without_safe_resend"
+	ReasonLookupFailed            = "provider_lookup_error"
+	ReasonUpstreamOutcomeUnknown  = "upstream_outcome_unknown"
 	// ReasonUpstreamInputRequired: the upstream asked for input and the
 	// client that started the operation has no way to answer.
 	ReasonUpstreamInputRequired = "upstream_input_required"

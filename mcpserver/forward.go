@@ -15,8 +15,10 @@ import (
 	"github.com/taskgate/taskgate/internal/loopback"
 	"github.com/taskgate/taskgate/ledger"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/taskwire"
 	"github.com/taskgate/taskgate/upstream"
@@ -50,7 +52,7 @@ func (g *Gateway) forwardPassThrough(legacy *legacySessions, next http.Handler) 
 		if !ok {
 			return
 		}
-		c, ok := g.readPassThrough(body, r.Header.Get("Mcp-Name"), false)
+		c, ok := g.readPassThrough(body, r.Header.Get("Mcp-Name"), tenantOfHTTP(r), false)
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
@@ -135,7 +137,7 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 	if !ok {
 		return
 	}
-	if c, ok := g.readPassThrough(body, "", true); ok {
+	if c, ok := g.readPassThrough(body, "", tenantOfHTTP(r), true); ok {
 		info, ok := legacy.relayable(sid, user, c.up.Timeout())
 		if !ok {
 			next.ServeHTTP(w, r)
@@ -377,11 +379,17 @@ type passThroughCall struct {
 	meta   map[string]json.RawMessage // nil when the call had none
 }
 
-// readPassThrough reads body as a pass-through call that may be relayed.
+// tenantOfHTTP is the tenant of an authenticated HTTP request, "" if none.
+func tenantOfHTTP(r *http.Request) string {
+	return authn.TenantOf(auth.TokenInfoFromContext(r.Context()))
+}
+
+// readPassThrough reads body as a pass-through call of tenant that may be
+// relayed.
 // A 2026-07-28 call must name its tool in Mcp-Name (mcpName) too; a call of
 // a 2025-11-25 session (legacy) names it in the body only, and has its
 // protocol's own _meta keys dropped, since the gateway sets them.
-func (g *Gateway) readPassThrough(body []byte, mcpName string, legacy bool) (*passThroughCall, bool) {
+func (g *Gateway) readPassThrough(body []byte, mcpName, tenant string, legacy bool) (*passThroughCall, bool) {
 	// Members are read by their exact names, as the SDK reads them.
 	var env map[string]json.RawMessage
 	if json.Unmarshal(body, &env) != nil {
@@ -406,6 +414,13 @@ func (g *Gateway) readPassThrough(body []byte, mcpName string, legacy bool) (*pa
 	if !ok {
 		return nil, false
 	}
+	// Relayed and forwarded calls go with the tenant's credential, in its
+	// own relay sessions; a tenant the upstream has none for is refused
+	// by the ordinary path, which says why.
+	up, err := up.For(tenant)
+	if err != nil {
+		return nil, false
+	}
 	for k := range params {
 		// params.task belongs to another era, or asks for a task of a tool
 		// that makes none; the ordinary path answers it.
@@ -413,7 +428,7 @@ func (g *Gateway) readPassThrough(body []byte, mcpName string, legacy bool) (*pa
 			return nil, false
 		}
 		// The operation's key is the client's with taskgate, never with
-		// the upstream, which sees every tenant under one credential.
+		// the upstream, which may see every tenant under one credential.
 		if strings.EqualFold(k, "idempotencyKey") {
 			delete(params, k)
 		}

@@ -203,6 +203,7 @@ func (g *Gateway) newServer(defaultTenant string, opts *mcp.ServerOptions) (*mcp
 		return nil, err
 	}
 	s.AddReceivingMiddleware(g.listSurface)
+	s.AddReceivingMiddleware(withTenant(defaultTenant))
 	// Outermost, so that Drain also waits for the task layer's work.
 	s.AddReceivingMiddleware(g.countHandling)
 	g.mu.Lock()

@@ -140,6 +140,15 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	}
 
 	up, ok := g.pool.Get(r.upstream)
+	if ok {
+		// Everything done for the call — the estimate here, the worker's
+		// send, lookups and cancels — goes with the tenant's credential.
+		tu, err := up.For(tenant)
+		if err != nil {
+			return h.refuse(ctx, log, denial(opID, string(fp)), ledger.ReasonTenantCredentialMissing, tenantCredentialText(r.upstream, call.Name), nil), nil
+		}
+		up = tu
+	}
 	connected := ok && up.Connected()
 	if !connected {
 		existing, err := g.store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: tenant, OperationID: opID})

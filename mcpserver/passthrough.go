@@ -22,9 +22,9 @@ func (g *Gateway) passThrough(r *route) mcp.ToolHandler {
 		if r == nil || r.consequential() {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "a consequential tool reached the pass-through path"}
 		}
-		up, ok := g.pool.Get(r.upstream)
-		if !ok {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s is not configured", r.upstream)}
+		up, err := g.upstreamFor(ctx, r.upstream, req.Params.Name)
+		if err != nil {
+			return nil, err
 		}
 		p := req.Params
 		params := &mcp.CallToolParams{

@@ -114,7 +114,14 @@ func dialGateway(t *testing.T, url, key, name, version string, opts *mcp.ClientO
 // returns its MCP endpoint and an API key for each tenant.
 func startDaemon(t *testing.T, ctx context.Context, cfg *config.Config, log *slog.Logger, tenants ...string) (url string, keys []string) {
 	t.Helper()
-	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log})
+	return startDaemonWith(t, ctx, &daemon.Options{Config: cfg, Logger: log}, tenants...)
+}
+
+// startDaemonWith is startDaemon with all of the daemon's options.
+func startDaemonWith(t *testing.T, ctx context.Context, opts *daemon.Options, tenants ...string) (url string, keys []string) {
+	t.Helper()
+	cfg := opts.Config
+	d, err := daemon.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

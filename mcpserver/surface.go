@@ -457,7 +457,7 @@ func (g *Gateway) upstreamOf(name string) (*upstream.Upstream, error) {
 // name, with inputResponses and requestState as they came.
 func (g *Gateway) getPrompt(r promptRoute) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-		u, err := g.upstreamOf(r.upstream)
+		u, err := g.upstreamFor(ctx, r.upstream, "prompts/get "+req.Params.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -480,7 +480,7 @@ func (g *Gateway) readResource(ctx context.Context, req *mcp.ReadResourceRequest
 	if !ok {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
-	u, err := g.upstreamOf(up)
+	u, err := g.upstreamFor(ctx, up, "resources/read "+uri)
 	if err != nil {
 		return nil, err
 	}
@@ -534,7 +534,7 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	default:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown reference type %q", ref.Type)}
 	}
-	u, err := g.upstreamOf(up)
+	u, err := g.upstreamFor(ctx, up, "completion/complete")
 	if err != nil {
 		return nil, err
 	}

@@ -125,14 +125,17 @@ func (p *Pool) Start(ctx context.Context) {
 	}
 }
 
-// runLocked starts u's supervisor under the pool's context.
+// runLocked starts the supervisors of u and of its tenants' upstreams
+// under the pool's context.
 func (p *Pool) runLocked(u *Upstream) {
-	ctx, stop := context.WithCancel(p.ctx)
-	u.stop, u.done = stop, make(chan struct{})
-	p.wg.Go(func() {
-		defer close(u.done)
-		u.run(ctx)
-	})
+	for _, m := range u.family() {
+		ctx, stop := context.WithCancel(p.ctx)
+		m.stop, m.done = stop, make(chan struct{})
+		p.wg.Go(func() {
+			defer close(m.done)
+			m.run(ctx)
+		})
+	}
 }
 
 // OnSurfaceChange registers fn with every upstream, those a reload adds
@@ -179,7 +182,7 @@ func (p *Pool) Apply(cfgs []*config.Upstream) (*Applied, error) {
 		old, ok := p.byName[cfg.Name]
 		switch {
 		case ok && config.SameConnection(old.cfg, cfg):
-			old.latest.Store(cfg)
+			old.setLatest(cfg)
 			next = append(next, old)
 			byName[cfg.Name] = old
 			out.Updated = append(out.Updated, cfg.Name)
@@ -253,13 +256,18 @@ func (p *Pool) CloseRetired(name string) error {
 	return u.shutdown()
 }
 
-// shutdown stops the supervisor, waits for it and closes the upstream.
+// shutdown stops the supervisors of u and its tenants' upstreams, waits
+// for them and closes them.
 func (u *Upstream) shutdown() error {
-	if u.stop != nil {
-		u.stop()
-		<-u.done
+	var errs []error
+	for _, m := range u.family() {
+		if m.stop != nil {
+			m.stop()
+			<-m.done
+		}
+		errs = append(errs, m.close())
 	}
-	return u.close()
+	return errors.Join(errs...)
 }
 
 // Close closes every session and stops every stdio child, waiting until they
@@ -281,7 +289,9 @@ func (p *Pool) Close() error {
 	p.wg.Wait()
 	var errs []error
 	for _, u := range all {
-		errs = append(errs, u.close())
+		for _, m := range u.family() {
+			errs = append(errs, m.close())
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -103,6 +103,10 @@ type Upstream struct {
 	unavailable *restartBudgetError
 
 	surface surface
+
+	// tenants are the upstream as each tenant of its tenant headers
+	// reaches it (see For); nil without tenant headers.
+	tenants map[string]*Upstream
 }
 
 // conn is one connected session.
@@ -165,6 +169,7 @@ func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 		u.timeout = DefaultTimeout
 	}
 	u.latest.Store(cfg)
+	u.tenants = newTenants(cfg, o)
 	u.logs.logger = u.logger
 	u.impl = &mcp.Implementation{Name: o.ClientName, Version: o.ClientVersion}
 	u.client = mcp.NewClient(u.impl, &mcp.ClientOptions{

@@ -46,7 +46,7 @@ type target struct {
 func (w *Worker) resolve(ctx context.Context, l *lease) (*target, error) {
 	op := l.op
 	c := w.catalog.Contract(op.Upstream, op.Tool)
-	up, ok := w.upstreams.Upstream(op.Upstream)
+	up, ok := w.upstreams.Upstream(op.Upstream, op.Tenant)
 	if c == nil || !ok {
 		msg := fmt.Sprintf("the configuration no longer has consequential tool %s.%s; resolve with taskgate ops resolve", op.Upstream, op.Tool)
 		_, err := l.transition(ctx, &ledger.TransitionParams{

@@ -34,7 +34,7 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 		return false, err
 	}
 	c := w.catalog.Contract(op.Upstream, op.Tool)
-	up, ok := w.upstreams.Upstream(op.Upstream)
+	up, ok := w.upstreams.Upstream(op.Upstream, op.Tenant)
 	if c == nil || !ok {
 		_, err := w.store.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, Events: []ledger.EventParams{{
 			Kind: ledger.EventReconciled, Data: ledger.ReconciledData{Complete: false, Detail: "the configuration no longer has this tool", Lookup: reconcile.LookupIndeterminate},

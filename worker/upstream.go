@@ -23,12 +23,45 @@ type poolUpstreams struct{ p *upstream.Pool }
 // ProviderCaller lets provider contracts call tools of u.
 func ProviderCaller(u *upstream.Upstream) provider.Caller { return pooled{u} }
 
-func (pu poolUpstreams) Upstream(name string) (Upstream, bool) {
+func (pu poolUpstreams) Upstream(name, tenant string) (Upstream, bool) {
 	u, ok := pu.p.Get(name)
 	if !ok {
 		return nil, false
 	}
-	return pooled{u}, true
+	t, err := u.For(tenant)
+	if err != nil {
+		return refused{endpoint: u.Endpoint(), err: fmt.Errorf("%w: %w", ErrNotSent, err)}, true
+	}
+	return pooled{t}, true
+}
+
+// refused is an upstream that has no credential for the operation's
+// tenant: nothing is sent, and every request fails with ErrNotSent, as
+// though the upstream were down, until the configuration gives the tenant
+// a credential.
+type refused struct {
+	endpoint string
+	err      error
+}
+
+func (r refused) Endpoint() string          { return r.endpoint }
+func (r refused) OffersTasks() taskwire.Era { return taskwire.EraNone }
+func (r refused) CallTool(context.Context, string, map[string]any) (*mcp.CallToolResult, error) {
+	return nil, r.err
+}
+func (r refused) Send(context.Context, *mcp.CallToolParams, http.Header, bool, *time.Duration, Elicit) (*taskwire.Task, *mcp.CallToolResult, error) {
+	return nil, nil, r.err
+}
+func (r refused) ToolTaskSupport(context.Context, string) (taskwire.TaskSupport, error) {
+	return "", r.err
+}
+func (r refused) GetTask(context.Context, string) (*taskwire.Task, error) { return nil, r.err }
+func (r refused) TaskResult(context.Context, string, Elicit) (*mcp.CallToolResult, error) {
+	return nil, r.err
+}
+func (r refused) CancelTask(context.Context, string) error { return r.err }
+func (r refused) UpdateTask(context.Context, string, map[string]json.RawMessage) error {
+	return r.err
 }
 
 // pooled adapts *upstream.Upstream to Upstream.

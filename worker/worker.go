@@ -97,7 +97,9 @@ type Elicit = func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult,
 
 // Upstreams resolves upstream names.
 type Upstreams interface {
-	Upstream(name string) (Upstream, bool)
+	// Upstream is the named upstream as tenant reaches it: every request
+	// the worker makes for an operation goes with its tenant's credential.
+	Upstream(name, tenant string) (Upstream, bool)
 }
 
 // Options configure a Worker.

@@ -129,6 +129,9 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	if err := cfg.CheckSecretsKey(opts.Secrets != nil); err != nil {
 		return nil, err
 	}
+	if err := openTenantHeaders(cfg, opts.Secrets); err != nil {
+		return nil, err
+	}
 	if tools := cfg.SecretTools(); len(tools) > 0 && opts.Secrets == nil {
 		log.Warn("secrets.store is plaintext: the secret arguments of these tools are kept unencrypted in the ledger, where anyone who reads its database or a backup reads them",
 			"tools", tools)
@@ -434,4 +437,14 @@ func (d *Daemon) Stop(ctx context.Context) error {
 		errs = append(errs, d.Store.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// openTenantHeaders opens cfg's sealed tenant header values with ring (nil:
+// the gateway has no secrets key, and a sealed value is an error).
+func openTenantHeaders(cfg *config.Config, ring *secrets.Ring) error {
+	var open func(sealed, label string) ([]byte, error)
+	if ring != nil {
+		open = ring.OpenBytes
+	}
+	return cfg.OpenTenantHeaders(open)
 }

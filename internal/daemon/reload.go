@@ -55,6 +55,9 @@ func (d *Daemon) reload(cfg *config.Config) ([]string, error) {
 	if err := cfg.CheckSecretsKey(d.secrets != nil); err != nil {
 		return nil, err
 	}
+	if err := openTenantHeaders(cfg, d.secrets); err != nil {
+		return nil, err
+	}
 	var auth *authn.Authenticator
 	if d.auth != nil {
 		a, err := authenticator(cfg, d.Store, d.log)

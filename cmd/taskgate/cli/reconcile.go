@@ -44,6 +44,9 @@ func (e *env) reconcileCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := openTenantHeaders(cfg, ring); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			store, err := e.openLedgerWith(ctx, cfg.Database, ring)
 			if err != nil {

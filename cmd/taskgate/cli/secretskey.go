@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +32,16 @@ func (e *env) secretsRing(cfg *config.Config) (*secrets.Ring, error) {
 	return ring, nil
 }
 
+// openTenantHeaders opens cfg's sealed tenant header values with ring
+// (nil: there is no key, and a sealed value is an error).
+func openTenantHeaders(cfg *config.Config, ring *secrets.Ring) error {
+	var open func(sealed, label string) ([]byte, error)
+	if ring != nil {
+		open = ring.OpenBytes
+	}
+	return cfg.OpenTenantHeaders(open)
+}
+
 func (e *env) secretsKeyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "secrets-key",
@@ -37,7 +51,7 @@ func (e *env) secretsKeyCmd() *cobra.Command {
 			"secrets.key_file (or held in " + secrets.EnvKeys + "), and erased once the operation has ended and been reconciled.\n" +
 			"Every key in the file decrypts; the last one encrypts.",
 	}
-	cmd.AddCommand(e.secretsKeyCreateCmd(), e.secretsKeyRotateCmd())
+	cmd.AddCommand(e.secretsKeyCreateCmd(), e.secretsKeyRotateCmd(), e.secretsKeySealCmd())
 	group(cmd)
 	return cmd
 }
@@ -83,6 +97,57 @@ func (e *env) secretsKeyCreateCmd() *cobra.Command {
 	cmd.Flags().StringVar(&file, "file", "", "the key file to write")
 	cmd.Flags().StringVar(&cfgPath, "config", "", "the configuration whose secrets.key_file to write")
 	cmd.Flags().BoolVar(&add, "add", false, "append a newer key to an existing key file")
+	return cmd
+}
+
+func (e *env) secretsKeySealCmd() *cobra.Command {
+	var file, cfgPath, upstreamName, tenant, header, fromEnv string
+	cmd := &cobra.Command{
+		Use:   "seal (--file PATH | --config taskgate.yaml) --upstream NAME --tenant TENANT --header NAME [--from-env VARIABLE]",
+		Short: "Seal a tenant's upstream credential for tenant_headers",
+		Long: "seal encrypts one header value of an upstream's tenant_headers under the newest key of the key file\n" +
+			"(--file, or the configuration's secrets.key_file) and prints it, to be written in the configuration as\n" +
+			"{sealed: VALUE}. The value is bound to the upstream, the tenant and the header: it opens for no other.\n" +
+			"The value is read from the environment variable --from-env, or else from the first line of standard\n" +
+			"input, so that it never appears on a command line. The gateway opens it with the same key file.",
+		Example: "  ACME_TOKEN='Bearer …' taskgate secrets-key seal --file taskgate.keys --upstream hosted_test --tenant acme --header Authorization --from-env ACME_TOKEN",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if upstreamName == "" || tenant == "" || header == "" {
+				return &usageError{msg: "--upstream, --tenant and --header are required", hint: "taskgate secrets-key seal --file taskgate.keys --upstream hosted_test --tenant acme --header Authorization --from-env ACME_TOKEN"}
+			}
+			path, err := e.keyFilePath(cmd, file, cfgPath)
+			if err != nil {
+				return err
+			}
+			ring, err := secrets.LoadFile(path)
+			if err != nil {
+				return err
+			}
+			var value string
+			if fromEnv != "" {
+				value = e.getenv(fromEnv)
+			} else {
+				line, err := bufio.NewReader(e.stdin).ReadString('\n')
+				if err != nil && !errors.Is(err, io.EOF) {
+					return fmt.Errorf("reading the value from standard input: %w", err)
+				}
+				value = strings.TrimRight(line, "\r\n")
+			}
+			if value == "" || strings.ContainsAny(value, "\r\n\x00") {
+				return &usageError{msg: "the value is empty or holds a line break or NUL; give the credential alone", hint: "taskgate secrets-key seal ... --from-env ACME_TOKEN"}
+			}
+			fmt.Fprintln(e.stdout, ring.SealBytes([]byte(value), config.TenantHeaderLabel(upstreamName, tenant, header)))
+			fmt.Fprintf(e.stderr, "write it as upstreams[].tenant_headers.%s.%s: {sealed: VALUE} under upstream %s\n", tenant, header, upstreamName)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "", "the key file to seal with")
+	cmd.Flags().StringVar(&cfgPath, "config", "", "the configuration whose secrets.key_file to seal with")
+	cmd.Flags().StringVar(&upstreamName, "upstream", "", "the upstream's name")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant the credential is for")
+	cmd.Flags().StringVar(&header, "header", "", "the header's name, such as Authorization")
+	cmd.Flags().StringVar(&fromEnv, "from-env", "", "read the value from this environment variable (default: the first line of standard input)")
 	return cmd
 }
 

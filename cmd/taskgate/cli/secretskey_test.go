@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/taskgate/taskgate/canon"
+	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/sqlite"
 	"github.com/taskgate/taskgate/secrets"
@@ -150,4 +151,41 @@ func lastLine(t *testing.T, path string) string {
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return lines[len(lines)-1]
+}
+
+// TestSecretsKeySeal: a value sealed for an upstream, tenant and header
+// opens, with the key file, for that header of that tenant only, and never
+// appears in the command's output.
+func TestSecretsKeySeal(t *testing.T) {
+	l := newLedger(t)
+	path := filepath.Join(t.TempDir(), "taskgate.keys")
+	l.ok(t, "secrets-key", "create", "--file", path)
+	const value = "Bearer acme-credential-11f0"
+	r := l.runEnv(t, map[string]string{"ACME_TOKEN": value},
+		"secrets-key", "seal", "--file", path, "--upstream", "hosted_test", "--tenant", "acme", "--header", "Authorization", "--from-env", "ACME_TOKEN")
+	if r.code != 0 {
+		t.Fatalf("seal: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stdout+r.stderr, "acme-credential") {
+		t.Fatalf("seal printed the value: %q %q", r.stdout, r.stderr)
+	}
+	sealed := strings.TrimSpace(r.stdout)
+	y := "upstreams:\n  - name: hosted_test\n    url: http://127.0.0.1:1/mcp\n    tenant_headers:\n" +
+		"      acme: {authorization: {sealed: " + sealed + "}}\n      globex: {Authorization: {sealed: " + sealed + "}}\n"
+	cfg, err := config.Parse(strings.NewReader(y), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := secrets.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cfg.OpenTenantHeaders(ring.OpenBytes)
+	if err == nil || !strings.Contains(err.Error(), "upstreams[0].tenant_headers.globex.Authorization.sealed: does not open") || strings.Contains(err.Error(), "tenant_headers.acme") {
+		t.Fatalf("OpenTenantHeaders = %v; want acme's to open and the copy under globex to be refused", err)
+	}
+	if got, _ := cfg.Upstreams[0].ForTenant("acme"); got.Headers["authorization"] != value {
+		t.Errorf("acme's header opened to %q, want the sealed value", got.Headers["authorization"])
+	}
+	checkFailure(t, l.run(t, "secrets-key", "seal", "--file", path, "--tenant", "acme"), "--upstream, --tenant and --header are required", true)
 }

@@ -1,0 +1,86 @@
+package upstream
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/taskgate/taskgate/config"
+)
+
+// ErrNoTenantCredential is wrapped by [Upstream.For]'s error for a tenant
+// that an upstream with tenant headers has no credential for.
+var ErrNoTenantCredential = errors.New("the upstream has no credential for this tenant")
+
+// NoTenantCredentialError is [Upstream.For]'s refusal: nothing was sent.
+type NoTenantCredentialError struct {
+	Upstream, Tenant string
+}
+
+func (e *NoTenantCredentialError) Error() string {
+	return fmt.Sprintf("upstream %s sends each tenant's requests with that tenant's own credential and has none for tenant %s, so nothing was sent to it; "+
+		"an operator can add tenant %s under the upstream's tenant_headers, or set its unlisted_tenants: shared to send such requests with the gateway's own credential",
+		e.Upstream, e.Tenant, e.Tenant)
+}
+
+func (e *NoTenantCredentialError) Unwrap() error { return ErrNoTenantCredential }
+
+// newTenants builds, for an upstream with tenant headers, one Upstream per
+// listed tenant: its own configuration (the headers with the tenant's over
+// them), its own sessions, relay sessions and connections, so that no
+// session or connection carries two tenants' requests. They report no
+// state changes (the upstream's own session says whether it is connected,
+// for listings and metrics) and announce no surface changes.
+func newTenants(cfg *config.Upstream, o *Options) map[string]*Upstream {
+	if len(cfg.TenantHeaders) == 0 {
+		return nil
+	}
+	tenants := make(map[string]*Upstream, len(cfg.TenantHeaders))
+	for tenant := range cfg.TenantHeaders {
+		tcfg, _ := cfg.ForTenant(tenant)
+		to := *o
+		to.StateChanged = nil
+		to.Logger = o.Logger.With("tenant", tenant)
+		tenants[tenant] = newUpstream(tcfg, &to)
+	}
+	return tenants
+}
+
+// For is the upstream as tenant reaches it. Every request made on behalf
+// of a tenant goes through it. An upstream without tenant headers is
+// itself for every tenant; one with tenant headers gives a listed tenant
+// its own Upstream (see newTenants), an unlisted one this upstream when
+// unlisted_tenants is shared, and otherwise a *NoTenantCredentialError.
+func (u *Upstream) For(tenant string) (*Upstream, error) {
+	if len(u.tenants) == 0 {
+		return u, nil
+	}
+	if t, ok := u.tenants[tenant]; ok {
+		return t, nil
+	}
+	if u.latest.Load().UnlistedTenants == config.UnlistedShared {
+		return u, nil
+	}
+	return nil, &NoTenantCredentialError{Upstream: u.cfg.Name, Tenant: tenant}
+}
+
+// family is u and its tenants' upstreams, u first, the tenants by name.
+func (u *Upstream) family() []*Upstream {
+	out := []*Upstream{u}
+	for _, t := range slices.Sorted(maps.Keys(u.tenants)) {
+		out = append(out, u.tenants[t])
+	}
+	return out
+}
+
+// setLatest gives u, and each tenant's upstream, a newer configuration
+// with the same connection.
+func (u *Upstream) setLatest(cfg *config.Upstream) {
+	u.latest.Store(cfg)
+	for tenant, t := range u.tenants {
+		if tcfg, ok := cfg.ForTenant(tenant); ok {
+			t.latest.Store(tcfg)
+		}
+	}
+}
