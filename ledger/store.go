@@ -236,6 +236,11 @@ type AcceptParams struct {
 	Tool        string
 	Fingerprint string
 	Arguments   json.RawMessage
+	// KeyArgument is the argument in which the tool's provider contract
+	// passes the provider's key, left out of Arguments and Fingerprint;
+	// empty for none. It lets a retry of an operation accepted while the
+	// argument still counted attach ([DecideKeyed]).
+	KeyArgument string
 	// RequestID identifies this attempt; it must be unique.
 	RequestID string
 	// TaskID is the unguessable handle to give a created operation.

@@ -185,7 +185,7 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	accept := func(requestID string) (*ledger.AcceptResult, error) {
 		return g.store.Accept(context.WithoutCancel(ctx), &ledger.AcceptParams{
 			Tenant: tenant, OperationID: opID, Upstream: r.upstream, Tool: r.tool,
-			Fingerprint: string(fp), Arguments: args, RequestID: requestID, TaskID: ledger.NewTaskID(),
+			Fingerprint: string(fp), Arguments: args, KeyArgument: keyArgument(r), RequestID: requestID, TaskID: ledger.NewTaskID(),
 			Source: source, RunID: runID, SessionID: call.Caller.SessionID,
 			RetryPolicy: r.policy.RetryPolicy, TTL: g.config().TaskTTL, Priced: r.contract.Priced(),
 			SecretArguments: r.policy.SecretArguments,
@@ -462,9 +462,9 @@ func (h *host) record(log *slog.Logger, requestID string, r ledger.ClientResult)
 
 // operationID takes the operation ID from its three sources, in order:
 // params.idempotencyKey, _meta["dev.taskgate/operation-id"], and the
-// operation_id argument, which is stripped from the arguments either way.
-// Arguments that carry the argument are checked as they came before it is
-// stripped: stripping decodes and encodes them, which would merge duplicate
+// operation_id argument, which is stripped from the arguments either way,
+// as is the provider contract's key argument. Arguments that carry either
+// are checked as they came before it is stripped: stripping decodes and encodes them, which would merge duplicate
 // keys and replace invalid UTF-8 that canon must refuse.
 func operationID(call *taskwire.ToolCall, r *route) (json.RawMessage, string, error) {
 	args := call.Arguments
@@ -474,14 +474,28 @@ func operationID(call *taskwire.ToolCall, r *route) (json.RawMessage, string, er
 		if err := json.Unmarshal(args, &m); err != nil {
 			return nil, "", fmt.Errorf("tool arguments must be a JSON object: %w", err)
 		}
-		if raw, ok := m[OperationIDArgument]; ok {
+		raw, hasID := m[OperationIDArgument]
+		key := keyArgument(r)
+		_, hasKey := m[key]
+		hasKey = hasKey && key != ""
+		if hasID || hasKey {
 			if _, err := canon.Compute(r.upstream, r.tool, args); err != nil {
 				return nil, "", err
 			}
+		}
+		if hasID {
 			if err := json.Unmarshal(raw, &fromArg); err != nil {
 				return nil, "", fmt.Errorf("argument %q must be a string", OperationIDArgument)
 			}
 			delete(m, OperationIDArgument)
+		}
+		// A value in the contract's key argument is the client's guess at
+		// taskgate's key: it is discarded, and neither reaches the
+		// provider nor counts in the fingerprint.
+		if hasKey {
+			delete(m, key)
+		}
+		if hasID || hasKey {
 			b, err := json.Marshal(m)
 			if err != nil {
 				return nil, "", err
