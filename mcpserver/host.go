@@ -570,16 +570,7 @@ func (h *host) task(op *ledger.Operation) *taskwire.Task {
 		ID: op.TaskID, Status: taskwire.Status(op.State.TaskStatus()), StatusMessage: op.StatusMessage,
 		CreatedAt: op.CreatedAt, LastUpdatedAt: op.UpdatedAt, PollInterval: h.g.config().PollInterval,
 	}
-	if op.TTL > 0 {
-		// The wire's ttl counts from creation: a task is kept TTL after it
-		// ends, so while it runs it is kept at least TTL from now.
-		from := h.g.clock()
-		if op.State.Terminal() {
-			from = retainedFrom(op)
-		}
-		ttl := (max(from.Sub(op.CreatedAt), 0) + op.TTL).Truncate(time.Millisecond)
-		t.TTL = &ttl
-	}
+	t.TTL = taskTTL(op)
 	if op.State == ledger.StateReview {
 		t.StatusMessage = "waiting for a human to resolve it (" + op.ReviewReason + "): " + op.StatusMessage
 	}
@@ -601,6 +592,21 @@ func (h *host) task(op *ledger.Operation) *taskwire.Task {
 		}
 	}
 	return t
+}
+
+// taskTTL is the ttl the wire shows of op's task, counted from creation;
+// nil for unlimited. A task is kept TTL after it ends and never expires
+// while it runs, so until it ends its retention is unlimited: a number
+// counted from now would grow on every tasks/get, and one counted from
+// creation would tell a client that uses createdAt + ttl as a backstop to
+// give up on a task that is still running. Once it ends, the number is
+// fixed.
+func taskTTL(op *ledger.Operation) *time.Duration {
+	if op.TTL <= 0 || !op.State.Terminal() {
+		return nil
+	}
+	ttl := (max(retainedFrom(op).Sub(op.CreatedAt), 0) + op.TTL).Truncate(time.Millisecond)
+	return &ttl
 }
 
 // load finds the caller's task; another tenant's is answered exactly like
