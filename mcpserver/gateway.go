@@ -512,10 +512,10 @@ func hasHeaderArguments(schema any) bool {
 // keyArgument is the argument in which r's provider contract passes the
 // provider's key, when it is not operation_id itself; empty for none.
 func keyArgument(r *route) string {
-	if r.policy == nil || r.policy.Contract.Key.Argument == OperationIDArgument {
+	if r.contract == nil || r.contract.KeyArgument() == OperationIDArgument {
 		return ""
 	}
-	return r.policy.Contract.Key.Argument
+	return r.contract.KeyArgument()
 }
 
 // downstreamTool is the upstream tool as clients see it: renamed, without
