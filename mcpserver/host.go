@@ -464,8 +464,9 @@ func (h *host) record(log *slog.Logger, requestID string, r ledger.ClientResult)
 // params.idempotencyKey, _meta["dev.taskgate/operation-id"], and the
 // operation_id argument, which is stripped from the arguments either way,
 // as is the provider contract's key argument. Arguments that carry either
-// are checked as they came before it is stripped: stripping decodes and encodes them, which would merge duplicate
-// keys and replace invalid UTF-8 that canon must refuse.
+// are checked as they came before it is stripped: stripping decodes and
+// encodes them, which would merge duplicate keys and replace invalid UTF-8
+// that canon must refuse.
 func operationID(call *taskwire.ToolCall, r *route) (json.RawMessage, string, error) {
 	args := call.Arguments
 	var fromArg string

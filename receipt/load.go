@@ -92,7 +92,9 @@ func loadRequest(ctx context.Context, s ledger.Store, op *ledger.Operation, in *
 	if err != nil {
 		return fmt.Errorf("load the approval request of approval %d for the receipt of operation %q: %w", op.ApprovalID, op.OperationID, err)
 	}
-	if len(list) == 0 {
+	// The approval is the request's only for the operation ID it asked
+	// for.
+	if len(list) == 0 || list[0].OperationID != op.OperationID {
 		return nil
 	}
 	in.ApprovalRequest = list[0]
