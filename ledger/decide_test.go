@@ -1,6 +1,11 @@
 package ledger
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/taskgate/taskgate/canon"
+)
 
 func TestDecide(t *testing.T) {
 	stored := &Operation{Fingerprint: "aaa"}
@@ -61,5 +66,41 @@ func TestProviderKey(t *testing.T) {
 	}
 	if k := NewProviderKey(); k == stored.StoredProviderKey || len(k) != len(a.ProviderKey()) {
 		t.Fatalf("NewProviderKey = %s after %s; want a fresh key shaped like %s", k, stored.StoredProviderKey, a.ProviderKey())
+	}
+}
+
+func TestDecideKeyed(t *testing.T) {
+	fp := func(args string) string {
+		f, err := canon.Compute("hosted_test", "run_suite", json.RawMessage(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(f)
+	}
+	// earlier was accepted while the key argument counted: its fingerprint
+	// holds the value its client sent.
+	earlier := &Operation{Upstream: "hosted_test", Tool: "run_suite",
+		Arguments: json.RawMessage(`{"suite":"s","idempotency_key":"k-1"}`), Fingerprint: fp(`{"suite":"s","idempotency_key":"k-1"}`)}
+	later := &Operation{Upstream: "hosted_test", Tool: "run_suite", Arguments: json.RawMessage(`{"suite":"s"}`), Fingerprint: fp(`{"suite":"s"}`)}
+	tests := []struct {
+		name     string
+		stored   *Operation
+		args     string
+		key      string
+		decision Decision
+	}{
+		{"nothing stored", nil, `{"suite":"s"}`, "idempotency_key", DecisionCreated},
+		{"a later operation, the same arguments", later, `{"suite":"s"}`, "idempotency_key", DecisionAttached},
+		{"a later operation, other arguments", later, `{"suite":"t"}`, "idempotency_key", DecisionConflict},
+		{"an earlier operation, the same arguments", earlier, `{"suite":"s"}`, "idempotency_key", DecisionAttached},
+		{"an earlier operation, other arguments", earlier, `{"suite":"t"}`, "idempotency_key", DecisionConflict},
+		{"an earlier operation, no key argument", earlier, `{"suite":"s"}`, "", DecisionConflict},
+		{"an earlier operation, another key argument", earlier, `{"suite":"s"}`, "request_key", DecisionConflict},
+	}
+	for _, tt := range tests {
+		d, _ := DecideKeyed(tt.stored, fp(tt.args), json.RawMessage(tt.args), tt.key)
+		if d != tt.decision {
+			t.Errorf("%s: DecideKeyed = %s, want %s", tt.name, d, tt.decision)
+		}
 	}
 }

@@ -56,6 +56,11 @@ type Store interface {
 	// AttemptList lists the attempts of an operation, including denied
 	// retries that point at it, oldest first.
 	AttemptList(ctx context.Context, operationRef int64) ([]*Attempt, error)
+	// AttemptListRefused lists the denied attempts that point at no
+	// operation and that p selects, oldest first: the calls of a client
+	// that cannot take a task, refused while their approval request
+	// waited, before the approved retry created the operation.
+	AttemptListRefused(ctx context.Context, p *RefusedAttemptListParams) ([]*Attempt, error)
 
 	// LeaseClaim makes owner the operation's worker until until, unless
 	// another owner's lease has not lapsed (ErrLeaseHeld).
@@ -231,6 +236,11 @@ type AcceptParams struct {
 	Tool        string
 	Fingerprint string
 	Arguments   json.RawMessage
+	// KeyArgument is the argument in which the tool's provider contract
+	// passes the provider's key, left out of Arguments and Fingerprint;
+	// empty for none. It lets a retry of an operation accepted while the
+	// argument still counted attach ([DecideKeyed]).
+	KeyArgument string
 	// RequestID identifies this attempt; it must be unique.
 	RequestID string
 	// TaskID is the unguessable handle to give a created operation.
@@ -302,6 +312,17 @@ type AttemptRecordParams struct {
 	Now       time.Time
 }
 
+// RefusedAttemptListParams select the denied attempts of one call that
+// point at no operation: its tenant, operation ID and fingerprint, made
+// between From and To (both included).
+type RefusedAttemptListParams struct {
+	Tenant      string
+	OperationID string
+	Fingerprint string
+	From        time.Time
+	To          time.Time
+}
+
 // OperationGetParams select one operation: by row ID, or by tenant and
 // either task ID or operation ID. Tenant scoping is never optional for task
 // and operation IDs: another tenant's task answers ErrNotFound.
@@ -366,7 +387,10 @@ type ApprovalRequestListParams struct {
 	// ExpiredBy, when set, selects only requests that expire at or before
 	// it (for the expiry sweep). Tenant may then be empty: every tenant.
 	ExpiredBy time.Time
-	Limit     int // zero: 100
+	// ApprovalRef, when set, selects only the request that an approver
+	// approved with this approval.
+	ApprovalRef int64
+	Limit       int // zero: 100
 }
 
 // ApprovalRequestDecision is one decision of an approval request.

@@ -510,9 +510,19 @@ func hasHeaderArguments(schema any) bool {
 	return walk(v)
 }
 
+// keyArgument is the argument in which r's provider contract passes the
+// provider's key, when it is not operation_id itself; empty for none.
+func keyArgument(r *route) string {
+	if r.contract == nil || r.contract.KeyArgument() == OperationIDArgument {
+		return ""
+	}
+	return r.contract.KeyArgument()
+}
+
 // downstreamTool is the upstream tool as clients see it: renamed, without
 // taskgate's reserved _meta keys (which its own client side puts there),
-// and for a consequential tool, with the operation_id argument added.
+// and for a consequential tool, with the operation_id argument added and
+// the contract's key argument taken away.
 func (g *Gateway) downstreamTool(name string, t *mcp.Tool, r *route) (*mcp.Tool, error) {
 	out := *t
 	out.Name = name
@@ -539,6 +549,11 @@ func (g *Gateway) downstreamTool(name string, t *mcp.Tool, r *route) (*mcp.Tool,
 		if props == nil {
 			props = map[string]any{}
 		}
+		// The contract's key argument carries taskgate's key, whatever the
+		// client sends in it: the model is not shown it, so that its only
+		// retry rule is operation_id.
+		key := keyArgument(r)
+		delete(props, key)
 		props[OperationIDArgument] = map[string]any{
 			"type": "string",
 			"description": "A unique ID for this one logical operation, chosen by you: ASCII letters, digits and " + ledger.IDPunctuation + ". " +
@@ -550,6 +565,9 @@ func (g *Gateway) downstreamTool(name string, t *mcp.Tool, r *route) (*mcp.Tool,
 		}
 		schema = maps.Clone(schema)
 		schema["properties"] = props
+		if required, ok := schema["required"].([]any); ok && key != "" {
+			schema["required"] = slices.DeleteFunc(slices.Clone(required), func(v any) bool { return v == key })
+		}
 		note := "This tool has real-world cost or effects; taskgate runs each operation_id once."
 		if r.policy.Approval == ledger.ApprovalRequired {
 			note += " It runs only under a human's approval for the operation ID."

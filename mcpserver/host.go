@@ -194,7 +194,7 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	accept := func(requestID string) (*ledger.AcceptResult, error) {
 		return g.store.Accept(context.WithoutCancel(ctx), &ledger.AcceptParams{
 			Tenant: tenant, OperationID: opID, Upstream: r.upstream, Tool: r.tool,
-			Fingerprint: string(fp), Arguments: args, RequestID: requestID, TaskID: ledger.NewTaskID(),
+			Fingerprint: string(fp), Arguments: args, KeyArgument: keyArgument(r), RequestID: requestID, TaskID: ledger.NewTaskID(),
 			Source: source, RunID: runID, SessionID: call.Caller.SessionID,
 			RetryPolicy: r.policy.RetryPolicy, TTL: g.config().TaskTTL, Priced: r.contract.Priced(),
 			SecretArguments: r.policy.SecretArguments,
@@ -471,10 +471,11 @@ func (h *host) record(log *slog.Logger, requestID string, r ledger.ClientResult)
 
 // operationID takes the operation ID from its three sources, in order:
 // params.idempotencyKey, _meta["dev.taskgate/operation-id"], and the
-// operation_id argument, which is stripped from the arguments either way.
-// Arguments that carry the argument are checked as they came before it is
-// stripped: stripping decodes and encodes them, which would merge duplicate
-// keys and replace invalid UTF-8 that canon must refuse.
+// operation_id argument, which is stripped from the arguments either way,
+// as is the provider contract's key argument. Arguments that carry either
+// are checked as they came before it is stripped: stripping decodes and
+// encodes them, which would merge duplicate keys and replace invalid UTF-8
+// that canon must refuse.
 func operationID(call *taskwire.ToolCall, r *route) (json.RawMessage, string, error) {
 	args := call.Arguments
 	var fromArg string
@@ -483,14 +484,28 @@ func operationID(call *taskwire.ToolCall, r *route) (json.RawMessage, string, er
 		if err := json.Unmarshal(args, &m); err != nil {
 			return nil, "", fmt.Errorf("tool arguments must be a JSON object: %w", err)
 		}
-		if raw, ok := m[OperationIDArgument]; ok {
+		raw, hasID := m[OperationIDArgument]
+		key := keyArgument(r)
+		_, hasKey := m[key]
+		hasKey = hasKey && key != ""
+		if hasID || hasKey {
 			if _, err := canon.Compute(r.upstream, r.tool, args); err != nil {
 				return nil, "", err
 			}
+		}
+		if hasID {
 			if err := json.Unmarshal(raw, &fromArg); err != nil {
 				return nil, "", fmt.Errorf("argument %q must be a string", OperationIDArgument)
 			}
 			delete(m, OperationIDArgument)
+		}
+		// A value in the contract's key argument is the client's guess at
+		// taskgate's key: it is discarded, and neither reaches the
+		// provider nor counts in the fingerprint.
+		if hasKey {
+			delete(m, key)
+		}
+		if hasID || hasKey {
 			b, err := json.Marshal(m)
 			if err != nil {
 				return nil, "", err
@@ -565,16 +580,7 @@ func (h *host) task(op *ledger.Operation) *taskwire.Task {
 		ID: op.TaskID, Status: taskwire.Status(op.State.TaskStatus()), StatusMessage: op.StatusMessage,
 		CreatedAt: op.CreatedAt, LastUpdatedAt: op.UpdatedAt, PollInterval: h.g.config().PollInterval,
 	}
-	if op.TTL > 0 {
-		// The wire's ttl counts from creation: a task is kept TTL after it
-		// ends, so while it runs it is kept at least TTL from now.
-		from := h.g.clock()
-		if op.State.Terminal() {
-			from = retainedFrom(op)
-		}
-		ttl := (max(from.Sub(op.CreatedAt), 0) + op.TTL).Truncate(time.Millisecond)
-		t.TTL = &ttl
-	}
+	t.TTL = taskTTL(op)
 	if op.State == ledger.StateReview {
 		t.StatusMessage = "waiting for a human to resolve it (" + op.ReviewReason + "): " + op.StatusMessage
 	}
@@ -596,6 +602,21 @@ func (h *host) task(op *ledger.Operation) *taskwire.Task {
 		}
 	}
 	return t
+}
+
+// taskTTL is the ttl the wire shows of op's task, counted from creation;
+// nil for unlimited. A task is kept TTL after it ends and never expires
+// while it runs, so until it ends its retention is unlimited: a number
+// counted from now would grow on every tasks/get, and one counted from
+// creation would tell a client that uses createdAt + ttl as a backstop to
+// give up on a task that is still running. Once it ends, the number is
+// fixed.
+func taskTTL(op *ledger.Operation) *time.Duration {
+	if op.TTL <= 0 || !op.State.Terminal() {
+		return nil
+	}
+	ttl := (max(retainedFrom(op).Sub(op.CreatedAt), 0) + op.TTL).Truncate(time.Millisecond)
+	return &ttl
 }
 
 // load finds the caller's task; another tenant's is answered exactly like

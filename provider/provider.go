@@ -108,6 +108,11 @@ func (c *Contract) PrepareSend(arguments json.RawMessage, operationID string) (*
 	return s, nil
 }
 
+// KeyArgument is the argument in which PrepareSend places the key; empty
+// when the key travels another way or not at all. A client's value in it
+// is never the one sent.
+func (c *Contract) KeyArgument() string { return c.spec().Key.Argument }
+
 func decodeArguments(raw json.RawMessage) (map[string]any, error) {
 	args := map[string]any{}
 	if len(raw) == 0 {

@@ -70,17 +70,47 @@ func (f *facts) overCeilingCharge() *ledger.Charge {
 	return nil
 }
 
-// approvalRequest is the approval request the operation waited on, read
-// from its events; nil when it waited on none. A request still pending
-// when the operation was cancelled died with it.
+// approvalRequest is the approval request the operation waited on: the
+// request that gave its approval when the ledger has it, else as its events
+// record it; nil when it waited on none. A request still pending when the
+// operation was cancelled died with it.
 func (f *facts) approvalRequest() *ApprovalRequestLine {
+	line := requestLine(f.in.ApprovalRequest)
+	if line == nil {
+		line = f.eventRequest()
+	}
+	if line != nil && line.Status == string(ledger.RequestPending) && f.op.State == ledger.StateCancelled {
+		line.Status = string(ledger.RequestCancelled)
+	}
+	return line
+}
+
+// requestLine is the receipt's line of request q; nil for none.
+func requestLine(q *ledger.ApprovalRequest) *ApprovalRequestLine {
+	if q == nil {
+		return nil
+	}
+	line := &ApprovalRequestLine{ID: q.ID, RequestedBy: q.RequestedBy, RequestedAt: utc(q.CreatedAt), Status: string(q.Status),
+		Note: q.Note, DecidedAt: utc(q.DecidedAt)}
+	switch q.Status {
+	case ledger.RequestApproved:
+		line.ApprovedBy = q.DecidedBy
+	case ledger.RequestDeclined:
+		line.DeclinedBy = q.DecidedBy
+	}
+	return line
+}
+
+// eventRequest is the approval request the operation waited on, read from
+// its events; nil when they record none.
+func (f *facts) eventRequest() *ApprovalRequestLine {
 	var line *ApprovalRequestLine
 	for _, e := range f.events {
 		d, err := ledger.DecodeEventData[ledger.ApprovalRequestData](e)
 		switch e.Kind {
 		case ledger.EventApprovalRequested:
 			if err == nil {
-				line = &ApprovalRequestLine{ID: d.RequestID, RequestedBy: d.RequestedBy, Status: string(ledger.RequestPending)}
+				line = &ApprovalRequestLine{ID: d.RequestID, RequestedBy: d.RequestedBy, RequestedAt: utc(e.CreatedAt), Status: string(ledger.RequestPending)}
 			}
 			continue
 		case ledger.EventApprovalRequestApproved, ledger.EventApprovalRequestDeclined, ledger.EventApprovalRequestExpired:
@@ -99,9 +129,6 @@ func (f *facts) approvalRequest() *ApprovalRequestLine {
 		default:
 			line.Status = string(ledger.RequestExpired)
 		}
-	}
-	if line != nil && line.Status == string(ledger.RequestPending) && f.op.State == ledger.StateCancelled {
-		line.Status = string(ledger.RequestCancelled)
 	}
 	return line
 }

@@ -47,7 +47,7 @@ func newFacts(in *Input) *facts {
 	}
 	// Sorting copies keeps Build from reordering the caller's slices.
 	for _, a := range in.Attempts {
-		if a != nil && belongs(a, f.op.ID) {
+		if a != nil && belongs(a, f.op) {
 			f.attempts = append(f.attempts, a)
 		}
 	}
@@ -112,9 +112,17 @@ func latestEvidence(events []*ledger.Event) map[string][]Evidence {
 	return out
 }
 
-// belongs reports whether an attempt is part of operation opRef's lineage.
-func belongs(a *ledger.Attempt, opRef int64) bool {
-	return a.OperationRef == opRef || a.Decision == ledger.DecisionDenied && a.RelatedRef == opRef
+// belongs reports whether an attempt is part of op's lineage: it resolved
+// to op, or was denied pointing at it, or was denied under op's operation
+// ID before op existed, pointing at no operation.
+func belongs(a *ledger.Attempt, op *ledger.Operation) bool {
+	if a.OperationRef == op.ID {
+		return true
+	}
+	if a.Decision != ledger.DecisionDenied {
+		return false
+	}
+	return a.RelatedRef == op.ID || a.OperationRef == 0 && a.RelatedRef == 0 && a.Tenant == op.Tenant && a.OperationID == op.OperationID
 }
 
 // completion is when job j completed: the first observation that says so,

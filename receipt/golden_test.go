@@ -188,6 +188,33 @@ func cancelAfterEffect() *receipt.Input {
 	return in
 }
 
+// approvedOnRequest: a client that cannot take a task was refused
+// approval_required; an approver approved the approval request its
+// refusal named, with a note, and the client's retry ran the operation.
+func approvedOnRequest() *receipt.Input {
+	in := clean()
+	in.Operation.CreatedAt = at(2 * time.Minute)
+	in.Attempts = []*ledger.Attempt{
+		{
+			ID: 100, RequestID: "req-refused", Tenant: "acme", OperationID: "settlement-regression-842",
+			Decision: ledger.DecisionDenied, Reason: ledger.ReasonApprovalRequired, Source: "mcp/2025-03-26", ClientResult: ledger.ClientUnknown,
+			RemoteAccepted: ledger.No, RemoteEffect: ledger.No, ChargeStatus: ledger.No, CreatedAt: t0, UpdatedAt: t0,
+		},
+		in.Attempts[1],
+	}
+	in.Attempts[1].Decision = ledger.DecisionCreated
+	in.RemoteJobs[0].AttemptRef = 102
+	in.Events = slices.DeleteFunc(in.Events, func(e *ledger.Event) bool { return e.Kind == ledger.EventClientStoppedWatching })
+	in.Approval.CreatedBy, in.Approval.CreatedAt = "api_key:9", at(time.Minute)
+	in.ApprovalRequest = &ledger.ApprovalRequest{
+		ID: 12, Tenant: "acme", OperationID: "settlement-regression-842", Tool: "hosted_test.run_suite", Fingerprint: "sha256:4c1f",
+		Estimate: usd("18.00"), RemoteJobs: 1, RequestedBy: "api_key:3", Status: ledger.RequestApproved,
+		CreatedAt: t0, ExpiresAt: at(time.Hour), DecidedAt: at(time.Minute), DecidedBy: "api_key:9",
+		Note: "checked with finance", ApprovalRef: 7,
+	}
+	return in
+}
+
 type goldenCase struct {
 	name           string
 	input          func() *receipt.Input
@@ -239,6 +266,11 @@ var goldenCases = []goldenCase{
 	},
 	{
 		name: "cancel_after_effect", input: cancelAfterEffect,
+		reconciliation: receipt.ReconciliationComplete, review: receipt.ReviewReady, final: "17.84",
+		actions: []string{},
+	},
+	{
+		name: "approved_on_request", input: approvedOnRequest,
 		reconciliation: receipt.ReconciliationComplete, review: receipt.ReviewReady, final: "17.84",
 		actions: []string{},
 	},

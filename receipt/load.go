@@ -26,8 +26,9 @@ type LoadOptions struct {
 
 // Load reads from s everything [Build] needs for op: its attempts
 // (including denied retries pointing at it), remote jobs, charges, events,
-// the approval it ran under and that approval's reservations for op. It
-// only reads.
+// the approval it ran under, that approval's reservations for op and the
+// approval request that gave it, with the attempts refused while that
+// request waited. It only reads.
 func Load(ctx context.Context, s ledger.Store, op *ledger.Operation, opts *LoadOptions) (*Input, error) {
 	var o LoadOptions
 	if opts != nil {
@@ -57,6 +58,9 @@ func Load(ctx context.Context, s ledger.Store, op *ledger.Operation, opts *LoadO
 	if in.Approval, err = approvalByID(ctx, s, op); err != nil {
 		return nil, err
 	}
+	if err := loadRequest(ctx, s, op, in); err != nil {
+		return nil, err
+	}
 	reservations, err := s.ReservationList(ctx, op.ApprovalID)
 	if err != nil {
 		return nil, fmt.Errorf("load reservations of approval %d for the receipt of operation %q: %w", op.ApprovalID, op.OperationID, err)
@@ -76,4 +80,34 @@ func approvalByID(ctx context.Context, s ledger.Store, op *ledger.Operation) (*l
 		return nil, fmt.Errorf("load approval %d for the receipt of operation %q: %w", op.ApprovalID, op.OperationID, err)
 	}
 	return a, nil
+}
+
+// loadRequest finds the approval request an approver approved to give op
+// its approval, if any. A request of a client that cannot take a task
+// names no operation (none existed while it waited): the attempts of op's
+// operation ID refused from the request until op was created are op's
+// too.
+func loadRequest(ctx context.Context, s ledger.Store, op *ledger.Operation, in *Input) error {
+	list, err := s.ApprovalRequestList(ctx, &ledger.ApprovalRequestListParams{Tenant: op.Tenant, ApprovalRef: op.ApprovalID, Limit: 1})
+	if err != nil {
+		return fmt.Errorf("load the approval request of approval %d for the receipt of operation %q: %w", op.ApprovalID, op.OperationID, err)
+	}
+	// The approval is the request's only for the operation ID it asked
+	// for.
+	if len(list) == 0 || list[0].OperationID != op.OperationID {
+		return nil
+	}
+	in.ApprovalRequest = list[0]
+	if in.ApprovalRequest.OperationRef != 0 {
+		return nil
+	}
+	refused, err := s.AttemptListRefused(ctx, &ledger.RefusedAttemptListParams{
+		Tenant: op.Tenant, OperationID: op.OperationID, Fingerprint: in.ApprovalRequest.Fingerprint,
+		From: in.ApprovalRequest.CreatedAt, To: op.CreatedAt,
+	})
+	if err != nil {
+		return fmt.Errorf("load the attempts refused before operation %q for its receipt: %w", op.OperationID, err)
+	}
+	in.Attempts = append(refused, in.Attempts...)
+	return nil
 }

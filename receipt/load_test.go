@@ -122,3 +122,71 @@ func TestLoad(t *testing.T) {
 		}
 	})
 }
+
+// TestLoadRefusedWhileWaiting builds the receipt of a call whose client
+// cannot take a task: refused approval_required, its approval request
+// approved with a note, then retried. The operation exists only from the
+// retry, so the request and the refusal are read from the ledger, not from
+// the operation's events.
+func TestLoadRefusedWhileWaiting(t *testing.T) {
+	ctx := context.Background()
+	s := openLedger(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	args := json.RawMessage(`{"suite":"settlement"}`)
+	fp, err := canon.Compute("hosted_test", "run_suite", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(requestID string, at time.Time) *ledger.AcceptResult {
+		res, err := s.Accept(ctx, &ledger.AcceptParams{
+			Tenant: "acme", OperationID: "op-waited", Upstream: "hosted_test", Tool: "run_suite", Fingerprint: string(fp),
+			Arguments: args, RequestID: requestID, TaskID: ledger.NewTaskID(), Source: "test", RetryPolicy: "lookup_then_attach",
+			Approval: ledger.ApprovalRequirement{Required: true, Estimate: usd("18.00"), Request: ledger.RequestRecord,
+				RequestTTL: time.Hour, RequestedBy: "api_key:1"},
+			Now: at,
+		})
+		if err != nil {
+			t.Fatalf("Accept(%s): %v", requestID, err)
+		}
+		return res
+	}
+	refused := call("req-refused", now)
+	if refused.Decision != ledger.DecisionDenied || refused.Request == nil {
+		t.Fatalf("first call = %s %q, request %+v; want denied naming a request", refused.Decision, refused.Reason, refused.Request)
+	}
+	// Another call's refusal under its own operation ID is not this one's.
+	if res := acceptCall(t, s, "op-other", "req-other", now.Add(time.Second)); res.Decision != ledger.DecisionDenied {
+		t.Fatalf("other call = %s, want denied", res.Decision)
+	}
+	decided, err := s.ApprovalRequestDecide(ctx, &ledger.ApprovalRequestDecision{
+		Tenant: "acme", ID: refused.Request.ID, Outcome: ledger.RequestApproved, By: "api_key:9", Note: "budget checked with finance",
+		Approval: &ledger.Approval{MaxTotalCost: usd("20.00"), MaxRemoteJobs: 1, ExpiresAt: now.Add(time.Hour)}, Now: now.Add(time.Minute),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := call("req-ran", now.Add(2*time.Minute))
+	if ran.Decision != ledger.DecisionCreated {
+		t.Fatalf("retry after approval = %s %q, want created", ran.Decision, ran.Reason)
+	}
+
+	in, err := receipt.Load(ctx, s, ran.Operation, &receipt.LoadOptions{Now: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	r := receipt.Build(in)
+	if r.Attempts != 1 || r.DeniedAttempts != 1 || len(r.Lineage) != 2 {
+		t.Fatalf("attempts, denied, lineage = %d, %d, %d; want 1, 1, 2", r.Attempts, r.DeniedAttempts, len(r.Lineage))
+	}
+	if l := r.Lineage[0]; l.RequestID != "req-refused" || l.Decision != "denied" || l.Reason != ledger.ReasonApprovalRequired {
+		t.Errorf("first lineage line = %+v; want the refused attempt, approval_required", l)
+	}
+	want := &receipt.ApprovalRequestLine{ID: refused.Request.ID, RequestedBy: "api_key:1", RequestedAt: now, Status: "approved",
+		ApprovedBy: "api_key:9", Note: "budget checked with finance", DecidedAt: now.Add(time.Minute)}
+	if got := r.ApprovalRequest; got == nil || *got != *want {
+		t.Errorf("approval request = %+v\nwant %+v", got, want)
+	}
+	if r.Approval == nil || r.Approval.ID != decided.Approval.ID {
+		t.Errorf("approval = %+v, want approval %d", r.Approval, decided.Approval.ID)
+	}
+}

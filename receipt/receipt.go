@@ -21,12 +21,19 @@ type Input struct {
 	// Operation must not be nil.
 	Operation *ledger.Operation
 	// Attempts are the operation's attempts plus denied retries that point
-	// at it (RelatedRef), as ledger.Store.AttemptList returns them.
+	// at it (RelatedRef), as ledger.Store.AttemptList returns them, and
+	// the attempts of its operation ID refused while ApprovalRequest
+	// waited, which point at none (ledger.Store.AttemptListRefused).
 	Attempts   []*ledger.Attempt
 	RemoteJobs []*ledger.RemoteJob
 	Charges    []*ledger.Charge
 	// Approval is the approval the operation ran under; nil when none.
 	Approval *ledger.Approval
+	// ApprovalRequest is the request an approver approved to give
+	// Approval; nil when the approval came another way. Without it the
+	// receipt reads the request from the operation's events, where an
+	// operation that waited for its request records it.
+	ApprovalRequest *ledger.ApprovalRequest
 	// Reservations are this operation's reservations against Approval.
 	Reservations []*ledger.Reservation
 	Events       []*ledger.Event
@@ -135,12 +142,13 @@ type ApprovalTerms struct {
 	RemoteJobsHeadroom int `json:"remote_jobs_headroom" yaml:"remote_jobs_headroom"`
 }
 
-// ApprovalRequestLine is the approval request an operation waited on, as
-// its events record it: who asked, what became of it, and the credential
-// ID of the approver who approved or declined it.
+// ApprovalRequestLine is the approval request an operation waited on: who
+// asked and when, what became of it, the credential ID of the approver who
+// approved or declined it and the note they gave.
 type ApprovalRequestLine struct {
-	ID          int64  `json:"id" yaml:"id"`
-	RequestedBy string `json:"requested_by,omitempty" yaml:"requested_by,omitempty"`
+	ID          int64     `json:"id" yaml:"id"`
+	RequestedBy string    `json:"requested_by,omitempty" yaml:"requested_by,omitempty"`
+	RequestedAt time.Time `json:"requested_at,omitzero" yaml:"requested_at,omitempty"`
 	// Status is pending, approved, declined, expired or cancelled.
 	Status     string    `json:"status" yaml:"status"`
 	ApprovedBy string    `json:"approved_by,omitempty" yaml:"approved_by,omitempty"`

@@ -132,6 +132,12 @@ func (r *Receipt) Markdown() []byte {
 		if q.Note != "" {
 			v += ": " + mdText(q.Note)
 		}
+		if q.RequestedBy != "" {
+			v += "; requested by " + codeCell(q.RequestedBy)
+		}
+		if !q.RequestedAt.IsZero() {
+			v += " at " + stamp(q.RequestedAt)
+		}
 		row("approval request", v)
 	}
 	if !r.GeneratedAt.IsZero() {

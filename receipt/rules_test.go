@@ -822,7 +822,7 @@ func cmpOrKnowledge(k, alt ledger.Knowledge) ledger.Knowledge {
 }
 
 // The approval request an operation waited on shows who asked and who
-// decided, from its events.
+// decided, from the ledger's request or else from its events.
 func TestApprovalRequestLine(t *testing.T) {
 	ev := func(id int64, kind ledger.EventKind, data string) *ledger.Event {
 		return &ledger.Event{ID: id, Kind: kind, CreatedAt: at(time.Duration(id) * time.Minute), Data: json.RawMessage(data)}
@@ -832,22 +832,36 @@ func TestApprovalRequestLine(t *testing.T) {
 		name   string
 		state  ledger.State
 		events []*ledger.Event
-		want   *receipt.ApprovalRequestLine
+		// request is the request that gave the approval, as the ledger
+		// holds it; it wins over the events.
+		request *ledger.ApprovalRequest
+		want    *receipt.ApprovalRequestLine
 	}{
-		{"none", ledger.StateCompleted, nil, nil},
-		{"approved", ledger.StateCompleted, []*ledger.Event{requested, ev(2, ledger.EventApprovalRequestApproved, `{"request_id":7,"approver":"api_key:9","approval_id":4,"note":"ok"}`)},
-			&receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", Status: "approved", ApprovedBy: "api_key:9", Note: "ok", DecidedAt: at(2 * time.Minute)}},
-		{"declined", ledger.StateFailed, []*ledger.Event{requested, ev(2, ledger.EventApprovalRequestDeclined, `{"request_id":7,"approver":"jwt:dana"}`)},
-			&receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", Status: "declined", DeclinedBy: "jwt:dana", DecidedAt: at(2 * time.Minute)}},
-		{"expired", ledger.StateFailed, []*ledger.Event{requested, ev(2, ledger.EventApprovalRequestExpired, `{"request_id":7}`)},
-			&receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", Status: "expired", DecidedAt: at(2 * time.Minute)}},
-		{"pending", ledger.StateAwaitingApproval, []*ledger.Event{requested}, &receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", Status: "pending"}},
-		{"cancelled while pending", ledger.StateCancelled, []*ledger.Event{requested}, &receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", Status: "cancelled"}},
+		{"none", ledger.StateCompleted, nil, nil, nil},
+		{"approved", ledger.StateCompleted, []*ledger.Event{requested, ev(2, ledger.EventApprovalRequestApproved, `{"request_id":7,"approver":"api_key:9","approval_id":4,"note":"ok"}`)}, nil,
+			&receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", RequestedAt: at(time.Minute), Status: "approved", ApprovedBy: "api_key:9", Note: "ok", DecidedAt: at(2 * time.Minute)}},
+		{"declined", ledger.StateFailed, []*ledger.Event{requested, ev(2, ledger.EventApprovalRequestDeclined, `{"request_id":7,"approver":"jwt:dana"}`)}, nil,
+			&receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", RequestedAt: at(time.Minute), Status: "declined", DeclinedBy: "jwt:dana", DecidedAt: at(2 * time.Minute)}},
+		{"expired", ledger.StateFailed, []*ledger.Event{requested, ev(2, ledger.EventApprovalRequestExpired, `{"request_id":7}`)}, nil,
+			&receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", RequestedAt: at(time.Minute), Status: "expired", DecidedAt: at(2 * time.Minute)}},
+		{"pending", ledger.StateAwaitingApproval, []*ledger.Event{requested}, nil, &receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", RequestedAt: at(time.Minute), Status: "pending"}},
+		{"approved for a client without tasks", ledger.StateCompleted, nil,
+			&ledger.ApprovalRequest{ID: 8, RequestedBy: "api_key:3", Status: ledger.RequestApproved, CreatedAt: at(time.Minute),
+				DecidedAt: at(3 * time.Minute), DecidedBy: "jwt:dana", Note: "budget checked"},
+			&receipt.ApprovalRequestLine{ID: 8, RequestedBy: "api_key:3", RequestedAt: at(time.Minute), Status: "approved", ApprovedBy: "jwt:dana",
+				Note: "budget checked", DecidedAt: at(3 * time.Minute)}},
+		{"declined, by the ledger", ledger.StateFailed, []*ledger.Event{requested},
+			&ledger.ApprovalRequest{ID: 7, RequestedBy: "api_key:3", Status: ledger.RequestDeclined, CreatedAt: at(time.Minute),
+				DecidedAt: at(2 * time.Minute), DecidedBy: "jwt:dana"},
+			&receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", RequestedAt: at(time.Minute), Status: "declined", DeclinedBy: "jwt:dana",
+				DecidedAt: at(2 * time.Minute)}},
+		{"cancelled while pending", ledger.StateCancelled, []*ledger.Event{requested}, nil, &receipt.ApprovalRequestLine{ID: 7, RequestedBy: "api_key:3", RequestedAt: at(time.Minute), Status: "cancelled"}},
 	}
 	for _, tt := range tests {
 		in := base()
 		in.Operation.State = tt.state
 		in.Events = tt.events
+		in.ApprovalRequest = tt.request
 		got := receipt.Build(in).ApprovalRequest
 		if !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: approval request = %+v, want %+v", tt.name, got, tt.want)

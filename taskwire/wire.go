@@ -159,6 +159,21 @@ func toExtensionTask(t *Task) extensionTask {
 	}
 }
 
+// MarshalTask is t's Task object as era's wire spells it: taskId, status,
+// statusMessage, createdAt, lastUpdatedAt, and ttl and pollInterval
+// (2025-11-25) or ttlMs and pollIntervalMs (2026-07-28), without the
+// result, error or input requests a tasks/get may carry beside it. It is
+// how a peer's task is kept as a record of what it said.
+func MarshalTask(t *Task, era Era) (json.RawMessage, error) {
+	switch era {
+	case EraLegacy:
+		return json.Marshal(toLegacyTask(t))
+	case EraExtension:
+		return json.Marshal(toExtensionTask(t))
+	}
+	return nil, fmt.Errorf("a task has no wire shape in era %s", era)
+}
+
 func newLegacyCreateResult(t *Task) *legacyCreateResult {
 	return &legacyCreateResult{Task: toLegacyTask(t)}
 }

@@ -180,10 +180,12 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 // returns its answer as the evidence of that status (nil when none was
 // asked).
 func (w *Worker) jobStatus(ctx context.Context, c *provider.Contract, up Upstream, op *ledger.Operation, j *jobView) (ledger.JobStatus, *statusRecord, error) {
-	if j.taskID != "" && up.OffersTasks() != taskwire.EraNone {
+	if era := up.OffersTasks(); j.taskID != "" && era != taskwire.EraNone {
 		t, err := up.GetTask(ctx, j.taskID)
 		if err == nil {
-			answer, _ := json.Marshal(t)
+			// The evidence is the task as the provider's era spells it on
+			// the wire, not this gateway's decoding of it.
+			answer, _ := taskwire.MarshalTask(t, era)
 			rec := &statusRecord{tool: "tasks/get", answer: answer}
 			switch t.Status {
 			case taskwire.StatusCompleted:

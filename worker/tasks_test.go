@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"testing"
 	"time"
 
@@ -169,5 +170,74 @@ func TestUnrequestedTaskIsBound(t *testing.T) {
 	bound := events(t, ctx, g.Store, op, ledger.EventRemoteJobBound)
 	if len(bound) != 1 || bound[0]["kind"] != string(ledger.JobKindUpstreamTask) || bound[0]["remote_job_id"] != jobs[0].ID {
 		t.Errorf("remote_job_bound events = %v, want job %s bound as an upstream task", bound, jobs[0].ID)
+	}
+}
+
+// The provider's own task, read with tasks/get as evidence of its job's
+// status, is recorded as the wire JSON of the upstream's era: taskId,
+// status, createdAt, and ttl/pollInterval (2025-11-25) or
+// ttlMs/pollIntervalMs (2026-07-28), never the gateway's Go field names.
+func TestUpstreamTaskEvidenceIsWireJSON(t *testing.T) {
+	for _, tt := range []struct {
+		era     string
+		wrap    func(http.Handler) http.Handler
+		keys    []string
+		notKeys []string
+	}{
+		{"2026-07-28", func(h http.Handler) http.Handler { return h }, []string{"taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"},
+			[]string{"ID", "Status", "TTL", "PollInterval", "ttl", "pollInterval"}},
+		{"2025-11-25", legacyOnly, []string{"taskId", "status", "createdAt", "lastUpdatedAt", "ttl", "pollInterval"},
+			[]string{"ID", "Status", "TTL", "PollInterval", "ttlMs", "pollIntervalMs"}},
+	} {
+		t.Run(tt.era, func(t *testing.T) {
+			ctx := testCtx(t, 30*time.Second)
+			sim := providersim.New(&providersim.Options{JobDuration: 300 * time.Millisecond})
+			t.Cleanup(func() { sim.Close() })
+			g := startGateway(t, serve(t, tt.wrap(sim.HTTPHandler())), fixtures.ConfigOptions{Lease: time.Second})
+			opID := "op-task-evidence-" + tt.era
+			logHistory(t, g.Store, opID)
+			cs := g.connect(t, ctx, fixtures.EraExtension)
+			startTask(t, ctx, cs, opID)
+			op := awaitOperation(t, ctx, g.Store, opID, endedOrReview)
+			var answer string
+			waitFor(t, ctx, "the provider's task is recorded as evidence", func() bool {
+				evs, err := g.Store.EventList(ctx, op.ID)
+				if err != nil {
+					return false
+				}
+				for _, e := range evs {
+					d, err := ledger.DecodeEventData[ledger.ReconciledData](e)
+					if e.Kind != ledger.EventReconciled || err != nil {
+						continue
+					}
+					for _, rec := range d.Evidence {
+						if rec.Tool == "tasks/get" {
+							answer = rec.Answer
+							return true
+						}
+					}
+				}
+				return false
+			})
+			g.stop(t)
+			var wire map[string]any
+			if err := json.Unmarshal([]byte(answer), &wire); err != nil {
+				t.Fatalf("evidence %s: %v", answer, err)
+			}
+			for _, k := range tt.keys {
+				if _, ok := wire[k]; !ok {
+					t.Errorf("evidence %s lacks %q", answer, k)
+				}
+			}
+			for _, k := range tt.notKeys {
+				if _, ok := wire[k]; ok {
+					t.Errorf("evidence %s holds %q", answer, k)
+				}
+			}
+			jobs := sim.Jobs()
+			if len(jobs) != 1 || wire["taskId"] != jobs[0].ID || wire["status"] != string(taskwire.StatusCompleted) {
+				t.Errorf("evidence %s; want job %+v's task, completed", answer, jobs)
+			}
+		})
 	}
 }

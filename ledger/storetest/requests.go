@@ -238,6 +238,24 @@ func testApprovalRequests(t *testing.T, newStore Factory) {
 		if ran.Decision != ledger.DecisionCreated || ran.Operation.State != ledger.StateAccepted || ran.Operation.ApprovalID != d.Approval.ID {
 			t.Fatalf("retry after approval = %s %q; want created under approval %d", ran.Decision, ran.Reason, d.Approval.ID)
 		}
+		// The operation's receipt finds the request by its approval, and
+		// the two refusals, which point at no operation, by its call.
+		byApproval, err := s.ApprovalRequestList(ctx, &ledger.ApprovalRequestListParams{Tenant: "acme", ApprovalRef: d.Approval.ID})
+		if err != nil || len(byApproval) != 1 || byApproval[0].ID != first.Request.ID || byApproval[0].Note != "checked" || byApproval[0].DecidedBy != "api_key:9" {
+			t.Fatalf("requests of approval %d = %+v, %v; want request %d, decided by api_key:9 with its note", d.Approval.ID, byApproval, err, first.Request.ID)
+		}
+		if other, err := s.ApprovalRequestList(ctx, &ledger.ApprovalRequestListParams{Tenant: "globex", ApprovalRef: d.Approval.ID}); err != nil || len(other) != 0 {
+			t.Fatalf("another tenant's requests of approval %d = %+v, %v; want none", d.Approval.ID, other, err)
+		}
+		refused, err := s.AttemptListRefused(ctx, &ledger.RefusedAttemptListParams{Tenant: "acme", OperationID: "op-record",
+			Fingerprint: first.Request.Fingerprint, From: first.Request.CreatedAt, To: ran.Operation.CreatedAt})
+		if err != nil || len(refused) != 2 || refused[0].ID != first.Attempt.ID || refused[1].ID != again.Attempt.ID {
+			t.Fatalf("refused attempts = %+v, %v; want the two refusals before the operation", refused, err)
+		}
+		if late, err := s.AttemptListRefused(ctx, &ledger.RefusedAttemptListParams{Tenant: "acme", OperationID: "op-record",
+			Fingerprint: first.Request.Fingerprint, From: ran.Operation.CreatedAt.Add(time.Microsecond), To: ran.Operation.CreatedAt.Add(time.Hour)}); err != nil || len(late) != 0 {
+			t.Fatalf("refused attempts after the operation = %+v, %v; want none", late, err)
+		}
 	})
 
 	t.Run("an expired approval asks for a new one", func(t *testing.T) {

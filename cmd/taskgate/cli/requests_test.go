@@ -82,3 +82,62 @@ func TestApprovalRequestsListApproveDecline(t *testing.T) {
 		t.Errorf("--status all printed\n%s", all)
 	}
 }
+
+// TestReceiptOfACallApprovedOnRequest: a client that cannot take a task is
+// refused, naming an approval request; an approver approves it on the
+// command line with a note, and the client's retry runs. The receipt names
+// the request, who asked and when, who approved it and their note, and
+// counts the refused attempt.
+func TestReceiptOfACallApprovedOnRequest(t *testing.T) {
+	l := newLedger(t)
+	args := json.RawMessage(`{"suite":"settlement"}`)
+	fp, err := canon.Compute("hosted_test", "run_suite", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func() *ledger.AcceptResult {
+		t.Helper()
+		res, err := l.store.Accept(context.Background(), &ledger.AcceptParams{
+			Tenant: "acme", OperationID: "op-plain", Upstream: "hosted_test", Tool: "run_suite", Fingerprint: string(fp), Arguments: args,
+			RequestID: ledger.NewRequestID(), TaskID: ledger.NewTaskID(), Source: "mcp/2025-03-26",
+			Approval: ledger.ApprovalRequirement{Required: true, Estimate: money.MustParse("12.00", "USD"),
+				Request: ledger.RequestRecord, RequestTTL: time.Hour, RequestedBy: "api_key:1"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	refused := call()
+	if refused.Decision != ledger.DecisionDenied || refused.Request == nil {
+		t.Fatalf("first call = %s %q; want denied, naming a request", refused.Decision, refused.Reason)
+	}
+	l.ok(t, "approval-requests", "approve", strconv.FormatInt(refused.Request.ID, 10), "--tenant", "acme", "--note", "finance agreed")
+	if ran := call(); ran.Decision != ledger.DecisionCreated {
+		t.Fatalf("retry after the approval = %s %q; want created", ran.Decision, ran.Reason)
+	}
+	out := l.ok(t, "receipt", "op-plain", "--tenant", "acme", "--format", "json")
+	var doc struct {
+		Receipt struct {
+			Attempts        int `json:"attempts"`
+			DeniedAttempts  int `json:"denied_attempts"`
+			ApprovalRequest *struct {
+				ID          int64  `json:"id"`
+				RequestedBy string `json:"requested_by"`
+				RequestedAt string `json:"requested_at"`
+				Status      string `json:"status"`
+				ApprovedBy  string `json:"approved_by"`
+				Note        string `json:"note"`
+			} `json:"approval_request"`
+		} `json:"paid_tool_retry_receipt"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("receipt --format json printed %q: %v", out, err)
+	}
+	r := doc.Receipt
+	q := r.ApprovalRequest
+	if r.Attempts != 1 || r.DeniedAttempts != 1 || q == nil || q.ID != refused.Request.ID || q.RequestedBy != "api_key:1" || q.RequestedAt == "" ||
+		q.Status != "approved" || !strings.HasPrefix(q.ApprovedBy, "cli:") || q.Note != "finance agreed" {
+		t.Errorf("receipt = %s; want 1 attempt, 1 denied, and approval request %d requested by api_key:1, approved on the command line with its note", out, refused.Request.ID)
+	}
+}

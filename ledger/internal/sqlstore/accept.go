@@ -293,7 +293,7 @@ func (s *Store) acceptOne(ctx context.Context, tx Tx, p *ledger.AcceptParams) (*
 		}
 	}
 
-	decision, reason := ledger.Decide(stored, p.Fingerprint)
+	decision, reason := ledger.DecideKeyed(stored, p.Fingerprint, p.Arguments, p.KeyArgument)
 	att, err := s.insertAttempt(ctx, tx, p, stored.ID, 0, decision, reason, now)
 	if err != nil {
 		return nil, nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/taskgate/taskgate/ledger"
 )
@@ -117,6 +118,14 @@ func (s *Store) OperationList(ctx context.Context, p *ledger.OperationListParams
 func (s *Store) AttemptList(ctx context.Context, operationRef int64) ([]*ledger.Attempt, error) {
 	return queryAll(ctx, s.drv.Reader(), scanAttempt,
 		`SELECT `+attemptColumns+` FROM attempts WHERE operation_ref = $1 OR related_ref = $1 ORDER BY id`, operationRef)
+}
+
+// AttemptListRefused implements ledger.Store.
+func (s *Store) AttemptListRefused(ctx context.Context, p *ledger.RefusedAttemptListParams) ([]*ledger.Attempt, error) {
+	return queryAll(ctx, s.drv.Reader(), scanAttempt, `SELECT `+attemptColumns+` FROM attempts
+		WHERE tenant = $1 AND operation_id = $2 AND operation_ref IS NULL AND related_ref IS NULL
+			AND fingerprint = $3 AND decision = $4 AND created_at >= $5 AND created_at <= $6 ORDER BY id`,
+		p.Tenant, p.OperationID, p.Fingerprint, ledger.DecisionDenied, p.From.UTC().Truncate(time.Microsecond), p.To.UTC().Truncate(time.Microsecond))
 }
 
 // AttemptRecord implements ledger.Store.

@@ -132,6 +132,9 @@ func (s *Store) ApprovalRequestList(ctx context.Context, p *ledger.ApprovalReque
 	if !p.ExpiredBy.IsZero() {
 		where = append(where, "expires_at <= "+arg(s.now(p.ExpiredBy)))
 	}
+	if p.ApprovalRef != 0 {
+		where = append(where, "approval_ref = "+arg(p.ApprovalRef))
+	}
 	if p.Tenant == "" && p.ExpiredBy.IsZero() {
 		return nil, errors.New("list approval requests: a tenant is required")
 	}
