@@ -95,5 +95,7 @@ func (l *Limits) applyDefaults() {
 	l.CallsPerTenant = cmp.Or(l.CallsPerTenant, 64)
 	l.CallRate = cmp.Or(l.CallRate, 50)
 	l.CallBurst = cmp.Or(l.CallBurst, 100)
+	l.RefusalDelay = cmp.Or(l.RefusalDelay, time.Second)
+	l.JobsPerTenant = cmp.Or(l.JobsPerTenant, 4)
 	l.SignInsPerMinute = cmp.Or(l.SignInsPerMinute, 10)
 }
