@@ -354,10 +354,13 @@ func (k *Keeper) Call(ctx context.Context, tenant string, now time.Time) (releas
 		k.rates[tenant] = lim
 	}
 	k.mu.Unlock()
-	release, refusal := k.holdCall(ctx, tenant)
+	release, waited, refusal := k.holdCall(ctx, tenant)
 	if refusal != nil {
-		return nil, k.callRefused(tenant, refusal, now)
+		return nil, k.callRefused(tenant, refusal, now.Add(waited))
 	}
+	// The bucket is read when the wait ended: a reservation dated before
+	// the bucket's last would count the time between them twice.
+	now = now.Add(waited)
 	res := lim.ReserveN(now, 1)
 	if r := decideRate(res.DelayFrom(now), ReasonRateLimited, ScopeTenant, k.opts.CallRate); r != nil {
 		res.CancelAt(now)
@@ -386,21 +389,26 @@ func (k *Keeper) callRefused(tenant string, r *Refusal, now time.Time) *Refusal 
 }
 
 // holdCall holds a call in progress for tenant, waiting up to CallWait for
-// one of the tenant's calls to end when it holds as many as allowed.
-func (k *Keeper) holdCall(ctx context.Context, tenant string) (func(), *Refusal) {
+// one of the tenant's calls to end when it holds as many as allowed. It
+// returns how long it waited: zero when it did not.
+func (k *Keeper) holdCall(ctx context.Context, tenant string) (func(), time.Duration, *Refusal) {
+	release, refusal, ended := k.take(Calls, tenant)
+	if refusal == nil {
+		return release, 0, nil
+	}
+	start := time.Now()
 	wait := time.NewTimer(CallWait)
 	defer wait.Stop()
 	for {
-		release, refusal, ended := k.take(Calls, tenant)
-		if refusal == nil {
-			return release, nil
-		}
 		select {
 		case <-ended:
 		case <-wait.C:
-			return nil, refusal
+			return nil, time.Since(start), refusal
 		case <-ctx.Done():
-			return nil, refusal
+			return nil, time.Since(start), refusal
+		}
+		if release, refusal, ended = k.take(Calls, tenant); refusal == nil {
+			return release, time.Since(start), nil
 		}
 	}
 }

@@ -391,3 +391,33 @@ func TestCallWaitsForAnotherToEnd(t *testing.T) {
 		}
 	})
 }
+
+// TestCallThatWaitedIsRatedWhenItEnds: a call that waited for one of its
+// tenant's calls to end is judged by the tenant's bucket as it is when the
+// wait ends, not as it was when the call came.
+func TestCallThatWaitedIsRatedWhenItEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		k := New(Options{Sessions: Bound{1, 1}, Streams: Bound{1, 1}, CallsPerTenant: 1, CallRate: 10, CallBurst: 1,
+			SignInsPerMinute: 1, RefusalDelay: time.Second, JobsPerTenant: 1})
+		first, ref := k.Call(ctx, "a", time.Now())
+		if ref != nil {
+			t.Fatal(ref)
+		}
+		got := make(chan *Refusal, 1)
+		go func() {
+			release, ref := k.Call(ctx, "a", time.Now())
+			if release != nil {
+				release()
+			}
+			got <- ref
+		}()
+		synctest.Wait()
+		// A token comes back every 100ms; the first call ends 200ms on.
+		time.Sleep(200 * time.Millisecond)
+		first()
+		if ref := <-got; ref != nil {
+			t.Errorf("a call admitted 200ms after it came, with a token back by then: %v", ref)
+		}
+	})
+}
