@@ -161,6 +161,12 @@ type Limits struct {
 	// other jobs wait their turn, so that a tenant with a backlog leaves
 	// the ledger and the processors to the others. Default 4.
 	JobsPerTenant int `yaml:"jobs_per_tenant"`
+	// AcceptsPerTenant bounds one tenant's consequential calls being
+	// accepted into the ledger at once on a replica; its further calls
+	// wait their turn (they are already admitted), so that a tenant with
+	// many calls at once does not fill the ledger's commits ahead of
+	// another's. Default 4.
+	AcceptsPerTenant int `yaml:"accepts_per_tenant"`
 	// SignInsPerMinute bounds the console sign-in attempts from one source
 	// address, at most that many at once. Default 10.
 	SignInsPerMinute int `yaml:"sign_ins_per_minute"`

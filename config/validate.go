@@ -483,6 +483,7 @@ func (l *Limits) validate(v *validator) {
 		{"max_connections", l.MaxConnections}, {"sessions", l.Sessions}, {"sessions_per_tenant", l.SessionsPerTenant},
 		{"streams", l.Streams}, {"streams_per_tenant", l.StreamsPerTenant}, {"calls_per_tenant", l.CallsPerTenant},
 		{"call_burst", l.CallBurst}, {"sign_ins_per_minute", l.SignInsPerMinute}, {"jobs_per_tenant", l.JobsPerTenant},
+		{"accepts_per_tenant", l.AcceptsPerTenant},
 	}
 	for _, p := range counts {
 		if p.n < 1 {

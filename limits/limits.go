@@ -35,6 +35,9 @@ const (
 	Calls Kind = "calls"
 	// Jobs are worker jobs running (see [Keeper.Job]).
 	Jobs Kind = "jobs"
+	// Accepts are consequential calls being accepted into the ledger (see
+	// [Keeper.Accept]).
+	Accepts Kind = "accepts"
 )
 
 // Reason names the limit behind a refusal, as data.reason carries it.
@@ -173,6 +176,9 @@ type Options struct {
 	// JobsPerTenant bounds one tenant's worker jobs (sends, polls,
 	// reconciliations) running at once; more wait their turn.
 	JobsPerTenant int
+	// AcceptsPerTenant bounds one tenant's consequential calls being
+	// accepted into the ledger at once; more wait their turn.
+	AcceptsPerTenant int
 	// RefusalDelay is how long a refused tool call is held before it is
 	// answered once its tenant has been refused more than CallsPerTenant
 	// times in the last second.
@@ -193,9 +199,10 @@ type Keeper struct {
 	held  map[Kind]map[string]int
 	total map[Kind]int
 	rates map[string]*rate.Limiter
-	// jobs holds each tenant's worker jobs running, and how many run or
-	// wait, so that an idle tenant's entry is dropped.
-	jobs map[string]*tenantJobs
+	// turns holds each tenant's places for worker jobs and acceptances,
+	// and how many hold or wait for one, so that an idle tenant's entry
+	// is dropped.
+	turns map[turnKey]*tenantTurns
 	// prompt holds each tenant's refusals that are answered at once:
 	// CallsPerTenant a second, as many at once.
 	prompt  map[string]*rate.Limiter
@@ -224,11 +231,11 @@ const maxAddresses = 4096
 func New(opts Options) *Keeper {
 	k := &Keeper{
 		opts:      opts,
-		held:      map[Kind]map[string]int{Sessions: {}, Streams: {}, Calls: {}, Jobs: {}},
+		held:      map[Kind]map[string]int{Sessions: {}, Streams: {}, Calls: {}, Jobs: {}, Accepts: {}},
 		total:     map[Kind]int{},
 		rates:     map[string]*rate.Limiter{},
 		prompt:    map[string]*rate.Limiter{},
-		jobs:      map[string]*tenantJobs{},
+		turns:     map[turnKey]*tenantTurns{},
 		signIns:   map[string]*rate.Limiter{},
 		callEnded: make(chan struct{}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -256,11 +263,11 @@ func (k *Keeper) register(r prometheus.Registerer) {
 		"streams": float64(k.opts.Streams.Total), "streams_per_tenant": float64(k.opts.Streams.PerTenant),
 		"calls_per_tenant": float64(k.opts.CallsPerTenant), "call_rate": k.opts.CallRate, "call_burst": float64(k.opts.CallBurst),
 		"sign_ins_per_minute": float64(k.opts.SignInsPerMinute), "refusal_delay_seconds": k.opts.RefusalDelay.Seconds(),
-		"jobs_per_tenant": float64(k.opts.JobsPerTenant),
+		"jobs_per_tenant": float64(k.opts.JobsPerTenant), "accepts_per_tenant": float64(k.opts.AcceptsPerTenant),
 	} {
 		limit.WithLabelValues(name).Set(v)
 	}
-	held := prometheus.NewDesc("taskgate_limit_held", "What all tenants hold now of each bounded kind: sessions, streams, calls, worker jobs.", []string{"kind"}, nil)
+	held := prometheus.NewDesc("taskgate_limit_held", "What all tenants hold now of each bounded kind: sessions, streams, calls, worker jobs, acceptances.", []string{"kind"}, nil)
 	r.MustRegister(limit, k.refused, k.paced, heldCollector{k, held})
 	for _, reason := range []Reason{ReasonSessionLimit, ReasonStreamLimit, ReasonConcurrencyLimit, ReasonRateLimited, ReasonSignInRateLimit} {
 		k.refused.WithLabelValues(string(reason))
@@ -276,7 +283,7 @@ type heldCollector struct {
 func (c heldCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c heldCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, kind := range []Kind{Sessions, Streams, Calls, Jobs} {
+	for _, kind := range []Kind{Sessions, Streams, Calls, Jobs, Accepts} {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(c.k.Held(kind, "")), string(kind))
 	}
 }
@@ -413,9 +420,15 @@ func (k *Keeper) holdCall(ctx context.Context, tenant string) (func(), time.Dura
 	}
 }
 
-// tenantJobs is one tenant's worker jobs: a semaphore of JobsPerTenant,
-// and how many jobs run or wait on it.
-type tenantJobs struct {
+// turnKey names one tenant's places of one kind (Jobs or Accepts).
+type turnKey struct {
+	kind   Kind
+	tenant string
+}
+
+// tenantTurns is one tenant's places of one kind: a semaphore of its
+// bound, and how many hold or wait on it.
+type tenantTurns struct {
 	sem   *semaphore.Weighted
 	users int
 }
@@ -427,39 +440,52 @@ type tenantJobs struct {
 // The release function gives the place back; calling it more than once
 // gives back once.
 func (k *Keeper) Job(ctx context.Context, tenant string) (release func(), _ error) {
+	return k.turn(ctx, Jobs, tenant, k.opts.JobsPerTenant)
+}
+
+// Accept holds one of tenant's acceptances of a consequential call,
+// waiting while the tenant has AcceptsPerTenant in progress, until ctx
+// ends: a tenant with many calls at once does not fill the ledger's
+// commits ahead of another's. Release as for Job.
+func (k *Keeper) Accept(ctx context.Context, tenant string) (release func(), _ error) {
+	return k.turn(ctx, Accepts, tenant, k.opts.AcceptsPerTenant)
+}
+
+func (k *Keeper) turn(ctx context.Context, kind Kind, tenant string, bound int) (release func(), _ error) {
+	key := turnKey{kind, tenant}
 	k.mu.Lock()
-	tj := k.jobs[tenant]
-	if tj == nil {
-		tj = &tenantJobs{sem: semaphore.NewWeighted(int64(k.opts.JobsPerTenant))}
-		k.jobs[tenant] = tj
+	tt := k.turns[key]
+	if tt == nil {
+		tt = &tenantTurns{sem: semaphore.NewWeighted(int64(bound))}
+		k.turns[key] = tt
 	}
-	tj.users++
+	tt.users++
 	k.mu.Unlock()
 	leave := func() {
 		k.mu.Lock()
 		defer k.mu.Unlock()
-		if tj.users--; tj.users == 0 {
-			delete(k.jobs, tenant)
+		if tt.users--; tt.users == 0 {
+			delete(k.turns, key)
 		}
 	}
-	if err := tj.sem.Acquire(ctx, 1); err != nil {
+	if err := tt.sem.Acquire(ctx, 1); err != nil {
 		leave()
-		return nil, fmt.Errorf("wait for one of tenant %q's %d worker jobs to end: %w", tenant, k.opts.JobsPerTenant, err)
+		return nil, fmt.Errorf("wait for one of tenant %q's %d %s in progress to end: %w", tenant, bound, kind, err)
 	}
 	k.mu.Lock()
-	k.held[Jobs][tenant]++
-	k.total[Jobs]++
+	k.held[kind][tenant]++
+	k.total[kind]++
 	k.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			k.mu.Lock()
-			if k.held[Jobs][tenant]--; k.held[Jobs][tenant] <= 0 {
-				delete(k.held[Jobs], tenant)
+			if k.held[kind][tenant]--; k.held[kind][tenant] <= 0 {
+				delete(k.held[kind], tenant)
 			}
-			k.total[Jobs]--
+			k.total[kind]--
 			k.mu.Unlock()
-			tj.sem.Release(1)
+			tt.sem.Release(1)
 			leave()
 		})
 	}, nil

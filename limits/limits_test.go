@@ -200,7 +200,24 @@ func TestJobsPerTenant(t *testing.T) {
 		a2()
 		a3()
 		b1()
-		if n := len(k.jobs); n != 0 {
+		// Acceptances are bounded apart from jobs.
+		acc, err := k.Accept(ctx, "a")
+		if err != nil {
+			t.Fatalf("a first acceptance: %v", err)
+		}
+		acc2, err := k.Accept(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Accept(done, "a"); err == nil {
+			t.Fatal("a third acceptance of a tenant with 2 in progress did not wait")
+		}
+		if n := k.Held(Accepts, ""); n != 2 {
+			t.Errorf("%d acceptances held, want 2", n)
+		}
+		acc()
+		acc2()
+		if n := len(k.turns); n != 0 {
 			t.Errorf("%d tenants' job places kept with none running", n)
 		}
 	})
@@ -225,7 +242,7 @@ func testKeeper(reg prometheus.Registerer) *Keeper {
 	return New(Options{
 		Sessions: Bound{PerTenant: 2, Total: 3}, Streams: Bound{PerTenant: 1, Total: 10},
 		CallsPerTenant: 2, CallRate: 10, CallBurst: 3, SignInsPerMinute: 2, RefusalDelay: 2 * time.Second,
-		JobsPerTenant: 2, Registerer: reg,
+		JobsPerTenant: 2, AcceptsPerTenant: 2, Registerer: reg,
 	})
 }
 

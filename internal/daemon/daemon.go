@@ -153,7 +153,7 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	d.limits = mcpserver.NewKeeper(cfg.Limits, d.Registry)
 
 	d.Pool = upstream.NewPool(cfg.Upstreams, &upstream.Options{Logger: log, Observe: metrics.ObserveUpstream, StateChanged: metrics.UpstreamStates(cfg.Upstreams), Restarted: metrics.UpstreamRestarted, ClientName: "taskgate"})
-	d.Gateway, err = mcpserver.New(&mcpserver.Options{Store: d.Store, Pool: d.Pool, Config: cfg, Metrics: metrics, Logger: log, SDKPathOnly: opts.SDKPathOnly})
+	d.Gateway, err = mcpserver.New(&mcpserver.Options{Store: d.Store, Pool: d.Pool, Config: cfg, Metrics: metrics, Logger: log, SDKPathOnly: opts.SDKPathOnly, Limits: d.limits})
 	if err != nil {
 		return nil, err
 	}
