@@ -1,13 +1,15 @@
 // Package limits bounds what one tenant, or one source address, may hold
 // of a gateway at once, so that none can exhaust it for the others: open
 // sessions and event streams (per tenant and in total), tool calls in
-// progress and their rate per tenant, and console sign-in attempts per
-// source address. A [Keeper] holds the counts and token buckets of one
-// replica; the decisions are pure functions over them. A refusal is a
-// [Refusal] that names the limit, as data.reason, and when to try again;
-// a tenant that keeps calling without waiting that long has its refusals
-// answered late, so that refusing it costs the gateway little. It never
-// delays a call it admits.
+// progress and their rate per tenant, consequential calls being accepted
+// and worker jobs running per tenant, and console sign-in attempts per
+// source address. A [Keeper] holds the counts, token buckets and
+// semaphores of one replica; the decisions are pure functions over them.
+// A refusal is a [Refusal] that names the limit, as data.reason, and when
+// to try again; a tenant that keeps calling without waiting that long has
+// its refusals answered late, so that refusing it costs the gateway
+// little. It never refuses work it has admitted: acceptances and jobs past
+// their tenant's bound wait their turn.
 package limits
 
 import (
