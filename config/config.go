@@ -153,6 +153,23 @@ type Limits struct {
 	// Defaults 50 and 100.
 	CallRate  float64 `yaml:"call_rate"`
 	CallBurst int     `yaml:"call_burst"`
+	// RefusalDelay holds a refused tool call this long before answering
+	// it, once its tenant has been refused more than CallsPerTenant times
+	// in the last second: more than clients that wait retry_after would
+	// be. A tenant that ignores retry_after then sends at most one call
+	// per connection per RefusalDelay. Default 1s, at most 10s.
+	RefusalDelay time.Duration `yaml:"refusal_delay"`
+	// JobsPerTenant bounds one tenant's worker jobs (sends, polls,
+	// reconciliations, cancellations) running at once on a replica; its
+	// other jobs wait their turn, so that a tenant with a backlog leaves
+	// the ledger and the processors to the others. Default 4.
+	JobsPerTenant int `yaml:"jobs_per_tenant"`
+	// AcceptsPerTenant bounds one tenant's consequential calls being
+	// accepted into the ledger at once on a replica; its further calls
+	// wait their turn (they are already admitted), so that a tenant with
+	// many calls at once does not fill the ledger's commits ahead of
+	// another's. Default 4.
+	AcceptsPerTenant int `yaml:"accepts_per_tenant"`
 	// SignInsPerMinute bounds the console sign-in attempts from one source
 	// address, at most that many at once. Default 10.
 	SignInsPerMinute int `yaml:"sign_ins_per_minute"`

@@ -277,6 +277,7 @@ func TestInvalid(t *testing.T) {
 		{"short read timeout", "limits:\n  read_timeout: 1ms\n", "t.yaml:2: limits.read_timeout: must be at least 100ms (got 1ms)"},
 		{"header timeout above the read timeout", "limits:\n  read_timeout: 5s\n  read_header_timeout: 10s\n", "limits.read_header_timeout: cannot be longer than limits.read_timeout (5s)"},
 		{"no call rate", "limits:\n  call_rate: -2\n", "t.yaml:2: limits.call_rate: must be more than 0 calls per second (got -2)"},
+		{"long refusal delay", "limits:\n  refusal_delay: 30s\n", "t.yaml:2: limits.refusal_delay: must be between 1ms and 10s (got 30s)"},
 		{"jwt without issuer", "auth:\n  jwt:\n    audience: a\n    jwks_url: http://127.0.0.1/j\n", "t.yaml:2: auth.jwt.issuer: is required"},
 		{"jwt issuer over http", "auth:\n  jwt:\n    issuer: http://id.example.com/\n    audience: a\n    jwks_url: https://id.example.com/j\n", `t.yaml:3: auth.jwt.issuer: "http://id.example.com/" must use https`},
 		{"jwks over http", "auth:\n  jwt:\n    issuer: https://id.example.com/\n    audience: a\n    jwks_url: http://id.example.com/j\n", `t.yaml:5: auth.jwt.jwks_url: "http://id.example.com/j" must use https (http is allowed only on a loopback host)`},

@@ -98,5 +98,8 @@ func (l *Limits) applyDefaults() {
 	l.CallsPerTenant = cmp.Or(l.CallsPerTenant, 64)
 	l.CallRate = cmp.Or(l.CallRate, 50)
 	l.CallBurst = cmp.Or(l.CallBurst, 100)
+	l.RefusalDelay = cmp.Or(l.RefusalDelay, time.Second)
+	l.JobsPerTenant = cmp.Or(l.JobsPerTenant, 4)
+	l.AcceptsPerTenant = cmp.Or(l.AcceptsPerTenant, 4)
 	l.SignInsPerMinute = cmp.Or(l.SignInsPerMinute, 10)
 }

@@ -540,7 +540,8 @@ func (l *Limits) validate(v *validator) {
 	}{
 		{"max_connections", l.MaxConnections}, {"sessions", l.Sessions}, {"sessions_per_tenant", l.SessionsPerTenant},
 		{"streams", l.Streams}, {"streams_per_tenant", l.StreamsPerTenant}, {"calls_per_tenant", l.CallsPerTenant},
-		{"call_burst", l.CallBurst}, {"sign_ins_per_minute", l.SignInsPerMinute},
+		{"call_burst", l.CallBurst}, {"sign_ins_per_minute", l.SignInsPerMinute}, {"jobs_per_tenant", l.JobsPerTenant},
+		{"accepts_per_tenant", l.AcceptsPerTenant},
 	}
 	for _, p := range counts {
 		if p.n < 1 {
@@ -549,6 +550,11 @@ func (l *Limits) validate(v *validator) {
 	}
 	if l.CallRate <= 0 {
 		v.fail("limits.call_rate", "must be more than 0 calls per second (got %g)", l.CallRate)
+	}
+	// A refusal held longer than a client's own timeout would look like a
+	// hung gateway.
+	if l.RefusalDelay < time.Millisecond || l.RefusalDelay > 10*time.Second {
+		v.fail("limits.refusal_delay", "must be between 1ms and 10s (got %s)", l.RefusalDelay)
 	}
 	if l.SessionsPerTenant > l.Sessions {
 		v.fail("limits.sessions_per_tenant", "cannot exceed limits.sessions (%d)", l.Sessions)

@@ -1,10 +1,15 @@
 // Package limits bounds what one tenant, or one source address, may hold
 // of a gateway at once, so that none can exhaust it for the others: open
 // sessions and event streams (per tenant and in total), tool calls in
-// progress and their rate per tenant, and console sign-in attempts per
-// source address. A [Keeper] holds the counts and token buckets of one
-// replica; the decisions are pure functions over them. A refusal is a
-// [Refusal] that names the limit, as data.reason, and when to try again.
+// progress and their rate per tenant, consequential calls being accepted
+// and worker jobs running per tenant, and console sign-in attempts per
+// source address. A [Keeper] holds the counts, token buckets and
+// semaphores of one replica; the decisions are pure functions over them.
+// A refusal is a [Refusal] that names the limit, as data.reason, and when
+// to try again; a tenant that keeps calling without waiting that long has
+// its refusals answered late, so that refusing it costs the gateway
+// little. It never refuses work it has admitted: acceptances and jobs past
+// their tenant's bound wait their turn.
 package limits
 
 import (
@@ -16,6 +21,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
 )
 
@@ -29,6 +35,11 @@ const (
 	Streams Kind = "streams"
 	// Calls are tool calls in progress.
 	Calls Kind = "calls"
+	// Jobs are worker jobs running (see [Keeper.Job]).
+	Jobs Kind = "jobs"
+	// Accepts are consequential calls being accepted into the ledger (see
+	// [Keeper.Accept]).
+	Accepts Kind = "accepts"
 )
 
 // Reason names the limit behind a refusal, as data.reason carries it.
@@ -59,6 +70,10 @@ type Refusal struct {
 	Limit float64
 	// RetryAfter is when a retry may succeed, at least one second.
 	RetryAfter time.Duration
+	// Pace is how long the refusal is held before it is answered: zero,
+	// unless its tenant is being refused faster than clients that wait
+	// RetryAfter would be (see [Keeper.Call]).
+	Pace time.Duration
 }
 
 // Error says which limit was reached and what to do, so that a model
@@ -135,6 +150,20 @@ func decideRate(delay time.Duration, reason Reason, scope Scope, limit float64) 
 	return &Refusal{Reason: reason, Scope: scope, Limit: limit, RetryAfter: delay}
 }
 
+// decidePace decides how long a refusal of a tool call is held before it
+// is answered: not at all while the tenant's prompt refusals last (prompt
+// is whether one was left), delay once they are spent. A client that waits
+// retry_after (at least a second) after each refusal is refused at most
+// once a second for each call it has in progress; one that ignores it is
+// refused as fast as it sends, and pacing its refusals bounds that rate at
+// its connections divided by delay.
+func decidePace(prompt bool, delay time.Duration) time.Duration {
+	if prompt {
+		return 0
+	}
+	return delay
+}
+
 // Options are the limits a Keeper enforces; every field must be positive.
 type Options struct {
 	Sessions Bound
@@ -146,6 +175,16 @@ type Options struct {
 	// it may make at once.
 	CallRate  float64
 	CallBurst int
+	// JobsPerTenant bounds one tenant's worker jobs (sends, polls,
+	// reconciliations) running at once; more wait their turn.
+	JobsPerTenant int
+	// AcceptsPerTenant bounds one tenant's consequential calls being
+	// accepted into the ledger at once; more wait their turn.
+	AcceptsPerTenant int
+	// RefusalDelay is how long a refused tool call is held before it is
+	// answered once its tenant has been refused more than CallsPerTenant
+	// times in the last second.
+	RefusalDelay time.Duration
 	// SignInsPerMinute bounds sign-in attempts per source address.
 	SignInsPerMinute int
 	// Registerer, when set, gets the limits, what is held and the
@@ -158,16 +197,24 @@ type Options struct {
 type Keeper struct {
 	opts Options
 
-	mu      sync.Mutex
-	held    map[Kind]map[string]int
-	total   map[Kind]int
-	rates   map[string]*rate.Limiter
+	mu    sync.Mutex
+	held  map[Kind]map[string]int
+	total map[Kind]int
+	rates map[string]*rate.Limiter
+	// turns holds each tenant's places for worker jobs and acceptances,
+	// and how many hold or wait for one, so that an idle tenant's entry
+	// is dropped.
+	turns map[turnKey]*tenantTurns
+	// prompt holds each tenant's refusals that are answered at once:
+	// CallsPerTenant a second, as many at once.
+	prompt  map[string]*rate.Limiter
 	signIns map[string]*rate.Limiter
 	// callEnded is closed, and replaced, whenever a call in progress ends,
 	// waking the calls that wait for one of their tenant's to end.
 	callEnded chan struct{}
 
 	refused *prometheus.CounterVec
+	paced   prometheus.Counter
 }
 
 // CallWait is how long a tool call past its tenant's calls in progress
@@ -186,15 +233,21 @@ const maxAddresses = 4096
 func New(opts Options) *Keeper {
 	k := &Keeper{
 		opts:      opts,
-		held:      map[Kind]map[string]int{Sessions: {}, Streams: {}, Calls: {}},
+		held:      map[Kind]map[string]int{Sessions: {}, Streams: {}, Calls: {}, Jobs: {}, Accepts: {}},
 		total:     map[Kind]int{},
 		rates:     map[string]*rate.Limiter{},
+		prompt:    map[string]*rate.Limiter{},
+		turns:     map[turnKey]*tenantTurns{},
 		signIns:   map[string]*rate.Limiter{},
 		callEnded: make(chan struct{}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_limit_refusals_total",
 			Help: "Requests refused because a limit was reached, by data.reason.",
 		}, []string{"reason"}),
+		paced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "taskgate_limit_paced_refusals_total",
+			Help: "Refused tool calls answered only after limits.refusal_delay, because their tenant was refused faster than a client that waits retry_after would be.",
+		}),
 	}
 	if r := opts.Registerer; r != nil {
 		k.register(r)
@@ -211,12 +264,13 @@ func (k *Keeper) register(r prometheus.Registerer) {
 		"sessions": float64(k.opts.Sessions.Total), "sessions_per_tenant": float64(k.opts.Sessions.PerTenant),
 		"streams": float64(k.opts.Streams.Total), "streams_per_tenant": float64(k.opts.Streams.PerTenant),
 		"calls_per_tenant": float64(k.opts.CallsPerTenant), "call_rate": k.opts.CallRate, "call_burst": float64(k.opts.CallBurst),
-		"sign_ins_per_minute": float64(k.opts.SignInsPerMinute),
+		"sign_ins_per_minute": float64(k.opts.SignInsPerMinute), "refusal_delay_seconds": k.opts.RefusalDelay.Seconds(),
+		"jobs_per_tenant": float64(k.opts.JobsPerTenant), "accepts_per_tenant": float64(k.opts.AcceptsPerTenant),
 	} {
 		limit.WithLabelValues(name).Set(v)
 	}
-	held := prometheus.NewDesc("taskgate_limit_held", "What all tenants hold now of each bounded kind: sessions, streams, calls.", []string{"kind"}, nil)
-	r.MustRegister(limit, k.refused, heldCollector{k, held})
+	held := prometheus.NewDesc("taskgate_limit_held", "What all tenants hold now of each bounded kind: sessions, streams, calls, worker jobs, acceptances.", []string{"kind"}, nil)
+	r.MustRegister(limit, k.refused, k.paced, heldCollector{k, held})
 	for _, reason := range []Reason{ReasonSessionLimit, ReasonStreamLimit, ReasonConcurrencyLimit, ReasonRateLimited, ReasonSignInRateLimit} {
 		k.refused.WithLabelValues(string(reason))
 	}
@@ -231,7 +285,7 @@ type heldCollector struct {
 func (c heldCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c heldCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, kind := range []Kind{Sessions, Streams, Calls} {
+	for _, kind := range []Kind{Sessions, Streams, Calls, Jobs, Accepts} {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(c.k.Held(kind, "")), string(kind))
 	}
 }
@@ -298,7 +352,9 @@ func (k *Keeper) take(kind Kind, tenant string) (release func(), _ *Refusal, cal
 // Call admits one tool call of tenant at now, or refuses it: past the
 // tenant's rate, or with as many of its calls in progress as allowed for
 // longer than CallWait (or until ctx ends). A call refused for concurrency
-// does not spend a token.
+// does not spend a token. A refusal's Pace says how long to hold it before
+// answering: RefusalDelay once the tenant has been refused more than
+// CallsPerTenant times in the last second.
 func (k *Keeper) Call(ctx context.Context, tenant string, now time.Time) (release func(), _ *Refusal) {
 	k.mu.Lock()
 	lim := k.rates[tenant]
@@ -307,39 +363,134 @@ func (k *Keeper) Call(ctx context.Context, tenant string, now time.Time) (releas
 		k.rates[tenant] = lim
 	}
 	k.mu.Unlock()
-	release, refusal := k.holdCall(ctx, tenant)
+	release, waited, refusal := k.holdCall(ctx, tenant)
 	if refusal != nil {
-		k.refused.WithLabelValues(string(refusal.Reason)).Inc()
-		return nil, refusal
+		return nil, k.callRefused(tenant, refusal, now.Add(waited))
 	}
+	// The bucket is read when the wait ended: a reservation dated before
+	// the bucket's last would count the time between them twice.
+	now = now.Add(waited)
 	res := lim.ReserveN(now, 1)
 	if r := decideRate(res.DelayFrom(now), ReasonRateLimited, ScopeTenant, k.opts.CallRate); r != nil {
 		res.CancelAt(now)
 		release()
-		k.refused.WithLabelValues(string(r.Reason)).Inc()
-		return nil, r
+		return nil, k.callRefused(tenant, r, now)
 	}
 	return release, nil
 }
 
+// callRefused counts r, a refusal of tenant's tool call at now, and sets
+// how long it is held before it is answered.
+func (k *Keeper) callRefused(tenant string, r *Refusal, now time.Time) *Refusal {
+	k.mu.Lock()
+	prompt := k.prompt[tenant]
+	if prompt == nil {
+		prompt = rate.NewLimiter(rate.Limit(k.opts.CallsPerTenant), k.opts.CallsPerTenant)
+		k.prompt[tenant] = prompt
+	}
+	k.mu.Unlock()
+	r.Pace = decidePace(prompt.AllowN(now, 1), k.opts.RefusalDelay)
+	k.refused.WithLabelValues(string(r.Reason)).Inc()
+	if r.Pace > 0 {
+		k.paced.Inc()
+	}
+	return r
+}
+
 // holdCall holds a call in progress for tenant, waiting up to CallWait for
-// one of the tenant's calls to end when it holds as many as allowed.
-func (k *Keeper) holdCall(ctx context.Context, tenant string) (func(), *Refusal) {
+// one of the tenant's calls to end when it holds as many as allowed. It
+// returns how long it waited: zero when it did not.
+func (k *Keeper) holdCall(ctx context.Context, tenant string) (func(), time.Duration, *Refusal) {
+	release, refusal, ended := k.take(Calls, tenant)
+	if refusal == nil {
+		return release, 0, nil
+	}
+	start := time.Now()
 	wait := time.NewTimer(CallWait)
 	defer wait.Stop()
 	for {
-		release, refusal, ended := k.take(Calls, tenant)
-		if refusal == nil {
-			return release, nil
-		}
 		select {
 		case <-ended:
 		case <-wait.C:
-			return nil, refusal
+			return nil, time.Since(start), refusal
 		case <-ctx.Done():
-			return nil, refusal
+			return nil, time.Since(start), refusal
+		}
+		if release, refusal, ended = k.take(Calls, tenant); refusal == nil {
+			return release, time.Since(start), nil
 		}
 	}
+}
+
+// turnKey names one tenant's places of one kind (Jobs or Accepts).
+type turnKey struct {
+	kind   Kind
+	tenant string
+}
+
+// tenantTurns is one tenant's places of one kind: a semaphore of its
+// bound, and how many hold or wait on it.
+type tenantTurns struct {
+	sem   *semaphore.Weighted
+	users int
+}
+
+// Job holds one of tenant's worker jobs running, waiting while the tenant
+// has JobsPerTenant running, until ctx ends (then it returns ctx's error).
+// A tenant with a backlog thus takes at most its share of the worker, and
+// another tenant's work still finds the ledger and the processors free.
+// The release function gives the place back; calling it more than once
+// gives back once.
+func (k *Keeper) Job(ctx context.Context, tenant string) (release func(), _ error) {
+	return k.turn(ctx, Jobs, tenant, k.opts.JobsPerTenant)
+}
+
+// Accept holds one of tenant's acceptances of a consequential call,
+// waiting while the tenant has AcceptsPerTenant in progress, until ctx
+// ends: a tenant with many calls at once does not fill the ledger's
+// commits ahead of another's. Release as for Job.
+func (k *Keeper) Accept(ctx context.Context, tenant string) (release func(), _ error) {
+	return k.turn(ctx, Accepts, tenant, k.opts.AcceptsPerTenant)
+}
+
+func (k *Keeper) turn(ctx context.Context, kind Kind, tenant string, bound int) (release func(), _ error) {
+	key := turnKey{kind, tenant}
+	k.mu.Lock()
+	tt := k.turns[key]
+	if tt == nil {
+		tt = &tenantTurns{sem: semaphore.NewWeighted(int64(bound))}
+		k.turns[key] = tt
+	}
+	tt.users++
+	k.mu.Unlock()
+	leave := func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if tt.users--; tt.users == 0 {
+			delete(k.turns, key)
+		}
+	}
+	if err := tt.sem.Acquire(ctx, 1); err != nil {
+		leave()
+		return nil, fmt.Errorf("wait for one of tenant %q's %d %s in progress to end: %w", tenant, bound, kind, err)
+	}
+	k.mu.Lock()
+	k.held[kind][tenant]++
+	k.total[kind]++
+	k.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			k.mu.Lock()
+			if k.held[kind][tenant]--; k.held[kind][tenant] <= 0 {
+				delete(k.held[kind], tenant)
+			}
+			k.total[kind]--
+			k.mu.Unlock()
+			tt.sem.Release(1)
+			leave()
+		})
+	}, nil
 }
 
 // SignIn admits one sign-in attempt from addr (a remote address, host:port

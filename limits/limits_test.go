@@ -74,6 +74,155 @@ func TestDecideRate(t *testing.T) {
 	}
 }
 
+func TestDecidePace(t *testing.T) {
+	tests := []struct {
+		prompt bool
+		delay  time.Duration
+		want   time.Duration
+	}{
+		{true, time.Second, 0},
+		{false, time.Second, time.Second},
+		{false, 10 * time.Millisecond, 10 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		if got := decidePace(tt.prompt, tt.delay); got != tt.want {
+			t.Errorf("decidePace(%v, %s) = %s, want %s", tt.prompt, tt.delay, got, tt.want)
+		}
+	}
+}
+
+// TestRefusalsPacedPastPrompt walks tenants' calls at given times through
+// a keeper of 2 calls in progress, 1 a second and a refusal delay of 2s:
+// a tenant is refused at most 2 times a second at once; past that each
+// refusal is held. Clients that wait retry_after are never held.
+func TestRefusalsPacedPastPrompt(t *testing.T) {
+	k := New(Options{Sessions: Bound{1, 1}, Streams: Bound{1, 1}, CallsPerTenant: 2, CallRate: 1, CallBurst: 1,
+		SignInsPerMinute: 1, RefusalDelay: 2 * time.Second, JobsPerTenant: 1, Registerer: prometheus.NewRegistry()})
+	now := time.Unix(1000, 0)
+	steps := []struct {
+		tenant   string
+		at       time.Duration
+		admitted bool
+		pace     time.Duration
+	}{
+		// A flood: the first is admitted, two refusals are answered at
+		// once, the rest are held.
+		{"flood", 0, true, 0},
+		{"flood", 0, false, 0},
+		{"flood", 0, false, 0},
+		{"flood", 0, false, 2 * time.Second},
+		{"flood", 10 * time.Millisecond, false, 2 * time.Second},
+		// Another tenant is not concerned.
+		{"other", 10 * time.Millisecond, true, 0},
+		{"other", 10 * time.Millisecond, false, 0},
+		// Half a second on, one prompt refusal is back.
+		{"flood", 510 * time.Millisecond, false, 0},
+		{"flood", 510 * time.Millisecond, false, 2 * time.Second},
+		// Two clients that wait retry_after (a second) after a refusal:
+		// each second one is admitted and one refused, never held.
+		{"honest", 0, true, 0},
+		{"honest", 0, false, 0},
+		{"honest", time.Second, true, 0},
+		{"honest", time.Second, false, 0},
+		{"honest", 2 * time.Second, true, 0},
+		{"honest", 2 * time.Second, false, 0},
+		{"honest", 3 * time.Second, true, 0},
+		{"honest", 3 * time.Second, false, 0},
+	}
+	paced := 0
+	for i, s := range steps {
+		release, r := k.Call(context.Background(), s.tenant, now.Add(s.at))
+		if (r == nil) != s.admitted {
+			t.Fatalf("step %d (%s at %s): refusal %v, want admitted %v", i, s.tenant, s.at, r, s.admitted)
+		}
+		if release != nil {
+			release()
+			continue
+		}
+		if r.Reason != ReasonRateLimited || r.Pace != s.pace {
+			t.Errorf("step %d (%s at %s): %s held %s, want %s held %s", i, s.tenant, s.at, r.Reason, r.Pace, ReasonRateLimited, s.pace)
+		}
+		if r.Pace > 0 {
+			paced++
+		}
+	}
+	if got := testutil.ToFloat64(k.paced); got != float64(paced) {
+		t.Errorf("taskgate_limit_paced_refusals_total = %g, want %d", got, paced)
+	}
+}
+
+func TestJobsPerTenant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		k := testKeeper(nil) // 2 jobs per tenant
+		a1, err := k.Job(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a2, err := k.Job(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A third waits, until its context ends.
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := k.Job(done, "a"); err == nil {
+			t.Fatal("a third job of a tenant with 2 running did not wait")
+		}
+		// Another tenant's job runs at once.
+		b1, err := k.Job(ctx, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan func(), 1)
+		go func() {
+			release, err := k.Job(ctx, "a")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- release
+		}()
+		synctest.Wait() // the third waits for one of a's to end
+		select {
+		case <-got:
+			t.Fatal("a third job ran while 2 of the tenant's ran")
+		default:
+		}
+		a1()
+		a1() // a second release gives nothing back
+		a3 := <-got
+		if n := k.Held(Jobs, "a"); n != 2 {
+			t.Errorf("a holds %d jobs, want 2", n)
+		}
+		if _, err := k.Job(done, "a"); err == nil {
+			t.Fatal("after one release given twice, the tenant had room for a fourth job")
+		}
+		a2()
+		a3()
+		b1()
+		// Acceptances are bounded apart from jobs.
+		acc, err := k.Accept(ctx, "a")
+		if err != nil {
+			t.Fatalf("a first acceptance: %v", err)
+		}
+		acc2, err := k.Accept(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Accept(done, "a"); err == nil {
+			t.Fatal("a third acceptance of a tenant with 2 in progress did not wait")
+		}
+		if n := k.Held(Accepts, ""); n != 2 {
+			t.Errorf("%d acceptances held, want 2", n)
+		}
+		acc()
+		acc2()
+		if n := len(k.turns); n != 0 {
+			t.Errorf("%d tenants' job places kept with none running", n)
+		}
+	})
+}
+
 func TestRefusalMessagesNameTheLimit(t *testing.T) {
 	for _, r := range []*Refusal{
 		{Reason: ReasonSessionLimit, Scope: ScopeTenant, Limit: 100, RetryAfter: holdRetry},
@@ -92,7 +241,8 @@ func TestRefusalMessagesNameTheLimit(t *testing.T) {
 func testKeeper(reg prometheus.Registerer) *Keeper {
 	return New(Options{
 		Sessions: Bound{PerTenant: 2, Total: 3}, Streams: Bound{PerTenant: 1, Total: 10},
-		CallsPerTenant: 2, CallRate: 10, CallBurst: 3, SignInsPerMinute: 2, Registerer: reg,
+		CallsPerTenant: 2, CallRate: 10, CallBurst: 3, SignInsPerMinute: 2, RefusalDelay: 2 * time.Second,
+		JobsPerTenant: 2, AcceptsPerTenant: 2, Registerer: reg,
 	})
 }
 
@@ -255,6 +405,36 @@ func TestCallWaitsForAnotherToEnd(t *testing.T) {
 		defer held()
 		if _, ref := k.Call(ctx, "a", time.Now()); ref == nil || ref.Reason != ReasonConcurrencyLimit {
 			t.Errorf("with the tenant's call still in progress after CallWait: %v, want %s", ref, ReasonConcurrencyLimit)
+		}
+	})
+}
+
+// TestCallThatWaitedIsRatedWhenItEnds: a call that waited for one of its
+// tenant's calls to end is judged by the tenant's bucket as it is when the
+// wait ends, not as it was when the call came.
+func TestCallThatWaitedIsRatedWhenItEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		k := New(Options{Sessions: Bound{1, 1}, Streams: Bound{1, 1}, CallsPerTenant: 1, CallRate: 10, CallBurst: 1,
+			SignInsPerMinute: 1, RefusalDelay: time.Second, JobsPerTenant: 1})
+		first, ref := k.Call(ctx, "a", time.Now())
+		if ref != nil {
+			t.Fatal(ref)
+		}
+		got := make(chan *Refusal, 1)
+		go func() {
+			release, ref := k.Call(ctx, "a", time.Now())
+			if release != nil {
+				release()
+			}
+			got <- ref
+		}()
+		synctest.Wait()
+		// A token comes back every 100ms; the first call ends 200ms on.
+		time.Sleep(200 * time.Millisecond)
+		first()
+		if ref := <-got; ref != nil {
+			t.Errorf("a call admitted 200ms after it came, with a token back by then: %v", ref)
 		}
 	})
 }

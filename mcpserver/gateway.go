@@ -38,6 +38,7 @@ import (
 
 	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/limits"
 	"github.com/taskgate/taskgate/provider"
 	"github.com/taskgate/taskgate/taskwire"
 	"github.com/taskgate/taskgate/upstream"
@@ -70,6 +71,10 @@ type Options struct {
 	// so that the two paths can be compared. It is slower; not for
 	// production.
 	SDKPathOnly bool
+	// Limits, when set, bounds each tenant's consequential calls being
+	// accepted at once (limits.accepts_per_tenant); nil accepts each as
+	// it comes.
+	Limits *limits.Keeper
 }
 
 // Gateway serves the downstream MCP surface.
@@ -83,6 +88,8 @@ type Gateway struct {
 	clock   func() time.Time
 	// sdkPathOnly: Options.SDKPathOnly.
 	sdkPathOnly bool
+	// limits: Options.Limits.
+	limits *limits.Keeper
 
 	mu      sync.Mutex
 	routes  map[string]*route // by downstream tool name
@@ -136,7 +143,7 @@ func New(opts *Options) (*Gateway, error) {
 	}
 	g := &Gateway{
 		store: opts.Store, pool: opts.Pool, catalog: provider.NewCatalog(opts.Config),
-		metrics: opts.Metrics, log: opts.Logger, clock: opts.Clock, sdkPathOnly: opts.SDKPathOnly,
+		metrics: opts.Metrics, log: opts.Logger, clock: opts.Clock, sdkPathOnly: opts.SDKPathOnly, limits: opts.Limits,
 		routes: map[string]*route{}, listed: map[string]string{}, syncBusy: make(chan struct{}, 1),
 		toolsListed: map[string]bool{},
 	}

@@ -192,6 +192,15 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		}
 	}
 	accept := func(requestID string) (*ledger.AcceptResult, error) {
+		if g.limits != nil {
+			// The tenant's other acceptances go first: one with many calls
+			// at once does not fill the ledger's commits ahead of another's.
+			release, err := g.limits.Accept(ctx, tenant)
+			if err != nil {
+				return nil, err
+			}
+			defer release()
+		}
 		return g.store.Accept(context.WithoutCancel(ctx), &ledger.AcceptParams{
 			Tenant: tenant, OperationID: opID, Upstream: r.upstream, Tool: r.tool,
 			Fingerprint: string(fp), Arguments: args, KeyArgument: keyArgument(r), RequestID: requestID, TaskID: ledger.NewTaskID(),

@@ -57,7 +57,7 @@ func NewKeeper(l config.Limits, reg prometheus.Registerer) *limits.Keeper {
 		Sessions:       limits.Bound{PerTenant: l.SessionsPerTenant, Total: l.Sessions},
 		Streams:        limits.Bound{PerTenant: l.StreamsPerTenant, Total: l.Streams},
 		CallsPerTenant: l.CallsPerTenant, CallRate: l.CallRate, CallBurst: l.CallBurst,
-		SignInsPerMinute: l.SignInsPerMinute, Registerer: reg,
+		RefusalDelay: l.RefusalDelay, JobsPerTenant: l.JobsPerTenant, AcceptsPerTenant: l.AcceptsPerTenant, SignInsPerMinute: l.SignInsPerMinute, Registerer: reg,
 	})
 }
 

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -121,6 +122,12 @@ func (g *Gateway) admit(keeper *limits.Keeper, sessions *mcp.Server, next http.H
 		case msg.Method == "tools/call":
 			release, refusal := keeper.Call(r.Context(), tenant, time.Now())
 			if refusal != nil {
+				// A tenant refused faster than one that waits retry_after is
+				// answered late: it holds only this goroutine and its
+				// connection, and its next call cannot come sooner.
+				if !holdFor(r.Context(), refusal.Pace) {
+					return
+				}
 				// A JSON-RPC error in a 200 reaches the model with its data;
 				// clients take a 429 for a transport failure.
 				refuse(w, http.StatusOK, msg.ID, refusal)
@@ -132,6 +139,21 @@ func (g *Gateway) admit(keeper *limits.Keeper, sessions *mcp.Server, next http.H
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// holdFor waits d, or until ctx ends; it reports whether d passed.
+func holdFor(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // holdUntilEnd calls release once the session id of server ends, or at

@@ -278,6 +278,9 @@ func (w *Worker) elicitThroughTask(jobCtx context.Context, l *lease) (Elicit, *r
 			return nil, err
 		}
 		w.logger(op).Info("the upstream asked for input within the call; waiting for the client's answer", "key", key)
+		// A person may take long to answer; the rest of this job runs
+		// without a turn.
+		l.turn.pause()
 		tick := time.NewTicker(w.cfg.PollInterval)
 		defer tick.Stop()
 		for {
@@ -365,6 +368,9 @@ func (w *Worker) elicitForTask(l *lease, taskID string) Elicit {
 				return nil, fmt.Errorf("the client of operation %q cannot answer this question", cur.OperationID)
 			}
 		}
+		// A person may take long to answer; the rest of this job runs
+		// without a turn.
+		l.turn.pause()
 		tick := time.NewTicker(w.cfg.PollInterval)
 		defer tick.Stop()
 		for {

@@ -43,6 +43,7 @@ func (w *Worker) poll(ctx context.Context, l *lease) error {
 		if wait <= 0 {
 			return river.JobSnooze(w.cfg.Worker.UpstreamPoll)
 		}
+		l.turn.pause()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -50,6 +51,9 @@ func (w *Worker) poll(ctx context.Context, l *lease) error {
 			// Hand the job back at once; the next start picks it up.
 			return river.JobSnooze(0)
 		case <-time.After(wait):
+		}
+		if err := l.turn.resume(ctx); err != nil {
+			return err
 		}
 	}
 }

@@ -56,6 +56,7 @@ import (
 	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/internal/crashpoint"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/limits"
 	"github.com/taskgate/taskgate/provider"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/taskwire"
@@ -117,6 +118,9 @@ type Options struct {
 	// Secrets opens the operations' sealed secret arguments before they
 	// are sent; nil when none are sealed (secrets.store: plaintext).
 	Secrets *secrets.Ring
+	// Limits, when set, bounds each tenant's jobs running at once
+	// (limits.jobs_per_tenant); nil runs every job as it comes.
+	Limits *limits.Keeper
 }
 
 // Worker runs the jobs.
@@ -131,6 +135,7 @@ type Worker struct {
 	river     ledger.JobClient
 	retry     retryPolicy
 	secrets   *secrets.Ring
+	limits    *limits.Keeper
 
 	stopSweep context.CancelFunc
 	wg        sync.WaitGroup
@@ -148,7 +153,7 @@ func New(opts *Options) (*Worker, error) {
 	w := &Worker{
 		store: opts.Store, upstreams: opts.Upstreams, catalog: opts.Catalog, cfg: opts.Config,
 		log: opts.Logger, clock: opts.Clock, id: opts.ID, stopping: make(chan struct{}),
-		retry: newRetryPolicy(opts.Config.Worker.Lease), secrets: opts.Secrets,
+		retry: newRetryPolicy(opts.Config.Worker.Lease), secrets: opts.Secrets, limits: opts.Limits,
 	}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
@@ -437,8 +442,13 @@ func (e *expireWorker) Work(ctx context.Context, _ *river.Job[ExpireArgs]) error
 // sweeper does not start a second one; after maxJobFailures failures in a
 // row the operation waits for a human.
 func (w *Worker) withLease(ctx context.Context, opRef int64, job *rivertype.JobRow, fn func(context.Context, *lease) error) error {
+	turn, err := w.takeTurn(ctx, opRef)
+	if err != nil {
+		return err
+	}
+	defer turn.pause()
 	owner := fmt.Sprintf("%s/%d", w.id, job.ID)
-	l := &lease{w: w, owner: owner, opRef: opRef}
+	l := &lease{w: w, owner: owner, opRef: opRef, turn: turn}
 	until := w.clock().Add(w.cfg.Worker.Lease)
 	op, err := w.store.LeaseClaim(ctx, opRef, owner, until)
 	switch {
@@ -551,6 +561,8 @@ type lease struct {
 	// operation may be sent, and are never written back.
 	args     json.RawMessage
 	handedOn bool
+	// turn is the job's place among its tenant's jobs running.
+	turn *turn
 }
 
 // release hands the lease to owner until until ("" releases it), unless

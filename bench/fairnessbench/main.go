@@ -182,6 +182,11 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 		return nil, fmt.Errorf("connect as tenant B: %w", err)
 	}
 	defer b.Close()
+	// The gateway is ready before it has listed its upstream's tools;
+	// until it has, a call names an unknown tool.
+	if err := waitForTool(ctx, b, fixtures.RunSuiteTool); err != nil {
+		return nil, err
+	}
 	callB := func(prefix string) load.Op {
 		return func(ctx context.Context, _, seq int) error {
 			opID := fmt.Sprintf("fair-b-%s-%d", prefix, seq)
@@ -286,6 +291,27 @@ func flood(ctx context.Context, o *options, gw *gateway) (*floodCount, error) {
 	wg.Wait()
 	total := min(next.Load(), int64(o.floodCalls))
 	return &floodCount{Calls: total, Tasks: tasks.Load(), Refused: refused, Seconds: time.Since(start).Seconds()}, firstErr
+}
+
+// waitForTool waits, for up to a minute, until cs lists the tool name.
+func waitForTool(ctx context.Context, cs *mcp.ClientSession, name string) error {
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		res, err := cs.ListTools(wait, nil)
+		if err == nil {
+			for _, t := range res.Tools {
+				if t.Name == name {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-wait.Done():
+			return fmt.Errorf("the gateway did not list %s within a minute (last error: %v)", name, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // gateway is `taskgate serve` as a child process, with an agent key for

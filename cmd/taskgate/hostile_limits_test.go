@@ -32,6 +32,7 @@ import (
 	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/taskwire"
 )
 
 // limitsGateway is a `taskgate serve` process in front of the simulated
@@ -478,5 +479,108 @@ func TestHostileLimitsKeepLongAnswers(t *testing.T) {
 	}
 	if _, err := toolNames(ctx, cs); err != nil {
 		t.Errorf("the session after the long call: %v", err)
+	}
+}
+
+// TestHostileRefusalsArePaced has one tenant call from 8 goroutines back
+// to back for three seconds, ignoring every refusal's retry_after, past
+// its limits of 2 calls in progress and 1 a second: once it has been
+// refused more than 2 times in a second, each refusal is held for
+// refusal_delay (2s) before it is answered, so it manages a few dozen
+// calls instead of thousands, and /metrics counts the paced refusals.
+func TestHostileRefusalsArePaced(t *testing.T) {
+	ctx := testCtx(t, 2*time.Minute)
+	gw := limitsStart(t, ctx, "limits:\n  calls_per_tenant: 2\n  call_rate: 1\n  call_burst: 1\n  refusal_delay: 2s\n", 4096)
+	flooder := apiKey(t, ctx, gw.db, "flooder")
+	bystander := apiKey(t, ctx, gw.db, "bystander")
+	cs := dial(t, ctx, gw.url+"/mcp", flooder, func() {})
+
+	window, stop := context.WithTimeout(ctx, 3*time.Second)
+	defer stop()
+	var calls atomic.Int64
+	var mu sync.Mutex
+	reasons := map[string]int{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for window.Err() == nil {
+				_, err := cs.CallTool(window, &mcp.CallToolParams{Name: "hosted_test.estimate_suite", Arguments: map[string]any{"suite": "smoke"}})
+				if window.Err() != nil {
+					return
+				}
+				calls.Add(1)
+				mu.Lock()
+				reasons[limitsReason(err)]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	// Unpaced, a refusal is answered within a millisecond or so: 8
+	// goroutines manage thousands in three seconds. Paced, about 2 a
+	// second are answered at once and the rest 2s later: a few dozen.
+	if n := calls.Load(); n == 0 || n > 100 {
+		t.Errorf("a tenant that ignores retry_after made %d calls in 3s (%v); want its refusals paced to a few dozen", n, reasons)
+	}
+	if reasons["-32029 rate_limited"]+reasons["-32029 concurrency_limit_reached"] == 0 {
+		t.Errorf("no call was refused naming the limit: %v", reasons)
+	}
+	resp, err := http.Get(gw.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`(?m)^taskgate_limit_paced_refusals_total [1-9]`).Match(metrics) || !strings.Contains(string(metrics), `taskgate_limit{limit="refusal_delay_seconds"} 2`) {
+		t.Errorf("/metrics does not show the paced refusals and refusal_delay:\n%s", grepLines(string(metrics), "taskgate_limit"))
+	}
+	if err := limitsEstimate(ctx, gw.url, bystander); err != nil {
+		t.Errorf("another tenant during the flood: %v", err)
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			out = append(out, strings.TrimRight(line, "\n"))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestJobsWaitTheirTurn runs a gateway whose tenants may each have one
+// worker job running, with provider jobs that run for a while: four
+// operations of one tenant and one of another all complete, since a job
+// gives its tenant's place back while its remote job runs.
+func TestJobsWaitTheirTurn(t *testing.T) {
+	ctx := testCtx(t, 2*time.Minute)
+	gw := limitsStartJobs(t, ctx, "limits:\n  jobs_per_tenant: 1\n", 4096, 500*time.Millisecond)
+	type started struct {
+		cs   *mcp.ClientSession
+		task *taskwire.Task
+	}
+	var tasks []started
+	for i, tenant := range []string{"busy", "busy", "busy", "busy", "other"} {
+		cs, err := fixtures.Dial(ctx, gw.url+"/mcp", apiKey(t, ctx, gw.db, tenant), fixtures.EraExtension, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		task, res, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall(fmt.Sprintf("turn-%d", i), nil), nil)
+		if err != nil || task == nil {
+			t.Fatalf("call %d of %s: task %v, %v %v", i, tenant, task, fixtures.ResultText(res), err)
+		}
+		tasks = append(tasks, started{cs, task})
+	}
+	for i, s := range tasks {
+		got, err := taskwire.AwaitTask(ctx, s.cs, s.task.ID, 50*time.Millisecond)
+		if err != nil {
+			t.Fatalf("task %d: %v", i, err)
+		}
+		if got.Status != taskwire.StatusCompleted {
+			t.Errorf("task %d ended %s (%s), want completed", i, got.Status, got.StatusMessage)
+		}
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/taskgate/taskgate/internal/dburl"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/postgres"
+	"github.com/taskgate/taskgate/limits"
 	"github.com/taskgate/taskgate/mcpserver"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
@@ -94,6 +95,8 @@ type Daemon struct {
 
 	log     *slog.Logger
 	secrets *secrets.Ring
+	// limits holds what each tenant takes of the listener and the worker.
+	limits *limits.Keeper
 	// auth is the HTTP listener's authentication, which Reload replaces;
 	// nil without a listener.
 	auth *authn.Switch
@@ -150,9 +153,10 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := mcpserver.NewMetrics(d.Registry, d.Store)
 	d.reloads = newReloadCounter(d.Registry)
+	d.limits = mcpserver.NewKeeper(cfg.Limits, d.Registry)
 
 	d.Pool = upstream.NewPool(cfg.Upstreams, &upstream.Options{Logger: log, Observe: metrics.ObserveUpstream, StateChanged: metrics.UpstreamStates(cfg.Upstreams), Restarted: metrics.UpstreamRestarted, ClientName: "taskgate"})
-	d.Gateway, err = mcpserver.New(&mcpserver.Options{Store: d.Store, Pool: d.Pool, Config: cfg, Metrics: metrics, Logger: log, SDKPathOnly: opts.SDKPathOnly})
+	d.Gateway, err = mcpserver.New(&mcpserver.Options{Store: d.Store, Pool: d.Pool, Config: cfg, Metrics: metrics, Logger: log, SDKPathOnly: opts.SDKPathOnly, Limits: d.limits})
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +165,7 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	}
 	d.Pool.Start(context.WithoutCancel(ctx))
 	if !opts.NoWorker {
-		d.Worker, err = worker.New(&worker.Options{Store: d.Store, Upstreams: worker.FromPool(d.Pool), Catalog: d.Gateway.Catalog(), Config: cfg, Logger: log, Secrets: opts.Secrets})
+		d.Worker, err = worker.New(&worker.Options{Store: d.Store, Upstreams: worker.FromPool(d.Pool), Catalog: d.Gateway.Catalog(), Config: cfg, Logger: log, Secrets: opts.Secrets, Limits: d.limits})
 		if err != nil {
 			return nil, err
 		}
@@ -236,7 +240,7 @@ func (d *Daemon) listen(opts *Options) error {
 	}
 	lim := cfg.Limits
 	handler, err := d.Gateway.Handler(&mcpserver.HTTPOptions{Auth: d.auth, Gatherer: d.Registry, Extra: restAPI.Register,
-		ReceiptKeys: signingkeys.Handler(d.Store, log), Console: approverConsole.Handler(), Limits: mcpserver.NewKeeper(lim, d.Registry)})
+		ReceiptKeys: signingkeys.Handler(d.Store, log), Console: approverConsole.Handler(), Limits: d.limits})
 	if err != nil {
 		return err
 	}
