@@ -118,8 +118,8 @@ func TestCancelStatusFollowsWhatHappened(t *testing.T) {
 	}
 	job := g.sim.Jobs()[0].ID
 	if got.Status != taskwire.StatusCancelled || strings.Contains(got.StatusMessage, "being asked") ||
-		!strings.Contains(got.StatusMessage, job) || !strings.Contains(got.StatusMessage, "reversed") {
-		t.Errorf("task after the provider cancelled job %s: %s %q; want cancelled, saying the job was stopped and its effect reversed", job, got.Status, got.StatusMessage)
+		!strings.Contains(got.StatusMessage, job) || !strings.Contains(got.StatusMessage, "reversed") || !strings.Contains(got.StatusMessage, "charge was refunded") {
+		t.Errorf("task after the provider cancelled job %s: %s %q; want cancelled, saying the job was stopped, its effect reversed and its charge refunded", job, got.Status, got.StatusMessage)
 	}
 }
 

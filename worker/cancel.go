@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/riverqueue/river"
 
@@ -207,18 +208,36 @@ func CancelStatus(sent bool, outcomes CancelOutcomes, again bool) string {
 		c := outcomes[id]
 		switch {
 		case !c.Taken && again:
-			parts = append(parts, fmt.Sprintf("the provider could not be asked to stop job %s (%s); asking again", id, c.Error))
+			parts = append(parts, fmt.Sprintf("the provider could not be asked to stop job %s (%s); asking again", id, brief(c.Error)))
 		case !c.Taken:
-			parts = append(parts, fmt.Sprintf("the provider could not be asked to stop job %s (%s); cancel it at the provider", id, c.Error))
+			parts = append(parts, fmt.Sprintf("the provider could not be asked to stop job %s (%s); cancel it at the provider", id, brief(c.Error)))
+		case c.EffectReversed == ledger.Yes && c.Detail != "":
+			// The provider's words say what was reversed, such as a refunded charge.
+			parts = append(parts, fmt.Sprintf("the provider stopped job %s and its effect was reversed (%s)", id, brief(c.Detail)))
 		case c.EffectReversed == ledger.Yes:
 			parts = append(parts, fmt.Sprintf("the provider stopped job %s and its effect was reversed", id))
 		case c.EffectReversed == ledger.No:
-			parts = append(parts, fmt.Sprintf("the provider was asked to stop job %s, but its effect stands (%s)", id, c.Detail))
+			parts = append(parts, fmt.Sprintf("the provider was asked to stop job %s, but its effect stands (%s)", id, brief(c.Detail)))
 		default:
 			parts = append(parts, fmt.Sprintf("the provider took the cancellation of job %s; whether its effect was reversed is not known yet", id))
 		}
 	}
 	return "cancelled by request; " + strings.Join(parts, "; ")
+}
+
+// briefLen bounds what a status message quotes of a provider's words.
+const briefLen = 200
+
+// brief is s cut to at most briefLen bytes, on a character boundary.
+func brief(s string) string {
+	if len(s) <= briefLen {
+		return s
+	}
+	cut := briefLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // expire frees the operation IDs of operations that ended longer ago than

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/taskgate/taskgate/ledger"
@@ -21,6 +22,10 @@ func TestCancelStatus(t *testing.T) {
 		{"asked", true, nil, false, "cancelled by request; the provider is being asked to stop"},
 		{"stopped and reversed", true, worker.CancelOutcomes{"j1": {Taken: true, EffectReversed: ledger.Yes}}, false,
 			"cancelled by request; the provider stopped job j1 and its effect was reversed"},
+		{"stopped, charge refunded", true, worker.CancelOutcomes{"j1": {Taken: true, EffectReversed: ledger.Yes, Detail: "its pending charge was refunded"}}, false,
+			"cancelled by request; the provider stopped job j1 and its effect was reversed (its pending charge was refunded)"},
+		{"a long detail is cut", true, worker.CancelOutcomes{"j1": {Taken: true, EffectReversed: ledger.No, Detail: strings.Repeat("é", 150)}}, false,
+			"cancelled by request; the provider was asked to stop job j1, but its effect stands (" + strings.Repeat("é", 100) + "…)"},
 		{"effect stands", true, worker.CancelOutcomes{"j1": {Taken: true, EffectReversed: ledger.No, Detail: "job already finished"}}, false,
 			"cancelled by request; the provider was asked to stop job j1, but its effect stands (job already finished)"},
 		{"taken, effect unknown", true, worker.CancelOutcomes{"j1": {Taken: true, EffectReversed: ledger.Unknown}}, false,
