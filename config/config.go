@@ -446,6 +446,13 @@ type Tool struct {
 	// lookup_then_attach when a lookup is configured, else
 	// no_automatic_resend.
 	RetryPolicy ledger.RetryPolicy `yaml:"retry_policy"`
+	// ClientCancel is what a client's tasks/cancel does once the call was
+	// sent to the provider: "honour" (the operation is cancelled and the
+	// provider asked to stop the job) or "before_send" (only a call not
+	// yet sent is cancelled; a later cancel is recorded, and the job runs
+	// to its end and is reconciled, so that a client's own timeout cannot
+	// throw away paid work). Default honour.
+	ClientCancel ledger.ClientCancel `yaml:"client_cancel"`
 	// DeriveOperationID, when set, lets a call without an operation ID use
 	// one derived from its fingerprint; identical calls within this window
 	// are then one operation. Off by default.

@@ -325,6 +325,8 @@ func TestInvalid(t *testing.T) {
 		{"form cap on a pass-through tool", base + "        elicitation_max_total_cost: \"5.00\"\n", "upstreams[0].tools.t.elicitation_max_total_cost: applies only to a consequential tool"},
 		{"form cap not an amount", base + "        consequential: true\n        elicitation_max_total_cost: lots\n", "elicitation_max_total_cost"},
 		{"negative estimate", base + "        consequential: true\n        contract:\n          cost: {estimate: \"-1\"}\n", "contract.cost.estimate: cannot be negative"},
+		{"unknown client cancel", base + "        consequential: true\n        client_cancel: never\n", `t.yaml:7: upstreams[0].tools.t.client_cancel: must be honour or before_send, got "never"`},
+		{"client cancel on a pass-through tool", base + "        client_cancel: before_send\n", "t.yaml:6: upstreams[0].tools.t.client_cancel: applies only to a consequential tool"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -369,17 +371,17 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		placeholder = ": the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}"
 	)
 	want := []string{
-		"t.yaml:75: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
-		"t.yaml:80: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
-		"t.yaml:100: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
-		"t.yaml:92: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:97: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:107: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
-		"t.yaml:128: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
-		"t.yaml:141: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
-		"t.yaml:133: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:138: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:148: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:76: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
+		"t.yaml:81: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
+		"t.yaml:101: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
+		"t.yaml:93: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:98: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:108: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:129: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
+		"t.yaml:142: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
+		"t.yaml:134: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:139: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:149: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
 	}
 	// The tools are a map: warnings of different tools come in no set order.
 	slices.Sort(got)
@@ -505,5 +507,19 @@ func TestConformanceTemplateParses(t *testing.T) {
 	}
 	if want := []string{"failing_job", "test_tool_with_task"}; !slices.Equal(taskOnly, want) {
 		t.Errorf("task-only tools = %v, want %v", taskOnly, want)
+	}
+}
+
+// TestClientCancelDefault: a consequential tool honours a client's cancel
+// unless its policy says before_send.
+func TestClientCancelDefault(t *testing.T) {
+	const yaml = "upstreams:\n  - name: up\n    url: http://127.0.0.1:1/mcp\n    tools:\n      a: {consequential: true}\n      b: {consequential: true, client_cancel: before_send}\n"
+	c, err := Parse(strings.NewReader(yaml), "t.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := c.Upstreams[0].Tools
+	if tools["a"].ClientCancel != ledger.ClientCancelHonour || tools["b"].ClientCancel != ledger.ClientCancelBeforeSend {
+		t.Errorf("client_cancel = %q, %q; want honour by default, before_send where set", tools["a"].ClientCancel, tools["b"].ClientCancel)
 	}
 }

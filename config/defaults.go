@@ -64,6 +64,7 @@ func (c *Config) applyDefaults() {
 				continue
 			}
 			t.Approval = cmp.Or(t.Approval, ledger.ApprovalNone)
+			t.ClientCancel = cmp.Or(t.ClientCancel, ledger.ClientCancelHonour)
 			if t.ApproveBy == nil {
 				t.ApproveBy = []ledger.ApprovalWay{ledger.ApproveByRequest, ledger.ApproveByElicitation}
 			}

@@ -369,6 +369,9 @@ func validateTool(v *validator, f string, t *Tool) {
 	if !t.RetryPolicy.Valid() {
 		v.fail(f+".retry_policy", "must be %s or %s, got %q", ledger.RetryLookupThenAttach, ledger.RetryNoAutomaticResend, t.RetryPolicy)
 	}
+	if !t.ClientCancel.Valid() {
+		v.fail(f+".client_cancel", "must be %s or %s, got %q", ledger.ClientCancelHonour, ledger.ClientCancelBeforeSend, t.ClientCancel)
+	}
 	c := t.Contract
 	if !t.Consequential {
 		// A pass-through tool never becomes an operation, so none of the
@@ -376,7 +379,7 @@ func validateTool(v *validator, f string, t *Tool) {
 		if t.Approval == ledger.ApprovalRequired {
 			v.fail(f+".approval", "applies only to a consequential tool")
 		}
-		for _, name := range []string{"approve_by", "elicitation_max_total_cost", "retry_policy", "derive_operation_id", "secret_arguments", "require_task", "wait", "input_before_task", "contract"} {
+		for _, name := range []string{"approve_by", "elicitation_max_total_cost", "retry_policy", "client_cancel", "derive_operation_id", "secret_arguments", "require_task", "wait", "input_before_task", "contract"} {
 			if v.given(f + "." + name) {
 				v.fail(f+"."+name, "applies only to a consequential tool; set consequential: true, or remove it")
 			}

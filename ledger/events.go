@@ -177,6 +177,10 @@ type CancellationRequestedData struct {
 	Era         string `json:"era"`
 	RemoteJobID string `json:"remote_job_id,omitempty"`
 	State       State  `json:"state"`
+	// KeptBy names the tool's client_cancel policy when it kept the
+	// operation running despite the request (before_send, after the
+	// send); empty when the request cancels.
+	KeptBy ClientCancel `json:"kept_by,omitempty"`
 }
 
 // CancelSentData is the data of a cancel_sent event: the provider took the

@@ -26,6 +26,10 @@ var (
 	// that [State.CanBecome] does not allow. A move out of an ended state
 	// is ErrStateChanged as well: the operation ended under the caller.
 	ErrIllegalTransition = errors.New("illegal operation state transition")
+	// ErrCancelRequested means a transition that records the first
+	// request to cancel an operation (CancelOnce) found one recorded
+	// already: the cancellation is under way, and nothing was written.
+	ErrCancelRequested = errors.New("cancellation of the operation was already requested")
 	// ErrRequestDecided means an approval request was decided (approved,
 	// declined, expired or cancelled) before this decision: exactly one is
 	// ever recorded. The wrapping error names what it was.

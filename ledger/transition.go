@@ -36,7 +36,12 @@ type TransitionParams struct {
 	// Lease, when set, replaces the lease (owner "" releases it).
 	Lease           *Lease
 	CancelRequested bool
-	CostBreach      bool
+	// CancelOnce makes the change apply only when no request to cancel the
+	// operation (an EventCancellationRequested) was recorded before
+	// (ErrCancelRequested otherwise): a client that cancels twice at once
+	// causes one cancellation.
+	CancelOnce bool
+	CostBreach bool
 	// ExpireKey frees the operation ID for reuse (after retention).
 	ExpireKey bool
 	// EraseSecrets overwrites the values of the operation's secret

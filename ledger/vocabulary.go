@@ -36,6 +36,37 @@ func (m ApprovalMode) Valid() bool {
 	return m == ApprovalRequired || m == ApprovalNone
 }
 
+// ClientCancel says what a client's tasks/cancel does to a consequential
+// call. Its values are stable strings: configuration and receipts spell
+// them the same way.
+type ClientCancel string
+
+const (
+	// ClientCancelHonour cancels the operation whenever the client asks:
+	// a job already sent is asked to stop, and its effect may be reversed.
+	ClientCancelHonour ClientCancel = "honour"
+	// ClientCancelBeforeSend cancels only an operation not yet sent to
+	// the provider. A cancel after the send is recorded, and the job runs
+	// to its end and is reconciled: a client's own timeout (which some
+	// clients turn into a cancel) cannot throw away paid work.
+	ClientCancelBeforeSend ClientCancel = "before_send"
+)
+
+// Valid reports whether c is a client_cancel policy this version knows.
+func (c ClientCancel) Valid() bool {
+	return c == ClientCancelHonour || c == ClientCancelBeforeSend
+}
+
+// Keeps reports whether, under policy c, a client's cancel of op leaves
+// its work as it is: only before_send does, once op's call went to the
+// provider (a job that ended is not asked to reverse its effect either).
+// An operation back in accepted after a send that never left has sent
+// nothing.
+func (c ClientCancel) Keeps(op *Operation) bool {
+	sent := op.SendCount > 0 && op.State != StateAccepted && op.State != StateAwaitingApproval
+	return c == ClientCancelBeforeSend && sent
+}
+
 // ApprovalWay is a way a consequential call may get the approval it
 // lacks. Its values are stable strings: configuration spells them the
 // same way.

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/taskgate/taskgate/internal/loopback"
 	"github.com/taskgate/taskgate/ledger"
@@ -189,7 +190,57 @@ func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *le
 	if id, ok := cancelledRequest(body); ok {
 		legacy.cancel(sid, user, id)
 	}
+	if id, ok := waitingCall(body); ok {
+		serveCancellable(w, r, legacy, sid, id, next)
+		return
+	}
 	next.ServeHTTP(w, r)
+}
+
+// waitingCall returns the request ID of a request the SDK's handler may
+// take long to answer: a tools/call (a consequential tool's waits for its
+// operation) or a tasks/result.
+func waitingCall(body []byte) (json.RawMessage, bool) {
+	var msg struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  string          `json:"method"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.JSONRPC != "2.0" || !validID(msg.ID) || msg.Method != "tools/call" && msg.Method != "tasks/result" {
+		return nil, false
+	}
+	return msg.ID, true
+}
+
+// cancelledWait bounds how long a notifications/cancelled waits for the
+// response of the request it cancels to end.
+const cancelledWait = 5 * time.Second
+
+// serveCancellable serves request id of session sid on the SDK's path so
+// that the client's notifications/cancelled for it leaves it unanswered,
+// as the specification asks of a receiver: the notification ends the
+// request's response, and reaches the SDK's handler (which then stops)
+// only once that response is over, so that no answer can be written to it.
+func serveCancellable(w http.ResponseWriter, r *http.Request, legacy *legacySessions, sid string, id json.RawMessage, next http.Handler) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	served := make(chan struct{})
+	untrack, ok := legacy.track(sid, id, func() {
+		cancel()
+		t := time.NewTimer(cancelledWait)
+		defer t.Stop()
+		select {
+		case <-served:
+		case <-t.C:
+		}
+	})
+	if !ok { // a request ID already in flight: the SDK's handler refuses it
+		next.ServeHTTP(w, r)
+		return
+	}
+	defer untrack()
+	defer close(served)
+	next.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // answerID returns the request ID of a JSON-RPC response: the answer a

@@ -263,6 +263,10 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	}
 
 	op := res.Operation
+	if res.Decision == ledger.DecisionAttached && op.State == ledger.StateCancelled {
+		h.delivered(ctx, requestID)
+		return &taskwire.Outcome{Err: cancelledOperation(op)}, nil
+	}
 	if res.Request != nil {
 		log.Info("the call waits for an approval request", "approval_request", res.Request.ID, "expires_at", res.Request.ExpiresAt)
 	}
@@ -294,6 +298,21 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 		return out, nil
 	}
 	return h.await(ctx, log, r, op, requestID, askableInResult(&call.Caller))
+}
+
+// ReasonOperationCancelled answers a call that attaches to an operation
+// that was cancelled: it will not run again under its operation ID.
+const ReasonOperationCancelled = "operation_cancelled"
+
+// cancelledOperation answers a call of op, which was cancelled. Its
+// message alone tells a model what happened and what to do, since some
+// clients show a model nothing of an error but its message.
+func cancelledOperation(op *ledger.Operation) *jsonrpc.Error {
+	return rpcError(jsonrpc.CodeInvalidParams, fmt.Sprintf(
+		"Operation %q was cancelled (%s). This call started nothing, and calling again with operation_id %q only repeats this answer: "+
+			"to run this or any other work now, call again with a new operation_id.",
+		op.OperationID, statusOr(op.StatusMessage, "cancelled by request"), op.OperationID),
+		map[string]any{"reason": ReasonOperationCancelled, "operation_id": op.OperationID, "task_id": op.TaskID, "status": string(op.State)})
 }
 
 // questionBeforeTask waits, up to the tool's input_before_task, for the
@@ -672,44 +691,129 @@ func (h *host) GetTask(ctx context.Context, c *taskwire.Caller, taskID string) (
 // event and carried to the provider by the worker; an operation that has
 // not ended becomes cancelled at once (the legacy era requires it before
 // the answer), while the provider's answer says whether the effect was
-// reversed.
+// reversed. A task is cancelled once: a client that asks again (Claude
+// Code asks twice) gets the task as the first request left it. Under the
+// tool's client_cancel: before_send, a cancel after the send is recorded
+// and the operation goes on (keptCancel).
 func (h *host) CancelTask(ctx context.Context, c *taskwire.Caller, taskID string) (*taskwire.Task, error) {
+	ctx = context.WithoutCancel(ctx)
 	op, err := h.load(ctx, c, taskID)
 	if err != nil {
 		return nil, err
 	}
+	for range 3 {
+		if !op.CancelRequestedAt.IsZero() {
+			return h.task(op), nil
+		}
+		policy := h.clientCancel(op)
+		next, err := h.g.store.Transition(ctx, cancelTransition(op, c.Era, policy))
+		switch {
+		case err == nil:
+			log := h.g.log.With("tenant", next.Tenant, "operation_id", next.OperationID, "state", next.State)
+			if policy.Keeps(op) {
+				log.Info("cancellation requested; the tool's policy keeps the job that was sent", "client_cancel", policy)
+				return h.keptCancel(c, next)
+			}
+			log.Info("cancellation requested")
+			return h.task(next), nil
+		case errors.Is(err, ledger.ErrCancelRequested):
+			// Another request was recorded between the read and the
+			// change: this one gets the answer that one left.
+			if op, err = h.g.store.OperationGet(ctx, &ledger.OperationGetParams{ID: op.ID}); err != nil {
+				return nil, err
+			}
+			if op.CancelRequestedAt.IsZero() {
+				return h.keptCancel(c, op)
+			}
+			return h.task(op), nil
+		case errors.Is(err, ledger.ErrStateChanged):
+			// It moved on between the read and the change: decide again
+			// on what it is now.
+			if op, err = h.g.store.OperationGet(ctx, &ledger.OperationGetParams{ID: op.ID}); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("operation %s kept changing while its cancellation was recorded; ask again", op.OperationID)
+}
+
+// clientCancel is the client_cancel policy of op's tool as configured
+// now; honour for a tool the configuration no longer has.
+func (h *host) clientCancel(op *ledger.Operation) ledger.ClientCancel {
+	if u := h.g.catalog.Upstream(op.Upstream); u != nil {
+		if t := u.Tools[op.Tool]; t != nil && t.ClientCancel != "" {
+			return t.ClientCancel
+		}
+	}
+	return ledger.ClientCancelHonour
+}
+
+// ReasonCancelKeptByPolicy answers a 2025-11-25 tasks/cancel that the
+// tool's client_cancel policy keeps from cancelling a call already sent.
+const ReasonCancelKeptByPolicy = "cancel_kept_by_policy"
+
+// keptCancel answers a cancel that op's policy kept from cancelling it. A
+// 2026-07-28 client gets the acknowledgement the extension requires (the
+// task may end other than cancelled; its status message says why). The
+// 2025-11-25 spec requires a task that a cancel answers to be cancelled,
+// and this one goes on: its client is told so with an error instead.
+func (h *host) keptCancel(c *taskwire.Caller, op *ledger.Operation) (*taskwire.Task, error) {
+	if c.Era != taskwire.EraLegacy || op.State.Terminal() {
+		return h.task(op), nil
+	}
+	tool := op.Upstream + "." + op.Tool
+	return nil, rpcError(jsonrpc.CodeInvalidParams, fmt.Sprintf(
+		"Task %s was not cancelled: its call was already sent to the provider, and tool %s keeps a job once it is sent (client_cancel: %s), "+
+			"so the job runs to its end and is reconciled. The request to cancel is recorded on operation %q and its receipt; the task's result comes from tasks/result.",
+		op.TaskID, tool, ledger.ClientCancelBeforeSend, op.OperationID),
+		map[string]any{"reason": ReasonCancelKeptByPolicy, "operation_id": op.OperationID, "task_id": op.TaskID, "client_cancel": string(ledger.ClientCancelBeforeSend)})
+}
+
+// keptStatus is the status message of an operation whose client asked
+// to cancel it after its call was sent, under client_cancel: before_send.
+const keptStatus = "the client asked to cancel, but the call was already sent to the provider and this tool's policy (client_cancel: before_send) " +
+	"keeps its job running to its end; its result and charges are reconciled as usual"
+
+// cancelTransition records the first request to cancel op, made by a
+// client of era under the tool's policy. Where the policy keeps op's
+// work, only the request is recorded (and, while op runs, its status
+// says so). Otherwise an operation that has not ended ends cancelled,
+// with a status saying what is being done about it; one that ended keeps
+// its end, and the request is recorded against it.
+func cancelTransition(op *ledger.Operation, era taskwire.Era, policy ledger.ClientCancel) *ledger.TransitionParams {
+	data := ledger.CancellationRequestedData{AfterEffect: op.State == ledger.StateCompleted, Era: era.String(), State: op.State}
+	if policy.Keeps(op) {
+		data.KeptBy = policy
+		p := &ledger.TransitionParams{
+			OperationRef: op.ID, CancelOnce: true,
+			Events: []ledger.EventParams{{Kind: ledger.EventCancellationRequested, Data: data}},
+		}
+		if !op.State.Terminal() {
+			// The guard keeps the status from outliving the state it
+			// describes.
+			p.From, p.StatusMessage = []ledger.State{op.State}, new(keptStatus)
+		}
+		return p
+	}
 	p := &ledger.TransitionParams{
-		OperationRef: op.ID, CancelRequested: true,
-		Events: []ledger.EventParams{{Kind: ledger.EventCancellationRequested, Data: ledger.CancellationRequestedData{
-			AfterEffect: op.State == ledger.StateCompleted, Era: c.Era.String(), State: op.State,
-		}}},
+		OperationRef: op.ID, CancelRequested: true, CancelOnce: true,
+		Events:  []ledger.EventParams{{Kind: ledger.EventCancellationRequested, Data: data}},
 		Enqueue: []river.InsertManyParams{{Args: worker.CancelArgs{Operation: op.ID}}},
 	}
-	if !op.State.Terminal() {
-		p.To = ledger.StateCancelled
-		p.StatusMessage = new("cancelled by request; the provider is being asked to stop")
+	if op.State.Terminal() {
+		return p
 	}
+	// The state guard makes "nothing was sent" hold when it commits: a
+	// send that started meanwhile fails the change, which is decided again.
+	p.From, p.To = []ledger.State{op.State}, ledger.StateCancelled
+	p.StatusMessage = new(worker.CancelStatus(op.SendCount > 0, nil, false))
 	if op.State == ledger.StateInputRequired {
 		// The question dies with the task.
 		p.Input = &ledger.InputUpdate{}
 	}
-	next, err := h.g.store.Transition(context.WithoutCancel(ctx), p)
-	if errors.Is(err, ledger.ErrStateChanged) {
-		// It ended between the read and the change. The request is still
-		// recorded, against what the operation ended as; its state stays.
-		if op, err = h.g.store.OperationGet(context.WithoutCancel(ctx), &ledger.OperationGetParams{ID: op.ID}); err != nil {
-			return nil, err
-		}
-		p.To, p.StatusMessage = "", nil
-		p.Events[0].Data = ledger.CancellationRequestedData{AfterEffect: op.State == ledger.StateCompleted, Era: c.Era.String(), State: op.State}
-		next, err = h.g.store.Transition(context.WithoutCancel(ctx), p)
-	}
-	if err != nil {
-		return nil, err
-	}
-	op = next
-	h.g.log.Info("cancellation requested", "tenant", op.Tenant, "operation_id", op.OperationID, "state", op.State)
-	return h.task(op), nil
+	return p
 }
 
 // UpdateTask implements taskwire.Host: it records answers to the

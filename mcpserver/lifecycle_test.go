@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -48,6 +49,8 @@ type gatewayOptions struct {
 	yaml func(string) string
 	// store wraps the ledger the daemon uses.
 	store func(ledger.Store) ledger.Store
+	// logger, when set, is the daemon's logger.
+	logger *slog.Logger
 }
 
 func startGateway(t *testing.T, o gatewayOptions) *gateway {
@@ -75,7 +78,7 @@ func startGateway(t *testing.T, o gatewayOptions) *gateway {
 	if o.store != nil {
 		used = o.store(store)
 	}
-	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Store: used})
+	d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Store: used, Logger: o.logger})
 	if err != nil {
 		t.Fatal(err)
 	}

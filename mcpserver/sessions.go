@@ -54,8 +54,9 @@ type legacySession struct {
 	// progress (its timer is paused meanwhile).
 	lastSDK   time.Time
 	sdkActive int
-	// relayed holds the cancel functions of relayed calls in progress, by
-	// their JSON-RPC request ID, for the client's notifications/cancelled.
+	// relayed holds the cancel functions of calls in progress, relayed or
+	// on the SDK's path (serveCancellable), by their JSON-RPC request ID,
+	// for the client's notifications/cancelled.
 	relayed map[string]context.CancelFunc
 	// questions are the upstreams' questions to the client that await
 	// its answer, by the request ID the client saw.
@@ -323,7 +324,7 @@ func relayableSession(s *legacySession, userID string, now time.Time, idle, maxC
 	return now.Sub(s.lastSDK)+maxCall < idle/2
 }
 
-// track registers a relayed call's cancel function under its request ID
+// track registers a call's cancel function under its request ID
 // and returns the function that removes it; false when the session is gone
 // or the ID is already in flight.
 func (l *legacySessions) track(id string, requestID json.RawMessage, cancel context.CancelFunc) (func(), bool) {
@@ -383,12 +384,16 @@ func (l *legacySessions) answered(id, userID string, answerID json.RawMessage) q
 // session.
 func (l *legacySessions) cancel(id, userID string, requestID json.RawMessage) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	s := l.byID[id]
 	if s == nil || (s.userID != "" && s.userID != userID) {
+		l.mu.Unlock()
 		return
 	}
-	if cancel := s.relayed[string(bytes.TrimSpace(requestID))]; cancel != nil {
+	cancel := s.relayed[string(bytes.TrimSpace(requestID))]
+	l.mu.Unlock()
+	// Outside the lock: a cancel may wait for its request to end, whose
+	// handler takes the lock on its way out.
+	if cancel != nil {
 		cancel()
 	}
 }

@@ -29,6 +29,12 @@ func (f *facts) cancellation() *Cancellation {
 		}
 	}
 
+	requested := func(at time.Time) {
+		if !c.CancellationRequested || at.Before(c.CancellationRequestedAt) {
+			c.CancellationRequestedAt = at
+		}
+		c.CancellationRequested = true
+	}
 	var requests []cancelRequest
 	if !f.op.CancelRequestedAt.IsZero() {
 		requests = append(requests, cancelRequest{at: f.op.CancelRequestedAt})
@@ -48,7 +54,15 @@ func (f *facts) cancellation() *Cancellation {
 		case ledger.EventClientStoppedWatching:
 			stopped(e.CreatedAt)
 		case ledger.EventCancellationRequested:
-			if d, err := ledger.DecodeEventData[ledger.CancellationRequestedData](e); err == nil {
+			d, err := ledger.DecodeEventData[ledger.CancellationRequestedData](e)
+			switch {
+			case err != nil:
+			case d.KeptBy != "":
+				// The client asked, and the policy kept the job: asked,
+				// but no job was asked to stop or reverse anything.
+				c.KeptByPolicy = string(d.KeptBy)
+				requested(e.CreatedAt)
+			default:
 				requests = append(requests, cancelRequest{at: e.CreatedAt, job: d.RemoteJobID})
 			}
 		case ledger.EventEffectReversed:
@@ -64,10 +78,7 @@ func (f *facts) cancellation() *Cancellation {
 		}
 	}
 	for _, rq := range requests {
-		if !c.CancellationRequested || rq.at.Before(c.CancellationRequestedAt) {
-			c.CancellationRequestedAt = rq.at
-		}
-		c.CancellationRequested = true
+		requested(rq.at)
 		for _, j := range f.jobs {
 			done, ok := f.completedAt[j.ID]
 			if ok && (rq.job == "" || rq.job == j.RemoteJobID) && !rq.at.Before(done) {
@@ -79,7 +90,7 @@ func (f *facts) cancellation() *Cancellation {
 	jobFacts := slices.ContainsFunc(f.jobs, func(j *ledger.RemoteJob) bool {
 		return j.EffectReversed == ledger.Yes || j.EffectReversed == ledger.No
 	})
-	if c.CancellationRequested || len(reversal) > 0 || jobFacts {
+	if len(requests) > 0 || len(reversal) > 0 || jobFacts {
 		c.EffectReversed = f.effectReversed(requests, reversal)
 	}
 	if !c.ClientStoppedWatching && !c.CancellationRequested && c.EffectReversed == "" {

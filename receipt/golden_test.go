@@ -215,6 +215,25 @@ func approvedOnRequest() *receipt.Input {
 	return in
 }
 
+// cancelKept is clean's operation, whose client asked to cancel while its
+// job ran: the tool's policy (client_cancel: before_send) kept the job,
+// which ran to its end and was reconciled.
+func cancelKept() *receipt.Input {
+	in := clean()
+	in.Attempts = in.Attempts[:1]
+	in.Attempts[0].ClientResult = ledger.ClientDelivered
+	in.Events = []*ledger.Event{
+		event(2, ledger.EventSendStarted, 5*time.Second, `{}`),
+		event(3, ledger.EventRemoteJobBound, 10*time.Second, `{"remote_job_id":"hosted-suite-9912"}`),
+		event(4, ledger.EventCancellationRequested, 2*time.Minute, `{"after_effect":false,"era":"2026-07-28","state":"running","kept_by":"before_send"}`),
+		event(6, ledger.EventRemoteJobObserved, 5*time.Minute, `{"remote_job_id":"hosted-suite-9912","status":"completed"}`),
+		event(7, ledger.EventResultStored, 5*time.Minute, `{}`),
+		event(8, ledger.EventChargeRecorded, 7*time.Minute, `{"charge_id":"ch-9912-1","status":"final"}`),
+		event(12, ledger.EventReconciled, 9*time.Minute, `{"lookup":"answered","detail":"1 remote job, 1 charge"}`),
+	}
+	return in
+}
+
 type goldenCase struct {
 	name           string
 	input          func() *receipt.Input
@@ -271,6 +290,11 @@ var goldenCases = []goldenCase{
 	},
 	{
 		name: "approved_on_request", input: approvedOnRequest,
+		reconciliation: receipt.ReconciliationComplete, review: receipt.ReviewReady, final: "17.84",
+		actions: []string{},
+	},
+	{
+		name: "cancel_kept", input: cancelKept,
 		reconciliation: receipt.ReconciliationComplete, review: receipt.ReviewReady, final: "17.84",
 		actions: []string{},
 	},
@@ -377,6 +401,15 @@ func TestGoldenDetails(t *testing.T) {
 			ClientStoppedWatching: true, ClientStoppedWatchingAt: at(30 * time.Second),
 			CancellationRequested: true, CancellationRequestedAt: at(7 * time.Minute),
 			RequestedAfterEffect: true, EffectReversed: "no",
+		}
+		if c == nil || *c != want {
+			t.Errorf("cancellation = %+v, want %+v", c, want)
+		}
+	})
+	t.Run("cancellation kept by the policy", func(t *testing.T) {
+		c := receipt.Build(cancelKept()).Cancellation
+		want := receipt.Cancellation{
+			CancellationRequested: true, CancellationRequestedAt: at(2 * time.Minute), KeptByPolicy: "before_send",
 		}
 		if c == nil || *c != want {
 			t.Errorf("cancellation = %+v, want %+v", c, want)

@@ -273,6 +273,10 @@ type Cancellation struct {
 	// EffectReversed is "yes", "no" or "unknown"; empty when nothing was
 	// cancelled and no reversal was recorded.
 	EffectReversed string `json:"effect_reversed,omitempty" yaml:"effect_reversed,omitempty"`
+	// KeptByPolicy names the tool's client_cancel policy ("before_send")
+	// when the client asked to cancel after the call was sent and the
+	// policy kept the job running to its end; empty otherwise.
+	KeptByPolicy string `json:"kept_by_policy,omitempty" yaml:"kept_by_policy,omitempty"`
 }
 
 // NextAction is one concrete thing someone must do before the operation is

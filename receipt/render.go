@@ -243,6 +243,9 @@ func (r *Receipt) Markdown() []byte {
 		if c.EffectReversed != "" {
 			fmt.Fprintf(&b, "- Effect reversed: %s\n", mdText(c.EffectReversed))
 		}
+		if c.KeptByPolicy != "" {
+			fmt.Fprintf(&b, "- Kept by policy: the call was already sent, and client_cancel: %s ran the job to its end\n", mdText(c.KeptByPolicy))
+		}
 	}
 
 	b.WriteString("\n### Next actions\n\n")

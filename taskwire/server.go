@@ -257,6 +257,11 @@ func (s *serverTasks) callTool(ctx context.Context, next mcp.MethodHandler, meth
 		RequestState:   p.RequestState,
 	})
 	if err != nil {
+		if gone(ctx, err) {
+			// A client that stops waiting is no fault of the gateway's.
+			s.logger.Info("the client went away before its answer", "method", method, "error", err)
+			return nil, hostError(err)
+		}
 		return nil, s.internal(method, err)
 	}
 	return s.outcome(ctx, next, method, req, c, out)
@@ -327,6 +332,14 @@ func directResult(c *Caller, r *mcp.CallToolResult) (mcp.Result, error) {
 		return nil, fmt.Errorf("encoding the tool result: %w", err)
 	}
 	return &rawResult{body: body}, nil
+}
+
+// gone reports whether err says that the request's client cancelled it or
+// went away. A Host ends a wait with context.Canceled when the request it
+// serves is over, which in a 2025-11-25 session need not end the handler's
+// own context; a deadline is the client's only when that context ended.
+func gone(ctx context.Context, err error) bool {
+	return errors.Is(err, context.Canceled) || ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded)
 }
 
 func (s *serverTasks) internal(method string, err error) *jsonrpc.Error {

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/riverqueue/river"
 
@@ -52,24 +56,24 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 	if err != nil {
 		return err
 	}
-	var evs []*ledger.Event
-	if attempt > 1 {
-		if evs, err = w.store.EventList(ctx, op.ID); err != nil {
-			return err
-		}
+	// Every run reads what earlier ones recorded: a job whose cancellation
+	// the provider took is not asked again, however many cancellations
+	// name it (a retry, the record of a job found after the request).
+	evs, err := w.store.EventList(ctx, op.ID)
+	if err != nil {
+		return err
 	}
-	// A retry asks again only where the provider did not take the
-	// cancellation; a new request asks every job.
-	taken := cancelsTaken(w.logger(op), evs)
+	log := w.logger(op)
+	outcomes := cancelOutcomes(log, evs)
 	targets := map[string]*ledger.RemoteJob{}
 	for _, j := range jobs {
-		if (only == "" || j.RemoteJobID == only) && !taken[j.RemoteJobID] {
+		if (only == "" || j.RemoteJobID == only) && !outcomes.taken(j.RemoteJobID) {
 			targets[j.RemoteJobID] = j
 		}
 	}
 	// A send that started without a binding may still have created a job.
 	if only == "" && len(jobs) == 0 && op.SendCount > 0 && c.CanLookup() {
-		if lr := c.Lookup(ctx, up, op.ProviderKey(), op.Arguments); lr.RemoteJobID != "" && !taken[lr.RemoteJobID] {
+		if lr := c.Lookup(ctx, up, op.ProviderKey(), op.Arguments); lr.RemoteJobID != "" && !outcomes.taken(lr.RemoteJobID) {
 			targets[lr.RemoteJobID] = &ledger.RemoteJob{RemoteJobID: lr.RemoteJobID, Kind: ledger.JobKindProviderJob, Status: lr.Answer.JobStatus()}
 		}
 	}
@@ -91,7 +95,8 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 		}
 		if err != nil {
 			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: ledger.CancelSentData{Error: err.Error(), RemoteJobID: id}})
-			w.logger(op).Warn("cancel failed", "remote_job_id", id, "err", err, "attempt", attempt)
+			outcomes.add(id, &JobCancel{Error: err.Error()})
+			log.Warn("cancel failed", "remote_job_id", id, "err", err, "attempt", attempt)
 			p.RemoteJobs = append(p.RemoteJobs, u)
 			if c.CanCancel() || j.UpstreamTaskID != "" {
 				failed = append(failed, id)
@@ -100,6 +105,7 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 		}
 		u.EffectReversed = res.EffectReversed
 		p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventCancelSent, Data: ledger.CancelSentData{Detail: new(res.Detail), RemoteJobID: id}})
+		outcomes.add(id, &JobCancel{Taken: true, EffectReversed: res.EffectReversed, Detail: res.Detail})
 		switch res.EffectReversed {
 		case ledger.Yes:
 			p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventEffectReversed, Data: ledger.EffectReversedData{RemoteJobID: id}})
@@ -113,34 +119,125 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 		}
 		p.RemoteJobs = append(p.RemoteJobs, u)
 	}
+	again := len(failed) > 0 && attempt < maxCancelTries && ctx.Err() == nil
+	if op.State == ledger.StateCancelled && op.SendCount > 0 {
+		// The task says what came of its cancellation, as the provider
+		// answered it, not only that it was asked.
+		p.StatusMessage = new(CancelStatus(true, outcomes, again))
+	}
 	if _, err := w.store.Transition(ctx, p); err != nil {
 		return err
 	}
-	if len(failed) > 0 && attempt < maxCancelTries && ctx.Err() == nil {
+	if again {
 		return fmt.Errorf("the provider did not take the cancellation of job(s) %v of operation %s; asking again", failed, op.OperationID)
 	}
 	return nil
 }
 
-// cancelsTaken lists the jobs whose cancellation the provider already took.
+// JobCancel is what the ledger records of the cancellation of one remote
+// job: whether the provider took it, whether its effect was reversed, and
+// the provider's detail or the error that kept it from being taken.
+type JobCancel struct {
+	Taken          bool
+	EffectReversed ledger.Knowledge
+	Detail         string
+	Error          string
+}
+
+// CancelOutcomes are the jobs' cancellations by remote job ID, the latest
+// record of each.
+type CancelOutcomes map[string]*JobCancel
+
+func (o CancelOutcomes) add(id string, c *JobCancel) {
+	if prev := o[id]; prev != nil && prev.Taken && !c.Taken {
+		// A later failure does not undo a cancellation the provider took.
+		return
+	}
+	o[id] = c
+}
+
+func (o CancelOutcomes) taken(id string) bool { return o[id] != nil && o[id].Taken }
+
+// cancelOutcomes reads the jobs' cancellations from an operation's events.
 // A record that cannot be read proves nothing, as in the receipt: it is
 // logged, and its job is asked again.
-func cancelsTaken(log *slog.Logger, evs []*ledger.Event) map[string]bool {
-	taken := map[string]bool{}
+func cancelOutcomes(log *slog.Logger, evs []*ledger.Event) CancelOutcomes {
+	out := CancelOutcomes{}
 	for _, e := range evs {
-		if e.Kind != ledger.EventCancelSent {
-			continue
-		}
-		d, err := ledger.DecodeEventData[ledger.CancelSentData](e)
-		if err != nil {
-			log.Warn("skipping an unreadable event; it proves nothing", "err", err)
-			continue
-		}
-		if d.RemoteJobID != "" && d.Error == "" {
-			taken[d.RemoteJobID] = true
+		switch e.Kind {
+		case ledger.EventCancelSent:
+			d, err := ledger.DecodeEventData[ledger.CancelSentData](e)
+			if err != nil {
+				log.Warn("skipping an unreadable event; it proves nothing", "err", err)
+				continue
+			}
+			if d.RemoteJobID == "" {
+				continue
+			}
+			c := &JobCancel{Taken: d.Error == "", Error: d.Error, EffectReversed: ledger.Unknown}
+			if d.Detail != nil {
+				c.Detail = *d.Detail
+			}
+			out.add(d.RemoteJobID, c)
+		case ledger.EventEffectReversed:
+			if d, err := ledger.DecodeEventData[ledger.EffectReversedData](e); err == nil && out[d.RemoteJobID] != nil {
+				out[d.RemoteJobID].EffectReversed = ledger.Yes
+			}
+		case ledger.EventEffectNotReversed:
+			if d, err := ledger.DecodeEventData[ledger.EffectNotReversedData](e); err == nil && out[d.RemoteJobID] != nil {
+				out[d.RemoteJobID].EffectReversed = ledger.No
+			}
 		}
 	}
-	return taken
+	return out
+}
+
+// CancelStatus is the status message of a task cancelled by request: what
+// came of asking the provider to stop each job. sent says whether the
+// call was sent to the provider at all; again, whether a cancellation it
+// did not take is being asked again.
+func CancelStatus(sent bool, outcomes CancelOutcomes, again bool) string {
+	if !sent {
+		return "cancelled by request before anything was sent to the provider; nothing started"
+	}
+	if len(outcomes) == 0 {
+		return "cancelled by request; the provider is being asked to stop"
+	}
+	var parts []string
+	for _, id := range slices.Sorted(maps.Keys(outcomes)) {
+		c := outcomes[id]
+		switch {
+		case !c.Taken && again:
+			parts = append(parts, fmt.Sprintf("the provider could not be asked to stop job %s (%s); asking again", id, brief(c.Error)))
+		case !c.Taken:
+			parts = append(parts, fmt.Sprintf("the provider could not be asked to stop job %s (%s); cancel it at the provider", id, brief(c.Error)))
+		case c.EffectReversed == ledger.Yes && c.Detail != "":
+			// The provider's words say what was reversed, such as a refunded charge.
+			parts = append(parts, fmt.Sprintf("the provider stopped job %s and its effect was reversed (%s)", id, brief(c.Detail)))
+		case c.EffectReversed == ledger.Yes:
+			parts = append(parts, fmt.Sprintf("the provider stopped job %s and its effect was reversed", id))
+		case c.EffectReversed == ledger.No:
+			parts = append(parts, fmt.Sprintf("the provider was asked to stop job %s, but its effect stands (%s)", id, brief(c.Detail)))
+		default:
+			parts = append(parts, fmt.Sprintf("the provider took the cancellation of job %s; whether its effect was reversed is not known yet", id))
+		}
+	}
+	return "cancelled by request; " + strings.Join(parts, "; ")
+}
+
+// briefLen bounds what a status message quotes of a provider's words.
+const briefLen = 200
+
+// brief is s cut to at most briefLen bytes, on a character boundary.
+func brief(s string) string {
+	if len(s) <= briefLen {
+		return s
+	}
+	cut := briefLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // expire frees the operation IDs of operations that ended longer ago than

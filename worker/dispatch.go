@@ -110,6 +110,13 @@ func (w *Worker) settle(ctx context.Context, l *lease, p *ledger.TransitionParam
 	if _, kerr := w.store.Transition(ctx, keep); kerr != nil {
 		return errors.Join(err, fmt.Errorf("record the remote job of an operation that changed: %w", kerr))
 	}
+	if cur.State == ledger.StateCancelled && !cur.CancelRequestedAt.IsZero() {
+		// A client may cancel at any time, also while its send comes
+		// back: the job is recorded, and cancelled at the provider above.
+		w.logger(cur).Info("the operation was cancelled while its remote job was being recorded; the job is recorded and its cancellation sent",
+			"remote_jobs", len(p.RemoteJobs))
+		return nil
+	}
 	w.logger(cur).Warn("the operation changed while its remote job was being recorded; the job is recorded apart",
 		"state", cur.State, "cancel_requested", !cur.CancelRequestedAt.IsZero(), "err", err)
 	return nil

@@ -434,3 +434,45 @@ func testCloseDuringAcceptance(t *testing.T, newStore Factory) {
 		t.Errorf("acceptance after Close: %v, want ErrClosed", err)
 	}
 }
+
+// testCancelOnce: of concurrent transitions that each record the first
+// request to cancel an operation, exactly one applies; the others fail
+// with ErrCancelRequested and write nothing.
+func testCancelOnce(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx := context.Background()
+	op := accept(t, s, params(t, call{"acme", "op-1", `{"suite":"x"}`})).Operation
+	const n = 8
+	var (
+		wg      sync.WaitGroup
+		applied atomic.Int32
+	)
+	for range n {
+		wg.Go(func() {
+			_, err := s.Transition(ctx, &ledger.TransitionParams{
+				OperationRef: op.ID, CancelRequested: true, CancelOnce: true,
+				Events: []ledger.EventParams{{Kind: ledger.EventCancellationRequested, Data: ledger.CancellationRequestedData{State: op.State}}},
+			})
+			switch {
+			case err == nil:
+				applied.Add(1)
+			case !errors.Is(err, ledger.ErrCancelRequested):
+				t.Errorf("a second request to cancel: %v, want ErrCancelRequested", err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := applied.Load(); got != 1 {
+		t.Fatalf("%d of %d concurrent first cancellations applied, want 1", got, n)
+	}
+	l := ledgerOf(t, s, op.ID)
+	requested := 0
+	for _, e := range l.Events {
+		if e.Kind == ledger.EventCancellationRequested {
+			requested++
+		}
+	}
+	if requested != 1 || l.Operation.CancelRequestedAt.IsZero() {
+		t.Errorf("%d cancellation_requested events, cancel requested at %v; want one, and the time", requested, l.Operation.CancelRequestedAt)
+	}
+}

@@ -91,6 +91,18 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 	if p.RequireLeaseLapsed && !op.LeaseUntil.IsZero() && op.LeaseUntil.After(now) {
 		return nil, fmt.Errorf("operation %d lease runs until %s: %w", op.ID, op.LeaseUntil.Format(time.RFC3339Nano), ledger.ErrStateChanged)
 	}
+	if p.CancelOnce {
+		// The operation's row is locked (or the database serialises
+		// writers): no other request can be recorded between this read
+		// and this transaction's own.
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM events WHERE operation_ref = $1 AND kind = $2`, op.ID, string(ledger.EventCancellationRequested)).Scan(&n); err != nil {
+			return nil, fmt.Errorf("read the cancellation requests of operation %d: %w", op.ID, err)
+		}
+		if n > 0 {
+			return nil, fmt.Errorf("operation %d: %w", op.ID, ledger.ErrCancelRequested)
+		}
+	}
 	if w := p.InputWas; w != nil && !sameRound(op, w) {
 		return nil, fmt.Errorf("operation %d's question round changed since it was read: %w", op.ID, ledger.ErrStateChanged)
 	}
