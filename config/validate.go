@@ -127,8 +127,17 @@ func (c *Config) validate(v *validator) {
 		case u.URL != "" && len(u.Command) > 0:
 			v.fail(f, "has both url and command; choose one")
 		case u.URL != "":
-			if pu, err := url.Parse(u.URL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			pu, err := url.Parse(u.URL)
+			switch {
+			case err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "":
 				v.fail(f+".url", "must be an http(s) URL, got %q", inert.URL(u.URL))
+			// The URL goes with every request, a tenant's too: a
+			// credential in it would reach the provider under every
+			// tenant. Not shown: it may be a credential.
+			case len(u.TenantHeaders) > 0 && pu.User != nil:
+				v.fail(f+".url", "carries a user name or password, which would go with every tenant's requests; move the credential into tenant_headers (or headers) and remove it from the url")
+			case len(u.TenantHeaders) > 0 && (pu.RawQuery != "" || pu.ForceQuery):
+				v.fail(f+".url", "carries a query string, which would go with every tenant's requests; move the credential into tenant_headers (or headers) and remove the query from the url")
 			}
 			if len(u.Env) > 0 {
 				v.fail(f+".env", "applies only to a command upstream")
