@@ -517,3 +517,121 @@ func TestRemovedTenantCredentialSendsNothing(t *testing.T) {
 		t.Errorf("provider jobs %+v; want the one job running on", jobs)
 	}
 }
+
+// TestTenantCredentialsSurface: resources, templates and prompts on behalf
+// of a tenant go with its credential, on its own session: acme's and
+// globex's lists, prompts/get, resources/read and resources/subscribe
+// reach the upstream with each one's own credential (each tenant is
+// subscribed at the upstream for itself, and hears the updates), and
+// initech, without an entry, is refused each of them with
+// tenant_credential_missing, nothing sent.
+func TestTenantCredentialsSurface(t *testing.T) {
+	creds := map[string]string{"acme": "Bearer acme-surface-1c4e", "globex": "Bearer globex-surface-8d2a"}
+	t.Setenv("TASKGATE_TEST_ACME_TOKEN", creds["acme"])
+	t.Setenv("TASKGATE_TEST_GLOBEX_TOKEN", creds["globex"])
+	ctx := testCtx(t)
+	up := newSurfaceUpstream("one", "2025-11-25")
+	var log credentialLog
+	srv := httptest.NewServer(log.wrap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up.server }, nil)))
+	t.Cleanup(srv.Close)
+	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
+	y := fmt.Sprintf("listen: 127.0.0.1:0\npublic_url: http://127.0.0.1:1\ndatabase: %q\nupstreams:\n"+
+		"  - name: one\n    url: %s\n    prefix: \"\"\n    headers: {Authorization: Bearer gateway-surface}\n"+
+		"    tenant_headers:\n      acme: {Authorization: {env: TASKGATE_TEST_ACME_TOKEN}}\n      globex: {Authorization: {env: TASKGATE_TEST_GLOBEX_TOKEN}}\n", db, srv.URL)
+	cfg, err := config.Parse(strings.NewReader(y), "surface.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, keys := startDaemon(t, ctx, cfg, nil, "acme", "globex", "initech")
+	key := map[string]string{"acme": keys[0], "globex": keys[1], "initech": keys[2]}
+	const uri = "test://one/text"
+
+	heard := map[string]*updates{}
+	cs := map[string]*mcp.ClientSession{}
+	for _, tenant := range []string{"acme", "globex", "initech"} {
+		heard[tenant] = &updates{}
+		cs[tenant] = dialSurface(t, url, key[tenant], "2025-11-25", &mcp.ClientOptions{ResourceUpdatedHandler: heard[tenant].add})
+	}
+	testwait.Until(t, ctx, "the upstream's prompts to be listed", func() (bool, error) {
+		res, err := cs["acme"].ListPrompts(ctx, nil)
+		return err == nil && len(res.Prompts) > 0, nil
+	})
+
+	// Each request names its tenant in an argument the upstream sees, so
+	// that the log tells whose each one was.
+	for _, tenant := range []string{"acme", "globex"} {
+		c := cs[tenant]
+		steps := []struct {
+			what string
+			do   func() error
+		}{
+			{"resources/list", func() error { _, err := c.ListResources(ctx, nil); return err }},
+			{"resources/templates/list", func() error { _, err := c.ListResourceTemplates(ctx, nil); return err }},
+			{"prompts/list", func() error { _, err := c.ListPrompts(ctx, nil); return err }},
+			{"prompts/get", func() error {
+				_, err := c.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": tenant}})
+				return err
+			}},
+			{"resources/read", func() error { _, err := c.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); return err }},
+			{"resources/subscribe", func() error { return c.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}) }},
+		}
+		for _, s := range steps {
+			before := len(log.seen())
+			if err := s.do(); err != nil {
+				t.Fatalf("%s: %s: %v", tenant, s.what, err)
+			}
+			// The gateway lists on its own session too, to keep its
+			// catalog: a list with its credential may be that.
+			var sent bool
+			for _, r := range log.seen()[before:] {
+				if r.method != s.what {
+					continue
+				}
+				switch {
+				case r.auth == creds[tenant]:
+					sent = true
+				case strings.HasSuffix(s.what, "/list") && credentialOf(creds, r.auth) == "the gateway":
+				default:
+					t.Errorf("%s: %s reached the upstream with the credential of %s", tenant, s.what, credentialOf(creds, r.auth))
+				}
+			}
+			if !sent {
+				t.Errorf("%s: %s did not reach the upstream with its credential", tenant, s.what)
+			}
+		}
+	}
+	touch(t, cs["acme"], uri)
+	for _, tenant := range []string{"acme", "globex"} {
+		testwait.Until(t, ctx, tenant+" to hear that "+uri+" was updated", func() (bool, error) {
+			return heard[tenant].count(uri) > 0, nil
+		})
+	}
+
+	before := len(log.seen())
+	for _, s := range []struct {
+		what string
+		do   func() error
+	}{
+		{"resources/list", func() error { _, err := cs["initech"].ListResources(ctx, nil); return err }},
+		{"resources/templates/list", func() error { _, err := cs["initech"].ListResourceTemplates(ctx, nil); return err }},
+		{"prompts/list", func() error { _, err := cs["initech"].ListPrompts(ctx, nil); return err }},
+		{"prompts/get", func() error {
+			_, err := cs["initech"].GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "initech"}})
+			return err
+		}},
+		{"resources/read", func() error { _, err := cs["initech"].ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); return err }},
+		{"resources/subscribe", func() error { return cs["initech"].Subscribe(ctx, &mcp.SubscribeParams{URI: "test://one/blob"}) }},
+	} {
+		err := s.do()
+		var werr *jsonrpc.Error
+		if !errors.As(err, &werr) || !strings.Contains(werr.Message, "has none for yours") || !strings.Contains(string(werr.Data), ledger.ReasonTenantCredentialMissing) {
+			t.Errorf("initech: %s = %v; want a refusal with reason %s", s.what, err, ledger.ReasonTenantCredentialMissing)
+		}
+	}
+	for _, r := range log.seen()[before:] {
+		switch r.method {
+		case "prompts/get", "resources/read", "resources/subscribe":
+			t.Errorf("initech's refused %s reached the upstream (credential of %s)", r.method, credentialOf(creds, r.auth))
+		}
+	}
+}

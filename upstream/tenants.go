@@ -31,7 +31,8 @@ func (e *NoTenantCredentialError) Unwrap() error { return ErrNoTenantCredential 
 // them), its own sessions, relay sessions and connections, so that no
 // session or connection carries two tenants' requests. They report no
 // state changes (the upstream's own session says whether it is connected,
-// for listings and metrics) and announce no surface changes.
+// for listings and metrics) and announce only the resource updates of the
+// subscriptions made on their sessions.
 func newTenants(cfg *config.Upstream, o *Options) map[string]*Upstream {
 	if len(cfg.TenantHeaders) == 0 {
 		return nil
@@ -42,7 +43,9 @@ func newTenants(cfg *config.Upstream, o *Options) map[string]*Upstream {
 		to := *o
 		to.StateChanged = nil
 		to.Logger = o.Logger.With("tenant", tenant)
-		tenants[tenant] = newUpstream(tcfg, &to)
+		t := newUpstream(tcfg, &to)
+		t.tenant = tenant
+		tenants[tenant] = t
 	}
 	return tenants
 }
@@ -64,6 +67,10 @@ func (u *Upstream) For(tenant string) (*Upstream, error) {
 	}
 	return nil, &NoTenantCredentialError{Upstream: u.cfg.Name, Tenant: tenant}
 }
+
+// Tenant is the tenant u is the upstream of (see For), "" when u is the
+// upstream itself, as every tenant reaches one without tenant headers.
+func (u *Upstream) Tenant() string { return u.tenant }
 
 // family is u and its tenants' upstreams, u first, the tenants by name.
 func (u *Upstream) family() []*Upstream {
