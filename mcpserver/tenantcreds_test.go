@@ -491,6 +491,16 @@ func TestRemovedTenantCredentialSendsNothing(t *testing.T) {
 	if _, err := d.Reload(ctx, withTenant("globex")); err != nil {
 		t.Fatal(err)
 	}
+	// A retry of the accepted operation attaches to it, sending nothing;
+	// a new one is refused.
+	again, res, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall("op-removed", nil), nil)
+	if err != nil || again == nil || again.ID != task.ID {
+		t.Errorf("a retry of op-removed = %v, %s, %v; want its task %s", again, fixtures.ResultText(res), err, task.ID)
+	}
+	_, _, err = taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall("op-new", nil), nil)
+	if werr := (*jsonrpc.Error)(nil); !errors.As(err, &werr) || !strings.Contains(string(werr.Data), ledger.ReasonTenantCredentialMissing) {
+		t.Errorf("a new operation after acme's entry was removed = %v; want a refusal with reason %s", err, ledger.ReasonTenantCredentialMissing)
+	}
 	if _, err := taskwire.CancelTask(ctx, cs, task.ID); err != nil {
 		t.Fatalf("tasks/cancel: %v", err)
 	}
@@ -509,8 +519,8 @@ func TestRemovedTenantCredentialSendsNothing(t *testing.T) {
 		return false, err
 	})
 	for _, r := range log.seen() {
-		if r.tool == providersim.ToolCancelJob {
-			t.Errorf("cancel_job reached the provider with the credential %q", r.auth)
+		if r.tool == providersim.ToolCancelJob || r.tool == providersim.ToolRunSuite && r.auth != "Bearer tenant-credential" {
+			t.Errorf("%s reached the provider with the credential %q", r.tool, r.auth)
 		}
 	}
 	if jobs := sim.Jobs(); len(jobs) != 1 || jobs[0].Status != providersim.StatusRunning {
