@@ -48,6 +48,7 @@ type credentialRequest struct {
 	method  string // the JSON-RPC method, or the HTTP method of a GET or DELETE
 	id      string // the JSON-RPC request ID, as JSON
 	tool    string // params.name of a tools/call
+	taskID  string // params.taskId of a tasks/get, tasks/result or tasks/cancel
 	args    map[string]any
 	meta    map[string]any
 }
@@ -63,12 +64,14 @@ func (l *credentialLog) wrap(next http.Handler) http.Handler {
 				ID     json.RawMessage `json:"id"`
 				Params struct {
 					Name      string         `json:"name"`
+					TaskID    string         `json:"taskId"`
 					Arguments map[string]any `json:"arguments"`
 					Meta      map[string]any `json:"_meta"`
 				} `json:"params"`
 			}
 			_ = json.Unmarshal(b, &msg)
 			req.method, req.id, req.tool, req.args, req.meta = msg.Method, string(msg.ID), msg.Params.Name, msg.Params.Arguments, msg.Params.Meta
+			req.taskID = msg.Params.TaskID
 		}
 		l.mu.Lock()
 		l.reqs = append(l.reqs, req)
@@ -109,7 +112,9 @@ func (b *syncBuffer) String() string {
 // matrix priced (estimate_tool), and make pass-through calls by every path
 // (forwarded, relayed in a 2025-11-25 relay session from either protocol
 // era, relayed statelessly, and the SDK path on the tenant's own
-// 2025-11-25 session). Every request on a tenant's behalf carries that
+// 2025-11-25 session). The worker follows each job as the provider's task
+// (tasks/get); the contract cancels with cancel_job, so no tasks/cancel is
+// expected, but any is checked. Every request on a tenant's behalf carries that
 // tenant's credential (acme's read from the environment, globex's sealed
 // with the secrets keys), and no upstream session ever carries two
 // credentials. Tenant initech, without an entry, is refused with
@@ -213,6 +218,16 @@ func TestTenantCredentials(t *testing.T) {
 			}
 			return false, nil
 		})
+		// The worker follows the job as the upstream's task: the simulated
+		// provider's task ID is its job ID.
+		testwait.Until(t, ctx, "the worker to look "+tenant+"'s task up at the provider", func() (bool, error) {
+			for _, r := range hosted.seen() {
+				if r.method == "tasks/get" && r.taskID == jobs[tenant].ID {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
 		// Priced before anything else happens: estimate_matrix.
 		if _, _, err := taskwire.CallToolAsTask(ctx, modern[tenant], fixtures.RunMatrixCall("matrix-"+tenant, suite, 2), nil); err != nil {
 			t.Fatalf("%s: run_matrix: %v", tenant, err)
@@ -274,7 +289,7 @@ func TestTenantCredentials(t *testing.T) {
 		for tenant, job := range jobs {
 			switch {
 			case r.args["suite"] == tenant+"-suite", r.args["region"] == tenant, r.meta["tenant-marker"] == tenant,
-				r.args["job_id"] == job.ID, r.args["idempotency_key"] == job.IdempotencyKey:
+				r.args["job_id"] == job.ID, r.args["idempotency_key"] == job.IdempotencyKey, r.taskID == job.ID:
 				return tenant
 			}
 		}
@@ -293,15 +308,19 @@ func TestTenantCredentials(t *testing.T) {
 				}
 				sessions[r.session] = r.auth
 			}
-			if r.method != "tools/call" {
+			kind := l.name + "." + r.tool
+			switch r.method {
+			case "tools/call":
+			case "tasks/get", "tasks/result", "tasks/cancel":
+				kind = l.name + " " + r.method
+			default:
 				continue
 			}
 			o := owner(r)
 			if o == "" || r.auth != creds[o] {
-				t.Errorf("%s: tools/call %s (id %s) of tenant %q carried the credential of %q", l.name, r.tool, r.id, o, credentialOf(creds, r.auth))
+				t.Errorf("%s: %s %s%s (id %s) of tenant %q carried the credential of %q", l.name, r.method, r.tool, r.taskID, r.id, o, credentialOf(creds, r.auth))
 				continue
 			}
-			kind := l.name + "." + r.tool
 			seen[o+" "+kind]++
 			if strings.HasPrefix(strings.Trim(r.id, `"`), "taskgate-relay-") {
 				seen[o+" "+kind+" (relay session)"]++
@@ -311,7 +330,7 @@ func TestTenantCredentials(t *testing.T) {
 	for _, tenant := range []string{"acme", "globex"} {
 		for _, kind := range []string{
 			"hosted_test.run_suite", "hosted_test.cancel_job", "hosted_test.lookup_operation", "hosted_test.list_charges", "hosted_test.estimate_matrix",
-			"plumbing.meta (relay session)", "plumbing.region",
+			"plumbing.meta (relay session)", "plumbing.region", "hosted_test tasks/get",
 		} {
 			if seen[tenant+" "+kind] == 0 {
 				t.Errorf("%s: no %s seen at the upstream with its credential (seen: %v)", tenant, kind, seen)
@@ -430,7 +449,7 @@ func TestTenantCredentialsReload(t *testing.T) {
 
 	_, err = d.Reload(ctx, withCredentials(sealed("globex")))
 	if err == nil || !strings.Contains(err.Error(), "upstreams[0].tenant_headers.acme.Authorization.sealed: does not open") {
-		t.Fatalf("Reload(sealed without a key) = %v; want a refusal naming the field", err)
+		t.Fatalf("Reload(a value sealed for another tenant) = %v; want a refusal naming the field", err)
 	}
 	callWith("Bearer acme-after")
 }
