@@ -1,10 +1,14 @@
 package upstream
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/taskgate/taskgate/config"
 )
@@ -90,4 +94,26 @@ func (u *Upstream) setLatest(cfg *config.Upstream) {
 			t.latest.Store(tcfg)
 		}
 	}
+}
+
+// Credential names the credential u's requests carry without showing it:
+// "tenant:" (a tenant's own headers) or "shared:" (the upstream's headers,
+// which an upstream without tenant headers sends for every tenant)
+// followed by a SHA-256 prefix of the header names and values and the
+// URL's user info. Two requests with the same Credential reach the
+// provider as the same caller.
+func (u *Upstream) Credential() string {
+	cfg := u.Config()
+	h := sha256.New()
+	for _, name := range slices.Sorted(maps.Keys(cfg.Headers)) {
+		fmt.Fprintf(h, "%s\x00%s\x00", strings.ToLower(name), cfg.Headers[name])
+	}
+	if pu, err := url.Parse(cfg.URL); err == nil && pu.User != nil {
+		fmt.Fprintf(h, "\x00%s", pu.User.String())
+	}
+	kind := "shared"
+	if u.tenant != "" {
+		kind = "tenant"
+	}
+	return kind + ":" + hex.EncodeToString(h.Sum(nil)[:8])
 }
