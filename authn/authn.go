@@ -25,8 +25,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/taskgate/taskgate/internal/loopback"
 
@@ -65,9 +63,8 @@ func HasScope(ti *auth.TokenInfo, scope string) bool {
 	return ti != nil && slices.Contains(ti.Scopes, scope)
 }
 
-// maxTenantLen bounds a tenant name; tenants end up in every ledger row,
-// log line and receipt.
-const maxTenantLen = 256
+// maxTenantLen bounds a tenant name (ledger.CheckTenant).
+const maxTenantLen = ledger.MaxTenantBytes
 
 // Options configure [New].
 type Options struct {
@@ -334,19 +331,5 @@ func TenantOfRequest(req mcp.Request) string {
 }
 
 // checkTenant rejects tenant names that could not be stored, logged and
-// shown safely.
-func checkTenant(t string) error {
-	if t == "" {
-		return errors.New("tenant is empty")
-	}
-	if len(t) > maxTenantLen {
-		return fmt.Errorf("tenant is %d bytes long; at most %d are allowed", len(t), maxTenantLen)
-	}
-	if !utf8.ValidString(t) {
-		return errors.New("tenant is not valid UTF-8")
-	}
-	if strings.ContainsFunc(t, unicode.IsControl) {
-		return errors.New("tenant contains control characters")
-	}
-	return nil
-}
+// shown safely (ledger.CheckTenant): the configuration refuses the same.
+func checkTenant(t string) error { return ledger.CheckTenant(t) }

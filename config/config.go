@@ -231,8 +231,8 @@ type Upstream struct {
 	Headers map[string]string `yaml:"headers"`
 	// TenantHeaders are headers by tenant: every request the gateway
 	// makes to the upstream on behalf of a tenant listed here carries
-	// Headers with that tenant's headers over them, on sessions of that
-	// tenant alone, so that the provider tells tenants apart. Values come
+	// that tenant's headers and no others (not Headers), on sessions of
+	// that tenant alone, so that the provider tells tenants apart. Values come
 	// from the environment (env), never from the file. URL upstreams only.
 	TenantHeaders map[string]map[string]*HeaderValue `yaml:"tenant_headers"`
 	// UnlistedTenants says what a tenant without an entry in
@@ -340,10 +340,12 @@ func (c *Config) OpenTenantHeaders(open func(sealed, label string) ([]byte, erro
 }
 
 // ForTenant is the configuration the upstream's requests on behalf of
-// tenant use: Headers with the tenant's headers over them, and no tenant
-// headers. ok is false for a tenant without an entry when the upstream
-// has tenant headers and refuses unlisted tenants. An upstream without
-// tenant headers is returned as it is.
+// tenant use: a listed tenant's headers alone, never Headers, which are
+// the gateway's own credential; Headers for an unlisted tenant under
+// unlisted_tenants: shared. It has no tenant headers. ok is false for a
+// tenant without an entry when the upstream has tenant headers and refuses
+// unlisted tenants. An upstream without tenant headers is returned as it
+// is.
 func (u *Upstream) ForTenant(tenant string) (cfg *Upstream, ok bool) {
 	if len(u.TenantHeaders) == 0 {
 		return u, true
@@ -354,17 +356,12 @@ func (u *Upstream) ForTenant(tenant string) (cfg *Upstream, ok bool) {
 	}
 	out := *u
 	out.TenantHeaders, out.UnlistedTenants = nil, ""
-	out.Headers = maps.Clone(u.Headers)
-	if out.Headers == nil {
-		out.Headers = map[string]string{}
+	if !listed {
+		out.Headers = maps.Clone(u.Headers)
+		return &out, true
 	}
+	out.Headers = make(map[string]string, len(th))
 	for k, h := range th {
-		// One header, whatever the case it is written in: the tenant's.
-		for have := range out.Headers {
-			if strings.EqualFold(have, k) {
-				delete(out.Headers, have)
-			}
-		}
 		out.Headers[k] = h.Value()
 	}
 	return &out, true

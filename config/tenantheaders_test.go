@@ -26,9 +26,10 @@ func TestTenantHeaders(t *testing.T) {
 		tenant string
 		want   map[string]string // nil: refused
 	}{
-		// The tenant's Authorization replaces the shared one, whatever its case.
-		{"acme", map[string]string{"authorization": "Bearer acme-secret", "X-Client": "gw"}},
-		{"globex", map[string]string{"Authorization": "Bearer shared-secret", "X-Client": "gw", "X-Tenant-Key": "globex-secret"}},
+		// A tenant's requests carry its own headers only, never the
+		// gateway's shared ones.
+		{"acme", map[string]string{"authorization": "Bearer acme-secret"}},
+		{"globex", map[string]string{"X-Tenant-Key": "globex-secret"}},
 		{"initech", nil},
 	} {
 		got, ok := u.ForTenant(tt.tenant)
@@ -84,12 +85,22 @@ func TestTenantHeadersInvalid(t *testing.T) {
 			"upstreams[0].tenant_headers.acme.Authorization.env: names BROKEN, whose value holds a line break or NUL"},
 		{"bad header name", tenantBase + "    tenant_headers:\n      acme: {\"Bad Header\": {env: ACME_TOKEN}}\n",
 			`upstreams[0].tenant_headers.acme.Bad Header: "Bad Header" is not an HTTP header name`},
+		{"one header twice", tenantBase + "    tenant_headers:\n      acme: {Authorization: {env: ACME_TOKEN}, authorization: {env: ACME_TOKEN}}\n",
+			"upstreams[0].tenant_headers.acme: names the header Authorization twice (Authorization, authorization); header names are one whatever their case, so keep one"},
+		{"control character in the tenant", tenantBase + "    tenant_headers:\n      \"ac\\tme\": {Authorization: {env: ACME_TOKEN}}\n",
+			"upstreams[0].tenant_headers.\"ac\\tme\": names a tenant no credential can carry: tenant contains control characters"},
+		{"tenant too long", tenantBase + "    tenant_headers:\n      " + strings.Repeat("a", 257) + ": {Authorization: {env: ACME_TOKEN}}\n",
+			"names a tenant no credential can carry: tenant is 257 bytes long; at most 256 are allowed"},
 		{"no headers", tenantBase + "    tenant_headers:\n      acme: {}\n",
 			"upstreams[0].tenant_headers.acme: lists no headers"},
 		{"unknown unlisted_tenants", tenantBase + "    tenant_headers:\n      acme: {Authorization: {env: ACME_TOKEN}}\n    unlisted_tenants: everyone\n",
 			`t.yaml:7: upstreams[0].unlisted_tenants: must be refuse or shared, got "everyone"`},
 		{"unlisted_tenants alone", tenantBase + "    unlisted_tenants: shared\n",
 			"t.yaml:5: upstreams[0].unlisted_tenants: applies only to an upstream with tenant_headers"},
+		{"userinfo in the url", "upstreams:\n  - name: up\n    url: http://gw:url-secret@127.0.0.1:1/mcp\n    tenant_headers:\n      acme: {Authorization: {env: ACME_TOKEN}}\n",
+			"t.yaml:3: upstreams[0].url: carries a user name or password, which would go with every tenant's requests; move the credential into tenant_headers (or headers)"},
+		{"query in the url", "upstreams:\n  - name: up\n    url: http://127.0.0.1:1/mcp?key=url-secret\n    tenant_headers:\n      acme: {Authorization: {env: ACME_TOKEN}}\n",
+			"t.yaml:3: upstreams[0].url: carries a query string, which would go with every tenant's requests; move the credential into tenant_headers (or headers)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse(strings.NewReader(tt.yaml), "t.yaml", vars)
@@ -98,7 +109,7 @@ func TestTenantHeadersInvalid(t *testing.T) {
 			}
 			// The Authorization value of the one literal case is in the
 			// file and may be quoted; no value from the environment is.
-			if tt.name != "value in the file" && strings.Contains(err.Error(), "acme-secret") {
+			if tt.name != "value in the file" && (strings.Contains(err.Error(), "acme-secret") || strings.Contains(err.Error(), "url-secret")) {
 				t.Errorf("the error shows a credential: %v", err)
 			}
 		})

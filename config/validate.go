@@ -127,8 +127,17 @@ func (c *Config) validate(v *validator) {
 		case u.URL != "" && len(u.Command) > 0:
 			v.fail(f, "has both url and command; choose one")
 		case u.URL != "":
-			if pu, err := url.Parse(u.URL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			pu, err := url.Parse(u.URL)
+			switch {
+			case err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "":
 				v.fail(f+".url", "must be an http(s) URL, got %q", inert.URL(u.URL))
+			// The URL goes with every request, a tenant's too: a
+			// credential in it would reach the provider under every
+			// tenant. Not shown: it may be a credential.
+			case len(u.TenantHeaders) > 0 && pu.User != nil:
+				v.fail(f+".url", "carries a user name or password, which would go with every tenant's requests; move the credential into tenant_headers (or headers) and remove it from the url")
+			case len(u.TenantHeaders) > 0 && (pu.RawQuery != "" || pu.ForceQuery):
+				v.fail(f+".url", "carries a query string, which would go with every tenant's requests; move the credential into tenant_headers (or headers) and remove the query from the url")
 			}
 			if len(u.Env) > 0 {
 				v.fail(f+".env", "applies only to a command upstream")
@@ -184,8 +193,22 @@ func validateTenantHeaders(v *validator, f string, u *Upstream) {
 	for _, tenant := range slices.Sorted(maps.Keys(u.TenantHeaders)) {
 		tf := fmt.Sprintf("%s.tenant_headers.%s", f, tenant)
 		hs := u.TenantHeaders[tenant]
-		if strings.TrimSpace(tenant) == "" {
+		if err := ledger.CheckTenant(tenant); err != nil {
+			// Quoted: the name may hold what a terminal would act on.
+			v.fail(fmt.Sprintf("%s.tenant_headers.%q", f, tenant), "names a tenant no credential can carry: %v; write the tenant as its keys are issued for", err)
+		} else if strings.TrimSpace(tenant) == "" {
 			v.fail(tf, "names no tenant; write the tenant as its keys are issued for")
+		}
+		// Header names are one whatever their case: two would leave which
+		// value is sent to chance.
+		byLower := map[string][]string{}
+		for _, name := range slices.Sorted(maps.Keys(hs)) {
+			byLower[strings.ToLower(name)] = append(byLower[strings.ToLower(name)], name)
+		}
+		for _, lower := range slices.Sorted(maps.Keys(byLower)) {
+			if names := byLower[lower]; len(names) > 1 {
+				v.fail(tf, "names the header %s twice (%s); header names are one whatever their case, so keep one", names[0], strings.Join(names, ", "))
+			}
 		}
 		if len(hs) == 0 {
 			v.fail(tf, "lists no headers; give the tenant's credential, for example Authorization: {env: ACME_TOKEN}, or remove the entry")

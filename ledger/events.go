@@ -102,10 +102,12 @@ type ClientResultData struct {
 }
 
 // SendStartedData is the data of a send_started event: the operation's
-// Send'th send, by Worker.
+// Send'th send, by Worker, with the credential Credential names (a
+// fingerprint, never the credential; "" in sends recorded before it was).
 type SendStartedData struct {
-	Send   int    `json:"send"`
-	Worker string `json:"worker"`
+	Send       int    `json:"send"`
+	Worker     string `json:"worker"`
+	Credential string `json:"credential,omitempty"`
 }
 
 // RemoteJobData is the data of remote_job_bound and remote_job_observed

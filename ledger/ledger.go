@@ -79,11 +79,15 @@ const (
 	// ReasonTenantCredentialMissing: the upstream sends each tenant's
 	// requests with that tenant's credential and has none for this one.
 	ReasonTenantCredentialMissing = "tenant_credential_missing"
-	ReasonNoAutomaticResend       = "no_automatic_resend"
-	ReasonLookupIndeterminate     = "provider_lookup_indeterminate"
-	ReasonLookupNotFoundUnsafe    = "provider_lookup_not_found_without_safe_resend"
-	ReasonLookupFailed            = "provider_lookup_error"
-	ReasonUpstreamOutcomeUnknown  = "upstream_outcome_unknown"
+	// ReasonCredentialChanged: the credential the upstream's requests for
+	// the operation carry is not the one its last send carried, so a
+	// lookup's not_found proves nothing and it is not re-sent.
+	ReasonCredentialChanged      = "credential_changed"
+	ReasonNoAutomaticResend      = "no_automatic_resend"
+	ReasonLookupIndeterminate    = "provider_lookup_indeterminate"
+	ReasonLookupNotFoundUnsafe   = "provider_lookup_not_found_without_safe_resend"
+	ReasonLookupFailed           = "provider_lookup_error"
+	ReasonUpstreamOutcomeUnknown = "upstream_outcome_unknown"
 	// ReasonUpstreamInputRequired: the upstream asked for input and the
 	// client that started the operation has no way to answer.
 	ReasonUpstreamInputRequired = "upstream_input_required"

@@ -140,26 +140,32 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 	}
 
 	up, ok := g.pool.Get(r.upstream)
+	credentialMissing := false
 	if ok {
 		// Everything done for the call — the estimate here, the worker's
 		// send, lookups and cancels — goes with the tenant's credential.
 		tu, err := up.For(tenant)
-		if err != nil {
-			return h.refuse(ctx, log, denial(opID, string(fp)), ledger.ReasonTenantCredentialMissing, tenantCredentialText(r.upstream, call.Name), nil), nil
-		}
+		credentialMissing = err != nil
 		up = tu
 	}
-	connected := ok && up.Connected()
+	connected := ok && !credentialMissing && up.Connected()
 	if !connected {
+		// A retry of an operation accepted before attaches to it, sending
+		// nothing; only a new one is refused.
 		existing, err := g.store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: tenant, OperationID: opID})
 		switch {
+		case errors.Is(err, ledger.ErrNotFound) && credentialMissing:
+			return h.refuse(ctx, log, denial(opID, string(fp)), ledger.ReasonTenantCredentialMissing, tenantCredentialText(r.upstream, call.Name), nil), nil
 		case errors.Is(err, ledger.ErrNotFound):
 			return h.refuse(ctx, log, denial(opID, string(fp)), ledger.ReasonUpstreamUnavailable,
 				fmt.Sprintf("upstream %s of %s is not connected, so the call was not accepted and nothing was started; retry with the same operation ID once it is back", r.upstream, call.Name), nil), nil
 		case err != nil:
-			return nil, fmt.Errorf("look up operation %s while its upstream is down: %w", opID, err)
+			return nil, fmt.Errorf("look up operation %s while its upstream is down or has no credential for the tenant: %w", opID, err)
+		case credentialMissing:
+			log.Info("the upstream has no credential for the tenant; the retry attaches to its operation, which sends nothing until it has one", "state", existing.State)
+		default:
+			log.Info("the upstream is down; the retry attaches to its operation, which dispatches when the upstream is back", "state", existing.State)
 		}
-		log.Info("the upstream is down; the retry attaches to its operation, which dispatches when the upstream is back", "state", existing.State)
 	}
 
 	priced := policy.Route{RemoteJobs: 1, Estimate: money.Zero(r.policy.Contract.Cost.Currency)}

@@ -82,7 +82,9 @@ type templateRoute struct {
 	pattern  *regexp.Regexp
 }
 
-type subscription struct{ upstream, uri string }
+// A subscription is keyed by the session it is made on at the upstream: the
+// upstream's own (tenant "") or a tenant's (see upstream.Upstream.For).
+type subscription struct{ upstream, tenant, uri string }
 
 func (g *Gateway) initSurface() {
 	g.surface.syncBusy = make(chan struct{}, 1)
@@ -177,7 +179,7 @@ func (g *Gateway) installSurface(s *mcp.Server) {
 func (g *Gateway) surfaceChanged(ch upstream.SurfaceChange) {
 	switch ch.Kind {
 	case upstream.ResourceUpdated:
-		g.resourceUpdated(ch.Upstream, ch.Updated)
+		g.resourceUpdated(ch.Upstream, ch.Tenant, ch.Updated)
 	case upstream.ResourcesChanged, upstream.PromptsChanged, upstream.SessionStarted, upstream.ToolsChanged:
 		// Not on the notification handler: listing waits for the session.
 		g.requestSync()
@@ -443,14 +445,6 @@ func (g *Gateway) soleUpstream(offers func(*mcp.ServerCapabilities) bool) (strin
 // error as it is, else -32603 naming the upstream.
 func (g *Gateway) surfaceError(ctx context.Context, up, what string, err error) error {
 	return g.upstreamError(ctx, &route{upstream: up, tool: what}, err)
-}
-
-func (g *Gateway) upstreamOf(name string) (*upstream.Upstream, error) {
-	u, ok := g.pool.Get(name)
-	if !ok {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream %s is not configured", name)}
-	}
-	return u, nil
 }
 
 // getPrompt forwards prompts/get to the prompt's upstream under its own

@@ -26,7 +26,7 @@ func (g *Gateway) listSurface(next mcp.MethodHandler) mcp.MethodHandler {
 			if p, ok := req.GetParams().(*mcp.ListResourcesParams); ok && p != nil {
 				cursor = p.Cursor
 			}
-			return g.listPage(ctx, cursor, resources, func(ctx context.Context, u *upstream.Upstream, cursor string) (*page, error) {
+			return g.listPage(ctx, method, cursor, resources, func(ctx context.Context, u *upstream.Upstream, cursor string) (*page, error) {
 				res, err := u.ListResources(ctx, cursor)
 				if err != nil {
 					return nil, err
@@ -46,7 +46,7 @@ func (g *Gateway) listSurface(next mcp.MethodHandler) mcp.MethodHandler {
 			if p, ok := req.GetParams().(*mcp.ListResourceTemplatesParams); ok && p != nil {
 				cursor = p.Cursor
 			}
-			return g.listPage(ctx, cursor, resources, func(ctx context.Context, u *upstream.Upstream, cursor string) (*page, error) {
+			return g.listPage(ctx, method, cursor, resources, func(ctx context.Context, u *upstream.Upstream, cursor string) (*page, error) {
 				res, err := u.ListResourceTemplates(ctx, cursor)
 				if err != nil {
 					return nil, err
@@ -68,7 +68,7 @@ func (g *Gateway) listSurface(next mcp.MethodHandler) mcp.MethodHandler {
 			if p, ok := req.GetParams().(*mcp.ListPromptsParams); ok && p != nil {
 				cursor = p.Cursor
 			}
-			return g.listPage(ctx, cursor, prompts, func(ctx context.Context, u *upstream.Upstream, cursor string) (*page, error) {
+			return g.listPage(ctx, method, cursor, prompts, func(ctx context.Context, u *upstream.Upstream, cursor string) (*page, error) {
 				res, err := u.ListPrompts(ctx, cursor)
 				if err != nil {
 					return nil, err
@@ -105,8 +105,10 @@ type page struct {
 // An empty page is passed over when another upstream follows. With one
 // upstream the cursors are the upstream's own and its errors are the
 // client's; with several, an upstream that is down or fails without a
-// JSON-RPC error is left out of the list.
-func (g *Gateway) listPage(ctx context.Context, cursor string, offers func(*mcp.ServerCapabilities) bool,
+// JSON-RPC error is left out of the list. Each upstream is listed as the
+// caller's tenant reaches it (upstreamFor), so a tenant that an upstream
+// refuses is refused the list, whatever the upstream's place in it.
+func (g *Gateway) listPage(ctx context.Context, method, cursor string, offers func(*mcp.ServerCapabilities) bool,
 	fetch func(context.Context, *upstream.Upstream, string) (*page, error), empty func() mcp.Result) (mcp.Result, error) {
 	ups := g.pool.All()
 	start, upCursor, err := decodeCursor(cursor, ups)
@@ -129,7 +131,11 @@ func (g *Gateway) listPage(ctx context.Context, cursor string, offers func(*mcp.
 		if !candidate(u) {
 			continue
 		}
-		pg, err := fetch(ctx, u, upCursor)
+		tu, err := g.upstreamFor(ctx, u.Name(), method)
+		if err != nil {
+			return nil, err
+		}
+		pg, err := fetch(ctx, tu, upCursor)
 		if err != nil {
 			var werr *jsonrpc.Error
 			if len(ups) == 1 || errors.As(err, &werr) {

@@ -19,11 +19,13 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	if !ok {
 		return mcp.ResourceNotFoundError(uri)
 	}
-	u, err := g.upstreamOf(up)
+	// On the tenant's own session, with its credential: each tenant with
+	// one is subscribed at the upstream for itself.
+	u, err := g.upstreamFor(ctx, up, "resources/subscribe "+uri)
 	if err != nil {
 		return err
 	}
-	key := subscription{upstream: up, uri: uri}
+	key := subscription{upstream: up, tenant: u.Tenant(), uri: uri}
 	g.surface.mu.Lock()
 	first := len(g.surface.subs[key]) == 0
 	if g.surface.subs[key] == nil {
@@ -75,6 +77,15 @@ func (g *Gateway) unsubscribeUpstream(ctx context.Context, keys []subscription) 
 		if !ok {
 			continue
 		}
+		if key.tenant != "" {
+			// A tenant's upstream a reload has removed took its
+			// subscriptions with its sessions.
+			t, err := u.For(key.tenant)
+			if err != nil || t.Tenant() != key.tenant {
+				continue
+			}
+			u = t
+		}
 		if err := u.Unsubscribe(ctx, key.uri); err != nil {
 			g.log.Warn("unsubscribing at the upstream failed", "upstream", key.upstream, "uri", key.uri, "err", err)
 		}
@@ -104,10 +115,11 @@ func (g *Gateway) dropSubscriptionsAtEnd(ss *mcp.ServerSession) {
 }
 
 // resourceUpdated passes an upstream's notifications/resources/updated to
-// the sessions subscribed to the URI through that upstream.
-func (g *Gateway) resourceUpdated(up string, p *mcp.ResourceUpdatedNotificationParams) {
+// the sessions subscribed to the URI through that upstream, on the session
+// of tenant ("" the upstream's own) it came on.
+func (g *Gateway) resourceUpdated(up, tenant string, p *mcp.ResourceUpdatedNotificationParams) {
 	g.surface.mu.Lock()
-	subscribed := len(g.surface.subs[subscription{upstream: up, uri: p.URI}]) > 0
+	subscribed := len(g.surface.subs[subscription{upstream: up, tenant: tenant, uri: p.URI}]) > 0
 	g.surface.mu.Unlock()
 	if !subscribed {
 		return

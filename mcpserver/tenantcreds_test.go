@@ -48,6 +48,7 @@ type credentialRequest struct {
 	method  string // the JSON-RPC method, or the HTTP method of a GET or DELETE
 	id      string // the JSON-RPC request ID, as JSON
 	tool    string // params.name of a tools/call
+	taskID  string // params.taskId of a tasks/get, tasks/result or tasks/cancel
 	args    map[string]any
 	meta    map[string]any
 }
@@ -63,12 +64,14 @@ func (l *credentialLog) wrap(next http.Handler) http.Handler {
 				ID     json.RawMessage `json:"id"`
 				Params struct {
 					Name      string         `json:"name"`
+					TaskID    string         `json:"taskId"`
 					Arguments map[string]any `json:"arguments"`
 					Meta      map[string]any `json:"_meta"`
 				} `json:"params"`
 			}
 			_ = json.Unmarshal(b, &msg)
 			req.method, req.id, req.tool, req.args, req.meta = msg.Method, string(msg.ID), msg.Params.Name, msg.Params.Arguments, msg.Params.Meta
+			req.taskID = msg.Params.TaskID
 		}
 		l.mu.Lock()
 		l.reqs = append(l.reqs, req)
@@ -109,7 +112,9 @@ func (b *syncBuffer) String() string {
 // matrix priced (estimate_tool), and make pass-through calls by every path
 // (forwarded, relayed in a 2025-11-25 relay session from either protocol
 // era, relayed statelessly, and the SDK path on the tenant's own
-// 2025-11-25 session). Every request on a tenant's behalf carries that
+// 2025-11-25 session). The worker follows each job as the provider's task
+// (tasks/get); the contract cancels with cancel_job, so no tasks/cancel is
+// expected, but any is checked. Every request on a tenant's behalf carries that
 // tenant's credential (acme's read from the environment, globex's sealed
 // with the secrets keys), and no upstream session ever carries two
 // credentials. Tenant initech, without an entry, is refused with
@@ -213,6 +218,16 @@ func TestTenantCredentials(t *testing.T) {
 			}
 			return false, nil
 		})
+		// The worker follows the job as the upstream's task: the simulated
+		// provider's task ID is its job ID.
+		testwait.Until(t, ctx, "the worker to look "+tenant+"'s task up at the provider", func() (bool, error) {
+			for _, r := range hosted.seen() {
+				if r.method == "tasks/get" && r.taskID == jobs[tenant].ID {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
 		// Priced before anything else happens: estimate_matrix.
 		if _, _, err := taskwire.CallToolAsTask(ctx, modern[tenant], fixtures.RunMatrixCall("matrix-"+tenant, suite, 2), nil); err != nil {
 			t.Fatalf("%s: run_matrix: %v", tenant, err)
@@ -274,7 +289,7 @@ func TestTenantCredentials(t *testing.T) {
 		for tenant, job := range jobs {
 			switch {
 			case r.args["suite"] == tenant+"-suite", r.args["region"] == tenant, r.meta["tenant-marker"] == tenant,
-				r.args["job_id"] == job.ID, r.args["idempotency_key"] == job.IdempotencyKey:
+				r.args["job_id"] == job.ID, r.args["idempotency_key"] == job.IdempotencyKey, r.taskID == job.ID:
 				return tenant
 			}
 		}
@@ -293,15 +308,19 @@ func TestTenantCredentials(t *testing.T) {
 				}
 				sessions[r.session] = r.auth
 			}
-			if r.method != "tools/call" {
+			kind := l.name + "." + r.tool
+			switch r.method {
+			case "tools/call":
+			case "tasks/get", "tasks/result", "tasks/cancel":
+				kind = l.name + " " + r.method
+			default:
 				continue
 			}
 			o := owner(r)
 			if o == "" || r.auth != creds[o] {
-				t.Errorf("%s: tools/call %s (id %s) of tenant %q carried the credential of %q", l.name, r.tool, r.id, o, credentialOf(creds, r.auth))
+				t.Errorf("%s: %s %s%s (id %s) of tenant %q carried the credential of %q", l.name, r.method, r.tool, r.taskID, r.id, o, credentialOf(creds, r.auth))
 				continue
 			}
-			kind := l.name + "." + r.tool
 			seen[o+" "+kind]++
 			if strings.HasPrefix(strings.Trim(r.id, `"`), "taskgate-relay-") {
 				seen[o+" "+kind+" (relay session)"]++
@@ -311,7 +330,7 @@ func TestTenantCredentials(t *testing.T) {
 	for _, tenant := range []string{"acme", "globex"} {
 		for _, kind := range []string{
 			"hosted_test.run_suite", "hosted_test.cancel_job", "hosted_test.lookup_operation", "hosted_test.list_charges", "hosted_test.estimate_matrix",
-			"plumbing.meta (relay session)", "plumbing.region",
+			"plumbing.meta (relay session)", "plumbing.region", "hosted_test tasks/get",
 		} {
 			if seen[tenant+" "+kind] == 0 {
 				t.Errorf("%s: no %s seen at the upstream with its credential (seen: %v)", tenant, kind, seen)
@@ -430,7 +449,7 @@ func TestTenantCredentialsReload(t *testing.T) {
 
 	_, err = d.Reload(ctx, withCredentials(sealed("globex")))
 	if err == nil || !strings.Contains(err.Error(), "upstreams[0].tenant_headers.acme.Authorization.sealed: does not open") {
-		t.Fatalf("Reload(sealed without a key) = %v; want a refusal naming the field", err)
+		t.Fatalf("Reload(a value sealed for another tenant) = %v; want a refusal naming the field", err)
 	}
 	callWith("Bearer acme-after")
 }
@@ -491,6 +510,16 @@ func TestRemovedTenantCredentialSendsNothing(t *testing.T) {
 	if _, err := d.Reload(ctx, withTenant("globex")); err != nil {
 		t.Fatal(err)
 	}
+	// A retry of the accepted operation attaches to it, sending nothing;
+	// a new one is refused.
+	again, res, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall("op-removed", nil), nil)
+	if err != nil || again == nil || again.ID != task.ID {
+		t.Errorf("a retry of op-removed = %v, %s, %v; want its task %s", again, fixtures.ResultText(res), err, task.ID)
+	}
+	_, _, err = taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall("op-new", nil), nil)
+	if werr := (*jsonrpc.Error)(nil); !errors.As(err, &werr) || !strings.Contains(string(werr.Data), ledger.ReasonTenantCredentialMissing) {
+		t.Errorf("a new operation after acme's entry was removed = %v; want a refusal with reason %s", err, ledger.ReasonTenantCredentialMissing)
+	}
 	if _, err := taskwire.CancelTask(ctx, cs, task.ID); err != nil {
 		t.Fatalf("tasks/cancel: %v", err)
 	}
@@ -509,11 +538,129 @@ func TestRemovedTenantCredentialSendsNothing(t *testing.T) {
 		return false, err
 	})
 	for _, r := range log.seen() {
-		if r.tool == providersim.ToolCancelJob {
-			t.Errorf("cancel_job reached the provider with the credential %q", r.auth)
+		if r.tool == providersim.ToolCancelJob || r.tool == providersim.ToolRunSuite && r.auth != "Bearer tenant-credential" {
+			t.Errorf("%s reached the provider with the credential %q", r.tool, r.auth)
 		}
 	}
 	if jobs := sim.Jobs(); len(jobs) != 1 || jobs[0].Status != providersim.StatusRunning {
 		t.Errorf("provider jobs %+v; want the one job running on", jobs)
+	}
+}
+
+// TestTenantCredentialsSurface: resources, templates and prompts on behalf
+// of a tenant go with its credential, on its own session: acme's and
+// globex's lists, prompts/get, resources/read and resources/subscribe
+// reach the upstream with each one's own credential (each tenant is
+// subscribed at the upstream for itself, and hears the updates), and
+// initech, without an entry, is refused each of them with
+// tenant_credential_missing, nothing sent.
+func TestTenantCredentialsSurface(t *testing.T) {
+	creds := map[string]string{"acme": "Bearer acme-surface-1c4e", "globex": "Bearer globex-surface-8d2a"}
+	t.Setenv("TASKGATE_TEST_ACME_TOKEN", creds["acme"])
+	t.Setenv("TASKGATE_TEST_GLOBEX_TOKEN", creds["globex"])
+	ctx := testCtx(t)
+	up := newSurfaceUpstream("one", "2025-11-25")
+	var log credentialLog
+	srv := httptest.NewServer(log.wrap(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up.server }, nil)))
+	t.Cleanup(srv.Close)
+	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
+	y := fmt.Sprintf("listen: 127.0.0.1:0\npublic_url: http://127.0.0.1:1\ndatabase: %q\nupstreams:\n"+
+		"  - name: one\n    url: %s\n    prefix: \"\"\n    headers: {Authorization: Bearer gateway-surface}\n"+
+		"    tenant_headers:\n      acme: {Authorization: {env: TASKGATE_TEST_ACME_TOKEN}}\n      globex: {Authorization: {env: TASKGATE_TEST_GLOBEX_TOKEN}}\n", db, srv.URL)
+	cfg, err := config.Parse(strings.NewReader(y), "surface.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, keys := startDaemon(t, ctx, cfg, nil, "acme", "globex", "initech")
+	key := map[string]string{"acme": keys[0], "globex": keys[1], "initech": keys[2]}
+	const uri = "test://one/text"
+
+	heard := map[string]*updates{}
+	cs := map[string]*mcp.ClientSession{}
+	for _, tenant := range []string{"acme", "globex", "initech"} {
+		heard[tenant] = &updates{}
+		cs[tenant] = dialSurface(t, url, key[tenant], "2025-11-25", &mcp.ClientOptions{ResourceUpdatedHandler: heard[tenant].add})
+	}
+	testwait.Until(t, ctx, "the upstream's prompts to be listed", func() (bool, error) {
+		res, err := cs["acme"].ListPrompts(ctx, nil)
+		return err == nil && len(res.Prompts) > 0, nil
+	})
+
+	// Each request names its tenant in an argument the upstream sees, so
+	// that the log tells whose each one was.
+	for _, tenant := range []string{"acme", "globex"} {
+		c := cs[tenant]
+		steps := []struct {
+			what string
+			do   func() error
+		}{
+			{"resources/list", func() error { _, err := c.ListResources(ctx, nil); return err }},
+			{"resources/templates/list", func() error { _, err := c.ListResourceTemplates(ctx, nil); return err }},
+			{"prompts/list", func() error { _, err := c.ListPrompts(ctx, nil); return err }},
+			{"prompts/get", func() error {
+				_, err := c.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": tenant}})
+				return err
+			}},
+			{"resources/read", func() error { _, err := c.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); return err }},
+			{"resources/subscribe", func() error { return c.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}) }},
+		}
+		for _, s := range steps {
+			before := len(log.seen())
+			if err := s.do(); err != nil {
+				t.Fatalf("%s: %s: %v", tenant, s.what, err)
+			}
+			// The gateway lists on its own session too, to keep its
+			// catalog: a list with its credential may be that.
+			var sent bool
+			for _, r := range log.seen()[before:] {
+				if r.method != s.what {
+					continue
+				}
+				switch {
+				case r.auth == creds[tenant]:
+					sent = true
+				case strings.HasSuffix(s.what, "/list") && credentialOf(creds, r.auth) == "the gateway":
+				default:
+					t.Errorf("%s: %s reached the upstream with the credential of %s", tenant, s.what, credentialOf(creds, r.auth))
+				}
+			}
+			if !sent {
+				t.Errorf("%s: %s did not reach the upstream with its credential", tenant, s.what)
+			}
+		}
+	}
+	touch(t, cs["acme"], uri)
+	for _, tenant := range []string{"acme", "globex"} {
+		testwait.Until(t, ctx, tenant+" to hear that "+uri+" was updated", func() (bool, error) {
+			return heard[tenant].count(uri) > 0, nil
+		})
+	}
+
+	before := len(log.seen())
+	for _, s := range []struct {
+		what string
+		do   func() error
+	}{
+		{"resources/list", func() error { _, err := cs["initech"].ListResources(ctx, nil); return err }},
+		{"resources/templates/list", func() error { _, err := cs["initech"].ListResourceTemplates(ctx, nil); return err }},
+		{"prompts/list", func() error { _, err := cs["initech"].ListPrompts(ctx, nil); return err }},
+		{"prompts/get", func() error {
+			_, err := cs["initech"].GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "initech"}})
+			return err
+		}},
+		{"resources/read", func() error { _, err := cs["initech"].ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); return err }},
+		{"resources/subscribe", func() error { return cs["initech"].Subscribe(ctx, &mcp.SubscribeParams{URI: "test://one/blob"}) }},
+	} {
+		err := s.do()
+		var werr *jsonrpc.Error
+		if !errors.As(err, &werr) || !strings.Contains(werr.Message, "has none for yours") || !strings.Contains(string(werr.Data), ledger.ReasonTenantCredentialMissing) {
+			t.Errorf("initech: %s = %v; want a refusal with reason %s", s.what, err, ledger.ReasonTenantCredentialMissing)
+		}
+	}
+	for _, r := range log.seen()[before:] {
+		switch r.method {
+		case "prompts/get", "resources/read", "resources/subscribe":
+			t.Errorf("initech's refused %s reached the upstream (credential of %s)", r.method, credentialOf(creds, r.auth))
+		}
 	}
 }

@@ -31,9 +31,12 @@ const (
 )
 
 // A SurfaceChange is one announcement of an upstream. Updated is set for
-// ResourceUpdated only.
+// ResourceUpdated only. Tenant names the tenant whose own session a
+// ResourceUpdated came on (a subscription made on its behalf); "" for the
+// upstream's own session.
 type SurfaceChange struct {
 	Upstream string
+	Tenant   string
 	Kind     SurfaceChangeKind
 	Updated  *mcp.ResourceUpdatedNotificationParams
 }
@@ -52,14 +55,23 @@ type surface struct {
 // OnSurfaceChange registers fn to be told of every list change and resource
 // update the upstream announces, and of every new session. fn runs on the
 // session's notification handler and must not block for long.
+// A tenant's own sessions tell fn only of the resource updates of the
+// subscriptions made on them; their lists are the upstream's.
 func (u *Upstream) OnSurfaceChange(fn func(SurfaceChange)) {
 	u.surface.mu.Lock()
-	defer u.surface.mu.Unlock()
 	u.surface.listeners = append(u.surface.listeners, fn)
+	u.surface.mu.Unlock()
+	for _, t := range u.tenants {
+		t.OnSurfaceChange(func(ch SurfaceChange) {
+			if ch.Kind == ResourceUpdated {
+				fn(ch)
+			}
+		})
+	}
 }
 
 func (u *Upstream) announce(ch SurfaceChange) {
-	ch.Upstream = u.cfg.Name
+	ch.Upstream, ch.Tenant = u.cfg.Name, u.tenant
 	u.surface.mu.Lock()
 	listeners := slices.Clone(u.surface.listeners)
 	u.surface.mu.Unlock()

@@ -1,10 +1,14 @@
 package upstream
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/taskgate/taskgate/config"
 )
@@ -31,7 +35,8 @@ func (e *NoTenantCredentialError) Unwrap() error { return ErrNoTenantCredential 
 // them), its own sessions, relay sessions and connections, so that no
 // session or connection carries two tenants' requests. They report no
 // state changes (the upstream's own session says whether it is connected,
-// for listings and metrics) and announce no surface changes.
+// for listings and metrics) and announce only the resource updates of the
+// subscriptions made on their sessions.
 func newTenants(cfg *config.Upstream, o *Options) map[string]*Upstream {
 	if len(cfg.TenantHeaders) == 0 {
 		return nil
@@ -42,7 +47,9 @@ func newTenants(cfg *config.Upstream, o *Options) map[string]*Upstream {
 		to := *o
 		to.StateChanged = nil
 		to.Logger = o.Logger.With("tenant", tenant)
-		tenants[tenant] = newUpstream(tcfg, &to)
+		t := newUpstream(tcfg, &to)
+		t.tenant = tenant
+		tenants[tenant] = t
 	}
 	return tenants
 }
@@ -65,6 +72,10 @@ func (u *Upstream) For(tenant string) (*Upstream, error) {
 	return nil, &NoTenantCredentialError{Upstream: u.cfg.Name, Tenant: tenant}
 }
 
+// Tenant is the tenant u is the upstream of (see For), "" when u is the
+// upstream itself, as every tenant reaches one without tenant headers.
+func (u *Upstream) Tenant() string { return u.tenant }
+
 // family is u and its tenants' upstreams, u first, the tenants by name.
 func (u *Upstream) family() []*Upstream {
 	out := []*Upstream{u}
@@ -83,4 +94,26 @@ func (u *Upstream) setLatest(cfg *config.Upstream) {
 			t.latest.Store(tcfg)
 		}
 	}
+}
+
+// Credential names the credential u's requests carry without showing it:
+// "tenant:" (a tenant's own headers) or "shared:" (the upstream's headers,
+// which an upstream without tenant headers sends for every tenant)
+// followed by a SHA-256 prefix of the header names and values and the
+// URL's user info. Two requests with the same Credential reach the
+// provider as the same caller.
+func (u *Upstream) Credential() string {
+	cfg := u.Config()
+	h := sha256.New()
+	for _, name := range slices.Sorted(maps.Keys(cfg.Headers)) {
+		fmt.Fprintf(h, "%s\x00%s\x00", strings.ToLower(name), cfg.Headers[name])
+	}
+	if pu, err := url.Parse(cfg.URL); err == nil && pu.User != nil {
+		fmt.Fprintf(h, "\x00%s", pu.User.String())
+	}
+	kind := "shared"
+	if u.tenant != "" {
+		kind = "tenant"
+	}
+	return kind + ":" + hex.EncodeToString(h.Sum(nil)[:8])
 }

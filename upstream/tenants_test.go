@@ -164,3 +164,36 @@ func TestTenantsHaveTheirOwnSessions(t *testing.T) {
 		t.Errorf("For(initech) after unlisted_tenants went back to its default: answered; want a refusal")
 	}
 }
+
+// TestCredential: the fingerprint of a credential says whose it is, tells
+// values apart and shows none.
+func TestCredential(t *testing.T) {
+	env := map[string]string{"ACME": "Bearer acme-1", "GLOBEX": "Bearer globex-1"}
+	fingerprints := func(env map[string]string) map[string]string {
+		p := NewPool([]*config.Upstream{tenantConfig(t, "http://127.0.0.1:1/mcp", env, "    unlisted_tenants: shared\n")}, &Options{})
+		t.Cleanup(func() { p.Close() })
+		u, _ := p.Get("tiny")
+		out := map[string]string{}
+		for _, tenant := range []string{"acme", "globex", "initech"} {
+			tu, err := u.For(tenant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[tenant] = tu.Credential()
+		}
+		return out
+	}
+	before := fingerprints(env)
+	if !strings.HasPrefix(before["acme"], "tenant:") || !strings.HasPrefix(before["initech"], "shared:") || before["acme"] == before["globex"] {
+		t.Errorf("fingerprints = %v; want acme's and globex's own (tenant:, apart) and initech's shared", before)
+	}
+	for _, fp := range before {
+		if strings.Contains(fp, "acme-1") || strings.Contains(fp, "globex-1") || strings.Contains(fp, "shared") && !strings.HasPrefix(fp, "shared:") {
+			t.Errorf("fingerprint %q shows a credential", fp)
+		}
+	}
+	after := fingerprints(map[string]string{"ACME": "Bearer acme-2", "GLOBEX": "Bearer globex-1"})
+	if after["acme"] == before["acme"] || after["globex"] != before["globex"] || after["initech"] != before["initech"] {
+		t.Errorf("after acme's value changed: %v, before %v; want only acme's changed", after, before)
+	}
+}

@@ -107,6 +107,9 @@ type Upstream struct {
 	// tenants are the upstream as each tenant of its tenant headers
 	// reaches it (see For); nil without tenant headers.
 	tenants map[string]*Upstream
+	// tenant is the tenant this upstream is the copy of its upstream for
+	// (see newTenants); "" for the upstream itself.
+	tenant string
 }
 
 // conn is one connected session.

@@ -182,6 +182,25 @@ func (w *Worker) sinceSend(ctx context.Context, op *ledger.Operation) (time.Dura
 	return 0, nil
 }
 
+// sentWith is the credential (Upstream.Credential) the latest send
+// carried; "" when none was sent or the send recorded none.
+func (w *Worker) sentWith(ctx context.Context, op *ledger.Operation) (string, error) {
+	evs, err := w.store.EventList(ctx, op.ID)
+	if err != nil {
+		return "", fmt.Errorf("read the credential operation %s was last sent with: %w", op.OperationID, err)
+	}
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Kind == ledger.EventSendStarted {
+			var d ledger.SendStartedData
+			if err := json.Unmarshal(evs[i].Data, &d); err != nil {
+				return "", fmt.Errorf("read the send_started event of operation %s: %w", op.OperationID, err)
+			}
+			return d.Credential, nil
+		}
+	}
+	return "", nil
+}
+
 // creatorAttempt is the row ID of the attempt that created the operation;
 // zero when the ledger has none (an operation written by hand).
 func (w *Worker) creatorAttempt(ctx context.Context, op *ledger.Operation) (int64, error) {

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/riverqueue/river"
 
@@ -85,6 +86,22 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 		}
 		return river.JobSnooze(d.RetryAfter)
 	case provider.ActionResend:
+		// Under another credential the provider may not see the job the
+		// earlier send started: not_found proves nothing, and a resend
+		// could start a second job.
+		was, err := w.sentWith(ctx, op)
+		if err != nil {
+			return err
+		}
+		if now := t.up.Credential(); was != "" && was != now {
+			if _, err := l.transition(ctx, &ledger.TransitionParams{Events: []ledger.EventParams{lookupEvent}}); err != nil {
+				return err
+			}
+			return w.review(ctx, l, ledger.ReasonCredentialChanged, fmt.Sprintf(
+				"the provider answered not_found, but the credential for tenant %s's requests to upstream %s changed since the operation was sent (%s then, %s now: tenant_headers or unlisted_tenants changed), "+
+					"so the provider may not see the job the earlier send started; nothing is re-sent until a human resolves it (taskgate ops resolve --attach JOB, --resend or --fail)",
+				op.Tenant, op.Upstream, credentialKind(was), credentialKind(now)))
+		}
 		if _, err := l.transition(ctx, &ledger.TransitionParams{
 			From: []ledger.State{ledger.StateSending}, To: ledger.StateAccepted, Events: []ledger.EventParams{lookupEvent},
 		}); err != nil {
@@ -122,4 +139,16 @@ func (w *Worker) retryPolicy(ctx context.Context, op *ledger.Operation, c *provi
 
 func boundVia(jobID, via string) ledger.EventParams {
 	return ledger.EventParams{Kind: ledger.EventRemoteJobBound, Data: ledger.RemoteJobData{Kind: ledger.JobKindProviderJob, RemoteJobID: jobID, Via: via}}
+}
+
+// credentialKind is what a credential fingerprint says of whose credential
+// it is, for messages: "the tenant's own", "the gateway's shared" or "none".
+func credentialKind(fp string) string {
+	switch {
+	case strings.HasPrefix(fp, "tenant:"):
+		return "the tenant's own"
+	case strings.HasPrefix(fp, "shared:"):
+		return "the gateway's shared"
+	}
+	return "none"
 }

@@ -34,7 +34,7 @@ func (w *Worker) send(ctx context.Context, l *lease) error {
 	op, err := l.transition(ctx, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateAccepted}, To: ledger.StateSending, IncrementSend: true,
 		StatusMessage: new("sending to " + l.op.Upstream),
-		Events:        []ledger.EventParams{{Kind: ledger.EventSendStarted, Data: ledger.SendStartedData{Send: l.op.SendCount + 1, Worker: l.owner}}},
+		Events:        []ledger.EventParams{{Kind: ledger.EventSendStarted, Data: ledger.SendStartedData{Send: l.op.SendCount + 1, Worker: l.owner, Credential: t.up.Credential()}}},
 	})
 	if err != nil {
 		return err

@@ -45,6 +45,7 @@ type refused struct {
 }
 
 func (r refused) Endpoint() string          { return r.endpoint }
+func (r refused) Credential() string        { return "none" }
 func (r refused) OffersTasks() taskwire.Era { return taskwire.EraNone }
 func (r refused) CallTool(context.Context, string, map[string]any) (*mcp.CallToolResult, error) {
 	return nil, r.err
@@ -68,6 +69,7 @@ func (r refused) UpdateTask(context.Context, string, map[string]json.RawMessage)
 type pooled struct{ u *upstream.Upstream }
 
 func (p pooled) Endpoint() string          { return p.u.Endpoint() }
+func (p pooled) Credential() string        { return p.u.Credential() }
 func (p pooled) OffersTasks() taskwire.Era { return p.u.OffersTasks() }
 
 func (p pooled) CallTool(ctx context.Context, name string, args map[string]any) (*mcp.CallToolResult, error) {

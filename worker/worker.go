@@ -70,6 +70,9 @@ var ErrNotSent = errors.New("the call was not sent")
 type Upstream interface {
 	provider.Caller
 	Endpoint() string
+	// Credential names the credential the upstream's requests carry, a
+	// fingerprint that shows nothing of it.
+	Credential() string
 	// OffersTasks is the task era the upstream offers, EraNone if none.
 	OffersTasks() taskwire.Era
 	// Send makes the consequential call, as a task when asTask is set and
