@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/receipt"
 )
 
 // approveByElicitation lets run_suite's approval come from the client's
@@ -175,6 +177,7 @@ func testElicitationHook(t *testing.T, action, opID string) {
 			t.Errorf("receipt: state %s, %d remote jobs, final cost %s, approval %+v; want completed, 1, 17.84 and the approval",
 				r.State, r.ObservedRemoteJobs, r.FinalCostUSD, r.Approval)
 		}
+		checkApprovalRequest(t, r, req, "checked the suite")
 		return
 	}
 	if !last.IsError || !strings.Contains(last.Text, "declined") {
@@ -223,5 +226,36 @@ func TestHeadlessApprovalRequestApprovedByCLI(t *testing.T) {
 	if r.State != "completed" || r.ObservedRemoteJobs != 1 || r.FinalCostUSD.String() != "17.84" || r.Approval == nil {
 		t.Errorf("receipt: state %s, %d remote jobs, final cost %s, approval %+v; want completed, 1, 17.84 and the approval",
 			r.State, r.ObservedRemoteJobs, r.FinalCostUSD, r.Approval)
+	}
+	checkApprovalRequest(t, r, req, "checked the suite")
+	// The model called twice: the refused call that filed the request, and
+	// the retry after the approval, which ran the job.
+	if calls := len(m.Results()) - 1; calls != 2 {
+		t.Fatalf("the model called run_suite %d times; want 2", calls)
+	}
+	if r.DeniedAttempts != 1 || r.Attempts != 1 || len(r.Lineage) != 2 {
+		t.Fatalf("receipt: %d denied attempts, %d attempts, %d lineage lines; want 1, 1, 2: %+v", r.DeniedAttempts, r.Attempts, len(r.Lineage), r.Lineage)
+	}
+	if l := r.Lineage[0]; l.Decision != "denied" || l.Reason != ledger.ReasonApprovalRequired {
+		t.Errorf("the first lineage line is %+v; want the refused call, denied with %s", l, ledger.ReasonApprovalRequired)
+	}
+	t.Logf("lineage: %+v", r.Lineage)
+}
+
+// checkApprovalRequest checks the receipt's line of the approval request
+// req: approved with the CLI by this machine's user, with note.
+func checkApprovalRequest(t *testing.T, r *receipt.Receipt, req *ledger.ApprovalRequest, note string) {
+	t.Helper()
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.ApprovalRequest
+	if got == nil {
+		t.Fatalf("the receipt has no approval request; want request %d", req.ID)
+	}
+	if got.ID != req.ID || got.Status != "approved" || got.ApprovedBy != "cli:"+u.Username || got.Note != note || got.RequestedBy == "" {
+		t.Errorf("the receipt's approval request is %+v; want request %d, requested by the agent's key, approved by cli:%s with the note %q",
+			got, req.ID, u.Username, note)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/internal/testwait"
+	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/receipt"
 )
 
@@ -117,6 +118,30 @@ func (s *stage) receipt(t *testing.T, ctx context.Context, opID string) *receipt
 		t.Fatalf("read the receipt of %s: %v\n%s", opID, err, out)
 	}
 	return doc.Receipt
+}
+
+// operation is the tenant's operation opID as the ledger holds it.
+func (s *stage) operation(t *testing.T, ctx context.Context, opID string) *ledger.Operation {
+	t.Helper()
+	op, err := s.Store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: Tenant, OperationID: opID})
+	if err != nil {
+		t.Fatalf("load operation %s: %v", opID, err)
+	}
+	return op
+}
+
+// events counts op's events in the ledger by kind.
+func (s *stage) events(t *testing.T, ctx context.Context, op *ledger.Operation) map[ledger.EventKind]int {
+	t.Helper()
+	list, err := s.Store.EventList(ctx, op.ID)
+	if err != nil {
+		t.Fatalf("list the events of operation %s: %v", op.OperationID, err)
+	}
+	n := map[ledger.EventKind]int{}
+	for _, e := range list {
+		n[e.Kind]++
+	}
+	return n
 }
 
 // jobsEnded waits until the provider has n jobs, every one ended.

@@ -2,6 +2,7 @@ package claudecode
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -81,6 +82,18 @@ func testTimeoutRetry(t *testing.T, opID string, env ...string) {
 	c := gatewayClient(t, s, m, append([]string{"MCP_TOOL_TIMEOUT=2000"}, env...)...)
 	c.headless(t, ctx, "Run the settlement suite.", "mcp__taskgate")
 	t.Logf("the model was offered %s with the input schema %s", runSuite, m.Schema(runSuite))
+	// The provider's key argument is the gateway's to fill: the model sees
+	// only operation_id.
+	var schema struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []string                   `json:"required"`
+	}
+	if err := json.Unmarshal(m.Schema(runSuite), &schema); err != nil || schema.Properties["operation_id"] == nil {
+		t.Fatalf("the model was offered the schema %s (%v); want one with operation_id", m.Schema(runSuite), err)
+	}
+	if _, ok := schema.Properties["idempotency_key"]; ok || slices.Contains(schema.Required, "idempotency_key") {
+		t.Errorf("the model was offered idempotency_key in %s; want the contract's key argument hidden", m.Schema(runSuite))
+	}
 	results := m.Results()
 	if first := results[1]; first.Name != runSuite || !strings.Contains(first.Text, "timed out") {
 		t.Fatalf("the first call answered %+v; want Claude Code's own timeout", first)
@@ -94,6 +107,17 @@ func testTimeoutRetry(t *testing.T, opID string, env ...string) {
 	legacy := slices.Contains(env, "MCP_PROTOCOL_NEGOTIATION=legacy")
 	if initialized := strings.Contains(s.Output(), `msg="session initialized"`); initialized != legacy {
 		t.Errorf("the gateway logged a 2025-11-25 session initialized: %v; want %v", initialized, legacy)
+	}
+	// A client that gives up on its call is no failure of the gateway's,
+	// and a request it cancelled gets no answer.
+	log := s.Output()
+	for _, bad := range []string{"task host failed", "-32603", "could not complete this request"} {
+		if strings.Contains(log, bad) {
+			t.Errorf("the gateway logged %q after the client's timeout; want neither a warning nor an answer to the cancelled request", bad)
+		}
+	}
+	if !strings.Contains(log, "the client went away before its answer") {
+		t.Errorf("the gateway did not log that the client went away before its answer")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/internal/testwait"
+	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/receipt"
 )
 
@@ -73,11 +74,14 @@ func checkCompleted(t *testing.T, ctx context.Context, s *stage, opID string, at
 }
 
 // checkCancelled checks that the provider's one job was cancelled, its
-// charge refunded, and that the receipt says so.
-func checkCancelled(t *testing.T, ctx context.Context, s *stage, opID string) {
+// charge refunded, and that the receipt says so over attempts calls; that
+// the one cancellation was recorded once, however many tasks/cancel
+// Claude Code sent; and that the task's status says what came of it.
+func checkCancelled(t *testing.T, ctx context.Context, s *stage, opID string, attempts int) {
 	t.Helper()
 	jobsEnded(t, ctx, s.Sim, 1)
-	if job := s.Sim.Jobs()[0]; job.Status != providersim.StatusCancelled {
+	job := s.Sim.Jobs()[0]
+	if job.Status != providersim.StatusCancelled {
 		t.Fatalf("the provider's job is %s; want cancelled", job.Status)
 	}
 	if tot := s.Sim.Totals(); tot.JobsStarted != 1 || tot.FinalChargeUSD != 0 {
@@ -88,8 +92,19 @@ func checkCancelled(t *testing.T, ctx context.Context, s *stage, opID string) {
 		r = s.receipt(t, ctx, opID)
 		return r.State == "cancelled", fmt.Errorf("state %s", r.State)
 	})
-	if r.ObservedRemoteJobs != 1 || r.FinalCostUSD.String() != "0.00" || r.Attempts != 1 {
-		t.Errorf("receipt: %d remote jobs, final cost %s, %d attempts; want 1, 0.00, 1", r.ObservedRemoteJobs, r.FinalCostUSD, r.Attempts)
+	if r.ObservedRemoteJobs != 1 || r.FinalCostUSD.String() != "0.00" || r.Attempts != attempts {
+		t.Errorf("receipt: %d remote jobs, final cost %s, %d attempts; want 1, 0.00, %d", r.ObservedRemoteJobs, r.FinalCostUSD, r.Attempts, attempts)
+	}
+	op := s.operation(t, ctx, opID)
+	testwait.Until(t, ctx, "the task's status to say what came of the cancellation", func() (bool, error) {
+		op = s.operation(t, ctx, opID)
+		return strings.Contains(op.StatusMessage, "the provider stopped job "+string(job.ID)), fmt.Errorf("status %q", op.StatusMessage)
+	})
+	if msg := op.StatusMessage; strings.Contains(msg, "being asked to stop") || !strings.Contains(msg, "effect was reversed") {
+		t.Errorf("the task's status is %q; want what came of the cancellation (the job stopped, its effect reversed), not that the provider is being asked", msg)
+	}
+	if n := s.events(t, ctx, op)[ledger.EventCancellationRequested]; n != 1 {
+		t.Errorf("the ledger recorded %d %s events; want 1", n, ledger.EventCancellationRequested)
 	}
 }
 
@@ -201,7 +216,7 @@ func TestInteractiveEscCancelsInlineTask(t *testing.T) {
 	u.prompt(t, "Run the settlement suite.")
 	jobRunning(t, ctx, s.Sim)
 	u.keys(t, "Escape")
-	checkCancelled(t, ctx, s, opID)
+	checkCancelled(t, ctx, s, opID, 1)
 }
 
 // backgroundID is the ID Claude Code gives a task it moved to the
@@ -209,7 +224,10 @@ func TestInteractiveEscCancelsInlineTask(t *testing.T) {
 var backgroundID = regexp.MustCompile(`moved to the background as task (\S+?)[ .,]`)
 
 // The model stops a background task with TaskStop: Claude Code sends
-// tasks/cancel, and taskgate cancels the provider's job.
+// tasks/cancel, and taskgate cancels the provider's job. The model then
+// calls again with the same operation ID and is told, in the message
+// alone, that the operation was cancelled and that new work needs a new
+// operation_id.
 func TestInteractiveTaskStopCancelsBackgroundTask(t *testing.T) {
 	needClaude(t)
 	ctx := testCtx(t, 2*time.Minute)
@@ -229,25 +247,55 @@ func TestInteractiveTaskStopCancelsBackgroundTask(t *testing.T) {
 				return Reply{Text: "no background task to stop"}
 			}
 			return Reply{Tool: "TaskStop", Input: map[string]any{"task_id": id[1]}}
+		case 4:
+			return Reply{Tool: runSuite, Input: suiteInput(opID)}
 		}
 		return Reply{Text: "stopped"}
 	})
 	u := gatewayClient(t, s, m).interactive(t, ctx)
 	u.prompt(t, "Run the settlement suite, then stop it.")
-	checkCancelled(t, ctx, s, opID)
-	testwait.Until(t, ctx, "TaskStop's result", func() (bool, error) { return len(m.Results()) >= 4, nil })
+	testwait.Until(t, ctx, "the call after TaskStop", func() (bool, error) { return len(m.Results()) >= 5, nil })
 	if res := m.Results()[3]; res.Name != "TaskStop" || res.IsError {
 		t.Fatalf("TaskStop answered %+v", res)
 	}
+	again := m.Results()[4]
+	if !again.IsError || !strings.Contains(again.Text, "was cancelled") || !strings.Contains(again.Text, "new operation_id") {
+		t.Errorf("the call after the cancel answered %+v; want a refusal saying the operation was cancelled and new work needs a new operation_id", again)
+	}
+	checkCancelled(t, ctx, s, opID, 2)
 }
 
 // MCP_TOOL_TIMEOUT ends an inline task: Claude Code sends tasks/cancel,
 // and the model is told the call timed out. The provider ran one job.
 func TestInteractiveInlineTimeout(t *testing.T) {
+	s, _ := testInlineTimeout(t, "cc-inline-timeout", nil)
+	t.Logf("after the client's timeout the provider's job is %s", s.Sim.Jobs()[0].Status)
+}
+
+// keepSentJobs sets run_suite's client_cancel to before_send.
+func keepSentJobs(y string) string {
+	return strings.Replace(y, "retry_policy: lookup_then_attach\n", "retry_policy: lookup_then_attach\n        client_cancel: before_send\n", 1)
+}
+
+// The same under client_cancel: before_send: the client's timeout does
+// not throw away the paid job, which runs to its end, and the receipt says
+// the client asked to cancel and the policy kept the job.
+func TestInteractiveInlineTimeoutKeptByPolicy(t *testing.T) {
+	s, ctx := testInlineTimeout(t, "cc-inline-timeout-kept", keepSentJobs)
+	if job := s.Sim.Jobs()[0]; job.Status != providersim.StatusSucceeded {
+		t.Fatalf("after the client's timeout the provider's job is %s; want succeeded", job.Status)
+	}
+	checkCompleted(t, ctx, s, "cc-inline-timeout-kept", 1)
+	r := s.receipt(t, ctx, "cc-inline-timeout-kept")
+	if c := r.Cancellation; c == nil || !c.CancellationRequested || c.KeptByPolicy != "before_send" {
+		t.Errorf("the receipt's cancellation is %+v; want the client's request, kept_by_policy before_send", c)
+	}
+}
+
+func testInlineTimeout(t *testing.T, opID string, edit func(string) string) (*stage, context.Context) {
 	needClaude(t)
 	ctx := testCtx(t, 2*time.Minute)
-	s := newStage(t, ctx, interactiveJob, fixtures.ConfigOptions{}, nil)
-	const opID = "cc-inline-timeout"
+	s := newStage(t, ctx, interactiveJob, fixtures.ConfigOptions{}, edit)
 	m := newModel(t, callOnce(suiteInput(opID)))
 	u := gatewayClient(t, s, m, "CLAUDE_CODE_MCP_AUTO_BACKGROUND_MS=0", "MCP_TOOL_TIMEOUT=2000").interactive(t, ctx)
 	u.prompt(t, "Run the settlement suite.")
@@ -256,5 +304,5 @@ func TestInteractiveInlineTimeout(t *testing.T) {
 		t.Fatalf("the call answered %+v; want Claude Code's own timeout", res)
 	}
 	jobsEnded(t, ctx, s.Sim, 1)
-	t.Logf("after the client's timeout the provider's job is %s", s.Sim.Jobs()[0].Status)
+	return s, ctx
 }

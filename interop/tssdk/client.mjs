@@ -4,7 +4,7 @@
 // with client.experimental.tasks.callToolStream. Every message of the
 // stream is printed as one JSON line. With "cancel" as the fifth argument
 // it cancels the task once a line arrives on stdin after the task was
-// created, and prints tasks/cancel's answer.
+// created, prints tasks/cancel's answer, and then tasks/get's.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { createInterface } from 'node:readline';
@@ -22,18 +22,19 @@ print({ type: 'tools', tools: tools.map((t) => ({ name: t.name, taskSupport: t.e
 for await (const message of client.experimental.tasks.callToolStream({ name: tool, arguments: JSON.parse(args) })) {
 	switch (message.type) {
 		case 'taskCreated':
-			print({ type: message.type, taskId: message.task.taskId, status: message.task.status });
+			print({ type: message.type, taskId: message.task.taskId, status: message.task.status, ttl: message.task.ttl });
 			if (mode === 'cancel') {
 				// The stream goes on polling while the cancel waits for its cue.
 				const lines = createInterface({ input: process.stdin });
 				lines.once('line', async () => {
 					lines.close();
 					print({ type: 'cancelled', answer: await client.experimental.tasks.cancelTask(message.task.taskId) });
+					print({ type: 'afterCancel', answer: await client.experimental.tasks.getTask(message.task.taskId) });
 				});
 			}
 			break;
 		case 'taskStatus':
-			print({ type: message.type, taskId: message.task.taskId, status: message.task.status });
+			print({ type: message.type, taskId: message.task.taskId, status: message.task.status, ttl: message.task.ttl });
 			break;
 		case 'result':
 			print({ type: message.type, result: message.result });

@@ -86,7 +86,15 @@ type message struct {
 	Status          string          `json:"status"`
 	Result          json.RawMessage `json:"result"`
 	Error           string          `json:"error"`
-	Tools           []struct {
+	// TTL is the task's ttl as the SDK parsed it: absent, null or a
+	// number of milliseconds.
+	TTL    json.RawMessage `json:"ttl"`
+	Answer *struct {
+		Status        string          `json:"status"`
+		StatusMessage string          `json:"statusMessage"`
+		TTL           json.RawMessage `json:"ttl"`
+	} `json:"answer"`
+	Tools []struct {
 		Name        string `json:"name"`
 		TaskSupport string `json:"taskSupport"`
 	} `json:"tools"`
@@ -268,9 +276,24 @@ func TestTypeScriptSDKTaskCancel(t *testing.T) {
 		return len(jobs) == 1 && jobs[0].Status == providersim.StatusRunning, fmt.Errorf("jobs %+v", jobs)
 	})
 	c.cancel(t)
-	find(t, c.wait(t), "cancelled")
+	msgs := c.wait(t)
+	// A running task's retention is unlimited (ttl null), not a number
+	// that grows on every poll; once cancelled its ttl is fixed.
+	for _, m := range msgs {
+		if (m.Type == "taskCreated" || m.Type == "taskStatus") && m.Status == "working" && string(m.TTL) != "null" {
+			t.Errorf("the SDK saw a working task with ttl %s; want null", m.TTL)
+		}
+	}
+	answer, after := find(t, msgs, "cancelled").Answer, find(t, msgs, "afterCancel").Answer
+	if answer == nil || after == nil || answer.Status != "cancelled" {
+		t.Fatalf("tasks/cancel answered %+v, tasks/get then %+v; want the task cancelled", answer, after)
+	}
+	if string(answer.TTL) != string(after.TTL) || string(answer.TTL) == "null" {
+		t.Errorf("the cancelled task's ttl is %s, then %s; want one fixed number", answer.TTL, after.TTL)
+	}
 	jobsEnded(t, ctx, h.Sim, 1)
-	if job := h.Sim.Jobs()[0]; job.Status != providersim.StatusCancelled {
+	job := h.Sim.Jobs()[0]
+	if job.Status != providersim.StatusCancelled {
 		t.Fatalf("the provider's job is %s; want cancelled", job.Status)
 	}
 	if tot := h.Sim.Totals(); tot.FinalChargeUSD != 0 {
@@ -280,4 +303,17 @@ func TestTypeScriptSDKTaskCancel(t *testing.T) {
 		r := receiptOf(t, ctx, h, opID)
 		return r.State == "cancelled" && r.FinalCostUSD.String() == "0.00", fmt.Errorf("state %s, final cost %s", r.State, r.FinalCostUSD)
 	})
+	// Once the cancel was taken, the status says what came of it.
+	var msg string
+	testwait.Until(t, ctx, "the task's status to say what came of the cancellation", func() (bool, error) {
+		op, err := h.Store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: tenant, OperationID: opID})
+		if err != nil {
+			return false, err
+		}
+		msg = op.StatusMessage
+		return strings.Contains(msg, "the provider stopped job "+string(job.ID)), fmt.Errorf("status %q", msg)
+	})
+	if strings.Contains(msg, "being asked to stop") || !strings.Contains(msg, "effect was reversed") {
+		t.Errorf("the task's status is %q; want what came of the cancellation, not that the provider is being asked", msg)
+	}
 }
