@@ -18,7 +18,7 @@ import (
 	"github.com/taskgate/taskgate/api"
 	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/console"
-	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/ledger/dburl"
 	"github.com/taskgate/taskgate/secrets"
 )
 

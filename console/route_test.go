@@ -13,10 +13,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/riverqueue/river"
 
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
+	"github.com/taskgate/taskgate/sim/fixtures"
 )
 
 // routeInsert puts an operation of acme's run_suite with opID straight

@@ -15,11 +15,11 @@ import (
 
 	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/config"
-	"github.com/taskgate/taskgate/internal/daemon"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
-	"github.com/taskgate/taskgate/internal/sim/providersim"
+	"github.com/taskgate/taskgate/daemon"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/mcpserver"
+	"github.com/taskgate/taskgate/sim/fixtures"
+	"github.com/taskgate/taskgate/sim/providersim"
 	"github.com/taskgate/taskgate/taskwire"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/taskgate/taskgate/canon"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/sim/fixtures"
 	"github.com/taskgate/taskgate/taskwire"
 )
 

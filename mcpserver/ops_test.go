@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/testwait"
+	"github.com/taskgate/taskgate/sim/fixtures"
 	"github.com/taskgate/taskgate/taskwire"
 )
 

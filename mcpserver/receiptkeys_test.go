@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
+	"github.com/taskgate/taskgate/sim/fixtures"
 	"github.com/taskgate/taskgate/taskwire"
 )
 

@@ -14,9 +14,9 @@ import (
 
 	"github.com/taskgate/taskgate/api"
 	"github.com/taskgate/taskgate/authn"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/sim/fixtures"
 	"github.com/taskgate/taskgate/taskwire"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/testwait"
+	"github.com/taskgate/taskgate/sim/fixtures"
 )
 
 // stdioPlumbingEnv makes the test binary, started by a gateway as a stdio

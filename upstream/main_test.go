@@ -18,8 +18,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/config"
-	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/internal/testwait"
+	"github.com/taskgate/taskgate/sim/providersim"
 
 	"github.com/taskgate/taskgate/internal/syncbuf"
 )

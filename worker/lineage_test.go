@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/cmd/taskgate/cli"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
-	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/sim/fixtures"
+	"github.com/taskgate/taskgate/sim/providersim"
 )
 
 // opsShow is the part of `taskgate ops show --json` the lineage test reads.

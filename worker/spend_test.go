@@ -10,11 +10,11 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/taskgate/taskgate/internal/dburl"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
-	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/dburl"
 	"github.com/taskgate/taskgate/money"
+	"github.com/taskgate/taskgate/sim/fixtures"
+	"github.com/taskgate/taskgate/sim/providersim"
 	"github.com/taskgate/taskgate/worker"
 )
 

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/config"
-	"github.com/taskgate/taskgate/internal/dburl"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/dburl"
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/provider"
+	"github.com/taskgate/taskgate/sim/fixtures"
 	"github.com/taskgate/taskgate/upstream"
 	"github.com/taskgate/taskgate/worker"
 )

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/internal/crashpoint"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
-	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/sim/fixtures"
+	"github.com/taskgate/taskgate/sim/providersim"
 )
 
 // TestCredentialChangedBeforeResend: the gateway dies after committing

@@ -20,10 +20,10 @@ import (
 
 	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/config"
-	"github.com/taskgate/taskgate/internal/daemon"
-	"github.com/taskgate/taskgate/internal/dburl"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
+	"github.com/taskgate/taskgate/daemon"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/dburl"
+	"github.com/taskgate/taskgate/sim/fixtures"
 )
 
 // gateway is a real taskgate daemon, in this process, in front of any

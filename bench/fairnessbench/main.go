@@ -41,8 +41,8 @@ import (
 	"github.com/taskgate/taskgate/bench/internal/command"
 	"github.com/taskgate/taskgate/bench/internal/load"
 	"github.com/taskgate/taskgate/bench/internal/report"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
-	"github.com/taskgate/taskgate/internal/sim/providersim"
+	"github.com/taskgate/taskgate/sim/fixtures"
+	"github.com/taskgate/taskgate/sim/providersim"
 	"github.com/taskgate/taskgate/taskwire"
 )
 

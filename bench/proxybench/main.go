@@ -44,7 +44,7 @@ import (
 
 	"github.com/taskgate/taskgate/bench/internal/command"
 	"github.com/taskgate/taskgate/bench/internal/report"
-	"github.com/taskgate/taskgate/internal/daemon"
+	"github.com/taskgate/taskgate/daemon"
 )
 
 func main() {

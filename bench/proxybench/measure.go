@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/bench/internal/load"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/sim/fixtures"
 	"github.com/taskgate/taskgate/taskwire"
 )
 

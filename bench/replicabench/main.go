@@ -36,7 +36,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/bench/internal/command"
-	"github.com/taskgate/taskgate/internal/daemon"
+	"github.com/taskgate/taskgate/daemon"
 )
 
 func main() {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/taskgate/taskgate/internal/daemon"
+	"github.com/taskgate/taskgate/daemon"
 	"github.com/taskgate/taskgate/internal/pgtest"
 )
 

@@ -27,11 +27,11 @@ import (
 	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/bench/internal/child"
 	"github.com/taskgate/taskgate/config"
-	"github.com/taskgate/taskgate/internal/daemon"
-	"github.com/taskgate/taskgate/internal/dburl"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
-	"github.com/taskgate/taskgate/internal/sim/providersim"
+	"github.com/taskgate/taskgate/daemon"
+	"github.com/taskgate/taskgate/ledger/dburl"
 	"github.com/taskgate/taskgate/ledger/postgres"
+	"github.com/taskgate/taskgate/sim/fixtures"
+	"github.com/taskgate/taskgate/sim/providersim"
 
 	"github.com/taskgate/taskgate/internal/syncbuf"
 )

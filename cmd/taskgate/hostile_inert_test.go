@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
-	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/internal/testwait"
+	"github.com/taskgate/taskgate/sim/fixtures"
+	"github.com/taskgate/taskgate/sim/providersim"
 )
 
 // TestHostileUpstreamURLCredentials runs `taskgate serve` with upstream

@@ -18,10 +18,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/authn"
-	"github.com/taskgate/taskgate/internal/dburl"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/syncbuf"
 	"github.com/taskgate/taskgate/internal/testwait"
+	"github.com/taskgate/taskgate/ledger/dburl"
+	"github.com/taskgate/taskgate/sim/fixtures"
 )
 
 // gatewayBinary is cmd/taskgate, built once for the tests that run it as a

@@ -22,8 +22,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/testwait"
+	"github.com/taskgate/taskgate/sim/fixtures"
 )
 
 // TestDemoKeepCommandsRunAsPrinted runs `taskgate demo --keep DIR` and then

@@ -16,7 +16,7 @@ const (
 	// everything-server.
 	Run20260728 Run = "2026-07-28"
 	// RunTasks is each tasks-* extension scenario through taskgate in front
-	// of the tasks fixture (internal/sim/conformanceserver).
+	// of the tasks fixture (sim/conformanceserver).
 	RunTasks Run = "tasks"
 )
 
@@ -44,7 +44,7 @@ func (r Run) Upstream() string {
 	case Run20260728:
 		return "everything-server, stateless"
 	default:
-		return "internal/sim/conformanceserver"
+		return "sim/conformanceserver"
 	}
 }
 
@@ -56,7 +56,7 @@ func (r Run) Describe() string {
 	case Run20260728:
 		return "--requirements 2026-07-28 against go-sdk's everything-server (stateless)"
 	default:
-		return "each tasks-* extension scenario through taskgate in front of internal/sim/conformanceserver"
+		return "each tasks-* extension scenario through taskgate in front of sim/conformanceserver"
 	}
 }
 

@@ -210,7 +210,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(table), "| 2025-11-25 | everything-server, stateful | 2 | 2 | 1 | 1 | 1 |") ||
-		!strings.Contains(string(table), "| tasks extension (2026-07-28 wire) | internal/sim/conformanceserver | 2 | – | 1 | 1 | 1 |") {
+		!strings.Contains(string(table), "| tasks extension (2026-07-28 wire) | sim/conformanceserver | 2 | – | 1 | 1 | 1 |") {
 		t.Fatalf("Markdown table:\n%s", table)
 	}
 
@@ -221,7 +221,7 @@ func TestRun(t *testing.T) {
 		!strings.Contains(out, "FAIL: 1 scenario(s)") || !strings.Contains(out, "  tasks tasks-mrtr-input\n") {
 		t.Fatalf("exit %d with a stale tasks entry and a tasks failure:\n%s", code, out)
 	}
-	if table, err = os.ReadFile(md); err != nil || !strings.Contains(string(table), "| tasks extension (2026-07-28 wire) | internal/sim/conformanceserver | 2 | – | 1 | 1 | 0 |") {
+	if table, err = os.ReadFile(md); err != nil || !strings.Contains(string(table), "| tasks extension (2026-07-28 wire) | sim/conformanceserver | 2 | – | 1 | 1 | 0 |") {
 		t.Fatalf("Markdown table with the tasks run: %v\n%s", err, table)
 	}
 

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
 	"github.com/taskgate/taskgate/internal/tcpproxy"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/sim/fixtures"
 )
 
 // The answer to Claude Code's call is lost on the way: Claude Code reaches

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/taskgate/taskgate/internal/sim/demo"
+	"github.com/taskgate/taskgate/sim/demo"
 )
 
 func (e *env) demoCmd() *cobra.Command {

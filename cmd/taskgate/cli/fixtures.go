@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/taskgate/taskgate/internal/dburl"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
+	"github.com/taskgate/taskgate/ledger/dburl"
+	"github.com/taskgate/taskgate/sim/fixtures"
 )
 
 func (e *env) fixturesCmd() *cobra.Command {

@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/taskgate/taskgate/internal/sim/providersim"
+	"github.com/taskgate/taskgate/sim/providersim"
 )
 
-// providerSimCmd runs the simulated provider of internal/sim: the binary
+// providerSimCmd runs the simulated provider of sim: the binary
 // offers it for trying taskgate out, and nothing that serves depends on it.
 func (e *env) providerSimCmd() *cobra.Command {
 	var (

@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskgate/taskgate/config"
-	"github.com/taskgate/taskgate/internal/dburl"
 	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/dburl"
 	"github.com/taskgate/taskgate/provider"
 	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/upstream"

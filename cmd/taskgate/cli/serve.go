@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskgate/taskgate/config"
-	"github.com/taskgate/taskgate/internal/daemon"
-	"github.com/taskgate/taskgate/internal/dburl"
+	"github.com/taskgate/taskgate/daemon"
+	"github.com/taskgate/taskgate/ledger/dburl"
 )
 
 // loadConfig reads the configuration; --db, or TASKGATE_DB, overrides its

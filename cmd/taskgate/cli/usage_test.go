@@ -10,9 +10,9 @@ import (
 
 	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/cmd/taskgate/cli"
-	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
+	"github.com/taskgate/taskgate/sim/providersim"
 )
 
 // TestUsageErrors checks mistakes in how taskgate is called: each is one

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/packet"
 	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/sim/providersim"
 )
 
 // passing is an outcome with the figures the story ends with.

@@ -12,12 +12,12 @@ import (
 
 	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/config"
-	"github.com/taskgate/taskgate/internal/daemon"
+	"github.com/taskgate/taskgate/daemon"
 	"github.com/taskgate/taskgate/internal/pgtest"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
-	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/postgres"
+	"github.com/taskgate/taskgate/sim/fixtures"
+	"github.com/taskgate/taskgate/sim/providersim"
 	"github.com/taskgate/taskgate/taskwire"
 )
 

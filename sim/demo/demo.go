@@ -33,11 +33,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/api"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
-	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/mcpserver"
 	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/sim/fixtures"
+	"github.com/taskgate/taskgate/sim/providersim"
 	"github.com/taskgate/taskgate/taskwire"
 )
 

@@ -3,8 +3,8 @@ package demo
 import (
 	"fmt"
 
-	"github.com/taskgate/taskgate/internal/sim/providersim"
 	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/sim/providersim"
 )
 
 // The figures the story must end with.

@@ -14,12 +14,12 @@ import (
 
 	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/config"
-	"github.com/taskgate/taskgate/internal/daemon"
-	"github.com/taskgate/taskgate/internal/sim/fixtures"
+	"github.com/taskgate/taskgate/daemon"
 	"github.com/taskgate/taskgate/internal/syncbuf"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/sqlite"
 	"github.com/taskgate/taskgate/secrets"
+	"github.com/taskgate/taskgate/sim/fixtures"
 )
 
 // legacyLedger is a SQLite ledger holding one open operation whose secret
