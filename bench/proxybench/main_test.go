@@ -362,7 +362,9 @@ func TestRunMeasuresEverything(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	args := []string{"-duration", "200ms", "-warmup", "50ms", "-sessions", "2", "-json", "-dir", t.TempDir(),
+	// A window long enough that a loaded machine under the race detector
+	// still completes an acceptance with the worker dispatching in it.
+	args := []string{"-duration", "1s", "-warmup", "50ms", "-sessions", "2", "-json", "-dir", t.TempDir(),
 		"-clients", "2026-07-28", "-upstreams", "sessions,stdio", "-elicitation", "yes"}
 	if code := run(ctx, args, &stdout, &stderr, "100"); code != 0 {
 		t.Fatalf("run = %d, want 0; stderr:\n%s", code, stderr.String())
