@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/authn"
+	"github.com/taskgate/taskgate/internal/gatewaybin"
 	"github.com/taskgate/taskgate/internal/syncbuf"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger/dburl"
@@ -29,19 +29,14 @@ import (
 var gatewayBinary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "taskgate-process-test-")
+	binary, remove, err := gatewaybin.Build(".", "taskgate-process-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	gatewayBinary = filepath.Join(dir, "taskgate")
-	code := 1
-	if out, err := exec.Command("go", "build", "-o", gatewayBinary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build the gateway: %v\n%s", err, out)
-	} else {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
+	gatewayBinary = binary
+	code := m.Run()
+	remove()
 	os.Exit(code)
 }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskgate/taskgate/internal/gatewaybin"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/receipt"
@@ -36,21 +37,14 @@ func TestMain(m *testing.M) {
 	if binaries.nodeModules == "" {
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "taskgate-interop-tssdk-")
+	binary, remove, err := gatewaybin.Build("../../cmd/taskgate", "taskgate-interop-tssdk-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binaries.taskgate = filepath.Join(dir, "taskgate")
-	code := 1
-	build := exec.Command("go", "build", "-o", binaries.taskgate, "../../cmd/taskgate")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build taskgate: %v\n%s", err, out)
-	} else {
-		code = m.Run()
-	}
-	os.RemoveAll(dir)
+	binaries.taskgate = binary
+	code := m.Run()
+	remove()
 	os.Exit(code)
 }
 
