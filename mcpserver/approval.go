@@ -5,8 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,32 +62,8 @@ const (
 // attaches to the waiting operation by its operation ID.
 const approvalRequestStatePrefix = "taskgate-approval-request."
 
-// approvalCall is what deciding an approval for one call needs to know.
-type approvalCall struct {
-	log    *slog.Logger
-	call   *taskwire.ToolCall
-	r      *route
-	tenant string
-	opID   string
-	fp     string
-	// priced is what the call would start and its estimated total.
-	priced policy.Route
-	// requestID, source and runID record a refused attempt.
-	requestID string
-	source    string
-	runID     string
-}
-
-func (a *approvalCall) tool() string { return a.r.upstream + "." + a.r.tool }
-
-// denial is the record of the call's attempt refused before acceptance.
-func (a *approvalCall) denial() *ledger.AttemptRecordParams {
-	return &ledger.AttemptRecordParams{RequestID: a.requestID, Tenant: a.tenant, OperationID: a.opID, Fingerprint: a.fp, Source: a.source,
-		RunID: a.runID, SessionID: a.call.Caller.SessionID}
-}
-
 // approvalQuestion is the form that asks the user for an approval.
-func approvalQuestion(a *approvalCall) *mcp.ElicitParams {
+func approvalQuestion(a *attempt) *mcp.ElicitParams {
 	return &mcp.ElicitParams{
 		Mode: "form",
 		Message: fmt.Sprintf("Approve %s for operation %q? It costs money or changes the world outside this session; %s. "+
@@ -106,26 +80,6 @@ func approvalQuestion(a *approvalCall) *mcp.ElicitParams {
 	}
 }
 
-// formCovers reports whether a form answer may approve a call of route r
-// priced p: the tool allows elicitation, its policy sets a cap on what a
-// form may approve, and the whole route's estimate fits under it. A route
-// it does not cover goes the request way, and its client is asked no form.
-func formCovers(r *route, p policy.Route) bool {
-	cap := r.policy.ElicitationMaxTotalCost
-	return r.approvesBy(ledger.ApproveByElicitation) && cap.Micros > 0 &&
-		p.Estimate.Currency == cap.Currency && p.Estimate.Micros <= cap.Micros
-}
-
-// formOffText says why a form answer approves nothing for a call of
-// route r priced p, and what approves it instead.
-func formOffText(r *route, p policy.Route) string {
-	if cap := r.policy.ElicitationMaxTotalCost; cap.Micros > 0 && r.approvesBy(ledger.ApproveByElicitation) {
-		return fmt.Sprintf("a form answer approves at most %s for this tool and this call is estimated at %s, so the answer approves nothing: an approver must approve it",
-			cap.Display(), p.Estimate.Display())
-	}
-	return "this tool takes no approval from a form answer (its elicitation_max_total_cost is 0), so the answer approves nothing: an approver must approve it"
-}
-
 // formTerms is what a form answer asking for ceiling and jobs approves of
 // a call priced p under cap: never more than the route's estimate and
 // remote jobs, nor than the cap. An answer names the client's wishes, not
@@ -135,19 +89,17 @@ func formTerms(ceiling money.Amount, jobs int, p policy.Route, cap money.Amount)
 	return ceiling, min(jobs, p.RemoteJobs)
 }
 
-// askApproval asks for a missing approval where the client can be asked:
-// synchronously on a 2025-11-25 session (asked reports that an approval
-// now exists), or by answering a 2026-07-28 client that declared
-// elicitation with an input_required result (out) whose question is
-// recorded first. Neither is possible: nil, false, nil.
-func (h *host) askApproval(ctx context.Context, a *approvalCall) (out *taskwire.Outcome, asked bool, err error) {
+// askApproval asks for a missing approval the way the plan says: over a
+// 2025-11-25 session (asked reports that an approval now exists), or by
+// answering a 2026-07-28 client that declared elicitation with an
+// input_required result (out) whose question is recorded first.
+func (h *host) askApproval(ctx context.Context, a *attempt, way askWay) (out *taskwire.Outcome, asked bool, err error) {
 	q := approvalQuestion(a)
-	c := &a.call.Caller
-	switch {
-	case c.Elicit != nil:
+	switch way {
+	case askOnSession:
 		ectx, cancel := context.WithTimeout(ctx, elicitWait)
 		defer cancel()
-		answer, err := c.Elicit(ectx, q)
+		answer, err := a.call.Caller.Elicit(ectx, q)
 		if err != nil {
 			return nil, false, err
 		}
@@ -155,7 +107,7 @@ func (h *host) askApproval(ctx context.Context, a *approvalCall) (out *taskwire.
 			return out, false, nil
 		}
 		return nil, true, nil
-	case statelessVersion(c.ProtocolVersion) && c.ElicitationDeclared:
+	case askInResult:
 		now := h.g.clock()
 		question, err := h.g.store.ApprovalQuestionCreate(context.WithoutCancel(ctx), &ledger.ApprovalQuestion{
 			Nonce: rand.Text(), Tenant: a.tenant, OperationID: a.opID, Tool: a.tool(), Fingerprint: a.fp,
@@ -174,51 +126,49 @@ func (h *host) askApproval(ctx context.Context, a *approvalCall) (out *taskwire.
 	return nil, false, nil
 }
 
+// takeApprovalAnswer does with an approval answer the call carries what
+// the plan says: an answer that approves nothing is ignored, saying why in
+// the log; one the plan takes either approves the call (nil) or refuses
+// it (out).
+func (h *host) takeApprovalAnswer(ctx context.Context, a *attempt, p *callPlan) *taskwire.Outcome {
+	switch p.Answer {
+	case answerIgnore:
+		a.log.Warn("ignored an answer to an approval question", "why", p.IgnoredWhy)
+	case answerTake:
+		answer, _ := a.call.InputResponses[approvalInput].(*mcp.ElicitResult)
+		return h.takeAnswer(ctx, a, p.Nonce, answer)
+	}
+	return nil
+}
+
 // takeAnswer honours a 2026-07-28 answer to an approval question only when
-// it replies to a question this gateway asked: the request declares
-// elicitation, its requestState names an outstanding question, and that
-// question was asked of this tenant about this operation, tool and
-// arguments. An answer that passes is taken (it counts once) and, when it
-// accepts, becomes an approval: nil is returned, or the refusal to send.
-// Any other answer is ignored, as the specification asks of responses to
-// requests that are not outstanding (it may be a lost reply's retry); the
-// call then goes on as if it carried none, which without an approval
-// refuses it.
-func (h *host) takeAnswer(ctx context.Context, a *approvalCall, raw mcp.InputResponse) (out *taskwire.Outcome, taken bool) {
-	c := &a.call.Caller
-	nonce, hasState := strings.CutPrefix(a.call.RequestState, approvalStatePrefix)
-	answer, isElicit := raw.(*mcp.ElicitResult)
-	ignore := func(why string) (*taskwire.Outcome, bool) {
-		a.log.Warn("ignored an answer to an approval question", "why", why)
-		return nil, false
-	}
-	switch {
-	case !statelessVersion(c.ProtocolVersion):
-		return ignore("approval questions are answered this way only on protocol 2026-07-28")
-	case !c.ElicitationDeclared:
-		return ignore("the request does not declare elicitation, so it was never asked")
-	case !hasState || nonce == "":
-		return ignore("the request names no approval question in requestState")
-	case !isElicit:
-		return ignore("the answer is not an elicitation result")
-	}
+// it replies to a question this gateway asked: the question nonce names
+// is outstanding and was asked of this tenant about this operation, tool
+// and arguments. An answer that passes is taken (it counts once) and, when
+// it accepts, becomes an approval: nil is returned, or the refusal to
+// send. Any other answer is ignored, as the specification asks of
+// responses to requests that are not outstanding (it may be a lost
+// reply's retry); the call then goes on as if it carried none, which
+// without an approval refuses it.
+func (h *host) takeAnswer(ctx context.Context, a *attempt, nonce string, answer *mcp.ElicitResult) *taskwire.Outcome {
 	_, err := h.g.store.ApprovalQuestionTake(context.WithoutCancel(ctx), &ledger.ApprovalQuestionTakeParams{
 		Nonce: nonce, Tenant: a.tenant, OperationID: a.opID, Tool: a.tool(), Fingerprint: a.fp, Now: h.g.clock(),
 	})
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
-		return ignore("no outstanding question of this tenant about this operation, tool and arguments has that nonce")
+		a.log.Warn("ignored an answer to an approval question", "why", "no outstanding question of this tenant about this operation, tool and arguments has that nonce")
+		return nil
 	case err != nil:
 		a.log.Error("taking an approval question", "err", err)
 		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the answer to the approval question could not be recorded; nothing was started",
-			map[string]any{"reason": "ledger_unavailable"})}, true
+			map[string]any{"reason": "ledger_unavailable"})}
 	}
-	return h.approveFromAnswer(ctx, a, answer), true
+	return h.approveFromAnswer(ctx, a, answer)
 }
 
 // approveFromAnswer turns the user's answer into an approval. It returns
 // nil when the approval was created, or the refusal to send otherwise.
-func (h *host) approveFromAnswer(ctx context.Context, a *approvalCall, answer *mcp.ElicitResult) *taskwire.Outcome {
+func (h *host) approveFromAnswer(ctx context.Context, a *attempt, answer *mcp.ElicitResult) *taskwire.Outcome {
 	if answer == nil || answer.Action != "accept" {
 		action := "no answer"
 		if answer != nil {
@@ -251,24 +201,10 @@ func (h *host) approveFromAnswer(ctx context.Context, a *approvalCall, answer *m
 	return nil
 }
 
-// approvesBy reports whether the tool's configuration allows way.
-func (r *route) approvesBy(way ledger.ApprovalWay) bool {
-	return slices.Contains(r.policy.ApproveBy, way)
-}
-
-// urlAsks reports whether a call of route r without an approval is asked
-// for one by URL: the tool allows elicitation and the client declared URL
-// mode where it can be asked (its 2025-11-25 session, or the 2026-07-28
-// request).
-func urlAsks(r *route, c *taskwire.Caller) bool {
-	return r.policy.Approval == ledger.ApprovalRequired && r.approvesBy(ledger.ApproveByElicitation) &&
-		c.ElicitationURL && canAsk(c)
-}
-
 // urlQuestion sends the user to the console's page of approval request
 // req. Its elicitation ID names the request, so that the completion the
 // gateway announces on a 2025-11-25 session names it too.
-func (h *host) urlQuestion(a *approvalCall, req *ledger.ApprovalRequest) *mcp.ElicitParams {
+func (h *host) urlQuestion(a *attempt, req *ledger.ApprovalRequest) *mcp.ElicitParams {
 	return &mcp.ElicitParams{
 		Mode: "url",
 		Message: fmt.Sprintf("%s for operation %q costs money or changes the world outside this session (%s). "+
@@ -281,15 +217,16 @@ func (h *host) urlQuestion(a *approvalCall, req *ledger.ApprovalRequest) *mcp.El
 }
 
 // askByURL sends the user of a call whose operation op waits for approval
-// request req to the request's console page. On 2026-07-28 it returns the
-// input_required result to answer the call with (out); the client's retry
-// attaches to op and waits. On a 2025-11-25 session it asks over the
-// session, tells the client when the request has been decided, and
-// returns nil: the call goes on to wait for the decision.
-func (h *host) askByURL(ctx context.Context, a *approvalCall, op *ledger.Operation, req *ledger.ApprovalRequest) *taskwire.Outcome {
+// request req to the request's console page, the way the plan says. In a
+// 2026-07-28 result it returns the input_required result to answer the
+// call with (out); the client's retry attaches to op and waits. Over a
+// 2025-11-25 session it asks, tells the client when the request has been
+// decided where the plan announces it, and returns nil: the call goes on
+// to wait for the decision.
+func (h *host) askByURL(ctx context.Context, a *attempt, p *callPlan, way askWay, op *ledger.Operation, req *ledger.ApprovalRequest) *taskwire.Outcome {
 	q := h.urlQuestion(a, req)
 	c := &a.call.Caller
-	if c.Elicit == nil {
+	if way == askInResult {
 		a.log.Info("sent the user to the console to decide the approval request", "approval_request", req.ID)
 		return &taskwire.Outcome{Result: &mcp.CallToolResult{
 			Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
@@ -306,8 +243,8 @@ func (h *host) askByURL(ctx context.Context, a *approvalCall, op *ledger.Operati
 		return nil
 	}
 	a.log.Info("sent the user to the console to decide the approval request", "approval_request", req.ID, "client_action", answer.Action)
-	if notify := c.NotifyElicitationComplete; notify != nil {
-		go h.announceDecision(op, q.ElicitationID, notify)
+	if p.Announce {
+		go h.announceDecision(op, q.ElicitationID, c.NotifyElicitationComplete)
 	}
 	return nil
 }
@@ -331,19 +268,10 @@ func (h *host) announceDecision(op *ledger.Operation, id string, notify func(con
 }
 
 // sendToApprover sends the user of a call whose operation waits for
-// approval by URL to its request's page: a 2026-07-28 call that does not
-// yet answer the URL question gets it (out), whether it created the
-// operation or attached to it; a 2025-11-25 session is asked once, when
-// the call files the request. Any answer is only the client's: the call
-// then waits for the approver's decision as every waiting call does.
-func (h *host) sendToApprover(ctx context.Context, a *approvalCall, res *ledger.AcceptResult, call *taskwire.ToolCall) *taskwire.Outcome {
-	c := &call.Caller
-	if _, answered := call.InputResponses[approvalInput]; answered && c.Elicit == nil {
-		return nil
-	}
-	if c.Elicit != nil && res.Decision != ledger.DecisionCreated {
-		return nil
-	}
+// approval to its request's page, the way the plan says (see
+// callPlan.urlAsk). Any answer is only the client's: the call then waits
+// for the approver's decision as every waiting call does.
+func (h *host) sendToApprover(ctx context.Context, a *attempt, p *callPlan, way askWay, res *ledger.AcceptResult) *taskwire.Outcome {
 	req := res.Request
 	if req == nil {
 		var err error
@@ -352,7 +280,7 @@ func (h *host) sendToApprover(ctx context.Context, a *approvalCall, res *ledger.
 			return nil
 		}
 	}
-	return h.askByURL(ctx, a, res.Operation, req)
+	return h.askByURL(ctx, a, p, way, res.Operation, req)
 }
 
 // waitingRequest is the pending approval request op waits for.
@@ -367,33 +295,6 @@ func (h *host) waitingRequest(ctx context.Context, op *ledger.Operation) (*ledge
 		}
 	}
 	return nil, ledger.ErrNotFound
-}
-
-// requestMode is what a call priced p without any approval leaves
-// behind: a client that can be asked a form in the protocol, where the
-// policy lets a form cover the route, is asked first; otherwise, where
-// requests are allowed, a client that takes a task holds one while its
-// approval request waits, and one that cannot is told which request a
-// human must approve before it retries.
-func requestMode(r *route, c *taskwire.Caller, p policy.Route) ledger.RequestMode {
-	switch {
-	case urlAsks(r, c):
-		// The user is sent to the request's page; the call waits for it.
-		return ledger.RequestWait
-	case r.policy.Approval != ledger.ApprovalRequired || !r.approvesBy(ledger.ApproveByRequest):
-		return ledger.RequestNone
-	case formCovers(r, p) && canAsk(c):
-		return ledger.RequestNone
-	case c.Era == taskwire.EraNone:
-		return ledger.RequestRecord
-	}
-	return ledger.RequestWait
-}
-
-// canAsk reports whether c's client can be asked in the protocol: over
-// its 2025-11-25 session, or in a 2026-07-28 input_required result.
-func canAsk(c *taskwire.Caller) bool {
-	return c.Elicit != nil || statelessVersion(c.ProtocolVersion) && c.ElicitationDeclared
 }
 
 // pendingRequest is what a denial says of the approval request that waits
@@ -420,7 +321,7 @@ func numberText(v any) string {
 // is shell-quoted: the operation ID and the tenant are chosen by callers
 // (the operation ID by the model), and a command built from them must not
 // do anything but approve.
-func howToApprove(a *approvalCall) string {
+func howToApprove(a *attempt) string {
 	return fmt.Sprintf("taskgate approve --tenant %s --operation-id %s --tool %s --max-total-cost %s --max-remote-jobs %d --expires-in 24h",
 		shellQuote(a.tenant), shellQuote(a.opID), shellQuote(a.tool()), shellQuote(a.priced.Estimate.String()), a.priced.RemoteJobs)
 }

@@ -60,8 +60,8 @@ func TestFormCovers(t *testing.T) {
 		{"no elicitation", []ledger.ApprovalWay{ledger.ApproveByRequest}, usd("20.00"), usd("18.00"), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &route{policy: &config.Tool{ApproveBy: tt.way, ElicitationMaxTotalCost: tt.cap}}
-			if got := formCovers(r, policy.Route{RemoteJobs: 1, Estimate: tt.estimate}); got != tt.want {
+			tool := &config.Tool{ApproveBy: tt.way, ElicitationMaxTotalCost: tt.cap}
+			if got := formCovers(tool, policy.Route{RemoteJobs: 1, Estimate: tt.estimate}); got != tt.want {
 				t.Errorf("formCovers = %v, want %v", got, tt.want)
 			}
 		})

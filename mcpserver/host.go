@@ -64,63 +64,152 @@ func rpcError(code int64, msg string, data map[string]any) *jsonrpc.Error {
 }
 
 // CallTool implements taskwire.Host: a consequential call becomes an
-// operation, accepted in one transaction before anything is answered.
+// operation, accepted in one transaction before anything is answered. It
+// identifies the call, prices it, plans it (planCall) and carries out the
+// plan in order: an approval answer the call carries, the acceptance (with
+// the approval form it may ask), the answer to a refusal, the user sent to
+// the approver, answers the call carries, and what the call gets.
 func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire.Outcome, error) {
+	r, out := h.routeOf(call)
+	if out != nil {
+		return out, nil
+	}
+	ctx, cancel := h.g.requestContext(ctx, call.Caller.Header)
+	defer cancel()
+	// Validate and identify, price, plan.
+	a, out, err := h.identify(ctx, call, r)
+	if out != nil || err != nil {
+		return out, err
+	}
+	if out, err := h.price(ctx, a); out != nil || err != nil {
+		return out, err
+	}
+	facts, caps := factsOf(call)
+	p := planCall(facts, caps, r.policy, a.priced, h.g.config().Wait)
+
+	// Carry the plan out.
+	if out := h.takeApprovalAnswer(ctx, a, &p); out != nil {
+		return out, nil
+	}
+	requestID, res, out := h.accept(ctx, a, &p)
+	if out != nil {
+		return out, nil
+	}
+	if out := h.refusal(ctx, a, &p, requestID, res); out != nil {
+		return out, nil
+	}
+	op := res.Operation
+	if res.Request != nil {
+		a.log.Info("the call waits for an approval request", "approval_request", res.Request.ID, "expires_at", res.Request.ExpiresAt)
+	}
+	if way := p.urlAsk(res.Decision, op.State); way != askNone {
+		if out := h.sendToApprover(ctx, a, &p, way, res); out != nil {
+			h.finishAttempt(ctx, a.log, requestID)
+			return out, nil
+		}
+	}
+	if p.answers(op.TaskID) {
+		if err := h.answerInCall(ctx, call, op, requestID); err != nil {
+			a.log.Error("recording the answers the call carries", "err", err)
+			return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the answers this call carries could not be recorded; call again with the same arguments and answers",
+				map[string]any{"reason": "ledger_unavailable", "operation_id": op.OperationID})}, nil
+		}
+	}
+	return h.respond(ctx, a, &p, op, requestID)
+}
+
+// routeOf is the route of a consequential call; otherwise the outcome
+// that passes the call through, or refuses a call of a tool the gateway
+// keeps for itself.
+func (h *host) routeOf(call *taskwire.ToolCall) (*route, *taskwire.Outcome) {
 	r, ok := h.g.route(call.Name)
 	if !ok && h.g.gatewayTool(call.Name) {
-		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidParams,
+		return nil, &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidParams,
 			fmt.Sprintf("unknown tool %q: taskgate keeps it for itself, to look up, fetch, price and cancel operations under its own credential, so no client may call it; "+
 				"a task's status and result come from tasks/get, a cancellation from tasks/cancel, and an operator who wants it shared by every tenant can set expose: true on it", call.Name),
-			map[string]any{"reason": ReasonToolReservedForGateway, "tool": call.Name})}, nil
+			map[string]any{"reason": ReasonToolReservedForGateway, "tool": call.Name})}
 	}
 	if !ok || !r.consequential() {
-		return &taskwire.Outcome{Pass: true}, nil
+		return nil, &taskwire.Outcome{Pass: true}
 	}
+	return r, nil
+}
+
+// attempt is what carrying out one consequential call needs to know of
+// it once identified.
+type attempt struct {
+	log    *slog.Logger
+	call   *taskwire.ToolCall
+	r      *route
+	tenant string
+	opID   string
+	fp     string
+	// args are the arguments sent upstream, without the operation ID and
+	// the contract's key argument.
+	args json.RawMessage
+	// priced is what the call would start and its estimated total.
+	priced policy.Route
+	// requestID, source and runID record the attempt.
+	requestID string
+	source    string
+	runID     string
+}
+
+func (a *attempt) tool() string { return a.r.upstream + "." + a.r.tool }
+
+// denial is the record of the attempt refused before acceptance, with the
+// operation ID and fingerprint known so far.
+func (a *attempt) denial() *ledger.AttemptRecordParams {
+	return &ledger.AttemptRecordParams{RequestID: a.requestID, Tenant: a.tenant, OperationID: a.opID, Fingerprint: a.fp, Source: a.source,
+		RunID: a.runID, SessionID: a.call.Caller.SessionID}
+}
+
+// identify validates a consequential call and names it: its tenant, this
+// attempt's request, its run, its operation ID and its fingerprint. A call
+// it cannot name is refused (out) without consuming an operation ID.
+func (h *host) identify(ctx context.Context, call *taskwire.ToolCall, r *route) (*attempt, *taskwire.Outcome, error) {
 	g := h.g
-	ctx, cancel := g.requestContext(ctx, call.Caller.Header)
-	defer cancel()
 	tenant := h.tenant(&call.Caller)
 	if tenant == "" {
-		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidRequest, "this gateway needs an authenticated tenant for consequential tools", map[string]any{"reason": "unauthenticated"})}, nil
+		return nil, &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidRequest, "this gateway needs an authenticated tenant for consequential tools", map[string]any{"reason": "unauthenticated"})}, nil
 	}
-	requestID := ledger.NewRequestID()
-	source := "mcp/" + call.Caller.Era.String()
+	a := &attempt{call: call, r: r, tenant: tenant, requestID: ledger.NewRequestID(), source: "mcp/" + call.Caller.Era.String()}
 	if call.Caller.ProtocolVersion != "" {
-		source = "mcp/" + call.Caller.ProtocolVersion
+		a.source = "mcp/" + call.Caller.ProtocolVersion
 	}
-	log := g.log.With("tenant", tenant, "tool", call.Name, "request_id", requestID)
+	log := g.log.With("tenant", tenant, "tool", call.Name, "request_id", a.requestID)
+	a.log = log
 
 	// Every attempt of this call, whatever becomes of it, records the run
 	// and session it came with (no run when the run ID is refused).
 	runID, runErr := runIDOf(&call.Caller)
-	denial := func(opID, fp string) *ledger.AttemptRecordParams {
-		return &ledger.AttemptRecordParams{RequestID: requestID, Tenant: tenant, OperationID: opID, Fingerprint: fp, Source: source,
-			RunID: runID, SessionID: call.Caller.SessionID}
-	}
+	a.runID = runID
 	args, opID, err := operationID(call, r)
 	if err != nil {
-		return h.refuse(ctx, log, denial(opID, ""), taskwire.ReasonInvalidArguments, err.Error(), inputErrorData(err)), nil
+		return nil, h.refuse(ctx, log, a.denial(), taskwire.ReasonInvalidArguments, err.Error(), inputErrorData(err)), nil
 	}
 	if opID != "" {
 		// An ID outside the alphabet is refused before anything is kept
 		// under it: it could steer a route or a display built from it.
 		if err := ledger.CheckID("operation ID", opID); err != nil {
-			return h.refuse(ctx, log, denial("", ""), ledger.ReasonInvalidOperationID, err.Error(), idErrorData(err)), nil
+			return nil, h.refuse(ctx, log, a.denial(), ledger.ReasonInvalidOperationID, err.Error(), idErrorData(err)), nil
 		}
 	}
+	a.opID, a.args = opID, args
 	if runErr != nil {
 		data := idErrorData(runErr)
 		data["meta"] = MetaRunID
-		return h.refuse(ctx, log, denial(opID, ""), ReasonInvalidRunID, runErr.Error(), data), nil
+		return nil, h.refuse(ctx, log, a.denial(), ReasonInvalidRunID, runErr.Error(), data), nil
 	}
 	fp, err := canon.Compute(r.upstream, r.tool, args)
 	if err != nil {
-		return h.refuse(ctx, log, denial(opID, ""), taskwire.ReasonInvalidArguments, err.Error(), inputErrorData(err)), nil
+		return nil, h.refuse(ctx, log, a.denial(), taskwire.ReasonInvalidArguments, err.Error(), inputErrorData(err)), nil
 	}
+	a.fp = string(fp)
 	if opID == "" {
 		if opID, err = h.continuedOperation(ctx, call, fp); err != nil {
 			log.Error("looking up the operation a call answers for", "err", err)
-			return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the gateway could not look up the operation this call answers for; call again with the same arguments and answers",
+			return nil, &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the gateway could not look up the operation this call answers for; call again with the same arguments and answers",
 				map[string]any{"reason": "ledger_unavailable"})}, nil
 		}
 	}
@@ -129,181 +218,181 @@ func (h *host) CallTool(ctx context.Context, call *taskwire.ToolCall) (*taskwire
 			window := g.clock().UTC().Truncate(w)
 			opID = fmt.Sprintf("derived-%s-%d", fp[:32], window.Unix())
 		} else {
-			return h.refuse(ctx, log, denial("", string(fp)), ledger.ReasonOperationIDRequired,
+			return nil, h.refuse(ctx, log, a.denial(), ledger.ReasonOperationIDRequired,
 				fmt.Sprintf("%s has real-world cost or effects and needs an operation ID: add the argument %q with a unique value for this one piece of work (for example %q), and reuse exactly that value if you retry", call.Name, OperationIDArgument, "op-"+ledger.NewRequestID()[4:]),
 				map[string]any{"argument": OperationIDArgument}), nil
 		}
 	}
-	log = log.With("operation_id", opID)
+	a.opID = opID
+	a.log = log.With("operation_id", opID)
 	if runID != "" {
-		log = log.With("run_id", runID)
+		a.log = a.log.With("run_id", runID)
 	}
+	return a, nil, nil
+}
 
+// price sets what the call would start and cost, asked with the tenant's
+// credential for its upstream. Where the upstream is down or has no
+// credential for the tenant, a retry of an operation accepted before
+// attaches to it, sending nothing, and keeps the route it was accepted
+// with; a new one is refused (out).
+func (h *host) price(ctx context.Context, a *attempt) (*taskwire.Outcome, error) {
+	g, r := h.g, a.r
 	up, ok := g.pool.Get(r.upstream)
 	credentialMissing := false
 	if ok {
 		// Everything done for the call — the estimate here, the worker's
 		// send, lookups and cancels — goes with the tenant's credential.
-		tu, err := up.For(tenant)
+		tu, err := up.For(a.tenant)
 		credentialMissing = err != nil
 		up = tu
 	}
 	connected := ok && !credentialMissing && up.Connected()
 	if !connected {
-		// A retry of an operation accepted before attaches to it, sending
-		// nothing; only a new one is refused.
-		existing, err := g.store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: tenant, OperationID: opID})
+		existing, err := g.store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: a.tenant, OperationID: a.opID})
 		switch {
 		case errors.Is(err, ledger.ErrNotFound) && credentialMissing:
-			return h.refuse(ctx, log, denial(opID, string(fp)), ledger.ReasonTenantCredentialMissing, tenantCredentialText(r.upstream, call.Name), nil), nil
+			return h.refuse(ctx, a.log, a.denial(), ledger.ReasonTenantCredentialMissing, tenantCredentialText(r.upstream, a.call.Name), nil), nil
 		case errors.Is(err, ledger.ErrNotFound):
-			return h.refuse(ctx, log, denial(opID, string(fp)), ledger.ReasonUpstreamUnavailable,
-				fmt.Sprintf("upstream %s of %s is not connected, so the call was not accepted and nothing was started; retry with the same operation ID once it is back", r.upstream, call.Name), nil), nil
+			return h.refuse(ctx, a.log, a.denial(), ledger.ReasonUpstreamUnavailable,
+				fmt.Sprintf("upstream %s of %s is not connected, so the call was not accepted and nothing was started; retry with the same operation ID once it is back", r.upstream, a.call.Name), nil), nil
 		case err != nil:
-			return nil, fmt.Errorf("look up operation %s while its upstream is down or has no credential for the tenant: %w", opID, err)
+			return nil, fmt.Errorf("look up operation %s while its upstream is down or has no credential for the tenant: %w", a.opID, err)
 		case credentialMissing:
-			log.Info("the upstream has no credential for the tenant; the retry attaches to its operation, which sends nothing until it has one", "state", existing.State)
+			a.log.Info("the upstream has no credential for the tenant; the retry attaches to its operation, which sends nothing until it has one", "state", existing.State)
 		default:
-			log.Info("the upstream is down; the retry attaches to its operation, which dispatches when the upstream is back", "state", existing.State)
+			a.log.Info("the upstream is down; the retry attaches to its operation, which dispatches when the upstream is back", "state", existing.State)
 		}
 	}
+	a.priced = policy.Route{RemoteJobs: 1, Estimate: money.Zero(r.policy.Contract.Cost.Currency)}
+	if !connected {
+		return nil, nil
+	}
+	priced, err := r.contract.Route(ctx, worker.ProviderCaller(up), a.args)
+	if err != nil {
+		return h.refuse(ctx, a.log, a.denial(), ledger.ReasonEstimateUnavailable,
+			"the call could not be priced before it runs, so it was not started: "+err.Error(), nil), nil
+	}
+	a.priced = priced
+	return nil, nil
+}
 
-	priced := policy.Route{RemoteJobs: 1, Estimate: money.Zero(r.policy.Contract.Cost.Currency)}
-	// A retry of an accepted operation attaches without a new price: the
-	// operation keeps the route it was accepted with.
-	if connected {
-		var perr error
-		priced, perr = r.contract.Route(ctx, worker.ProviderCaller(up), args)
-		if perr != nil {
-			return h.refuse(ctx, log, denial(opID, string(fp)), ledger.ReasonEstimateUnavailable,
-				"the call could not be priced before it runs, so it was not started: "+perr.Error(), nil), nil
-		}
-	}
-
-	a := &approvalCall{log: log, call: call, r: r, tenant: tenant, opID: opID, fp: string(fp), priced: priced, requestID: requestID, source: source, runID: runID}
-	// ignoredAnswer says why a form answer the call carries approves
-	// nothing, for the denial to tell the client; "" when it carries none.
-	ignoredAnswer := ""
-	// A client sent to the console by URL answers only that it went
-	// there: its call waits for the approver whatever it answers.
-	if raw, ok := call.InputResponses[approvalInput]; ok && r.policy.Approval == ledger.ApprovalRequired && !urlAsks(r, &call.Caller) {
-		if !formCovers(r, priced) {
-			// Nothing was asked that such an answer could reply to: the
-			// call goes on as one without an answer, which without an
-			// approval leaves it to an approver.
-			ignoredAnswer = formOffText(r, priced)
-			log.Warn("ignored an answer to an approval question", "why", ignoredAnswer)
-		} else if out, taken := h.takeAnswer(ctx, a, raw); taken && out != nil {
-			return out, nil
-		}
-	}
-	accept := func(requestID string) (*ledger.AcceptResult, error) {
-		if g.limits != nil {
-			// The tenant's other acceptances go first: one with many calls
-			// at once does not fill the ledger's commits ahead of another's.
-			release, err := g.limits.Accept(ctx, tenant)
-			if err != nil {
-				return nil, err
+// accept decides the attempt in the ledger. Where the acceptance denies
+// the call for want of an approval and the plan asks its client a form,
+// the client is asked, and a call it approves is accepted again as a new
+// attempt. It returns the request ID of the attempt decided last and the
+// acceptance, or the answer when the call ends here (out).
+func (h *host) accept(ctx context.Context, a *attempt, p *callPlan) (string, *ledger.AcceptResult, *taskwire.Outcome) {
+	requestID := a.requestID
+	res, err := h.acceptOnce(ctx, a, p, requestID)
+	if err == nil {
+		if way := p.formAsk(res.Decision, res.Reason); way != askNone {
+			// The answer is an attempt of its own, recorded as the form's.
+			q := *a
+			q.requestID, q.source = ledger.NewRequestID(), "mcp/elicitation"
+			out, asked, aerr := h.askApproval(ctx, &q, way)
+			switch {
+			case aerr != nil:
+				a.log.Warn("asking for an approval failed; answering with how to approve", "err", aerr)
+			case out != nil:
+				return "", nil, out
+			case asked:
+				requestID = ledger.NewRequestID()
+				res, err = h.acceptOnce(ctx, a, p, requestID)
 			}
-			defer release()
-		}
-		return g.store.Accept(context.WithoutCancel(ctx), &ledger.AcceptParams{
-			Tenant: tenant, OperationID: opID, Upstream: r.upstream, Tool: r.tool,
-			Fingerprint: string(fp), Arguments: args, KeyArgument: keyArgument(r), RequestID: requestID, TaskID: ledger.NewTaskID(),
-			Source: source, RunID: runID, SessionID: call.Caller.SessionID,
-			RetryPolicy: r.policy.RetryPolicy, TTL: g.config().TaskTTL, Priced: r.contract.Priced(),
-			SecretArguments: r.policy.SecretArguments,
-			InputChannel:    inputChannel(&call.Caller),
-			Approval: ledger.ApprovalRequirement{Required: r.policy.Approval == ledger.ApprovalRequired, Estimate: priced.Estimate, RemoteJobs: priced.RemoteJobs,
-				Request: requestMode(r, &call.Caller, priced), RequestTTL: g.config().ApprovalRequestTTL, RequestedBy: authn.CredentialID(call.Caller.TokenInfo)},
-			Enqueue:    worker.Dispatch,
-			QueueLease: g.config().Worker.Lease,
-		})
-	}
-	res, err := accept(requestID)
-	if err == nil && res.Decision == ledger.DecisionDenied && res.Reason == ledger.ReasonApprovalRequired && formCovers(r, priced) {
-		// Ask the user in the protocol, where the client can show a form
-		// and the policy lets a form cover the route.
-		a.requestID = ledger.NewRequestID()
-		a.source = "mcp/elicitation"
-		out, asked, aerr := h.askApproval(ctx, a)
-		switch {
-		case aerr != nil:
-			log.Warn("asking for an approval failed; answering with how to approve", "err", aerr)
-		case out != nil:
-			return out, nil
-		case asked:
-			requestID = ledger.NewRequestID()
-			res, err = accept(requestID)
 		}
 	}
 	if err != nil {
 		// Usually nothing was recorded, but a commit whose answer was lost
 		// may have been: the message promises only what holds either way.
-		log.Error("acceptance failed", "err", err)
-		g.metrics.errors.WithLabelValues("acceptance_failed").Inc()
-		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the gateway could not confirm that it recorded this call; retry with the same operation ID: if the call was recorded, the retry attaches to it, so nothing runs twice", map[string]any{"reason": "ledger_unavailable"})}, nil
+		a.log.Error("acceptance failed", "err", err)
+		h.g.metrics.errors.WithLabelValues("acceptance_failed").Inc()
+		return "", nil, &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the gateway could not confirm that it recorded this call; retry with the same operation ID: if the call was recorded, the retry attaches to it, so nothing runs twice", map[string]any{"reason": "ledger_unavailable"})}
 	}
 	crashpoint.Reach(crashpoint.AfterAcceptCommit)
-	g.metrics.decisions.WithLabelValues(string(res.Decision), res.Reason).Inc()
-	log.Info("attempt decided", "decision", res.Decision, "reason", res.Reason)
+	h.g.metrics.decisions.WithLabelValues(string(res.Decision), res.Reason).Inc()
+	a.log.Info("attempt decided", "decision", res.Decision, "reason", res.Reason)
+	return requestID, res, nil
+}
 
+// acceptOnce runs one acceptance of the call as attempt requestID, with
+// what its plan requires.
+func (h *host) acceptOnce(ctx context.Context, a *attempt, p *callPlan, requestID string) (*ledger.AcceptResult, error) {
+	g, r := h.g, a.r
+	if g.limits != nil {
+		// The tenant's other acceptances go first: one with many calls
+		// at once does not fill the ledger's commits ahead of another's.
+		release, err := g.limits.Accept(ctx, a.tenant)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	return g.store.Accept(context.WithoutCancel(ctx), &ledger.AcceptParams{
+		Tenant: a.tenant, OperationID: a.opID, Upstream: r.upstream, Tool: r.tool,
+		Fingerprint: a.fp, Arguments: a.args, KeyArgument: keyArgument(r), RequestID: requestID, TaskID: ledger.NewTaskID(),
+		Source: a.source, RunID: a.runID, SessionID: a.call.Caller.SessionID,
+		RetryPolicy: r.policy.RetryPolicy, TTL: g.config().TaskTTL, Priced: r.contract.Priced(),
+		SecretArguments: r.policy.SecretArguments,
+		InputChannel:    p.Channel,
+		Approval: ledger.ApprovalRequirement{Required: p.ApprovalRequired, Estimate: a.priced.Estimate, RemoteJobs: a.priced.RemoteJobs,
+			Request: p.Request, RequestTTL: g.config().ApprovalRequestTTL, RequestedBy: authn.CredentialID(a.call.Caller.TokenInfo)},
+		Enqueue:    worker.Dispatch,
+		QueueLease: g.config().Worker.Lease,
+	})
+}
+
+// refusal answers a call whose acceptance gives it no operation to go on
+// with: a conflict, a denial, or an attachment to a cancelled operation;
+// nil for any other.
+func (h *host) refusal(ctx context.Context, a *attempt, p *callPlan, requestID string, res *ledger.AcceptResult) *taskwire.Outcome {
 	switch res.Decision {
 	case ledger.DecisionConflict:
 		h.delivered(ctx, requestID)
 		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidParams, res.Message,
-			map[string]any{"reason": res.Reason, "operation_id": opID})}, nil
+			map[string]any{"reason": res.Reason, "operation_id": a.opID})}
 	case ledger.DecisionDenied:
 		h.delivered(ctx, requestID)
-		data := map[string]any{"reason": res.Reason, "operation_id": opID, "tool": r.upstream + "." + r.tool}
+		data := map[string]any{"reason": res.Reason, "operation_id": a.opID, "tool": a.tool()}
 		if res.Reason == ledger.ReasonApprovalRequired || res.Reason == ledger.ReasonApprovalExpired {
 			data["how_to_approve"] = howToApprove(a)
 		}
 		if req := res.Request; req != nil {
 			data["approval_request"] = pendingRequest(req)
 		}
-		if ignoredAnswer != "" {
-			data["answer_ignored"] = ignoredAnswer
+		if p.Answer == answerIgnore && p.Ignored.told() {
+			data["answer_ignored"] = p.IgnoredWhy
 		}
-		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidParams, res.Message, data)}, nil
+		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInvalidParams, res.Message, data)}
 	}
-
-	op := res.Operation
-	if res.Decision == ledger.DecisionAttached && op.State == ledger.StateCancelled {
+	if op := res.Operation; res.Decision == ledger.DecisionAttached && op.State == ledger.StateCancelled {
 		h.delivered(ctx, requestID)
-		return &taskwire.Outcome{Err: cancelledOperation(op)}, nil
+		return &taskwire.Outcome{Err: cancelledOperation(op)}
 	}
-	if res.Request != nil {
-		log.Info("the call waits for an approval request", "approval_request", res.Request.ID, "expires_at", res.Request.ExpiresAt)
+	return nil
+}
+
+// respond answers the accepted call as its plan says: with its task, or
+// the first question before it; or, for a client without tasks, with what
+// comes of the operation within its wait.
+func (h *host) respond(ctx context.Context, a *attempt, p *callPlan, op *ledger.Operation, requestID string) (*taskwire.Outcome, error) {
+	step := p.replyFor(op.TaskID)
+	if step == replyAwait || step == replyAwaitOrAsk {
+		return h.await(ctx, a.log, op, requestID, step == replyAwaitOrAsk, p.Wait)
 	}
-	if op.State == ledger.StateAwaitingApproval && urlAsks(r, &call.Caller) {
-		if out := h.sendToApprover(ctx, a, res, call); out != nil {
-			h.finishAttempt(ctx, log, requestID)
-			return out, nil
+	out := &taskwire.Outcome{Task: h.task(op)}
+	if step == replyQuestionFirst {
+		q, err := h.questionBeforeTask(ctx, op, p.QuestionWait)
+		if err != nil {
+			return nil, err
+		}
+		if q != nil {
+			a.log.Info("the upstream's first question goes to the client in the call's result, before its task")
+			out = q
 		}
 	}
-	answered, err := h.answerInCall(ctx, call, op, requestID)
-	if err != nil {
-		log.Error("recording the answers the call carries", "err", err)
-		return &taskwire.Outcome{Err: rpcError(jsonrpc.CodeInternalError, "the answers this call carries could not be recorded; call again with the same arguments and answers",
-			map[string]any{"reason": "ledger_unavailable", "operation_id": op.OperationID})}, nil
-	}
-	if call.Caller.Era != taskwire.EraNone {
-		out := &taskwire.Outcome{Task: h.task(op)}
-		if !answered {
-			q, err := h.questionBeforeTask(ctx, call, r, op)
-			if err != nil {
-				return nil, err
-			}
-			if q != nil {
-				log.Info("the upstream's first question goes to the client in the call's result, before its task")
-				out = q
-			}
-		}
-		h.finishAttempt(ctx, log, requestID)
-		return out, nil
-	}
-	return h.await(ctx, log, r, op, requestID, askableInResult(&call.Caller))
+	h.finishAttempt(ctx, a.log, requestID)
+	return out, nil
 }
 
 // ReasonOperationCancelled answers a call that attaches to an operation
@@ -321,19 +410,15 @@ func cancelledOperation(op *ledger.Operation) *jsonrpc.Error {
 		map[string]any{"reason": ReasonOperationCancelled, "operation_id": op.OperationID, "task_id": op.TaskID, "status": string(op.State)})
 }
 
-// questionBeforeTask waits, up to the tool's input_before_task, for the
-// first send of a call from a client that takes tasks to come back, and
-// returns the question it asks in the call's result, as a tool that
-// gathers input before it runs as a task answers (SEP-2663): the call
+// questionBeforeTask waits, up to wait (the tool's input_before_task),
+// for the first send of a call from a client that takes tasks to come
+// back, and returns the question it asks in the call's result, as a tool
+// that gathers input before it runs as a task answers (SEP-2663): the call
 // with the answer then gets the task. It returns nil, for the call to get
-// its task, when the policy is off, the client cannot be asked so, or the
-// send comes back with anything but a first question of elicitations.
-func (h *host) questionBeforeTask(ctx context.Context, call *taskwire.ToolCall, r *route, op *ledger.Operation) (*taskwire.Outcome, error) {
-	c := &call.Caller
-	if r.policy.InputBeforeTask <= 0 || !statelessVersion(c.ProtocolVersion) || !c.ElicitationDeclared {
-		return nil, nil
-	}
-	cur, err := h.waitFor(ctx, op, r.policy.InputBeforeTask, func(o *ledger.Operation) bool {
+// its task, when the send comes back with anything but a first question
+// of elicitations.
+func (h *host) questionBeforeTask(ctx context.Context, op *ledger.Operation, wait time.Duration) (*taskwire.Outcome, error) {
+	cur, err := h.waitFor(ctx, op, wait, func(o *ledger.Operation) bool {
 		return o.State != ledger.StateAccepted && o.State != ledger.StateSending
 	})
 	if err != nil || cur.State != ledger.StateInputRequired || cur.SendCount > 1 {
@@ -343,14 +428,10 @@ func (h *host) questionBeforeTask(ctx context.Context, call *taskwire.ToolCall, 
 }
 
 // await serves a client without tasks: it blocks until the operation ends,
-// the configured wait elapses or the gateway shuts down, then answers what
-// is known. A client that can be asked in the result (askable) is answered
-// as soon as the operation waits on a question, with that question.
-func (h *host) await(ctx context.Context, log *slog.Logger, r *route, op *ledger.Operation, requestID string, askable bool) (*taskwire.Outcome, error) {
-	wait := h.g.config().Wait
-	if r.policy.Wait > 0 {
-		wait = r.policy.Wait
-	}
+// wait elapses or the gateway shuts down, then answers what is known. A
+// client that can be asked in the result (askable) is answered as soon as
+// the operation waits on a question, with that question.
+func (h *host) await(ctx context.Context, log *slog.Logger, op *ledger.Operation, requestID string, askable bool, wait time.Duration) (*taskwire.Outcome, error) {
 	final, err := h.waitFor(ctx, op, wait, endsOrAsks(askable))
 	if err != nil {
 		return nil, err

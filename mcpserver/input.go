@@ -37,28 +37,6 @@ import (
 // that a call waiting within itself, or a task that asked, is told the
 // answer, and the operation ends as the task does.
 
-// inputChannel is how the client of call can answer a question asked
-// during the operation it starts.
-func inputChannel(c *taskwire.Caller) ledger.InputChannel {
-	switch {
-	case c.Era == taskwire.EraExtension:
-		return ledger.InputChannelTaskUpdate
-	case c.Era == taskwire.EraLegacy && c.ElicitationDeclared:
-		return ledger.InputChannelTaskResult
-	case askableInResult(c):
-		return ledger.InputChannelCallResult
-	}
-	return ledger.InputChannelNone
-}
-
-// askableInResult reports whether the client of c, waiting for its call's
-// result, can be asked a question in that result: a 2026-07-28 request
-// without a task that declares elicitation takes an input_required result
-// and calls again with the answer (the go-sdk's client does so by itself).
-func askableInResult(c *taskwire.Caller) bool {
-	return c.Era == taskwire.EraNone && statelessVersion(c.ProtocolVersion) && c.ElicitationDeclared
-}
-
 // questionStatePrefix starts the requestState of a question put to a
 // client in its call's result; the operation's task ID follows it, so that
 // the call that answers continues that operation, also where its
@@ -98,23 +76,20 @@ func questionOutcome(op *ledger.Operation) (*taskwire.Outcome, error) {
 }
 
 // answerInCall records the answers a call carries to the question put in
-// an earlier call's result, when its requestState names op: the operation
-// it continues. Answers that name another operation, or none, are ignored,
-// as the specification asks of responses to requests not outstanding;
-// answered reports that the call carried answers for op.
-func (h *host) answerInCall(ctx context.Context, call *taskwire.ToolCall, op *ledger.Operation, requestID string) (answered bool, err error) {
-	if len(call.InputResponses) == 0 || !statelessVersion(call.Caller.ProtocolVersion) || call.RequestState != questionStatePrefix+op.TaskID {
-		return false, nil
-	}
+// an earlier call's result, for op: the operation it continues, as its
+// plan found in its requestState. Answers that name another operation, or
+// none, are not recorded, as the specification asks of responses to
+// requests not outstanding.
+func (h *host) answerInCall(ctx context.Context, call *taskwire.ToolCall, op *ledger.Operation, requestID string) error {
 	responses := make(map[string]json.RawMessage, len(call.InputResponses))
 	for k, r := range call.InputResponses {
 		raw, err := json.Marshal(r)
 		if err != nil {
-			return true, fmt.Errorf("the answer under %q is unreadable: %w", k, err)
+			return fmt.Errorf("the answer under %q is unreadable: %w", k, err)
 		}
 		responses[k] = raw
 	}
-	return true, h.answer(ctx, op, requestID, responses)
+	return h.answer(ctx, op, requestID, responses)
 }
 
 // continuedOperation is the operation ID of the caller's operation, with
