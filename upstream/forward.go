@@ -15,9 +15,6 @@ import (
 // 2026-07-28. The caller takes the ordinary path instead.
 var ErrNotForwardable = errors.New("upstream cannot take a forwarded request")
 
-// CanForward reports whether Forward would try this upstream now.
-func (u *Upstream) CanForward() bool { return u.Kind() == KindHTTPStateless }
-
 // Kind is what an upstream's session is now, as far as relaying a call
 // to it goes: the facts a caller choosing between Forward, RelayCall and
 // the SDK path needs. It is a snapshot: the session may change before the
@@ -112,7 +109,7 @@ func statelessProtocol(v string) bool {
 // response is the upstream's, for the caller to relay and close. The
 // upstream's timeout bounds the whole exchange, body included.
 func (u *Upstream) Forward(ctx context.Context, body []byte, header http.Header) (*http.Response, error) {
-	if !u.CanForward() {
+	if u.Kind() != KindHTTPStateless {
 		return nil, ErrNotForwardable
 	}
 	ctx, cancel := u.bound(ctx)
