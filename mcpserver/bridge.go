@@ -149,15 +149,36 @@ func bridgeable(meta map[string]json.RawMessage) json.RawMessage {
 	return caps.declared()
 }
 
+// holds reports whether state names a call parked for user's call of
+// tool of up, as take would find it.
+func (pc *parkedCalls) holds(state, user string, up *upstream.Upstream, tool string) bool {
+	if state == "" {
+		return false
+	}
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	c, ok := pc.byState[state]
+	return ok && c.call.user == user && c.call.up == up && c.call.tool == tool
+}
+
+// requestState is the requestState c names, "" for none.
+func requestState(c *passThroughCall) string {
+	raw, ok := c.params["requestState"]
+	if !ok {
+		return ""
+	}
+	var state string
+	if json.Unmarshal(raw, &state) != nil {
+		return ""
+	}
+	return state
+}
+
 // resumeParked answers a parked call with the client's call c, which names
 // it by its requestState, and relays the rest of the call. It returns
 // false, having written nothing, when c names no call parked for it.
 func (g *Gateway) resumeParked(w http.ResponseWriter, r *http.Request, c *passThroughCall) bool {
-	var state string
-	if raw, ok := c.params["requestState"]; !ok || json.Unmarshal(raw, &state) != nil {
-		return false
-	}
-	parked, ok := g.parked.take(state, userOf(r), c.up, c.tool)
+	parked, ok := g.parked.take(requestState(c), userOf(r), c.up, c.tool)
 	if !ok {
 		return false
 	}
@@ -202,9 +223,10 @@ const maxInputRounds = 16
 
 // forwardAsking forwards c, declaring the client's capabilities, and
 // bridges the upstream's input_required answers to the client, asked
-// through ask. It returns false, having written nothing, when the upstream
-// cannot take forwarded requests after all.
-func (g *Gateway) forwardAsking(w http.ResponseWriter, ctx context.Context, c *passThroughCall, info *relayInfo, user string, ask func(question) (json.RawMessage, bool)) bool {
+// through ask: to a stateless HTTP upstream (viaForward) or on a
+// 2026-07-28 stdio child's connection. It returns false, having written
+// nothing, when the upstream cannot take the call after all.
+func (g *Gateway) forwardAsking(w http.ResponseWriter, ctx context.Context, c *passThroughCall, info *relayInfo, user string, ask func(question) (json.RawMessage, bool), viaForward bool) bool {
 	// The whole call, its client's answers included, is bounded as the SDK
 	// path bounds it.
 	ctx, cancel := context.WithTimeout(ctx, c.up.Timeout())
@@ -218,7 +240,7 @@ func (g *Gateway) forwardAsking(w http.ResponseWriter, ctx context.Context, c *p
 	}
 	call := c
 	for round := 0; ; round++ {
-		resp, f, err := sendAsking(ctx, call, info, user)
+		resp, f, err := sendAsking(ctx, call, info, user, viaForward)
 		switch {
 		case errors.Is(err, upstream.ErrNotForwardable) && !started:
 			return false
@@ -268,11 +290,11 @@ func (g *Gateway) forwardAsking(w http.ResponseWriter, ctx context.Context, c *p
 }
 
 // sendAsking sends one round of a call of a 2025-11-25 client that can be
-// asked, declaring its capabilities: forwarded to a stateless upstream, or
-// relayed to a stdio child whose session is 2026-07-28 (which, too, asks
-// in the call's answer).
-func sendAsking(ctx context.Context, c *passThroughCall, info *relayInfo, user string) (*http.Response, *forwarded, error) {
-	if c.up.CanForward() {
+// asked, declaring its capabilities: forwarded to a stateless upstream
+// (viaForward), or relayed to a stdio child whose session is 2026-07-28
+// (which, too, asks in the call's answer).
+func sendAsking(ctx context.Context, c *passThroughCall, info *relayInfo, user string, viaForward bool) (*http.Response, *forwarded, error) {
+	if viaForward {
 		f, ok := c.stateless(info, true)
 		if !ok {
 			return nil, &forwarded{up: c.up, tool: c.tool, id: c.id}, upstream.ErrNotForwardable

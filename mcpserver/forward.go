@@ -25,72 +25,224 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// forwardPassThrough relays a 2026-07-28 tools/call of a pass-through tool
-// as bytes — to a 2026-07-28 upstream as it is, to one that holds sessions
-// in the gateway's relay session (relayStateless) — and hands a
-// 2025-11-25 session's requests to relayLegacy. Nothing is gained by
-// decoding a call into a server session and encoding it again as a client
-// call, and that round trip was most of a pass-through call's cost. It
-// must do what that path does to the request: refuse a rebound Host, drop
-// params.idempotencyKey and taskgate's _meta, hide the tasks extension,
-// and never pass on the upstream's own HTTP errors as the client's.
-// Everything else — consequential tools, other methods, unknown protocol
-// versions, tools whose arguments travel in headers, anything unusual —
-// takes the ordinary path through next.
+// forwardPassThrough relays a tools/call of a pass-through tool as bytes
+// where that answers as the SDK's handler would: a 2026-07-28 call to a
+// stateless upstream as it is, others in the upstream's relay session or
+// on its stdio child's connection; choosePath says which, and everything
+// else goes to next. Nothing is gained by decoding a call into a server
+// session and encoding it again as a client call, and that round trip was
+// most of a pass-through call's cost. A relayed call must have done to it
+// what that path does: a rebound Host refused, params.idempotencyKey and
+// taskgate's _meta dropped, the tasks extension hidden, and the
+// upstream's own HTTP errors never passed on as the client's.
 func (g *Gateway) forwardPassThrough(legacy *legacySessions, next http.Handler) http.Handler {
 	next = legacy.watch(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		version := r.Header.Get("Mcp-Protocol-Version")
-		if r.Method == http.MethodPost && version == legacyRelayVersion && r.Header.Get(sessionIDHeader) != "" && !reboundHost(r) {
-			g.relayLegacy(w, r, legacy, next)
-			return
+		q := pathRequest{w: w, r: r, legacy: legacy, next: next}
+		defer q.done()
+		f := pathFacts{
+			Post: r.Method == http.MethodPost, Version: r.Header.Get("Mcp-Protocol-Version"),
+			ToolsCall: r.Header.Get("Mcp-Method") == "tools/call", Session: r.Header.Get(sessionIDHeader) != "",
 		}
-		if r.Method != http.MethodPost || r.Header.Get("Mcp-Method") != "tools/call" || !statelessVersion(version) || reboundHost(r) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		body, ok := readBody(w, r)
-		if !ok {
-			return
-		}
-		c, ok := g.readPassThrough(body, r.Header.Get("Mcp-Name"), tenantOfHTTP(r), false)
-		if !ok {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if c.up.CanForward() {
-			f, ok := c.stateless(nil, false)
-			if !ok || !g.forward(w, r.Context(), f, 0) {
-				next.ServeHTTP(w, r)
+		plan, need := choosePath(f)
+		for need != 0 {
+			if !g.learn(&q, &f, need) {
+				return
 			}
-			return
+			plan, need = choosePath(f)
 		}
-		// An upstream that holds sessions: the call goes in its relay
-		// session, as a 2025-11-25 client's does.
-		if !acceptsJSONAndStream(r) || (!g.resumeParked(w, r, c) && !g.relayStateless(w, r, c)) {
-			next.ServeHTTP(w, r)
+		// Every plan ends on the SDK's path, which serves anything.
+		for _, p := range plan {
+			if g.serve(&q, p) {
+				return
+			}
 		}
 	})
 }
 
-// relayStateless relays c, a 2026-07-28 call, in the upstream's relay
-// session: without the protocol's own _meta keys, which describe the
-// client to a stateless server and which the session already carries,
-// with the log messages the request's logLevel asks for, and with its
-// result annotated as the gateway's own server annotates one. A client
-// that declared what it can be asked has the upstream's questions bridged
-// (see bridgedCall). It returns false, having written nothing, when the
-// upstream offers no session.
-func (g *Gateway) relayStateless(w http.ResponseWriter, r *http.Request, c *passThroughCall) bool {
-	var level mcp.LoggingLevel
-	if raw, ok := c.meta[mcp.MetaKeyLogLevel]; ok && json.Unmarshal(raw, &level) != nil {
-		return false
+// pathRequest is a request on its way to its path: what has been read of
+// it to choose the path, for the path to use.
+type pathRequest struct {
+	w      http.ResponseWriter
+	r      *http.Request
+	legacy *legacySessions
+	next   http.Handler
+
+	sid  string // the 2025-11-25 session
+	body []byte
+	// call is the body read as a relayable pass-through call.
+	call *passThroughCall
+	// message is the request ID a 2025-11-25 message that is no relayable
+	// call names: the answer's, the cancelled request's, the waiting
+	// call's.
+	message json.RawMessage
+	// session is what relaying needs of the 2025-11-25 session.
+	session *relayInfo
+	// level is the log level a 2026-07-28 call's _meta names.
+	level mcp.LoggingLevel
+	// caps are what the call's relay declares so that its client can be
+	// asked; nil for a client that cannot be.
+	caps json.RawMessage
+
+	// A call of a 2025-11-25 session is relayed in ctx, which the
+	// client's notifications/cancelled for it ends (legacySessions.track);
+	// tracked is false once that could not be arranged.
+	ctx     context.Context
+	tracked bool
+	cancel  context.CancelFunc
+	untrack func()
+}
+
+// done releases what serving the request held.
+func (q *pathRequest) done() {
+	if q.untrack != nil {
+		q.untrack()
 	}
+	if q.cancel != nil {
+		q.cancel()
+	}
+}
+
+// track makes the context a call of a 2025-11-25 session is relayed in,
+// once; false when the call's request ID is in flight already in the
+// session, whose SDK handler then answers it.
+func (q *pathRequest) track() (context.Context, bool) {
+	if q.ctx == nil {
+		q.ctx, q.cancel = context.WithCancel(q.r.Context())
+		q.untrack, q.tracked = q.legacy.track(q.sid, q.call.id, q.cancel)
+	}
+	return q.ctx, q.tracked
+}
+
+// learn learns the facts need names into f, noting in q what it read for
+// the path to use. On false the client has been answered (its body could
+// not be read).
+func (g *Gateway) learn(q *pathRequest, f *pathFacts, need pathFact) bool {
+	r := q.r
+	f.Known |= need
+	if need&factHost != 0 {
+		f.Rebound = reboundHost(r)
+	}
+	if need&factSession != 0 {
+		q.sid = r.Header.Get(sessionIDHeader)
+		f.SessionKnown = q.legacy.known(q.sid)
+	}
+	if need&factAccepts != 0 {
+		f.JSONAndStream = acceptsJSONAndStream(r)
+	}
+	if need&factCall != 0 {
+		body, ok := readBody(q.w, r)
+		if !ok {
+			return false
+		}
+		q.body = body
+		// A 2026-07-28 call names its tool in Mcp-Name too; a 2025-11-25
+		// session's has the protocol's _meta keys, which the relay sets.
+		legacy := f.era() == eraSession
+		mcpName := ""
+		if !legacy {
+			mcpName = r.Header.Get("Mcp-Name")
+		}
+		q.call, f.Shape = g.readPassThrough(body, mcpName, tenantOfHTTP(r), legacy)
+		if q.call != nil {
+			f.Upstream = q.call.up.Kind()
+		}
+	}
+	if need&factMessage != 0 {
+		f.Message, q.message = messageOf(q.body)
+	}
+	if c := q.call; c != nil {
+		if need&factSessionRelay != 0 {
+			q.session, f.SessionRelayable = q.legacy.relayable(q.sid, userOf(r), c.up.Timeout())
+		}
+		if need&factParked != 0 {
+			f.Parked = g.parked.holds(requestState(c), userOf(r), c.up, c.tool)
+		}
+		if need&factLogLevel != 0 {
+			var level mcp.LoggingLevel
+			raw, ok := c.meta[mcp.MetaKeyLogLevel]
+			f.BadLogLevel = ok && json.Unmarshal(raw, &level) != nil
+			q.level = level
+		}
+		if need&factAskable != 0 {
+			q.caps = bridgeable(c.meta)
+			if q.session != nil && q.session.caps != nil {
+				q.caps = q.session.caps
+			}
+			f.Askable = q.caps != nil
+		}
+	}
+	return true
+}
+
+// messageOf tells what a 2025-11-25 session's message that is no
+// relayable call is, with the request ID it names.
+func messageOf(body []byte) (messageKind, json.RawMessage) {
+	if id, ok := answerID(body); ok {
+		return messageAnswer, id
+	}
+	if id, ok := cancelledRequest(body); ok {
+		return messageCancelled, id
+	}
+	if id, ok := waitingCall(body); ok {
+		return messageWaiting, id
+	}
+	return messageOther, nil
+}
+
+// serve serves q by path p; false, having written nothing, when p cannot
+// serve it after all (see pathPlan).
+func (g *Gateway) serve(q *pathRequest, p passThroughPath) bool {
+	w, r, c := q.w, q.r, q.call
+	switch p {
+	case pathForward:
+		f, ok := c.stateless(nil, false)
+		return ok && g.forward(w, r.Context(), f, 0)
+	case pathResumeParked:
+		return g.resumeParked(w, r, c)
+	case pathRelaySession, pathStdioMultiplex:
+		return g.relayStateless(w, r, c, q.level, nil)
+	case pathRelayParking, pathStdioAsking:
+		return g.relayStateless(w, r, c, q.level, q.caps)
+	case pathLegacyRelaySession, pathLegacyStdio, pathLegacyForward, pathLegacyForwardAsking, pathLegacyStdioAsking:
+		ctx, ok := q.track()
+		return ok && g.relayLegacy(w, ctx, q, p)
+	case pathLegacyAnswer:
+		question := q.legacy.answered(q.sid, userOf(r), q.message)
+		if question == nil {
+			return false
+		}
+		// The client's answer goes where the question came from; it
+		// expects nothing back, as from the SDK's handler.
+		if err := question.Answer(r.Context(), q.body); err != nil {
+			g.log.Warn("an answer to an upstream's question was not delivered", "method", question.Method(), "err", err)
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return true
+	case pathLegacyCancel:
+		q.legacy.cancel(q.sid, userOf(r), q.message)
+		return false
+	case pathLegacyCancellable:
+		serveCancellable(w, r, q.legacy, q.sid, q.message, q.next)
+		return true
+	}
+	q.next.ServeHTTP(w, r)
+	return true
+}
+
+// relayStateless relays c, a 2026-07-28 call, in the upstream's relay
+// session or on its stdio child's connection: without the protocol's own
+// _meta keys, which describe the client to a stateless server and which
+// the session already carries, with the log messages at level, and with
+// its result annotated as the gateway's own server annotates one. For a
+// client that declared caps, what it can be asked, the upstream's
+// questions are bridged (see bridgedCall). It returns false, having
+// written nothing, when the upstream offers no session.
+func (g *Gateway) relayStateless(w http.ResponseWriter, r *http.Request, c *passThroughCall, level mcp.LoggingLevel, caps json.RawMessage) bool {
 	meta := maps.Clone(c.meta)
 	maps.DeleteFunc(meta, func(k string, _ json.RawMessage) bool {
 		return strings.HasPrefix(strings.ToLower(k), "io.modelcontextprotocol/")
 	})
-	caps := bridgeable(c.meta)
 	relayed := *c
 	relayed.meta = meta
 	call := relayed.relayed()
@@ -114,87 +266,40 @@ func (g *Gateway) relayStateless(w http.ResponseWriter, r *http.Request, c *pass
 // pass-through calls relayLegacy relays.
 const legacyRelayVersion = "2025-11-25"
 
-// relayLegacy relays a tools/call of a pass-through tool in a 2025-11-25
-// session to its upstream as bytes, when that is sure to answer as the SDK
-// path would: the session is one the SDK's handler opened for the same
-// user, and the request is one the handler would accept. The call goes in
-// one of the upstream's relay sessions (upstream.RelayCall), where the
-// upstream's questions on the call's stream reach a client that can answer
-// them; or, where the upstream holds no 2025-11-25 sessions, as the
-// stateless 2026-07-28 request it is there, with the session's client
-// information (forwardAsking, for a client that can be asked, bridges the
-// input_required answers it gets). Either way the upstream's messages mean
-// the same to the client as they would from the SDK path. The client's
-// answers to questions go back where the questions came from, and its
-// notifications/cancelled for a relayed call ends it. Everything else goes
-// to next.
-func (g *Gateway) relayLegacy(w http.ResponseWriter, r *http.Request, legacy *legacySessions, next http.Handler) {
-	sid, user := r.Header.Get(sessionIDHeader), userOf(r)
-	if !legacy.known(sid) || !acceptsJSONAndStream(r) {
-		next.ServeHTTP(w, r)
-		return
+// relayLegacy relays q's call, a tools/call of a pass-through tool in a
+// 2025-11-25 session, to its upstream as bytes by path p, in ctx. The
+// session is one the SDK's handler opened for the same user, and the
+// request is one the handler would accept (choosePath). The call goes in
+// one of the upstream's relay sessions or on its stdio child's connection
+// (upstream.RelayCall), where the upstream's questions on the call's
+// stream reach a client that can answer them; or, to a stateless
+// upstream, as the 2026-07-28 request it is there, with the session's
+// client information (forwardAsking, for a client that can be asked,
+// bridges the input_required answers it gets). Either way the upstream's
+// messages mean the same to the client as they would from the SDK path.
+// The client's answers to questions go back where the questions came
+// from, and its notifications/cancelled for a relayed call ends it. It
+// returns false, having written nothing, when p cannot take the call.
+func (g *Gateway) relayLegacy(w http.ResponseWriter, ctx context.Context, q *pathRequest, p passThroughPath) bool {
+	c, info, sid, legacy, user := q.call, q.session, q.sid, q.legacy, userOf(q.r)
+	switch p {
+	case pathLegacyForward:
+		f, ok := c.stateless(info, true)
+		return ok && g.forward(w, ctx, f, http.StatusOK)
+	case pathLegacyForwardAsking, pathLegacyStdioAsking:
+		ask := func(question question) (json.RawMessage, bool) { return legacy.ask(sid, c.id, question) }
+		return g.forwardAsking(w, ctx, c, info, user, ask, p == pathLegacyForwardAsking)
 	}
-	body, ok := readBody(w, r)
-	if !ok {
-		return
+	call := c.relayed()
+	call.LogLevel, call.User = info.logLevel, user
+	// A stdio child of 2026-07-28 is told the client can be asked
+	// nothing, as a stateless upstream is (stateless).
+	call.ClientCapabilities = json.RawMessage(`{}`)
+	if q.caps != nil {
+		call.Capabilities = q.caps
+		call.Asked = func(question *upstream.Question) (json.RawMessage, bool) { return legacy.ask(sid, c.id, question) }
 	}
-	if c, ok := g.readPassThrough(body, "", tenantOfHTTP(r), true); ok {
-		info, ok := legacy.relayable(sid, user, c.up.Timeout())
-		if !ok {
-			next.ServeHTTP(w, r)
-			return
-		}
-		ctx, cancel := context.WithCancel(r.Context())
-		defer cancel()
-		untrack, ok := legacy.track(sid, c.id, cancel)
-		if !ok { // a request ID already in flight: the SDK's handler answers
-			next.ServeHTTP(w, r)
-			return
-		}
-		defer untrack()
-		call := c.relayed()
-		call.LogLevel, call.User = info.logLevel, user
-		// A stdio child of 2026-07-28 is told the client can be asked
-		// nothing, as a stateless upstream is (stateless).
-		call.ClientCapabilities = json.RawMessage(`{}`)
-		if info.caps != nil {
-			call.Capabilities = info.caps
-			call.Asked = func(q *upstream.Question) (json.RawMessage, bool) { return legacy.ask(sid, c.id, q) }
-		}
-		relayed := g.relayInSession(w, ctx, c, call)
-		switch {
-		case relayed:
-		case info.caps != nil:
-			relayed = g.forwardAsking(w, ctx, c, info, user, func(q question) (json.RawMessage, bool) { return legacy.ask(sid, c.id, q) })
-		case c.up.CanForward():
-			if f, ok := c.stateless(info, true); ok {
-				relayed = g.forward(w, ctx, f, http.StatusOK)
-			}
-		}
-		if !relayed {
-			next.ServeHTTP(w, r)
-		}
-		return
-	}
-	if id, ok := answerID(body); ok {
-		if q := legacy.answered(sid, user, id); q != nil {
-			// The client's answer goes where the question came from; it
-			// expects nothing back, as from the SDK's handler.
-			if err := q.Answer(r.Context(), body); err != nil {
-				g.log.Warn("an answer to an upstream's question was not delivered", "method", q.Method(), "err", err)
-			}
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-	}
-	if id, ok := cancelledRequest(body); ok {
-		legacy.cancel(sid, user, id)
-	}
-	if id, ok := waitingCall(body); ok {
-		serveCancellable(w, r, legacy, sid, id, next)
-		return
-	}
-	next.ServeHTTP(w, r)
+	return g.relayInSession(w, ctx, c, call)
 }
 
 // waitingCall returns the request ID of a request the SDK's handler may
@@ -436,47 +541,54 @@ func tenantOfHTTP(r *http.Request) string {
 }
 
 // readPassThrough reads body as a pass-through call of tenant that may be
-// relayed.
+// relayed, or says what else it is.
 // A 2026-07-28 call must name its tool in Mcp-Name (mcpName) too; a call of
 // a 2025-11-25 session (legacy) names it in the body only, and has its
 // protocol's own _meta keys dropped, since the gateway sets them.
-func (g *Gateway) readPassThrough(body []byte, mcpName, tenant string, legacy bool) (*passThroughCall, bool) {
+func (g *Gateway) readPassThrough(body []byte, mcpName, tenant string, legacy bool) (*passThroughCall, callShape) {
 	// Members are read by their exact names, as the SDK reads them.
 	var env map[string]json.RawMessage
 	if json.Unmarshal(body, &env) != nil {
-		return nil, false
+		return nil, shapeOther
 	}
 	var jsonrpcVersion, method string
 	var params map[string]json.RawMessage
 	if json.Unmarshal(env["jsonrpc"], &jsonrpcVersion) != nil || jsonrpcVersion != "2.0" ||
 		json.Unmarshal(env["method"], &method) != nil || method != "tools/call" ||
 		!validID(env["id"]) || json.Unmarshal(env["params"], &params) != nil || params == nil {
-		return nil, false
+		return nil, shapeOther
 	}
 	var name string
 	if json.Unmarshal(params["name"], &name) != nil || (!legacy && name != mcpName) {
-		return nil, false // the ordinary path answers a header mismatch
+		return nil, shapeOther // the ordinary path answers a header mismatch
 	}
 	r, ok := g.route(name)
-	if !ok || r.consequential() || r.headerArguments || !isASCII(r.tool) {
-		return nil, false
+	switch {
+	case !ok:
+		return nil, shapeOther
+	case r.consequential():
+		return nil, shapeConsequential
+	case r.headerArguments:
+		return nil, shapeHeaderArguments
+	case !isASCII(r.tool):
+		return nil, shapeOther
 	}
 	up, ok := g.pool.Get(r.upstream)
 	if !ok {
-		return nil, false
+		return nil, shapeOther
 	}
 	// Relayed and forwarded calls go with the tenant's credential, in its
 	// own relay sessions; a tenant the upstream has none for is refused
 	// by the ordinary path, which says why.
 	up, err := up.For(tenant)
 	if err != nil {
-		return nil, false
+		return nil, shapeOther
 	}
 	for k := range params {
 		// params.task belongs to another era, or asks for a task of a tool
 		// that makes none; the ordinary path answers it.
 		if strings.EqualFold(k, "task") {
-			return nil, false
+			return nil, shapeOther
 		}
 		// The operation's key is the client's with taskgate, never with
 		// the upstream, which may see every tenant under one credential.
@@ -487,17 +599,17 @@ func (g *Gateway) readPassThrough(body []byte, mcpName, tenant string, legacy bo
 	// Arguments the SDK cannot decode are the client's mistake, which the
 	// ordinary path names; the upstream would answer its own error.
 	if canon.CheckDoubles(params["arguments"], "arguments") != nil {
-		return nil, false
+		return nil, shapeOther
 	}
 	c := &passThroughCall{up: up, tool: r.tool, id: env["id"], params: params}
 	if raw, ok := params["_meta"]; ok {
 		if c.meta, ok = forwardMeta(raw, legacy); !ok {
-			return nil, false
+			return nil, shapeOther
 		}
 	}
 	delete(params, "name")
 	delete(params, "_meta")
-	return c, true
+	return c, shapePassThrough
 }
 
 // stateless returns c as the 2026-07-28 request to forward. For a call of a

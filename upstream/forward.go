@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -14,14 +15,79 @@ import (
 // 2026-07-28. The caller takes the ordinary path instead.
 var ErrNotForwardable = errors.New("upstream cannot take a forwarded request")
 
-// CanForward reports whether Forward would try this upstream now.
-func (u *Upstream) CanForward() bool {
-	if u.httpClient == nil {
-		return false
-	}
+// Kind is what an upstream's session is now, as far as relaying a call
+// to it goes: the facts a caller choosing between Forward, RelayCall and
+// the SDK path needs. It is a snapshot: the session may change before the
+// call goes out, and then Forward and RelayCall refuse with
+// ErrNotForwardable.
+type Kind uint8
+
+const (
+	// KindDown: no session now (not yet connected, reconnecting, or a
+	// stdio child whose output has ended). Neither Forward nor RelayCall
+	// takes a call.
+	KindDown Kind = iota
+	// KindHTTPStateless: an HTTP upstream speaking 2026-07-28. Forward
+	// takes its calls as they are; RelayCall tries a 2025-11-25 relay
+	// session, which such an upstream may also hold.
+	KindHTTPStateless
+	// KindHTTPSessions: an HTTP upstream speaking a protocol of sessions
+	// (2025-11-25, or a version this package does not know). RelayCall
+	// relays in a 2025-11-25 relay session of the gateway's.
+	KindHTTPSessions
+	// KindStdioSessions: a stdio child speaking 2025-11-25 or older. Its
+	// questions name no call: RelayCall takes only calls whose client
+	// cannot be asked.
+	KindStdioSessions
+	// KindStdioStateless: a stdio child speaking 2026-07-28 or later. It
+	// asks in a call's own answer (input_required), so RelayCall takes a
+	// call whose client can be asked when the caller bridges those
+	// answers (RelayedCall.Asked unset).
+	KindStdioStateless
+)
+
+// Kind reports what the upstream's session is now.
+func (u *Upstream) Kind() Kind {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.conn != nil && statelessProtocol(u.conn.protocol)
+	return kindOf(u.conn, u.httpClient != nil)
+}
+
+// kindOf is the Kind of a session c (nil: none) of an HTTP upstream or a
+// stdio one. HTTP versions are compared as names, as Forward needs them
+// (statelessProtocol); a stdio child's as ordered strings, as relayStdio
+// reads them.
+func kindOf(c *conn, overHTTP bool) Kind {
+	switch {
+	case c == nil:
+		return KindDown
+	case overHTTP && statelessProtocol(c.protocol):
+		return KindHTTPStateless
+	case overHTTP:
+		return KindHTTPSessions
+	case c.tap == nil || c.over():
+		return KindDown
+	case c.protocol < protocolExtension:
+		return KindStdioSessions
+	}
+	return KindStdioStateless
+}
+
+// String names k as this package's documentation does.
+func (k Kind) String() string {
+	switch k {
+	case KindDown:
+		return "down"
+	case KindHTTPStateless:
+		return "HTTP stateless"
+	case KindHTTPSessions:
+		return "HTTP sessions"
+	case KindStdioSessions:
+		return "stdio sessions"
+	case KindStdioStateless:
+		return "stdio stateless"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
 
 // statelessProtocol reports whether v is a stateless protocol version this
@@ -43,7 +109,7 @@ func statelessProtocol(v string) bool {
 // response is the upstream's, for the caller to relay and close. The
 // upstream's timeout bounds the whole exchange, body included.
 func (u *Upstream) Forward(ctx context.Context, body []byte, header http.Header) (*http.Response, error) {
-	if !u.CanForward() {
+	if u.Kind() != KindHTTPStateless {
 		return nil, ErrNotForwardable
 	}
 	ctx, cancel := u.bound(ctx)

@@ -204,7 +204,9 @@ func (u *Upstream) relayStdio(ctx context.Context, c *RelayedCall) (*http.Respon
 		// client can answer them holds the session alone, which the SDK
 		// path does. A 2026-07-28 child asks in the call's own answer
 		// (input_required), which the caller takes, so such a call may be
-		// relayed unless its caller waits for questions as requests.
+		// relayed unless its caller waits for questions as requests. A
+		// caller that chose by Kind asks for neither; the child may have
+		// been replaced since.
 		return nil, fmt.Errorf("%w: a stdio call whose client can be asked holds the session alone", ErrNotForwardable)
 	}
 	var meta *requestMeta
