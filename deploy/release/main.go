@@ -34,7 +34,7 @@ var targets = []binary.Target{{OS: "linux", Arch: "amd64"}, {OS: "linux", Arch: 
 var extras = []string{"README.md", "config/taskgate.example.yaml", "docs/install.md"}
 
 func main() {
-	out := flag.String("out", "dist", "the directory the release is written into; its earlier contents are removed")
+	out := flag.String("out", "dist", "the directory the release is written into; an earlier release there is removed, other files (make image's image/) stay")
 	nfpm := flag.String("nfpm", "", "the nfpm binary (deploy/tool nfpm); unset: no Debian packages")
 	cyclonedx := flag.String("cyclonedx", "", "the cyclonedx-gomod binary (deploy/tool cyclonedx-gomod); unset: no SBOM")
 	flag.Parse()
@@ -47,7 +47,7 @@ func main() {
 }
 
 func release(ctx context.Context, out, nfpm, cyclonedx string) error {
-	if err := os.RemoveAll(out); err != nil {
+	if err := clean(out); err != nil {
 		return err
 	}
 	work := filepath.Join(out, ".build")
@@ -94,6 +94,21 @@ func release(ctx context.Context, out, nfpm, cyclonedx string) error {
 	}
 	fmt.Println("SHA256SUMS")
 	return os.WriteFile(filepath.Join(out, "SHA256SUMS"), []byte(sums), 0o644)
+}
+
+// clean removes an earlier release from out: its archives, packages,
+// SBOM and checksums.
+func clean(out string) error {
+	old, err := filepath.Glob(filepath.Join(out, "taskgate_*"))
+	if err != nil {
+		return err
+	}
+	for _, f := range append(old, filepath.Join(out, "SHA256SUMS"), filepath.Join(out, ".build")) {
+		if err := os.RemoveAll(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // archive writes bin and the extras into a .tar.gz under taskgate/, with
