@@ -4,7 +4,7 @@
 # builds with CGO_ENABLED=0.
 GO ?= go
 
-.PHONY: test vet build conformance interop bench-accept bench-proxy bench-replicas bench-fairness fuzz
+.PHONY: test vet build release image conformance interop bench-accept bench-proxy bench-replicas bench-fairness fuzz
 
 test: vet
 	CGO_ENABLED=1 $(GO) test -race -timeout 20m ./...
@@ -15,6 +15,17 @@ vet:
 
 build:
 	CGO_ENABLED=0 $(GO) build -o taskgate ./cmd/taskgate
+
+# Archives for linux and darwin on amd64 and arm64, the Debian packages, a
+# CycloneDX SBOM and SHA256SUMS into dist/; nfpm and cyclonedx-gomod are
+# installed pinned into .cache/tools. Check with: (cd dist && sha256sum -c SHA256SUMS)
+release:
+	$(GO) run ./deploy/release -out dist -nfpm "$$(deploy/tool nfpm)" -cyclonedx "$$(deploy/tool cyclonedx-gomod)"
+
+# The container image for linux/amd64 and linux/arm64: an OCI layout and
+# docker load tarballs in dist/image. See docs/install.md.
+image:
+	$(GO) run ./deploy/image -out dist/image
 
 # The official MCP conformance suite, directly and through taskgate, judged
 # against conformance/baseline.yml; installs a pinned Node and the suite into

@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -37,6 +36,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/buildinfo"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/limits"
 	"github.com/taskgate/taskgate/provider"
@@ -44,14 +44,9 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// serverVersion is the version clients are told: the module's, when the
-// binary was built from a tagged module, else "dev".
-func serverVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+// serverVersion is the version clients are told: the one taskgate version
+// prints.
+func serverVersion() string { return buildinfo.Read().Version }
 
 // implementation is how the gateway's servers name themselves.
 func implementation() *mcp.Implementation {

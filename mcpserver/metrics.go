@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/buildinfo"
 	"github.com/taskgate/taskgate/ledger"
 )
 
@@ -44,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(m.decisions, m.upstream, m.errors, m.connected, m.restarts)
+	reg.MustRegister(m.decisions, m.upstream, m.errors, m.connected, m.restarts, buildInfoGauge(buildinfo.Read()))
 	if store != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "taskgate_open_tasks", Help: "Operations that have not ended.",
@@ -98,4 +99,15 @@ func (m *Metrics) upstreamConnected(upstream string, connected bool) {
 // upstream.Options.Restarted.
 func (m *Metrics) UpstreamRestarted(upstream string) {
 	m.restarts.WithLabelValues(upstream).Inc()
+}
+
+// buildInfoGauge is the constant 1 labelled with what taskgate version
+// prints, so a dashboard can tell which build each replica runs.
+func buildInfoGauge(info buildinfo.Info) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "taskgate_build_info", Help: "Always 1; its labels are the version, commit and Go version this binary was built from.",
+		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.Revision, "goversion": info.GoVersion},
+	})
+	g.Set(1)
+	return g
 }

@@ -1,11 +1,13 @@
 package mcpserver_test
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/buildinfo"
 	"github.com/taskgate/taskgate/mcpserver"
 )
 
@@ -69,4 +71,33 @@ func TestUpstreamMetrics(t *testing.T) {
 	if got := gathered(t, reg, "taskgate_upstream_restarts_total"); got["hosted_test"] != 0 || got["local_build"] != 2 {
 		t.Errorf("taskgate_upstream_restarts_total = %v, want hosted_test 0 and local_build 2", got)
 	}
+}
+
+// TestBuildInfoMetric checks that /metrics names the build this binary is.
+func TestBuildInfoMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	mcpserver.NewMetrics(reg, nil)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := buildinfo.Read()
+	for _, mf := range mfs {
+		if mf.GetName() != "taskgate_build_info" {
+			continue
+		}
+		if len(mf.GetMetric()) != 1 {
+			t.Fatalf("taskgate_build_info has %d series, want 1", len(mf.GetMetric()))
+		}
+		m := mf.GetMetric()[0]
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if m.GetGauge().GetValue() != 1 || labels["version"] != want.Version || labels["revision"] != want.Revision || labels["goversion"] != runtime.Version() {
+			t.Errorf("taskgate_build_info = %v %v, want 1 with version %s, revision %s, goversion %s", m.GetGauge().GetValue(), labels, want.Version, want.Revision, runtime.Version())
+		}
+		return
+	}
+	t.Fatal("the registry has no taskgate_build_info")
 }

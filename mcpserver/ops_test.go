@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taskgate/taskgate/internal/buildinfo"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/sim/fixtures"
 	"github.com/taskgate/taskgate/taskwire"
@@ -33,11 +34,16 @@ func TestHealthReadinessMetrics(t *testing.T) {
 		t.Fatalf("/readyz = %d %s", code, body)
 	}
 	cs := connect(t, h, "acme", fixtures.EraExtension)
+	build := buildinfo.Read()
+	if got := cs.InitializeResult().ServerInfo; got == nil || got.Name != "taskgate" || got.Version != build.Version {
+		t.Errorf("serverInfo = %+v, want taskgate %s as taskgate version prints", got, build.Version)
+	}
 	if _, _, err := taskwire.CallToolAsTask(testCtx(t), cs, fixtures.RunSuiteCall("op-metrics", nil), nil); err != nil {
 		t.Fatal(err)
 	}
 	code, body := get(t, base+"/metrics")
-	for _, want := range []string{`taskgate_decisions_total{decision="created",reason=""} 1`, "taskgate_open_tasks", "taskgate_upstream_request_seconds_bucket",
+	for _, want := range []string{fmt.Sprintf(`taskgate_build_info{goversion=%q,revision=%q,version=%q} 1`, build.GoVersion, build.Revision, build.Version),
+		`taskgate_decisions_total{decision="created",reason=""} 1`, "taskgate_open_tasks", "taskgate_upstream_request_seconds_bucket",
 		`taskgate_upstream_connected{upstream="hosted_test"} 1`, `taskgate_upstream_restarts_total{upstream="hosted_test"} 0`} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Fatalf("/metrics (%d) lacks %q", code, want)

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/buildinfo"
 	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/dburl"
@@ -113,7 +114,9 @@ func (e *env) root() *cobra.Command {
 			"warn for the other commands, nothing for demo and fixtures")
 	root.AddCommand(e.migrateCmd(), e.opsCmd(), e.approveCmd(), e.approvalsCmd(), e.approvalRequestsCmd(), e.keysCmd(), e.receiptCmd(), e.packetCmd(),
 		e.serveCmd(), e.reloadCmd(), e.providerSimCmd(), e.reconcileCmd(), e.demoCmd(), e.fixturesCmd(), e.secretsKeyCmd(), e.verifyCmd())
-	root.AddCommand(e.signingKeysCmd())
+	root.AddCommand(e.signingKeysCmd(), e.versionCmd())
+	root.Version = buildinfo.Read().Version
+	root.SetVersionTemplate(versionTemplate())
 	group(root)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{msg: err.Error(), hint: c.CommandPath() + " --help"}

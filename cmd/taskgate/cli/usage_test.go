@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -35,6 +36,7 @@ func TestUsageErrors(t *testing.T) {
 		{"ops show without an ID", []string{"ops", "show"}, "expected one argument, the operation ID or task ID; got 0"},
 		{"demo with a ledger", []string{"demo"}, "--db does not apply: demo runs on a temporary ledger of its own"},
 		{"provider-sim with a ledger", []string{"provider-sim"}, "--db does not apply: provider-sim keeps its own record"},
+		{"version with a ledger", []string{"version"}, "--db does not apply: version reads no ledger"},
 		{"unknown role", []string{"keys", "create", "--tenant", "acme", "--role", "admin"}, `--role "admin" is not a role; use agent or approver`},
 		{"empty tenant", []string{"keys", "create", "--tenant", " "}, "--tenant is empty"},
 		{"reconcile without configuration", []string{"reconcile"}, "--config is required"},
@@ -186,6 +188,22 @@ func TestProviderSimHelpListsFaults(t *testing.T) {
 	for _, syntax := range []string{"drop_response_after_accept[=N]", "lookup_delay=DURATION", "overcharge=AMOUNT", "slow[=FACTOR|DURATION]"} {
 		if !strings.Contains(stdout.String(), syntax) {
 			t.Errorf("provider-sim --help does not give the syntax %s", syntax)
+		}
+	}
+}
+
+// TestVersion checks that taskgate version and taskgate --version print
+// the build's account, the Go version that built the test among it.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		var stdout, stderr bytes.Buffer
+		code := cli.Main(context.Background(), args, &stdout, &stderr, func(string) string { return "" })
+		if code != 0 || stderr.Len() != 0 {
+			t.Fatalf("taskgate %s = %d, stderr %q", args[0], code, stderr.String())
+		}
+		want := "taskgate dev\ncommit:  unknown\nbuilt:   unknown\ngo:      " + runtime.Version() + "\n"
+		if stdout.String() != want {
+			t.Errorf("taskgate %s printed\n%s\nwant\n%s", args[0], stdout.String(), want)
 		}
 	}
 }
