@@ -147,6 +147,32 @@ func (s *Signer) Sign(ctx context.Context, r *receipt.Receipt, at time.Time) (bo
 	return true, nil
 }
 
+// Envelope signs an issued receipt's statement ([receipt.Statement]) with
+// the active key as a DSSE envelope and returns it with the key's ID;
+// without an active key it returns nil and signs nothing.
+func (s *Signer) Envelope(ctx context.Context, statement []byte) ([]byte, string, error) {
+	if s == nil {
+		return nil, "", nil
+	}
+	keys, err := s.store.SigningKeyList(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("read the receipt-signing keys: %w", err)
+	}
+	k := Active(keys)
+	if k == nil {
+		return nil, "", nil
+	}
+	priv, err := s.open(k)
+	if err != nil {
+		return nil, "", err
+	}
+	env, err := receipt.Envelope(ctx, statement, priv, k.KeyID)
+	if err != nil {
+		return nil, "", err
+	}
+	return env, k.KeyID, nil
+}
+
 // Embedder embeds each receipt in a review packet as its JSON document
 // signed at at with the active key (packet.FormSignedJSON).
 func (s *Signer) Embedder(ctx context.Context, at time.Time) packet.Embedder {
