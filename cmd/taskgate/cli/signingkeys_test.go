@@ -3,14 +3,19 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 
 	"github.com/taskgate/taskgate/cmd/taskgate/cli"
 	"github.com/taskgate/taskgate/ledger"
@@ -144,6 +149,8 @@ func TestSigningKeysAndVerify(t *testing.T) {
 	}
 	jwks := writeFile(t, "keys.json", []byte(l.ok(t, "signing-keys", "list", "--jwks")))
 	l.ok(t, "receipt", "verify", issued, "--jwks", jwks)
+	checkPEMVerifies(t, l.ok(t, "signing-keys", "list", "--pem", "--kid", kid), doc)
+	checkFailure(t, l.run(t, "signing-keys", "list", "--pem", "--kid", "no-such-kid"), `there is no receipt-signing key "no-such-kid"`, true)
 	srv := httptest.NewServer(signingkeys.Handler(l.store, nil))
 	t.Cleanup(srv.Close)
 	l.ok(t, "receipt", "verify", issued, "--jwks", srv.URL+signingkeys.JWKSPath)
@@ -270,5 +277,36 @@ func TestSigningKeysNewestSigns(t *testing.T) {
 	}
 	if r := l.run(t, "signing-keys", "retire", second); r.code != 0 || !strings.Contains(r.stderr, "signed with key "+first+" from now on") {
 		t.Errorf("retiring the newer key: exit %d, stderr %q; want the older one named as signing", r.code, r.stderr)
+	}
+}
+
+// checkPEMVerifies checks that the one PEM public key in pemText, read as
+// any PEM reader reads it, verifies the DSSE envelope doc's signature over
+// the pre-authentication encoding.
+func checkPEMVerifies(t *testing.T, pemText, doc string) {
+	t.Helper()
+	block, rest := pem.Decode([]byte(pemText))
+	if block == nil || block.Type != "PUBLIC KEY" || strings.Contains(string(rest), "BEGIN") {
+		t.Fatalf("signing-keys list --pem --kid printed %q, want one PEM public key", pemText)
+	}
+	pub, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env dsse.Envelope
+	if err := json.Unmarshal([]byte(doc), &env); err != nil {
+		t.Fatal(err)
+	}
+	payload, err := base64.StdEncoding.DecodeString(env.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := base64.StdEncoding.DecodeString(env.Signatures[0].Sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, ok := pub.(ed25519.PublicKey)
+	if !ok || !ed25519.Verify(k, dsse.PAE(env.PayloadType, payload), sig) {
+		t.Errorf("the PEM key (%T) does not verify the issued receipt", pub)
 	}
 }
