@@ -32,7 +32,6 @@ import (
 
 	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/ledger"
-	"github.com/taskgate/taskgate/signingkeys"
 )
 
 // DefaultMaxBodyBytes caps a request body when Options.MaxBodyBytes is zero.
@@ -63,9 +62,6 @@ type Options struct {
 	// MaxBodyBytes caps a request body; a larger one is answered 413. Zero
 	// means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	// Signer signs receipts with the ledger's active signing key; nil, or a
-	// ledger without an active key, serves them unsigned.
-	Signer *signingkeys.Signer
 	// QueueLease is how long an approved request's dispatch job holds its
 	// operation before recovery may take it (the worker's lease). Zero
 	// means DefaultQueueLease.
@@ -78,7 +74,6 @@ type API struct {
 	log     *slog.Logger
 	clock   func() time.Time
 	maxBody int64
-	signer  *signingkeys.Signer
 	// queueLease: see Options.QueueLease.
 	queueLease time.Duration
 }
@@ -89,7 +84,7 @@ func New(opts *Options) *API {
 	if opts == nil || opts.Store == nil {
 		panic("api.New: a ledger store is required")
 	}
-	a := &API{store: opts.Store, log: opts.Logger, clock: opts.Clock, maxBody: opts.MaxBodyBytes, signer: opts.Signer}
+	a := &API{store: opts.Store, log: opts.Logger, clock: opts.Clock, maxBody: opts.MaxBodyBytes}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}

@@ -439,7 +439,7 @@ func TestReceipt(t *testing.T) {
 		}
 	}
 	r = f.do(t, http.MethodGet, "/v1/operations/settlement-regression-842/receipt?format=pdf", f.acme, "")
-	if _, msg, field := apiError(t, r); r.status != http.StatusBadRequest || field != "format" || !strings.Contains(msg, "yaml, json or md") {
+	if _, msg, field := apiError(t, r); r.status != http.StatusBadRequest || field != "format" || !strings.Contains(msg, "yaml, json, md or dsse") {
 		t.Errorf("format=pdf: %d %s, want 400 naming format", r.status, r.body)
 	}
 }
@@ -487,6 +487,8 @@ func completedOperation(t *testing.T, s ledger.Store, tenant, operationID string
 		Charges:     []*ledger.ChargeUpsert{{RemoteJobID: "hosted-suite-9912", ProviderChargeID: "ch-9912", Amount: final, Status: ledger.ChargeFinal, Source: "test"}},
 		Creator:     &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes, ChargeStatus: ledger.Yes},
 		Reservation: &ledger.ReservationUpdate{Status: ledger.ReservationSettled, Settled: final},
+		// An event starts the chain a receipt is issued over.
+		Events: []ledger.EventParams{{Kind: ledger.EventRemoteJobBound, Data: ledger.RemoteJobData{RemoteJobID: "hosted-suite-9912"}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,11 +2,13 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/receipt/issue"
 )
 
 // receiptContentType is the media type of each receipt format, and whether
@@ -19,6 +21,9 @@ func receiptContentType(format string) (string, bool) {
 		return "application/json", true
 	case "md", "markdown":
 		return "text/markdown; charset=utf-8", true
+	case issue.FormatDSSE:
+		// The DSSE envelope, as its specification names it.
+		return "application/vnd.dsse.envelope.v1+json", true
 	}
 	return "", false
 }
@@ -35,7 +40,7 @@ func (a *API) getReceipt(w http.ResponseWriter, r *http.Request) {
 	}
 	contentType, ok := receiptContentType(format)
 	if !ok {
-		writeError(w, badRequest("format", "format=%q is not a receipt format; use yaml, json or md", format))
+		writeError(w, badRequest("format", "format=%q is not a receipt format; use yaml, json, md or dsse", format))
 		return
 	}
 	id := r.PathValue("id")
@@ -48,17 +53,18 @@ func (a *API) getReceipt(w http.ResponseWriter, r *http.Request) {
 		writeError(w, a.internal(r, "could not load the operation", err))
 		return
 	}
-	in, err := receipt.Load(r.Context(), a.store, op, &receipt.LoadOptions{Now: a.clock()})
+	// The issued receipt as stored; a provisional one while none is.
+	rd, err := issue.Read(r.Context(), a.store, op, &receipt.LoadOptions{Now: a.clock()})
 	if err != nil {
 		writeError(w, a.internal(r, "could not load the receipt", err))
 		return
 	}
-	rc := receipt.Build(in)
-	if _, err := a.signer.Sign(r.Context(), rc, in.Now); err != nil {
-		writeError(w, a.internal(r, "could not sign the receipt", err))
+	if rd.Latest() == nil && strings.EqualFold(format, issue.FormatDSSE) {
+		writeError(w, &apiError{status: http.StatusConflict, code: CodeConflict, message: fmt.Sprintf(
+			"the receipt of operation %q is not issued yet (the operation is still open, or no signing key could sign it), so it has no DSSE form; ask for format=json, marked provisional", op.OperationID)})
 		return
 	}
-	body, err := receipt.Render(rc, format)
+	body, err := rd.Render(format)
 	if err != nil {
 		writeError(w, a.internal(r, "could not render the receipt", err))
 		return

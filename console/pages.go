@@ -19,6 +19,7 @@ import (
 	"github.com/taskgate/taskgate/api"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/receipt/issue"
 )
 
 //go:embed templates/*.html
@@ -291,8 +292,15 @@ func (c *Console) operationPage(w http.ResponseWriter, r *http.Request, op *ledg
 		c.fail(w, r, err, http.StatusInternalServerError, "could not load the operation's receipt; the gateway log has the details, try again shortly")
 		return
 	}
+	// The page's figures and forms follow the ledger as it stands; the
+	// receipt it shows is the one issued, or a provisional one.
 	rc := receipt.Build(in)
-	d := operationData{Receipt: rc, Markdown: string(rc.Markdown()), Ended: op.State.Terminal(), Review: op.State == ledger.StateReview,
+	rd, err := issue.Read(r.Context(), c.store, op, &receipt.LoadOptions{Now: c.clock()})
+	if err != nil {
+		c.fail(w, r, err, http.StatusInternalServerError, "could not load the operation's receipt; the gateway log has the details, try again shortly")
+		return
+	}
+	d := operationData{Receipt: rc, Markdown: string(rd.Receipt.Markdown()), Ended: op.State.Terminal(), Review: op.State == ledger.StateReview,
 		ReviewReason: op.ReviewReason}
 	for _, j := range rc.RemoteJobs {
 		if j.Duplicate && j.DuplicateResolved == "open" {

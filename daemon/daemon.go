@@ -232,7 +232,7 @@ func (d *Daemon) listen(opts *Options) error {
 		return err
 	}
 	d.auth = authn.NewSwitch(auth)
-	restAPI := api.New(&api.Options{Store: d.Store, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, Signer: signingkeys.NewSigner(d.Store, d.secrets),
+	restAPI := api.New(&api.Options{Store: d.Store, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes,
 		QueueLease: cfg.Worker.Lease})
 	approverConsole, err := d.console(restAPI)
 	if err != nil {

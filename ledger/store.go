@@ -166,6 +166,17 @@ type Store interface {
 	// time. ErrNotFound if there is no such key.
 	SigningKeyRetire(ctx context.Context, keyID string, now time.Time) (*SigningKey, error)
 
+	// Issued receipts: signed documents, each stored once.
+	// ReceiptIssue records v as the next version of its operation's
+	// receipt: v.Version is one more than the latest version's (1 when
+	// there is none) and v.Previous the latest version's digest. When
+	// either no longer holds (another issue got there first) it records
+	// nothing and returns ErrReceiptVersionTaken.
+	ReceiptIssue(ctx context.Context, v *ReceiptVersion) (*ReceiptVersion, error)
+	// ReceiptVersions lists the operation's issued receipts, oldest
+	// first; none for an operation whose receipt was never issued.
+	ReceiptVersions(ctx context.Context, operationRef int64) ([]*ReceiptVersion, error)
+
 	// Console sessions: a sign-in that ended before its time (signed out)
 	// is recorded until expires, the time it would have ended, so that no
 	// replica accepts its sealed cookie again. ConsoleSessionEnd also

@@ -109,6 +109,25 @@ type Receipt struct {
 	// Signature is the signature block [Sign] adds; nil on an unsigned
 	// receipt, whose renderings then carry none.
 	Signature *Signature `json:"signature,omitempty" yaml:"signature,omitempty"`
+	// Issue says which issued version this rendering shows; set when a
+	// stored version is read back ([Issued]), never part of what was
+	// signed.
+	Issue *IssueLine `json:"issue,omitempty" yaml:"issue,omitempty"`
+	// Provisional marks a receipt built from the ledger because none is
+	// issued yet (the operation is still open, or no key could sign): it
+	// is unsigned and may change.
+	Provisional bool `json:"provisional,omitempty" yaml:"provisional,omitempty"`
+}
+
+// IssueLine is what a rendering of an issued receipt says about its
+// issue: the version, its digest and the previous version's, and the key
+// that signed it.
+type IssueLine struct {
+	Version  int       `json:"version" yaml:"version"`
+	Digest   string    `json:"digest" yaml:"digest"`
+	Previous string    `json:"previous,omitempty" yaml:"previous,omitempty"`
+	KeyID    string    `json:"kid" yaml:"kid"`
+	IssuedAt time.Time `json:"issued_at" yaml:"issued_at"`
 }
 
 // Reconciliation is what the latest reconciler pass recorded.

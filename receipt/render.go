@@ -267,6 +267,18 @@ func (r *Receipt) Markdown() []byte {
 		b.WriteString("\n")
 	}
 
+	if is := r.Issue; is != nil {
+		b.WriteString("\n### Issued\n\n")
+		fmt.Fprintf(&b, "Version %d, issued %s, signed by key %s as an in-toto statement in a DSSE envelope (`--format dsse`), SHA-256 `%s`.",
+			is.Version, stamp(is.IssuedAt), inert.MarkdownCode(is.KeyID), inert.Terminal(is.Digest))
+		if is.Previous != "" {
+			fmt.Fprintf(&b, " It replaces version %d, SHA-256 `%s`.", is.Version-1, inert.Terminal(is.Previous))
+		}
+		b.WriteString("\n")
+	}
+	if r.Provisional {
+		b.WriteString("\n### Provisional\n\nNot issued yet: the operation is still open (or no signing key could sign it). This receipt is built from the ledger as it stands, unsigned, and may change.\n")
+	}
 	if s := r.Signature; s != nil {
 		b.WriteString("\n### Signature\n\n")
 		fmt.Fprintf(&b, "Signed %s by key %s (%s) over the canonical JSON rendering without this block. ", stamp(s.SignedAt), inert.MarkdownCode(s.KeyID), mdText(s.Algorithm))

@@ -77,3 +77,12 @@ func (f *facts) reviewStatus(r *Receipt) ReviewStatus {
 	}
 	return ReviewNeedsReview
 }
+
+// Final reports whether r is a final assessment, which the gateway issues
+// as a signed version: reconciliation is complete (the operation has
+// ended and every job and charge is settled), or the operation waits for
+// a human's review. Anything else is still open and its receipt
+// provisional.
+func Final(r *Receipt) bool {
+	return r.ReconciliationStatus == ReconciliationComplete || r.State == string(ledger.StateReview)
+}

@@ -16,6 +16,16 @@ import (
 	"github.com/taskgate/taskgate/canon"
 )
 
+// The forms of a signed receipt [Verify] and [VerifyEnvelope] check.
+const (
+	// FormJWS is a receipt's JSON rendering with a detached JWS in its
+	// signature block, as receipts were signed before they were issued.
+	FormJWS = "jws"
+	// FormDSSE is an issued receipt: a DSSE envelope over its in-toto
+	// statement.
+	FormDSSE = "dsse"
+)
+
 // PublicKeys are the keys a verifier trusts, by key ID ([KeyID]).
 type PublicKeys map[string]ed25519.PublicKey
 
@@ -54,7 +64,13 @@ type Problem struct {
 // which chain head, and the problems; the receipt verifies only when there
 // are none.
 type Verification struct {
+	// Form is what was verified: FormJWS or FormDSSE.
+	Form        string
 	OperationID string
+	// Version and Previous are an issued receipt's version and the digest
+	// of the version before it (FormDSSE only).
+	Version  int
+	Previous string
 	// KeyID and SignedAt are what the signature's protected header names.
 	KeyID     string
 	SignedAt  time.Time
@@ -102,7 +118,7 @@ func Verify(doc []byte, keys PublicKeys) (*Verification, error) {
 	if err := json.Unmarshal(raw, &body); err != nil {
 		return nil, fmt.Errorf("the file is not a receipt's JSON rendering: its %s is not a JSON object", DocumentKey)
 	}
-	v := &Verification{}
+	v := &Verification{Form: FormJWS}
 	_ = json.Unmarshal(body["operation_id"], &v.OperationID)
 	_ = json.Unmarshal(body["chain_head"], &v.ChainHead)
 	for _, k := range slices.Sorted(maps.Keys(top)) {

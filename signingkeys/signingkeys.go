@@ -23,7 +23,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -147,6 +149,32 @@ func (s *Signer) Sign(ctx context.Context, r *receipt.Receipt, at time.Time) (bo
 	return true, nil
 }
 
+// Envelope signs an issued receipt's statement ([receipt.Statement]) with
+// the active key as a DSSE envelope and returns it with the key's ID;
+// without an active key it returns nil and signs nothing.
+func (s *Signer) Envelope(ctx context.Context, statement []byte) ([]byte, string, error) {
+	if s == nil {
+		return nil, "", nil
+	}
+	keys, err := s.store.SigningKeyList(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("read the receipt-signing keys: %w", err)
+	}
+	k := Active(keys)
+	if k == nil {
+		return nil, "", nil
+	}
+	priv, err := s.open(k)
+	if err != nil {
+		return nil, "", err
+	}
+	env, err := receipt.Envelope(ctx, statement, priv, k.KeyID)
+	if err != nil {
+		return nil, "", err
+	}
+	return env, k.KeyID, nil
+}
+
 // Embedder embeds each receipt in a review packet as its JSON document
 // signed at at with the active key (packet.FormSignedJSON).
 func (s *Signer) Embedder(ctx context.Context, at time.Time) packet.Embedder {
@@ -224,6 +252,29 @@ func JWKS(keys []*ledger.SigningKey) ([]byte, error) {
 		return nil, fmt.Errorf("render the receipt-signing keys as a JWK Set: %w", err)
 	}
 	return append(b, '\n'), nil
+}
+
+// PEM renders keys' public parts, oldest first, as PEM "PUBLIC KEY"
+// blocks (PKIX, RFC 5280), each after a line naming its kid, which PEM
+// readers skip: the form cosign's --key and openssl take. A reader that
+// takes one key takes the first block.
+func PEM(keys []*ledger.SigningKey) ([]byte, error) {
+	var b bytes.Buffer
+	for _, k := range keys {
+		der, err := x509.MarshalPKIXPublicKey(ed25519.PublicKey(k.PublicKey))
+		if err != nil {
+			return nil, fmt.Errorf("render receipt-signing key %s as PEM: %w", k.KeyID, err)
+		}
+		status := "active"
+		if !k.Active() {
+			status = "retired"
+		}
+		fmt.Fprintf(&b, "# receipt-signing key %s (%s, %s)\n", k.KeyID, k.Algorithm, status)
+		if err := pem.Encode(&b, &pem.Block{Type: "PUBLIC KEY", Bytes: der}); err != nil {
+			return nil, err
+		}
+	}
+	return b.Bytes(), nil
 }
 
 // PublicKeys are keys' public parts, retired ones included, by key ID.

@@ -10,6 +10,8 @@ import (
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/provider"
+	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/receipt/issue"
 	"github.com/taskgate/taskgate/reconcile"
 	"github.com/taskgate/taskgate/taskwire"
 )
@@ -374,6 +376,7 @@ func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up
 		}
 	}
 	w.logger(op).Info("reconciled", "lookup", r.lookup, "jobs", len(r.jobs), "final_cost", final.String(), "complete", complete)
+	w.issueReceipt(ctx, op, c.Priced())
 	if complete {
 		return false, nil
 	}
@@ -412,4 +415,27 @@ func (w *Worker) recordCostBreach(ctx context.Context, op *ledger.Operation, fin
 		return fmt.Errorf("record a cost boundary breach: %w", err)
 	}
 	return nil
+}
+
+// issueReceipt issues op's receipt once its assessment is final, or its
+// next version when what this pass recorded changed it. A receipt that
+// cannot be issued now (no signing key, or one this gateway cannot open)
+// is logged and left provisional: reconciliation itself stands, and the
+// next pass, or taskgate reconcile, issues it.
+func (w *Worker) issueReceipt(ctx context.Context, op *ledger.Operation, priced bool) {
+	log := w.logger(op)
+	stored, err := w.store.OperationGet(ctx, &ledger.OperationGetParams{ID: op.ID})
+	if err != nil {
+		log.Warn("the receipt could not be issued: the operation could not be read back", "err", err)
+		return
+	}
+	res, err := issue.New(w.store, w.secrets).Issue(ctx, stored, &receipt.LoadOptions{Priced: priced, Now: w.clock()})
+	switch {
+	case err != nil:
+		log.Warn("the receipt could not be issued; it stays provisional until a pass can sign it", "err", err)
+	case res.Outcome == issue.NoKey:
+		log.Info("the receipt is final but not issued: the ledger has no active signing key (taskgate signing-keys create)")
+	case res.Outcome == issue.Issued:
+		log.Info("receipt issued", "version", res.Version.Version, "digest", res.Version.Digest, "kid", res.Version.KeyID)
+	}
 }

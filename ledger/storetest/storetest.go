@@ -62,6 +62,7 @@ func Exercise(t *testing.T, newStore Factory) {
 	t.Run("ConcurrentAnswers", func(t *testing.T) { t.Parallel(); testConcurrentAnswers(t, newStore) })
 	t.Run("KeyExpiry", func(t *testing.T) { t.Parallel(); testKeyExpiry(t, newStore) })
 	t.Run("SigningKeys", func(t *testing.T) { t.Parallel(); testSigningKeys(t, newStore) })
+	t.Run("ReceiptVersions", func(t *testing.T) { t.Parallel(); testReceiptVersions(t, newStore) })
 	t.Run("ConsoleSessionEnds", func(t *testing.T) { t.Parallel(); testConsoleSessionEnds(t, newStore) })
 	t.Run("SpendProperty", func(t *testing.T) { t.Parallel(); testSpendProperty(t, newStore) })
 	t.Run("BadRequestInAGroup", func(t *testing.T) { t.Parallel(); testBadRequestInAGroup(t, newStore) })

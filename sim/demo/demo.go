@@ -36,6 +36,9 @@ import (
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/mcpserver"
 	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/receipt/issue"
+	"github.com/taskgate/taskgate/secrets"
+	"github.com/taskgate/taskgate/signingkeys"
 	"github.com/taskgate/taskgate/sim/fixtures"
 	"github.com/taskgate/taskgate/sim/providersim"
 	"github.com/taskgate/taskgate/taskwire"
@@ -127,6 +130,13 @@ type run struct {
 	sessions []*mcp.ClientSession
 	// cs is the retrying agent's session, which uses tasks.
 	cs *mcp.ClientSession
+	// ring seals the signing key the gateway issues receipts with,
+	// signingKey.
+	ring       *secrets.Ring
+	signingKey *ledger.SigningKey
+	// tmpDir is the directory of a run that keeps nothing, removed at
+	// the end.
+	tmpDir string
 }
 
 // Run tells the story on w and returns what it showed. An error means the
@@ -153,7 +163,11 @@ func Run(ctx context.Context, w io.Writer, opts *Options) (*Outcome, error) {
 	}
 	r.p.line("taskgate demo: a paid tool call whose response is lost, and the retries that follow")
 	r.p.line("")
-	if err := r.setup(ctx); err != nil {
+	err := r.setup(ctx)
+	if r.tmpDir != "" {
+		defer os.RemoveAll(r.tmpDir)
+	}
+	if err != nil {
 		return nil, err
 	}
 	defer r.h.Close()
@@ -217,10 +231,24 @@ func callParams(opID string) *mcp.CallToolParams {
 // and the approval.
 func (r *run) setup(ctx context.Context) error {
 	r.p.step(1, "Setup: a gateway on a fresh ledger in front of a simulated paid provider")
-	var err error
+	// The secrets key exists before the gateway starts: its worker opens
+	// the signing key with it to issue the receipt.
+	dir := r.out.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "taskgate-demo-")
+		if err != nil {
+			return fmt.Errorf("create the demo's directory: %w", err)
+		}
+		dir, r.tmpDir = tmp, tmp
+	}
+	ring, err := r.signingRing(dir)
+	if err != nil {
+		return err
+	}
+	r.ring = ring
 	r.h, err = fixtures.New(ctx, &fixtures.Options{
-		Dir:    r.out.Dir,
-		Config: fixtures.ConfigOptions{Approval: true, UpstreamTimeout: upstreamTimeout},
+		Dir:    dir,
+		Config: fixtures.ConfigOptions{Approval: true, UpstreamTimeout: upstreamTimeout, SecretsKeyFile: filepath.Join(dir, keyFile)},
 		Sim: providersim.Options{
 			JobDuration: jobDuration,
 			Faults:      providersim.Faults{DropResponseAfterAccept: 1},
@@ -234,6 +262,10 @@ func (r *run) setup(ctx context.Context) error {
 	if r.key, err = r.h.Key(ctx, Tenant); err != nil {
 		r.h.Close()
 		return fmt.Errorf("create an API key for tenant %s: %w", Tenant, err)
+	}
+	if r.signingKey, err = signingkeys.Create(ctx, r.h.Store, ring, time.Now()); err != nil {
+		r.h.Close()
+		return fmt.Errorf("create the demo's receipt-signing key: %w", err)
 	}
 	terms := api.ApprovalTerms{
 		OperationID: OperationID, Tool: Tool, MaxTotalCost: "20.00", MaxRemoteJobs: 1,
@@ -257,6 +289,7 @@ func (r *run) setup(ctx context.Context) error {
 	r.p.detail("          fault drop_response_after_accept=1: it accepts the next run_suite and never answers")
 	r.p.detail("gateway   taskgate at %s, giving up on the provider after %s", r.h.MCPURL(), seconds(upstreamTimeout))
 	r.p.detail("tenant    %s, API key %s… (only its hash is stored)", Tenant, r.key[:min(len(r.key), 12)])
+	r.p.detail("signing   key %s (Ed25519) issues receipts; its private part is encrypted with the secrets key in %s", r.signingKey.KeyID, keyFile)
 	r.p.detail("approval  #%d: %s may run %s as operation %s,", a.ID, a.Tenant, a.Tool, a.OperationID)
 	r.p.detail("          up to %s and %d remote job, retry policy %s, expires %s",
 		a.MaxTotalCost.Display(), a.MaxRemoteJobs, a.RetryPolicy, a.ExpiresAt.UTC().Format(time.RFC3339))
@@ -479,9 +512,10 @@ func (r *run) events(ctx context.Context, op *ledger.Operation) error {
 	return nil
 }
 
-// awaitReconciled rebuilds the receipt from the ledger until reconciliation
-// is complete or the bound passes; it returns the last receipt, and the
-// operation it was built from, either way.
+// awaitReconciled reads the receipt from the ledger until the gateway has
+// issued it (reconciliation reached a final assessment) or the bound
+// passes; it returns the last receipt read, provisional if none was
+// issued, and the operation, either way.
 func (r *run) awaitReconciled(ctx context.Context) (*receipt.Receipt, *ledger.Operation, error) {
 	deadline := time.Now().Add(reconcileLimit)
 	for {
@@ -489,13 +523,12 @@ func (r *run) awaitReconciled(ctx context.Context) (*receipt.Receipt, *ledger.Op
 		if err != nil {
 			return nil, nil, err
 		}
-		in, err := receipt.Load(ctx, r.h.Store, op, nil)
+		rd, err := issue.Read(ctx, r.h.Store, op, nil)
 		if err != nil {
-			return nil, nil, fmt.Errorf("load the receipt of %s: %w", OperationID, err)
+			return nil, nil, fmt.Errorf("read the receipt of %s: %w", OperationID, err)
 		}
-		rc := receipt.Build(in)
-		if rc.ReconciliationStatus == receipt.ReconciliationComplete || time.Now().After(deadline) {
-			return rc, op, nil
+		if rd.Latest() != nil || time.Now().After(deadline) {
+			return rd.Receipt, op, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -628,9 +661,8 @@ func (r *run) summary() {
 		db := r.h.Config.Database
 		r.p.detail("kept: the ledger %s and the gateway's configuration %s; inspect them with", db, r.h.ConfigPath)
 		r.p.detail("  taskgate --db %s ops show %s", db, OperationID)
-		// Reading a receipt signs it, with a key sealed by the demo's secrets key.
-		r.p.detail("  TASKGATE_SECRETS_KEYS=\"$(cat %s)\" taskgate --db %s receipt %s --format md",
-			filepath.Join(filepath.Dir(r.h.ConfigPath), keyFile), db, OperationID)
+		// The receipt was issued once; reading it needs no key.
+		r.p.detail("  taskgate --db %s receipt %s --format md", db, OperationID)
 	}
 	r.p.line("")
 	if o.OK() {

@@ -10,6 +10,7 @@ import (
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/packet"
 	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/receipt/issue"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
 )
@@ -23,12 +24,16 @@ const (
 	keyFile     = "taskgate.keys"
 	reviewDir   = "review"
 	receiptFile = "receipt.json"
+	// issuedFile is the operation's receipt as the gateway issued it: a
+	// DSSE envelope over its in-toto statement.
+	issuedFile = "receipt.dsse.json"
 )
 
 // Review is what the review step showed.
 type Review struct {
-	// Dir holds packet.md, packet.json, jwks.json and the operation's
-	// signed receipt, receipt.json.
+	// Dir holds packet.md, packet.json, jwks.json, the operation's
+	// receipt as the packet signs it, receipt.json, and as the gateway
+	// issued it, receipt.dsse.json.
 	Dir string
 	// KeyID is the key the receipts were signed with.
 	KeyID string
@@ -47,14 +52,7 @@ type Review struct {
 func (r *run) review(ctx context.Context) error {
 	r.p.step(7, "The review packet: the run's receipts signed, the packet written, a receipt verified offline")
 	dir := filepath.Dir(r.h.ConfigPath)
-	ring, err := r.signingRing(dir)
-	if err != nil {
-		return err
-	}
-	key, err := signingkeys.Create(ctx, r.h.Store, ring, time.Now())
-	if err != nil {
-		return fmt.Errorf("create the demo's receipt-signing key: %w", err)
-	}
+	ring, key := r.ring, r.signingKey
 	ops, err := r.h.Store.OperationList(ctx, &ledger.OperationListParams{Tenant: Tenant, RunID: RunID})
 	if err != nil {
 		return fmt.Errorf("list the operations of run %s: %w", RunID, err)
@@ -100,6 +98,18 @@ func (r *run) review(ctx context.Context) error {
 			files[receiptFile] = o.Receipt
 		}
 	}
+	for _, op := range ops {
+		if op.OperationID != OperationID {
+			continue
+		}
+		rd, err := issue.Read(ctx, r.h.Store, op, nil)
+		if err != nil {
+			return err
+		}
+		if v := rd.Latest(); v != nil {
+			files[issuedFile] = v.Document
+		}
+	}
 	if err := os.MkdirAll(rv.Dir, 0o755); err != nil {
 		return fmt.Errorf("create the review directory: %w", err)
 	}
@@ -108,7 +118,6 @@ func (r *run) review(ctx context.Context) error {
 			return fmt.Errorf("write %s: %w", name, err)
 		}
 	}
-	r.p.detail("signing key %s (Ed25519), its private part encrypted with the secrets key in %s", key.KeyID, keyFile)
 	r.p.detail("packet    run %s: %d operation(s), verdict %s: packet.md, packet.json and jwks.json", RunID, rv.Operations, rv.Verdict)
 
 	// Offline: the receipt file and the JWKS file, nothing else.
@@ -137,12 +146,33 @@ func (r *run) review(ctx context.Context) error {
 	if rv.Verified {
 		r.p.detail("verified  %s against jwks.json alone: the signature, the key and every figure hold", receiptFile)
 	}
+	// The issued receipt, from its file and the JWKS alone.
+	issued, err := os.ReadFile(filepath.Join(rv.Dir, issuedFile))
+	if err != nil {
+		rv.Verified = false
+		rv.Problems = append(rv.Problems, fmt.Sprintf("the gateway issued no receipt of %s", OperationID))
+		return nil
+	}
+	iv, err := receipt.VerifyEnvelope(ctx, issued, pub)
+	if err != nil {
+		rv.Verified = false
+		rv.Problems = append(rv.Problems, fmt.Sprintf("the issued receipt could not be verified: %v", err))
+		return nil
+	}
+	rv.Verified = rv.Verified && iv.OK()
+	for _, pr := range iv.Problems {
+		rv.Problems = append(rv.Problems, pr.Message)
+	}
+	if iv.OK() {
+		r.p.detail("verified  %s, version %d as the gateway issued it, against jwks.json alone", issuedFile, iv.Version)
+	}
 	if r.out.Dir != "" {
 		db := r.h.Config.Database
 		r.p.detail("again, from the kept directory:")
 		r.p.detail("  TASKGATE_SECRETS_KEYS=\"$(cat %s)\" taskgate --db %s packet --run %s --out %s",
 			filepath.Join(dir, keyFile), db, RunID, rv.Dir)
 		r.p.detail("  taskgate receipt verify %s --jwks %s", filepath.Join(rv.Dir, receiptFile), filepath.Join(rv.Dir, "jwks.json"))
+		r.p.detail("  taskgate receipt verify %s --jwks %s", filepath.Join(rv.Dir, issuedFile), filepath.Join(rv.Dir, "jwks.json"))
 		r.p.detail("  taskgate --db %s verify", db)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -134,18 +135,26 @@ func (e *env) signingKeysListCmd() *cobra.Command {
 	var (
 		cfgPath      string
 		asJSON, jwks bool
+		asPEM        bool
+		kid          string
 	)
 	cmd := &cobra.Command{
-		Use:   "list [--json | --jwks] [--config taskgate.yaml]",
+		Use:   "list [--json | --jwks | --pem [--kid KID]] [--config taskgate.yaml]",
 		Short: "List the receipt-signing keys, retired ones too; --jwks prints their public keys as a JWK Set",
 		Long: "list shows each key's ID, whether it is active or retired, which one signs and which secrets key\n" +
 			"encrypts its private part. --jwks prints the public keys, retired ones included, as the JWK Set the\n" +
-			"gateway serves at " + signingkeys.JWKSPath + ": give that file to taskgate receipt verify --jwks.",
-		Example: "  taskgate signing-keys list\n  taskgate signing-keys list --jwks > receipt-keys.json",
-		Args:    cobra.NoArgs,
+			"gateway serves at " + signingkeys.JWKSPath + ": give that file to taskgate receipt verify --jwks.\n" +
+			"--pem prints them as PEM public keys (--kid: that key alone), for cosign verify-blob-attestation --key\n" +
+			"(see docs/receipts.md).",
+		Example: "  taskgate signing-keys list\n  taskgate signing-keys list --jwks > receipt-keys.json\n" +
+			"  taskgate signing-keys list --pem --kid KID > receipt-key.pem",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if asJSON && jwks {
-				return &usageError{msg: "--json and --jwks are two renderings; give one", hint: "taskgate signing-keys list --jwks"}
+			if n := btoi(asJSON) + btoi(jwks) + btoi(asPEM); n > 1 {
+				return &usageError{msg: "--json, --jwks and --pem are renderings; give one", hint: "taskgate signing-keys list --jwks"}
+			}
+			if kid != "" && !asPEM {
+				return &usageError{msg: "--kid picks the key --pem prints", hint: "taskgate signing-keys list --pem --kid " + kid}
 			}
 			store, _, _, err := e.signingLedger(cmd, cfgPath)
 			if err != nil {
@@ -155,6 +164,21 @@ func (e *env) signingKeysListCmd() *cobra.Command {
 			keys, err := store.SigningKeyList(cmd.Context())
 			if err != nil {
 				return fmt.Errorf("list the receipt-signing keys: %w", err)
+			}
+			if asPEM {
+				if kid != "" {
+					i := slices.IndexFunc(keys, func(k *ledger.SigningKey) bool { return k.KeyID == kid })
+					if i < 0 {
+						return &usageError{msg: fmt.Sprintf("there is no receipt-signing key %q", kid), hint: "taskgate signing-keys list"}
+					}
+					keys = keys[i : i+1]
+				}
+				b, err := signingkeys.PEM(keys)
+				if err != nil {
+					return err
+				}
+				_, err = e.stdout.Write(b)
+				return err
 			}
 			if jwks {
 				b, err := signingkeys.JWKS(keys)
@@ -192,7 +216,16 @@ func (e *env) signingKeysListCmd() *cobra.Command {
 	cmd.Flags().StringVar(&cfgPath, "config", "", "the gateway's configuration (its database)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	cmd.Flags().BoolVar(&jwks, "jwks", false, "print the public keys, retired ones too, as a JWK Set")
+	cmd.Flags().BoolVar(&asPEM, "pem", false, "print the public keys, retired ones too, as PEM")
+	cmd.Flags().StringVar(&kid, "kid", "", "with --pem, print this key alone")
 	return cmd
+}
+
+func btoi(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 func yesNo(v bool) string {

@@ -3,7 +3,11 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -11,7 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+
 	"github.com/taskgate/taskgate/cmd/taskgate/cli"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
 )
@@ -87,12 +95,14 @@ func TestSigningKeysAndVerify(t *testing.T) {
 	l := newLedger(t)
 	l.completed(t, "acme", "settlement-regression-842")
 
-	// Without a key, receipts are unsigned, and say so on stderr.
+	// Before the receipt is issued, it is provisional, and says so.
 	r := l.run(t, "receipt", "settlement-regression-842", "--format", "json")
-	if r.code != 0 || strings.Contains(r.stdout, `"signature"`) || !strings.Contains(r.stderr, "unsigned: the ledger has no active signing key") {
-		t.Fatalf("receipt without a signing key: exit %d, stdout %s, stderr %q; want it unsigned, saying so", r.code, r.stdout, r.stderr)
+	if r.code != 0 || !strings.Contains(r.stdout, `"provisional": true`) || !strings.Contains(r.stderr, "The receipt is provisional") {
+		t.Fatalf("receipt before issue: exit %d, stdout %s, stderr %q; want it provisional, saying so", r.code, r.stdout, r.stderr)
 	}
-	unsigned := writeFile(t, "unsigned.json", []byte(r.stdout))
+	provisional := writeFile(t, "provisional.json", []byte(r.stdout))
+	checkFailure(t, l.run(t, "receipt", "settlement-regression-842", "--format", "dsse"), "not issued yet", false)
+	checkFailure(t, l.run(t, "receipt", "issue", "settlement-regression-842"), "the ledger has no active signing key", true)
 	checkFailure(t, l.run(t, "signing-keys", "create"), "no secrets key is configured to encrypt and decrypt receipt-signing keys", true)
 	if r := l.run(t, "signing-keys", "list"); r.code != 0 || !strings.Contains(r.stderr, "No receipt-signing keys") {
 		t.Errorf("list without keys: exit %d, stderr %q", r.code, r.stderr)
@@ -112,55 +122,76 @@ func TestSigningKeysAndVerify(t *testing.T) {
 		t.Errorf("list =\n%s\nwant %s active, sealed with %s", list, kid, ring.Newest())
 	}
 
-	// Signing needs the secrets keys: a receipt is not printed unsigned
-	// when the ledger has a key that cannot be opened.
-	checkFailure(t, l.run(t, "receipt", "settlement-regression-842"), "encrypted with secrets key "+ring.Newest(), true)
-	doc := l.ok(t, "receipt", "settlement-regression-842", "--format", "json", "--config", cfg)
-	if !strings.Contains(doc, `"kid": "`+kid+`"`) {
-		t.Fatalf("receipt with a signing key:\n%s\nwant a signature by %s", doc, kid)
+	// Issuing signs, so it needs the secrets keys; reading never does.
+	checkFailure(t, l.run(t, "receipt", "issue", "settlement-regression-842"), "encrypted with secrets key "+ring.Newest(), true)
+	if out := l.ok(t, "receipt", "issue", "settlement-regression-842", "--config", cfg); !strings.Contains(out, "issued version 1") || !strings.Contains(out, kid) {
+		t.Errorf("issue printed %q, want version 1 signed by %s", out, kid)
 	}
-	envKeys, err := os.ReadFile(keyFile)
-	if err != nil {
-		t.Fatal(err)
+	if out := l.ok(t, "receipt", "issue", "settlement-regression-842", "--config", cfg); !strings.Contains(out, "nothing issued") {
+		t.Errorf("issuing again printed %q, want nothing issued", out)
 	}
-	if r := l.runEnv(t, map[string]string{secrets.EnvKeys: string(envKeys)}, "receipt", "settlement-regression-842", "--format", "md"); r.code != 0 || !strings.Contains(r.stdout, "### Signature") {
-		t.Errorf("receipt with the keys in %s: exit %d, stderr %q; want a signed Markdown receipt", secrets.EnvKeys, r.code, r.stderr)
+	doc := l.ok(t, "receipt", "settlement-regression-842", "--format", "dsse")
+	if again := l.ok(t, "receipt", "settlement-regression-842", "--format", "dsse"); again != doc {
+		t.Errorf("two reads of the issued receipt differ:\n%s\n%s", doc, again)
 	}
-	signed := writeFile(t, "receipt.json", []byte(doc))
+	if md := l.ok(t, "receipt", "settlement-regression-842", "--format", "md"); !strings.Contains(md, "### Issued") || !strings.Contains(md, kid) {
+		t.Errorf("the Markdown of the issued receipt:\n%s\nwant its issue, signed by %s", md, kid)
+	}
+	issued := writeFile(t, "receipt.dsse.json", []byte(doc))
 
 	// verify against the ledger's keys, a JWK Set file and a URL.
-	out := l.ok(t, "receipt", "verify", signed)
-	for _, want := range []string{signed + ": verified against the signing keys of ledger", "operation:  settlement-regression-842", "by key " + kid + " (EdDSA)"} {
+	out := l.ok(t, "receipt", "verify", issued)
+	for _, want := range []string{issued + ": verified against the signing keys of ledger", "operation:  settlement-regression-842",
+		"issued:     version 1", "by key " + kid} {
 		if !strings.Contains(out, want) {
 			t.Errorf("verify =\n%s\nwant %q", out, want)
 		}
 	}
 	jwks := writeFile(t, "keys.json", []byte(l.ok(t, "signing-keys", "list", "--jwks")))
-	l.ok(t, "receipt", "verify", signed, "--jwks", jwks)
+	l.ok(t, "receipt", "verify", issued, "--jwks", jwks)
+	checkPEMVerifies(t, l.ok(t, "signing-keys", "list", "--pem", "--kid", kid), doc)
+	checkFailure(t, l.run(t, "signing-keys", "list", "--pem", "--kid", "no-such-kid"), `there is no receipt-signing key "no-such-kid"`, true)
 	srv := httptest.NewServer(signingkeys.Handler(l.store, nil))
 	t.Cleanup(srv.Close)
-	l.ok(t, "receipt", "verify", signed, "--jwks", srv.URL+signingkeys.JWKSPath)
+	l.ok(t, "receipt", "verify", issued, "--jwks", srv.URL+signingkeys.JWKSPath)
 
-	// Change a figure, a lineage row or a signature byte: verify fails
-	// naming it.
-	checkUnverified(t, l.run(t, "receipt", "verify", editReceipt(t, doc, func(r map[string]any) { r["final_cost_usd"] = "1.00" }), "--jwks", jwks),
-		"the signature does not match the receipt's content", "final_cost_usd differs from what was signed")
-	checkUnverified(t, l.run(t, "receipt", "verify", editReceipt(t, doc, func(r map[string]any) {
+	// Change a figure, a lineage row or the subject: verify fails naming it.
+	checkUnverified(t, l.run(t, "receipt", "verify", editIssued(t, doc, func(st, r map[string]any) { r["final_cost_usd"] = "1.00" }), "--jwks", jwks),
+		"the signature does not match the receipt's statement", "final_cost_usd differs from what was signed")
+	checkUnverified(t, l.run(t, "receipt", "verify", editIssued(t, doc, func(st, r map[string]any) {
 		r["lineage"].([]any)[0].(map[string]any)["decision"] = "attached"
 	})), "lineage[0].decision differs from what was signed")
-	checkUnverified(t, l.run(t, "receipt", "verify", editReceipt(t, doc, func(r map[string]any) {
-		s := r["signature"].(map[string]any)
-		jws := s["jws"].(string)
-		i := strings.LastIndex(jws, ".") + 3
-		c := "A"
-		if jws[i] == 'A' {
-			c = "B"
-		}
-		s["jws"] = jws[:i] + c + jws[i+1:]
-	})), "the signature does not match the receipt's content")
-	checkUnverified(t, l.run(t, "receipt", "verify", unsigned), "the receipt is not signed")
-	yml := writeFile(t, "receipt.yaml", []byte(l.ok(t, "receipt", "settlement-regression-842", "--config", cfg)))
+	checkUnverified(t, l.run(t, "receipt", "verify", editIssued(t, doc, func(st, r map[string]any) {
+		st["subject"].([]any)[0].(map[string]any)["digest"] = map[string]any{"sha256": strings.Repeat("0", 64)}
+	})), "subject[0].digest.sha256 differs from what was signed")
+	checkUnverified(t, l.run(t, "receipt", "verify", provisional), "the receipt is not signed")
+	yml := writeFile(t, "receipt.yaml", []byte(l.ok(t, "receipt", "settlement-regression-842")))
 	checkFailure(t, l.run(t, "receipt", "verify", yml), "not a receipt's JSON rendering", false)
+
+	// A receipt's JSON rendering signed with a detached JWS, as receipts
+	// were before they were issued, still verifies, and fails edited.
+	op, err := l.store.OperationGet(context.Background(), &ledger.OperationGetParams{Tenant: "acme", OperationID: "settlement-regression-842"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := receipt.Load(context.Background(), l.store, op, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := receipt.Build(in)
+	if signed, err := signingkeys.NewSigner(l.store, ring).Sign(context.Background(), rc, in.Now); err != nil || !signed {
+		t.Fatalf("sign with a JWS: %v, %v", signed, err)
+	}
+	jwsDoc, err := rc.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwsFile := writeFile(t, "receipt.json", jwsDoc)
+	if out := l.ok(t, "receipt", "verify", jwsFile, "--jwks", jwks); !strings.Contains(out, "(EdDSA)") {
+		t.Errorf("verify of the JWS form =\n%s\nwant it signed by %s (EdDSA)", out, kid)
+	}
+	checkUnverified(t, l.run(t, "receipt", "verify", editReceipt(t, string(jwsDoc), func(r map[string]any) { r["final_cost_usd"] = "1.00" }), "--jwks", jwks),
+		"the signature does not match the receipt's content", "final_cost_usd differs from what was signed")
 
 	// A receipt signed by a key since retired still verifies; one signed
 	// by another ledger's key does not.
@@ -168,25 +199,58 @@ func TestSigningKeysAndVerify(t *testing.T) {
 	if !strings.Contains(retired, "retired at") {
 		t.Errorf("retire printed %q", retired)
 	}
-	if out := l.ok(t, "receipt", "verify", signed); !strings.Contains(out, kid+", retired ") {
+	if out := l.ok(t, "receipt", "verify", issued); !strings.Contains(out, kid+", retired ") {
 		t.Errorf("verify after retiring =\n%s\nwant the key shown retired", out)
 	}
 	jwksAfter := writeFile(t, "keys.json", []byte(l.ok(t, "signing-keys", "list", "--jwks")))
-	l.ok(t, "receipt", "verify", signed, "--jwks", jwksAfter)
-	if r := l.run(t, "receipt", "settlement-regression-842", "--format", "json"); r.code != 0 || strings.Contains(r.stdout, `"signature"`) {
-		t.Errorf("receipt after the only key was retired: exit %d, stdout %s; want it unsigned", r.code, r.stdout)
+	l.ok(t, "receipt", "verify", issued, "--jwks", jwksAfter)
+	if again := l.ok(t, "receipt", "settlement-regression-842", "--format", "dsse"); again != doc {
+		t.Errorf("the issued receipt changed when its key was retired")
 	}
 
 	other := newLedger(t)
 	other.completed(t, "acme", "settlement-regression-842")
 	otherCfg, _ := signingConfig(t, other)
 	otherKid := strings.TrimSpace(other.ok(t, "signing-keys", "create", "--config", otherCfg))
-	foreign := writeFile(t, "foreign.json", []byte(other.ok(t, "receipt", "settlement-regression-842", "--format", "json", "--config", otherCfg)))
+	other.ok(t, "receipt", "issue", "settlement-regression-842", "--config", otherCfg)
+	foreign := writeFile(t, "foreign.json", []byte(other.ok(t, "receipt", "settlement-regression-842", "--format", "dsse")))
 	checkUnverified(t, l.run(t, "receipt", "verify", foreign, "--jwks", jwksAfter), "signed by key "+otherKid+", which is not among the trusted keys")
 
 	checkFailure(t, l.run(t, "signing-keys", "retire", "no-such-kid"), `there is no receipt-signing key "no-such-kid"`, true)
-	checkFailure(t, l.run(t, "receipt", "verify", signed, "--jwks", jwks, "--config", cfg), "give one", true)
+	checkFailure(t, l.run(t, "receipt", "verify", issued, "--jwks", jwks, "--config", cfg), "give one", true)
 	checkFailure(t, l.run(t, "signing-keys", "list", "--json", "--jwks"), "give one", true)
+}
+
+// editIssued changes the statement of an issued receipt's envelope with fn
+// (given the statement and the receipt in its predicate), keeping the
+// signature, and writes it.
+func editIssued(t *testing.T, doc string, fn func(st, r map[string]any)) string {
+	t.Helper()
+	var env map[string]any
+	if err := json.Unmarshal([]byte(doc), &env); err != nil {
+		t.Fatal(err)
+	}
+	payload, err := base64.StdEncoding.DecodeString(env["payload"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	var st map[string]any
+	if err := dec.Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	fn(st, st["predicate"].(map[string]any)["paid_tool_retry_receipt"].(map[string]any))
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env["payload"] = base64.StdEncoding.EncodeToString(b)
+	out, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, "edited.dsse.json", out)
 }
 
 // A second key signs from its creation; create names the older active
@@ -213,5 +277,36 @@ func TestSigningKeysNewestSigns(t *testing.T) {
 	}
 	if r := l.run(t, "signing-keys", "retire", second); r.code != 0 || !strings.Contains(r.stderr, "signed with key "+first+" from now on") {
 		t.Errorf("retiring the newer key: exit %d, stderr %q; want the older one named as signing", r.code, r.stderr)
+	}
+}
+
+// checkPEMVerifies checks that the one PEM public key in pemText, read as
+// any PEM reader reads it, verifies the DSSE envelope doc's signature over
+// the pre-authentication encoding.
+func checkPEMVerifies(t *testing.T, pemText, doc string) {
+	t.Helper()
+	block, rest := pem.Decode([]byte(pemText))
+	if block == nil || block.Type != "PUBLIC KEY" || strings.Contains(string(rest), "BEGIN") {
+		t.Fatalf("signing-keys list --pem --kid printed %q, want one PEM public key", pemText)
+	}
+	pub, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env dsse.Envelope
+	if err := json.Unmarshal([]byte(doc), &env); err != nil {
+		t.Fatal(err)
+	}
+	payload, err := base64.StdEncoding.DecodeString(env.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := base64.StdEncoding.DecodeString(env.Signatures[0].Sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, ok := pub.(ed25519.PublicKey)
+	if !ok || !ed25519.Verify(k, dsse.PAE(env.PayloadType, payload), sig) {
+		t.Errorf("the PEM key (%T) does not verify the issued receipt", pub)
 	}
 }
