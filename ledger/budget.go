@@ -122,7 +122,6 @@ type BudgetReservationListParams struct {
 	OperationRef int64
 }
 
-// ReasonBudgetShort is the reason of a budget_breached event's data and of
-// the shortfall a refusal names; a call no budget covers is still refused
-// (or waits) with ReasonApprovalRequired.
-const ReasonBudgetShort = "budget_short"
+// BudgetApprover begins the CreatedBy of an approval that budgets gave an
+// operation they cover: "budget:3,5" names budgets 3 and 5, not a person.
+const BudgetApprover = "budget:"

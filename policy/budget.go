@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -226,4 +227,51 @@ func BudgetBreach(b *ledger.Budget, rs []*ledger.BudgetReservation, opRef int64,
 		return &Breach{Final: final, Total: total, Ceiling: b.MaxTotalCost, Over: over}, nil
 	}
 	return nil, nil
+}
+
+// Limits on what one budget may hold.
+const (
+	MaxBudgetTools    = 100
+	MaxBudgetNoteRune = 1000
+)
+
+// CheckBudget says what is wrong with budget terms an approver gave, in a
+// sentence that names the field; nil when they may be recorded.
+func CheckBudget(b *ledger.Budget) error {
+	switch {
+	case b.Tenant == "":
+		return errors.New("budget: a tenant is required")
+	case b.CreatedBy == "":
+		return errors.New("budget: the approver's credential is required")
+	case b.MaxTotalCost.Micros <= 0:
+		return fmt.Errorf("budget: max total cost must be above zero (got %s)", b.MaxTotalCost.Display())
+	case b.MaxRemoteJobs < 1:
+		return fmt.Errorf("budget: max remote jobs must be at least 1 (got %d)", b.MaxRemoteJobs)
+	case !b.Period.Valid():
+		return fmt.Errorf("budget: period must be none, day, week or month (got %q)", b.Period)
+	case b.PerOperationCap.Micros < 0:
+		return fmt.Errorf("budget: the per-operation cap cannot be negative (got %s)", b.PerOperationCap.Display())
+	case !b.PerOperationCap.IsZero() && money.Zero(b.PerOperationCap.Currency).Currency != money.Zero(b.MaxTotalCost.Currency).Currency:
+		return fmt.Errorf("budget: the per-operation cap is in %s and the ceiling in %s; give both in one currency", b.PerOperationCap.Currency, b.MaxTotalCost.Currency)
+	case b.ExpiresAt.IsZero():
+		return errors.New("budget: an expiry time is required")
+	case len(b.Tools) > MaxBudgetTools:
+		return fmt.Errorf("budget: at most %d tools may be named (got %d); name a prefix instead", MaxBudgetTools, len(b.Tools))
+	case len([]rune(b.Note)) > MaxBudgetNoteRune:
+		return fmt.Errorf("budget: the note may hold at most %d characters", MaxBudgetNoteRune)
+	}
+	for i, t := range b.Tools {
+		if t == "" || !strings.Contains(t, ".") {
+			return fmt.Errorf("budget: tool %d (%q) must be named with its upstream, as upstream.tool", i+1, t)
+		}
+	}
+	if b.Period != ledger.BudgetPeriodNone {
+		if b.TimeZone == "" {
+			return errors.New("budget: a period needs a time zone (an IANA name such as UTC or Europe/Berlin)")
+		}
+		if _, _, err := BudgetWindow(b, b.ExpiresAt); err != nil {
+			return err
+		}
+	}
+	return nil
 }
