@@ -105,14 +105,14 @@ type Receipt struct {
 	ApprovalRequest *ApprovalRequestLine `json:"approval_request,omitempty" yaml:"approval_request,omitempty"`
 	// Budgets are the budgets that admitted the operation, whose own
 	// approval they gave; empty when none did.
-	Budgets  []BudgetLine `json:"budgets,omitempty" yaml:"budgets,omitempty"`
-	Breaches []Breach     `json:"breaches" yaml:"breaches"`
-	Lineage         []AttemptLine        `json:"lineage" yaml:"lineage"`
-	RemoteJobs      []RemoteJob          `json:"remote_jobs" yaml:"remote_jobs"`
-	Charges         []Charge             `json:"charges" yaml:"charges"`
-	Questions       []Question           `json:"questions,omitempty" yaml:"questions,omitempty"`
-	Cancellation    *Cancellation        `json:"cancellation,omitempty" yaml:"cancellation,omitempty"`
-	NextActions     []NextAction         `json:"next_actions" yaml:"next_actions"`
+	Budgets      []BudgetLine  `json:"budgets,omitempty" yaml:"budgets,omitempty"`
+	Breaches     []Breach      `json:"breaches" yaml:"breaches"`
+	Lineage      []AttemptLine `json:"lineage" yaml:"lineage"`
+	RemoteJobs   []RemoteJob   `json:"remote_jobs" yaml:"remote_jobs"`
+	Charges      []Charge      `json:"charges" yaml:"charges"`
+	Questions    []Question    `json:"questions,omitempty" yaml:"questions,omitempty"`
+	Cancellation *Cancellation `json:"cancellation,omitempty" yaml:"cancellation,omitempty"`
+	NextActions  []NextAction  `json:"next_actions" yaml:"next_actions"`
 	// Signature is the signature block [Sign] adds; nil on an unsigned
 	// receipt, whose renderings then carry none.
 	Signature *Signature `json:"signature,omitempty" yaml:"signature,omitempty"`
