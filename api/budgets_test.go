@@ -3,12 +3,19 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/taskgate/taskgate/api"
+	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/money"
 )
 
 const budgetBody = `{"tool_prefix":"hosted_test.","max_total_cost":"100.00","max_remote_jobs":10,"period":"day",
@@ -103,5 +110,36 @@ func TestBudgetBadInput(t *testing.T) {
 		if code, _, field := apiError(t, r); r.status != http.StatusBadRequest || code != api.CodeInvalidRequest || field != tt.field {
 			t.Errorf("%s: %d %s, want 400 on field %s", tt.name, r.status, r.body, tt.field)
 		}
+	}
+}
+
+// TestBudgetMetrics: /metrics shows what each open budget has left of its
+// ceiling and its remote jobs, read from the ledger at the scrape.
+func TestBudgetMetrics(t *testing.T) {
+	f := newFixture(t, 0)
+	v := budgetView(t, f.do(t, http.MethodPost, "/v1/budgets", f.acmeApprover, budgetBody), http.StatusCreated)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(api.NewBudgetCollector(f.store, slog.New(slog.DiscardHandler), clock))
+	args := json.RawMessage(`{"suite":"settlement"}`)
+	fp, err := canon.Compute("hosted_test", "run_suite", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.store.Accept(context.Background(), &ledger.AcceptParams{Tenant: "acme", OperationID: "pr-81-suite", Upstream: "hosted_test", Tool: "run_suite",
+		Fingerprint: string(fp), Arguments: args, RequestID: ledger.NewRequestID(), TaskID: ledger.NewTaskID(), Source: "test", Now: clock(),
+		Approval: ledger.ApprovalRequirement{Required: true, Estimate: money.MustParse("18.00", "USD")}})
+	if err != nil || res.Decision != ledger.DecisionCreated {
+		t.Fatalf("a call the budget covers: %+v, %v", res, err)
+	}
+	want := fmt.Sprintf(`
+# HELP taskgate_budget_remaining What is left of an open budget's total-cost ceiling in its current period, in its currency; negative after a breach.
+# TYPE taskgate_budget_remaining gauge
+taskgate_budget_remaining{budget="%d",currency="USD",tenant="acme"} 82
+# HELP taskgate_budget_remote_jobs_remaining How many remote jobs an open budget has left in its current period.
+# TYPE taskgate_budget_remote_jobs_remaining gauge
+taskgate_budget_remote_jobs_remaining{budget="%d",currency="USD",tenant="acme"} 9
+`, v.ID, v.ID)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "taskgate_budget_remaining", "taskgate_budget_remote_jobs_remaining"); err != nil {
+		t.Fatal(err)
 	}
 }
