@@ -81,7 +81,30 @@ type Packet struct {
 	Summary      Summary      `json:"summary"`
 	Operations   []Operation  `json:"operations"`
 	Approvals    []Approval   `json:"approvals"`
+	// Budgets are the budgets that covered operations of the run, by ID;
+	// omitted when none did.
+	Budgets      []Budget     `json:"budgets,omitempty"`
 	Verification Verification `json:"verification"`
+}
+
+// Budget is a budget that admitted operations of the run: its terms as
+// their receipts name them, and what the run's operations hold or settled
+// against it.
+type Budget struct {
+	ID            int64         `json:"id"`
+	Tools         []string      `json:"tools,omitempty"`
+	ToolPrefix    string        `json:"tool_prefix,omitempty"`
+	RunID         string        `json:"run_id,omitempty"`
+	Period        string        `json:"period"`
+	TimeZone      string        `json:"time_zone"`
+	MaxTotalCost  receipt.Money `json:"max_total_cost"`
+	MaxRemoteJobs int           `json:"max_remote_jobs"`
+	// Spent is the sum, over UsedBy, of what each operation holds or
+	// settled against the budget.
+	Spent    receipt.Money `json:"spent"`
+	Breached bool          `json:"breached,omitempty"`
+	// UsedBy are the operation IDs it covered, in the packet's order.
+	UsedBy []string `json:"used_by"`
 }
 
 // VerdictStatus is whether the run can be handed off: a CI job refuses a
@@ -206,6 +229,7 @@ func Build(in *Input) (*Packet, error) {
 	s := &p.Summary
 	s.EstimatedCostUSD, s.FinalCostUSD, s.PendingCostUSD = usd(), usd(), usd()
 	approvals := map[int64]*Approval{}
+	budgets := map[int64]*Budget{}
 	for _, rin := range in.Operations {
 		r := receipt.Build(rin)
 		embedded, err := emb.Embed(r)
@@ -230,6 +254,11 @@ func Build(in *Input) (*Packet, error) {
 			}
 			approvals[a.ID].UsedBy = append(approvals[a.ID].UsedBy, r.OperationID)
 		}
+		for _, l := range r.Budgets {
+			if err := addBudget(budgets, l, r.OperationID); err != nil {
+				return nil, fmt.Errorf("add up budget %d in the review packet: %w", l.ID, err)
+			}
+		}
 		p.Operations = append(p.Operations, op)
 		if err := s.add(r); err != nil {
 			return nil, fmt.Errorf("add up the receipt of operation %q in the review packet: %w", r.OperationID, err)
@@ -246,7 +275,29 @@ func Build(in *Input) (*Packet, error) {
 		p.Approvals = append(p.Approvals, *a)
 	}
 	slices.SortFunc(p.Approvals, func(a, b Approval) int { return cmp.Compare(a.ID, b.ID) })
+	for _, b := range budgets {
+		p.Budgets = append(p.Budgets, *b)
+	}
+	slices.SortFunc(p.Budgets, func(a, b Budget) int { return cmp.Compare(a.ID, b.ID) })
 	return p, nil
+}
+
+// addBudget counts what operation opID holds against the budget of line l.
+func addBudget(budgets map[int64]*Budget, l receipt.BudgetLine, opID string) error {
+	b := budgets[l.ID]
+	if b == nil {
+		b = &Budget{ID: l.ID, Tools: l.Tools, ToolPrefix: l.ToolPrefix, RunID: l.RunID, Period: l.Period, TimeZone: l.TimeZone,
+			MaxTotalCost: l.MaxTotalCost, MaxRemoteJobs: l.MaxRemoteJobs, Spent: receipt.Money{Amount: money.Zero(l.MaxTotalCost.Currency)}, UsedBy: []string{}}
+		budgets[l.ID] = b
+	}
+	spent, err := b.Spent.Add(l.Reserved.Amount)
+	if err != nil {
+		return err
+	}
+	b.Spent = receipt.Money{Amount: spent}
+	b.Breached = b.Breached || l.Breached
+	b.UsedBy = append(b.UsedBy, opID)
+	return nil
 }
 
 // Ready reports whether the verdict is ready.
