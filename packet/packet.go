@@ -75,12 +75,12 @@ type Selection struct {
 // Packet is the review packet of a run. Field order is the order of the
 // JSON rendering.
 type Packet struct {
-	Selection    Selection    `json:"selection"`
-	GeneratedAt  time.Time    `json:"generated_at,omitzero"`
-	Verdict      Verdict      `json:"verdict"`
-	Summary      Summary      `json:"summary"`
-	Operations   []Operation  `json:"operations"`
-	Approvals    []Approval   `json:"approvals"`
+	Selection   Selection   `json:"selection"`
+	GeneratedAt time.Time   `json:"generated_at,omitzero"`
+	Verdict     Verdict     `json:"verdict"`
+	Summary     Summary     `json:"summary"`
+	Operations  []Operation `json:"operations"`
+	Approvals   []Approval  `json:"approvals"`
 	// Budgets are the budgets that covered operations of the run, by ID;
 	// omitted when none did.
 	Budgets      []Budget     `json:"budgets,omitempty"`
