@@ -70,6 +70,12 @@ func TestBudgetFromTheConsole(t *testing.T) {
 	if strings.Contains(page, "<script") {
 		t.Error("the budget page has a script")
 	}
+	spend := b.get("/console/spend")
+	for _, want := range []string{`id="spend-budgets"`, "/console/budgets/" + id, `id="days"`, "hosted_test.run_suite", "35.68 USD"} {
+		if !strings.Contains(spend.body, want) {
+			t.Errorf("the spend page lacks %s:\n%s", want, spend.body)
+		}
+	}
 	closed := b.post("/console/budgets/"+id+"/close", url.Values{"csrf": {csrf}, "kind": {"budget"}, "id": {id}})
 	if closed.status != http.StatusOK || !strings.Contains(closed.body, "Status: <b>closed</b>") || strings.Contains(closed.body, `id="close-budget"`) {
 		t.Fatalf("close = %d\n%s", closed.status, closed.body)
