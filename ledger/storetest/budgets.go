@@ -203,6 +203,11 @@ func testBudgets(t *testing.T, newStore Factory) {
 			!strings.Contains(res.Message, fmt.Sprintf("budget %d covers calls estimated at up to 10.00 USD", b.ID)) {
 			t.Fatalf("over the cap: %s, request %v, message %q; want awaiting approval naming the cap", res.Decision, res.Request, res.Message)
 		}
+		// The waiting task's status message, which the client sees, says it too.
+		if op, err := s.OperationGet(ctx, &ledger.OperationGetParams{ID: res.Operation.ID}); err != nil || !strings.Contains(op.StatusMessage, "covers calls estimated at up to 10.00 USD") ||
+			!strings.Contains(op.StatusMessage, fmt.Sprintf("approval request %d", res.Request.ID)) {
+			t.Fatalf("waiting operation = %+v, %v; want its status message to name the budget and the request", op, err)
+		}
 		if rs := budgetReservations(t, s, b.ID); len(rs) != 0 {
 			t.Fatalf("a waiting call reserved against the budget: %+v", rs)
 		}

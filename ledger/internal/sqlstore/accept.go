@@ -437,16 +437,12 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 		return nil, nil, err
 	}
 	if waiting {
-		req, err := s.waitForApproval(ctx, tx, p, op, att.ID, now)
+		// The waiting task's status message says which budget was short.
+		req, err := s.waitForApproval(ctx, tx, p, op, att.ID, shortfall, now)
 		if err != nil {
 			return nil, nil, err
 		}
-		res := &ledger.AcceptResult{Decision: ledger.DecisionCreated, Operation: op, Attempt: att, Request: req}
-		if shortfall != "" {
-			res.Message = fmt.Sprintf("%s; approval request %d waits for an approver (taskgate approval-requests approve %d), and the call runs once it is approved",
-				budgetSentence(shortfall), req.ID, req.ID)
-		}
-		return res, nil, nil
+		return &ledger.AcceptResult{Decision: ledger.DecisionCreated, Operation: op, Attempt: att, Request: req, Message: op.StatusMessage}, nil, nil
 	}
 	var jobs []river.InsertManyParams
 	if p.Enqueue != nil {
@@ -547,17 +543,12 @@ func (s *Store) admit(ctx context.Context, tx Tx, p *ledger.AcceptParams, now ti
 	return approval, related, policy.Admit(approval, p.QualifiedTool(), used, route(p), related != 0, now), nil
 }
 
-// budgetSentence is a budget shortfall as the start of a message.
-func budgetSentence(shortfall string) string {
-	return "no budget covers this call: " + shortfall
-}
-
 // budgetMessage puts the budget shortfall, if any, before msg.
 func budgetMessage(shortfall, msg string) string {
 	if shortfall == "" {
 		return msg
 	}
-	return budgetSentence(shortfall) + "; " + msg
+	return "no budget covers this call: " + shortfall + "; " + msg
 }
 
 // route is what the call would start, as policy weighs it.
