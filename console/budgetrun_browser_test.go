@@ -108,8 +108,9 @@ func TestBudgetRunEndToEnd(t *testing.T) {
 		}
 		return len(p.Budgets) == 1 && p.Budgets[0].Spent.String() == "89.20", nil
 	})
-	if len(p.Budgets) != 1 || p.Budgets[0].ID != b.ID || len(p.Budgets[0].UsedBy) != 5 || p.Budgets[0].Spent.String() != "89.20" {
-		t.Fatalf("the packet's budgets = %+v; want budget %d, spent 89.20 by the five calls it covered", p.Budgets, b.ID)
+	if len(p.Budgets) != 1 || p.Budgets[0].ID != b.ID || len(p.Budgets[0].UsedBy) != 5 || p.Budgets[0].Spent.String() != "89.20" ||
+		len(p.Budgets[0].NotCovered) != 1 || p.Budgets[0].NotCovered[0] != "pr-81-suite-6" {
+		t.Fatalf("the packet's budgets = %+v; want budget %d, spent 89.20 by the five calls it covered, not covering the sixth", p.Budgets, b.ID)
 	}
 	if md := string(p.Markdown()); !strings.Contains(md, fmt.Sprintf("| #%d |", b.ID)) || !strings.Contains(md, "the sixth suite of pull request 81") {
 		t.Errorf("the packet's Markdown lacks the budget or the approver's note:\n%s", md)

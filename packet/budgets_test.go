@@ -21,19 +21,27 @@ func underBudget(in *receipt.Input, status ledger.ReservationStatus, amount stri
 	return in
 }
 
+// waited is in, whose call waited for an approver's decision of its
+// approval request.
+func waited(in *receipt.Input) *receipt.Input {
+	in.ApprovalRequest = &ledger.ApprovalRequest{ID: 12, Tenant: "acme", OperationID: in.Operation.OperationID, OperationRef: in.Operation.ID,
+		Tool: "hosted_test.run_suite", Status: ledger.RequestApproved, DecidedBy: "api_key:9", CreatedAt: at(0), DecidedAt: at(time.Minute), ApprovalRef: in.Approval.ID}
+	return in
+}
+
 // TestBudgetsOfTheRun: the packet totals what the run's operations spent
 // against each budget that covered them, in JSON its schema accepts and in
 // Markdown.
 func TestBudgetsOfTheRun(t *testing.T) {
 	p, err := packet.Build(&packet.Input{Selection: packet.Selection{RunID: run}, Operations: []*receipt.Input{
-		underBudget(clean(), ledger.ReservationSettled, "17.84"), underBudget(duplicateCancelled(), ledger.ReservationSettled, "17.84"), costBreach(),
+		underBudget(clean(), ledger.ReservationSettled, "17.84"), underBudget(duplicateCancelled(), ledger.ReservationSettled, "17.84"), waited(costBreach()),
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(p.Budgets) != 1 || p.Budgets[0].ID != 3 || p.Budgets[0].Spent.String() != "35.68" || len(p.Budgets[0].UsedBy) != 2 ||
-		p.Budgets[0].RunID != run || p.Budgets[0].TimeZone != "Europe/Berlin" {
-		t.Fatalf("budgets = %+v, want budget 3 spent 35.68 by two operations", p.Budgets)
+		p.Budgets[0].RunID != run || p.Budgets[0].TimeZone != "Europe/Berlin" || len(p.Budgets[0].NotCovered) != 1 || p.Budgets[0].NotCovered[0] != "suite-breach" {
+		t.Fatalf("budgets = %+v, want budget 3 spent 35.68 by two operations, not covering suite-breach", p.Budgets)
 	}
 	b, err := p.JSON()
 	if err != nil {

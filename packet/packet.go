@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/taskgate/taskgate/money"
@@ -105,6 +106,9 @@ type Budget struct {
 	Breached bool          `json:"breached,omitempty"`
 	// UsedBy are the operation IDs it covered, in the packet's order.
 	UsedBy []string `json:"used_by"`
+	// NotCovered are the operation IDs in its scope that it did not cover
+	// and that waited for an approver instead, in the packet's order.
+	NotCovered []string `json:"not_covered,omitempty"`
 }
 
 // VerdictStatus is whether the run can be handed off: a CI job refuses a
@@ -276,10 +280,24 @@ func Build(in *Input) (*Packet, error) {
 	}
 	slices.SortFunc(p.Approvals, func(a, b Approval) int { return cmp.Compare(a.ID, b.ID) })
 	for _, b := range budgets {
+		for _, o := range p.Operations {
+			if o.receipt.ApprovalRequest != nil && !slices.Contains(b.UsedBy, o.OperationID) && b.scopes(o.Tool, sel.RunID) {
+				b.NotCovered = append(b.NotCovered, o.OperationID)
+			}
+		}
 		p.Budgets = append(p.Budgets, *b)
 	}
 	slices.SortFunc(p.Budgets, func(a, b Budget) int { return cmp.Compare(a.ID, b.ID) })
 	return p, nil
+}
+
+// scopes reports whether a call of tool in run falls in b's scope. A run
+// budget scopes only the packet of its own run.
+func (b *Budget) scopes(tool, run string) bool {
+	if b.RunID != "" && b.RunID != run {
+		return false
+	}
+	return len(b.Tools) == 0 && b.ToolPrefix == "" || slices.Contains(b.Tools, tool) || b.ToolPrefix != "" && strings.HasPrefix(tool, b.ToolPrefix)
 }
 
 // addBudget counts what operation opID holds against the budget of line l.

@@ -156,8 +156,8 @@ func (p *Packet) Markdown() []byte {
 
 	if len(p.Budgets) > 0 {
 		b.WriteString("\n### Budgets\n\n")
-		b.WriteString("| budget | scope | period | ceiling | remote jobs | spent by this run | breached | used by |\n")
-		b.WriteString("|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| budget | scope | period | ceiling | remote jobs | spent by this run | breached | used by | not covered, waited for an approver |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 		for _, bg := range p.Budgets {
 			scope := []string{}
 			for _, t := range bg.Tools {
@@ -180,8 +180,12 @@ func (p *Packet) Markdown() []byte {
 			if bg.Breached {
 				breached = "**yes**"
 			}
-			fmt.Fprintf(&b, "| #%d | %s | %s (%s) | %s | %d | %s | %s | %s |\n", bg.ID, strings.Join(scope, ", "), inert.Markdown(bg.Period), inert.Markdown(bg.TimeZone),
-				bg.MaxTotalCost.Display(), bg.MaxRemoteJobs, bg.Spent.Display(), breached, strings.Join(used, ", "))
+			waited := make([]string, len(bg.NotCovered))
+			for i, id := range bg.NotCovered {
+				waited[i] = cellCode(id)
+			}
+			fmt.Fprintf(&b, "| #%d | %s | %s (%s) | %s | %d | %s | %s | %s | %s |\n", bg.ID, strings.Join(scope, ", "), inert.Markdown(bg.Period), inert.Markdown(bg.TimeZone),
+				bg.MaxTotalCost.Display(), bg.MaxRemoteJobs, bg.Spent.Display(), breached, strings.Join(used, ", "), strings.Join(waited, ", "))
 		}
 	}
 
