@@ -111,6 +111,10 @@ func New(opts *Options) *API {
 //	GET    /v1/approval-requests/{id}     one approval request
 //	POST   /v1/approval-requests/{id}/approve   approve it, with the terms of POST /v1/approvals (approver credentials only)
 //	POST   /v1/approval-requests/{id}/decline   decline it, with a note (approver credentials only)
+//	POST   /v1/budgets                    create a budget (approver credentials only, as every budget endpoint)
+//	GET    /v1/budgets                    list open budgets with their current period's totals (?all=true includes closed and expired)
+//	GET    /v1/budgets/{id}               one budget
+//	POST   /v1/budgets/{id}/close         close a budget: it covers no new call, and keeps what it holds
 //
 // Writing approvals, and deciding approval requests, needs the scope
 // authn.ScopeApprove; without it the answer is 403 with code forbidden. A
@@ -132,11 +136,18 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.HandleFunc("/v1/approval-requests/{id}/approve", methodNotAllowed("POST"))
 	mux.HandleFunc("POST /v1/approval-requests/{id}/decline", a.declineApprovalRequest)
 	mux.HandleFunc("/v1/approval-requests/{id}/decline", methodNotAllowed("POST"))
+	mux.HandleFunc("POST /v1/budgets", a.createBudget)
+	mux.HandleFunc("GET /v1/budgets", a.listBudgets)
+	mux.HandleFunc("/v1/budgets", methodNotAllowed("GET, HEAD, POST"))
+	mux.HandleFunc("GET /v1/budgets/{id}", a.getBudget)
+	mux.HandleFunc("/v1/budgets/{id}", methodNotAllowed("GET, HEAD"))
+	mux.HandleFunc("POST /v1/budgets/{id}/close", a.closeBudget)
+	mux.HandleFunc("/v1/budgets/{id}/close", methodNotAllowed("POST"))
 	mux.HandleFunc("GET /v1/operations/{id}/receipt", a.getReceipt)
 	mux.HandleFunc("/v1/operations/{id}/receipt", methodNotAllowed("GET, HEAD"))
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusNotFound, code: CodeNotFound,
-			message: fmt.Sprintf("no endpoint %s; see /v1/approvals, /v1/approval-requests and /v1/operations/{id}/receipt", r.URL.Path)})
+			message: fmt.Sprintf("no endpoint %s; see /v1/approvals, /v1/approval-requests, /v1/budgets and /v1/operations/{id}/receipt", r.URL.Path)})
 	})
 }
 

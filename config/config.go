@@ -404,6 +404,10 @@ func (u *Upstream) ToolPrefix() string {
 	return *u.Prefix
 }
 
+// BudgetsCover reports whether budgets may admit the tool's calls: true
+// unless its policy says budgets: false.
+func (t *Tool) BudgetsCover() bool { return t.Budgets == nil || *t.Budgets }
+
 // IsRequired reports whether /readyz waits for this upstream.
 func (u *Upstream) IsRequired() bool { return u.Required == nil || *u.Required }
 
@@ -438,6 +442,10 @@ type Tool struct {
 	// elicitation, which sends the user to the console, is not limited by
 	// it. Default 0 (off).
 	ElicitationMaxTotalCost money.Amount `yaml:"elicitation_max_total_cost"`
+	// Budgets says whether an approver's budgets may admit a call that
+	// has no approval of its own (see docs/budgets.md): false wants a
+	// person for every call, whatever budgets there are. Unset: true.
+	Budgets *bool `yaml:"budgets"`
 	// RetryPolicy: "lookup_then_attach" (ask the provider before any
 	// re-send; needs contract.lookup) or "no_automatic_resend". Default:
 	// lookup_then_attach when a lookup is configured, else

@@ -402,7 +402,7 @@ func validateTool(v *validator, f string, t *Tool) {
 		if t.Approval == ledger.ApprovalRequired {
 			v.fail(f+".approval", "applies only to a consequential tool")
 		}
-		for _, name := range []string{"approve_by", "elicitation_max_total_cost", "retry_policy", "client_cancel", "derive_operation_id", "secret_arguments", "require_task", "wait", "input_before_task", "contract"} {
+		for _, name := range []string{"approve_by", "elicitation_max_total_cost", "budgets", "retry_policy", "client_cancel", "derive_operation_id", "secret_arguments", "require_task", "wait", "input_before_task", "contract"} {
 			if v.given(f + "." + name) {
 				v.fail(f+"."+name, "applies only to a consequential tool; set consequential: true, or remove it")
 			}
@@ -419,6 +419,9 @@ func validateTool(v *validator, f string, t *Tool) {
 		v.fail(f+".elicitation_max_total_cost", "caps approvals given by a form answer, but approve_by does not list %s; add it, or remove this field", ledger.ApproveByElicitation)
 	case cap.Micros > 0 && t.Approval != ledger.ApprovalRequired:
 		v.fail(f+".elicitation_max_total_cost", "caps approvals, but the tool needs none (approval: %s); set approval: %s, or remove this field", t.Approval, ledger.ApprovalRequired)
+	}
+	if t.Budgets != nil && t.Approval != ledger.ApprovalRequired {
+		v.fail(f+".budgets", "says whether budgets may stand in for an approval, but the tool needs none (approval: %s); set approval: %s, or remove this field", t.Approval, ledger.ApprovalRequired)
 	}
 	if t.DeriveOperationID < 0 {
 		v.fail(f+".derive_operation_id", "cannot be negative")

@@ -15,6 +15,8 @@ type formKind string
 const (
 	formOperation       formKind = "operation"
 	formApprovalRequest formKind = "approval_request"
+	// formBudget names a budget; the form that creates one names "new".
+	formBudget formKind = "budget"
 )
 
 // formKindField is the form field that carries the form's kind.
@@ -30,8 +32,11 @@ func (k formKind) idField() string {
 
 // noun is the kind as a sentence names it.
 func (k formKind) noun() string {
-	if k == formOperation {
+	switch k {
+	case formOperation:
 		return "operation"
+	case formBudget:
+		return "budget"
 	}
 	return "approval request"
 }

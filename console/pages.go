@@ -82,7 +82,7 @@ type templates struct {
 
 func parseTemplates() (*templates, error) {
 	t := &templates{pages: map[string]*template.Template{}}
-	for _, name := range []string{"signin", "inbox", "request", "operations", "operation", "spend", "error"} {
+	for _, name := range []string{"signin", "inbox", "request", "operations", "operation", "spend", "budgets", "budget", "error"} {
 		p, err := template.New(name).Funcs(template.FuncMap{
 			"stamp": stamp, "visible": visible, "decision": decision, "seg": url.PathEscape, "operationPath": operationPath,
 		}).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
@@ -148,6 +148,10 @@ func (c *Console) routes() {
 	c.pages.HandleFunc("POST "+Prefix+"/requests/{id}/decline", c.decide("decline"))
 	c.pages.HandleFunc("GET "+Prefix+"/operations", c.operations)
 	c.pages.HandleFunc("GET "+Prefix+"/spend", c.spend)
+	c.pages.HandleFunc("GET "+Prefix+"/budgets", c.budgets)
+	c.pages.HandleFunc("POST "+Prefix+"/budgets", c.createBudget)
+	c.pages.HandleFunc("GET "+Prefix+"/budgets/{id}", c.budget)
+	c.pages.HandleFunc("POST "+Prefix+"/budgets/{id}/close", c.closeBudget)
 	c.pages.HandleFunc("GET "+Prefix+"/operations/{id}", c.operation)
 	c.pages.HandleFunc("POST "+Prefix+"/operations/{id}/resolve", c.resolve)
 	c.pages.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/taskgate/taskgate/api"
 	"github.com/taskgate/taskgate/ledger"
@@ -20,7 +21,18 @@ type spendData struct {
 	// OpenBreaches counts the tenant's breaches that refunds have not
 	// closed.
 	OpenBreaches int
+	// Budgets are the tenant's open budgets with their current periods;
+	// Days the final charges per day and tool of the last spendDays days,
+	// Truncated set when more operations were accepted in them than the
+	// page reads.
+	Budgets   []api.BudgetView
+	Days      []daySpend
+	Truncated bool
 }
+
+// spendOperations bounds how many of the last days' operations the spend
+// page reads charges for.
+const spendOperations = 1000
 
 type spendRow struct {
 	api.ApprovalView
@@ -102,6 +114,50 @@ func (c *Console) spend(w http.ResponseWriter, r *http.Request) {
 	for _, t := range totals {
 		d.Totals = append(d.Totals, *t)
 	}
+	if err := c.spendOfBudgetsAndDays(r, v.tenant, now, &d); err != nil {
+		c.fail(w, r, err, http.StatusInternalServerError, "could not add up the budgets and the spend per day; the gateway log has the details, try again shortly")
+		return
+	}
 	slices.SortFunc(d.Totals, func(a, b spendTotal) int { return strings.Compare(a.Currency, b.Currency) })
 	c.render(w, r, "spend", http.StatusOK, &page{Title: "Spend", Data: d})
+}
+
+// spendOfBudgetsAndDays fills in d's open budgets and its spend per day and
+// tool over the last spendDays days.
+func (c *Console) spendOfBudgetsAndDays(r *http.Request, tenant string, now time.Time, d *spendData) error {
+	ctx := r.Context()
+	budgets, err := c.store.BudgetList(ctx, &ledger.BudgetListParams{Tenant: tenant, Now: now})
+	if err != nil {
+		return err
+	}
+	for _, b := range budgets {
+		rs, err := c.store.BudgetReservationList(ctx, &ledger.BudgetReservationListParams{BudgetRef: b.ID})
+		if err != nil {
+			return err
+		}
+		d.Budgets = append(d.Budgets, api.ViewBudget(b, rs, now))
+	}
+	from := now.UTC().Truncate(24*time.Hour).AddDate(0, 0, 1-spendDays)
+	var ops []opCharges
+	p := &ledger.OperationListParams{Tenant: tenant, CreatedFrom: from, Limit: 100}
+	for len(ops) < spendOperations {
+		page, err := c.store.OperationList(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, op := range page {
+			cs, err := c.store.ChargeList(ctx, op.ID)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, opCharges{Op: op, Charges: cs})
+		}
+		if len(page) < p.Limit {
+			break
+		}
+		p.BeforeID = page[len(page)-1].ID
+	}
+	d.Truncated = len(ops) >= spendOperations
+	d.Days = spendByDay(ops, from, now.Add(time.Second))
+	return nil
 }

@@ -152,6 +152,9 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	checkSigning(ctx, signingkeys.NewSigner(d.Store, opts.Secrets), log)
 	d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := mcpserver.NewMetrics(d.Registry, d.Store)
+	if d.Store != nil {
+		d.Registry.MustRegister(api.NewBudgetCollector(d.Store, log, nil))
+	}
 	d.reloads = newReloadCounter(d.Registry)
 	d.limits = mcpserver.NewKeeper(cfg.Limits, d.Registry)
 

@@ -210,8 +210,14 @@ type EffectNotReversedData struct {
 // Amounts are decimal strings; Reason is "amounts_not_comparable" when the
 // final cost could not be compared with the ceiling, and then the
 // uncounted charges and reservations are named instead of the totals.
+//
+// A breach of a budget names it in Budget, and BudgetTotal is what the
+// budget is committed to in the operation's period with the final cost;
+// a breach of the operation's approval has neither.
 type CostBoundaryBreachData struct {
 	ApprovalTotal         string   `json:"approval_total,omitempty"`
+	Budget                int64    `json:"budget,omitempty"`
+	BudgetTotal           string   `json:"budget_total,omitempty"`
 	Ceiling               string   `json:"ceiling"`
 	FinalCost             string   `json:"final_cost"`
 	OverBy                string   `json:"over_by,omitempty"`

@@ -122,6 +122,22 @@ type Store interface {
 	ApprovalRevoke(ctx context.Context, tenant string, id int64, now time.Time) (*Approval, error)
 	ReservationList(ctx context.Context, approvalRef int64) ([]*Reservation, error)
 
+	// Budgets. BudgetCreate records a budget and a budget_created event
+	// naming its CreatedBy; terms that policy.CheckBudget refuses are an error.
+	// BudgetGet loads one of the tenant's budgets (ErrNotFound for another
+	// tenant's, as for none). BudgetClose closes one with an event naming
+	// by: it covers no new call, and what it holds stays reserved until
+	// settled; closing it again changes nothing.
+	BudgetCreate(ctx context.Context, b *Budget) (*Budget, error)
+	BudgetList(ctx context.Context, p *BudgetListParams) ([]*Budget, error)
+	BudgetGet(ctx context.Context, tenant string, id int64) (*Budget, error)
+	BudgetClose(ctx context.Context, tenant string, id int64, by string, now time.Time) (*Budget, error)
+	// BudgetReservationList lists the reservations against one budget,
+	// oldest first, or those of one operation, by budget.
+	BudgetReservationList(ctx context.Context, p *BudgetReservationListParams) ([]*BudgetReservation, error)
+	// BudgetEventList lists a budget's events, oldest first.
+	BudgetEventList(ctx context.Context, budgetRef int64) ([]*BudgetEvent, error)
+
 	// ApprovalQuestionCreate records a question asked for an approval. The
 	// caller chooses an unguessable Nonce; it must be unique.
 	ApprovalQuestionCreate(ctx context.Context, q *ApprovalQuestion) (*ApprovalQuestion, error)
@@ -238,6 +254,11 @@ type ApprovalRequirement struct {
 	Request     RequestMode
 	RequestTTL  time.Duration
 	RequestedBy string
+	// NoBudgets says the tool's policy wants a person for every call:
+	// budgets never cover it (configuration's budgets: false). Otherwise a
+	// call without an approval of its own is admitted when the budgets
+	// its scope matches all have room for its route.
+	NoBudgets bool
 }
 
 // Jobs is the route's remote jobs: RemoteJobs, or one when it is unset.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/taskgate/taskgate/money"
@@ -75,13 +76,39 @@ type Selection struct {
 // Packet is the review packet of a run. Field order is the order of the
 // JSON rendering.
 type Packet struct {
-	Selection    Selection    `json:"selection"`
-	GeneratedAt  time.Time    `json:"generated_at,omitzero"`
-	Verdict      Verdict      `json:"verdict"`
-	Summary      Summary      `json:"summary"`
-	Operations   []Operation  `json:"operations"`
-	Approvals    []Approval   `json:"approvals"`
+	Selection   Selection   `json:"selection"`
+	GeneratedAt time.Time   `json:"generated_at,omitzero"`
+	Verdict     Verdict     `json:"verdict"`
+	Summary     Summary     `json:"summary"`
+	Operations  []Operation `json:"operations"`
+	Approvals   []Approval  `json:"approvals"`
+	// Budgets are the budgets that covered operations of the run, by ID;
+	// omitted when none did.
+	Budgets      []Budget     `json:"budgets,omitempty"`
 	Verification Verification `json:"verification"`
+}
+
+// Budget is a budget that admitted operations of the run: its terms as
+// their receipts name them, and what the run's operations hold or settled
+// against it.
+type Budget struct {
+	ID            int64         `json:"id"`
+	Tools         []string      `json:"tools,omitempty"`
+	ToolPrefix    string        `json:"tool_prefix,omitempty"`
+	RunID         string        `json:"run_id,omitempty"`
+	Period        string        `json:"period"`
+	TimeZone      string        `json:"time_zone"`
+	MaxTotalCost  receipt.Money `json:"max_total_cost"`
+	MaxRemoteJobs int           `json:"max_remote_jobs"`
+	// Spent is the sum, over UsedBy, of what each operation holds or
+	// settled against the budget.
+	Spent    receipt.Money `json:"spent"`
+	Breached bool          `json:"breached,omitempty"`
+	// UsedBy are the operation IDs it covered, in the packet's order.
+	UsedBy []string `json:"used_by"`
+	// NotCovered are the operation IDs in its scope that it did not cover
+	// and that waited for an approver instead, in the packet's order.
+	NotCovered []string `json:"not_covered,omitempty"`
 }
 
 // VerdictStatus is whether the run can be handed off: a CI job refuses a
@@ -206,6 +233,7 @@ func Build(in *Input) (*Packet, error) {
 	s := &p.Summary
 	s.EstimatedCostUSD, s.FinalCostUSD, s.PendingCostUSD = usd(), usd(), usd()
 	approvals := map[int64]*Approval{}
+	budgets := map[int64]*Budget{}
 	for _, rin := range in.Operations {
 		r := receipt.Build(rin)
 		embedded, err := emb.Embed(r)
@@ -230,6 +258,11 @@ func Build(in *Input) (*Packet, error) {
 			}
 			approvals[a.ID].UsedBy = append(approvals[a.ID].UsedBy, r.OperationID)
 		}
+		for _, l := range r.Budgets {
+			if err := addBudget(budgets, l, r.OperationID); err != nil {
+				return nil, fmt.Errorf("add up budget %d in the review packet: %w", l.ID, err)
+			}
+		}
 		p.Operations = append(p.Operations, op)
 		if err := s.add(r); err != nil {
 			return nil, fmt.Errorf("add up the receipt of operation %q in the review packet: %w", r.OperationID, err)
@@ -246,7 +279,43 @@ func Build(in *Input) (*Packet, error) {
 		p.Approvals = append(p.Approvals, *a)
 	}
 	slices.SortFunc(p.Approvals, func(a, b Approval) int { return cmp.Compare(a.ID, b.ID) })
+	for _, b := range budgets {
+		for _, o := range p.Operations {
+			if o.receipt.ApprovalRequest != nil && !slices.Contains(b.UsedBy, o.OperationID) && b.scopes(o.Tool, sel.RunID) {
+				b.NotCovered = append(b.NotCovered, o.OperationID)
+			}
+		}
+		p.Budgets = append(p.Budgets, *b)
+	}
+	slices.SortFunc(p.Budgets, func(a, b Budget) int { return cmp.Compare(a.ID, b.ID) })
 	return p, nil
+}
+
+// scopes reports whether a call of tool in run falls in b's scope. A run
+// budget scopes only the packet of its own run.
+func (b *Budget) scopes(tool, run string) bool {
+	if b.RunID != "" && b.RunID != run {
+		return false
+	}
+	return len(b.Tools) == 0 && b.ToolPrefix == "" || slices.Contains(b.Tools, tool) || b.ToolPrefix != "" && strings.HasPrefix(tool, b.ToolPrefix)
+}
+
+// addBudget counts what operation opID holds against the budget of line l.
+func addBudget(budgets map[int64]*Budget, l receipt.BudgetLine, opID string) error {
+	b := budgets[l.ID]
+	if b == nil {
+		b = &Budget{ID: l.ID, Tools: l.Tools, ToolPrefix: l.ToolPrefix, RunID: l.RunID, Period: l.Period, TimeZone: l.TimeZone,
+			MaxTotalCost: l.MaxTotalCost, MaxRemoteJobs: l.MaxRemoteJobs, Spent: receipt.Money{Amount: money.Zero(l.MaxTotalCost.Currency)}, UsedBy: []string{}}
+		budgets[l.ID] = b
+	}
+	spent, err := b.Spent.Add(l.Reserved.Amount)
+	if err != nil {
+		return err
+	}
+	b.Spent = receipt.Money{Amount: spent}
+	b.Breached = b.Breached || l.Breached
+	b.UsedBy = append(b.UsedBy, opID)
+	return nil
 }
 
 // Ready reports whether the verdict is ready.

@@ -154,6 +154,41 @@ func (p *Packet) Markdown() []byte {
 		}
 	}
 
+	if len(p.Budgets) > 0 {
+		b.WriteString("\n### Budgets\n\n")
+		b.WriteString("| budget | scope | period | ceiling | remote jobs | spent by this run | breached | used by | not covered, waited for an approver |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+		for _, bg := range p.Budgets {
+			scope := []string{}
+			for _, t := range bg.Tools {
+				scope = append(scope, cellCode(t))
+			}
+			if bg.ToolPrefix != "" {
+				scope = append(scope, cellCode(bg.ToolPrefix+"*"))
+			}
+			if len(scope) == 0 {
+				scope = append(scope, "every tool")
+			}
+			if bg.RunID != "" {
+				scope = append(scope, "run "+cellCode(bg.RunID))
+			}
+			used := make([]string, len(bg.UsedBy))
+			for i, id := range bg.UsedBy {
+				used[i] = cellCode(id)
+			}
+			breached := "no"
+			if bg.Breached {
+				breached = "**yes**"
+			}
+			waited := make([]string, len(bg.NotCovered))
+			for i, id := range bg.NotCovered {
+				waited[i] = cellCode(id)
+			}
+			fmt.Fprintf(&b, "| #%d | %s | %s (%s) | %s | %d | %s | %s | %s | %s |\n", bg.ID, strings.Join(scope, ", "), inert.Markdown(bg.Period), inert.Markdown(bg.TimeZone),
+				bg.MaxTotalCost.Display(), bg.MaxRemoteJobs, bg.Spent.Display(), breached, strings.Join(used, ", "), strings.Join(waited, ", "))
+		}
+	}
+
 	b.WriteString("\n### Receipts\n\n")
 	b.WriteString(p.verificationText() + "\n")
 	for _, o := range p.Operations {

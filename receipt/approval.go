@@ -1,6 +1,8 @@
 package receipt
 
 import (
+	"encoding/json"
+
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/policy"
 )
@@ -131,4 +133,36 @@ func (f *facts) eventRequest() *ApprovalRequestLine {
 		}
 	}
 	return line
+}
+
+// budgets lists the budgets that covered the operation, each with what
+// the operation holds against it and whether a breach event named it.
+func (f *facts) budgets() []BudgetLine {
+	if len(f.in.Budgets) == 0 {
+		return nil
+	}
+	breached := map[int64]bool{}
+	for _, e := range f.in.Events {
+		var d ledger.CostBoundaryBreachData
+		if e.Kind == ledger.EventCostBoundaryBreach && json.Unmarshal(e.Data, &d) == nil && d.Budget != 0 {
+			breached[d.Budget] = true
+		}
+	}
+	out := make([]BudgetLine, 0, len(f.in.Budgets))
+	for _, b := range f.in.Budgets {
+		l := BudgetLine{ID: b.ID, Tools: b.Tools, ToolPrefix: b.ToolPrefix, RunID: b.RunID, Period: string(b.Period), TimeZone: b.TimeZone,
+			MaxTotalCost: Money{b.MaxTotalCost}, MaxRemoteJobs: b.MaxRemoteJobs, Breached: breached[b.ID]}
+		for _, r := range f.in.BudgetReservations {
+			if r.BudgetRef != b.ID {
+				continue
+			}
+			l.Status = string(r.Status)
+			l.Reserved = Money{r.Amount}
+			if r.Status == ledger.ReservationSettled {
+				l.Reserved = Money{r.Settled}
+			}
+		}
+		out = append(out, l)
+	}
+	return out
 }

@@ -48,6 +48,7 @@ func Build(in *Input) *Receipt {
 	r.ReconciliationStatus = ReconciliationStatus(f.out.Status)
 	r.Approval = f.approvalTerms(r)
 	r.ApprovalRequest = f.approvalRequest()
+	r.Budgets = f.budgets()
 	r.Breaches = f.breaches(r)
 	r.ReviewStatus = f.reviewStatus(r)
 	r.Questions = f.questions()

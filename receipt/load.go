@@ -61,6 +61,9 @@ func Load(ctx context.Context, s ledger.Store, op *ledger.Operation, opts *LoadO
 	if err := loadRequest(ctx, s, op, in); err != nil {
 		return nil, err
 	}
+	if err := loadBudgets(ctx, s, op, in); err != nil {
+		return nil, err
+	}
 	reservations, err := s.ReservationList(ctx, op.ApprovalID)
 	if err != nil {
 		return nil, fmt.Errorf("load reservations of approval %d for the receipt of operation %q: %w", op.ApprovalID, op.OperationID, err)
@@ -109,5 +112,23 @@ func loadRequest(ctx context.Context, s ledger.Store, op *ledger.Operation, in *
 		return fmt.Errorf("load the attempts refused before operation %q for its receipt: %w", op.OperationID, err)
 	}
 	in.Attempts = append(refused, in.Attempts...)
+	return nil
+}
+
+// loadBudgets finds the budgets that covered op, and what it holds
+// against each.
+func loadBudgets(ctx context.Context, s ledger.Store, op *ledger.Operation, in *Input) error {
+	rs, err := s.BudgetReservationList(ctx, &ledger.BudgetReservationListParams{OperationRef: op.ID})
+	if err != nil {
+		return fmt.Errorf("load the budget reservations of operation %q for its receipt: %w", op.OperationID, err)
+	}
+	for _, r := range rs {
+		b, err := s.BudgetGet(ctx, op.Tenant, r.BudgetRef)
+		if err != nil {
+			return fmt.Errorf("load budget %d for the receipt of operation %q: %w", r.BudgetRef, op.OperationID, err)
+		}
+		in.Budgets = append(in.Budgets, b)
+	}
+	in.BudgetReservations = rs
 	return nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,5 +190,44 @@ func TestLoadRefusedWhileWaiting(t *testing.T) {
 	}
 	if r.Approval == nil || r.Approval.ID != decided.Approval.ID {
 		t.Errorf("approval = %+v, want approval %d", r.Approval, decided.Approval.ID)
+	}
+}
+
+// TestLoadNamesTheBudget: a receipt of an operation a budget admitted
+// names the budget, what the operation settled against it, and its
+// breach.
+func TestLoadNamesTheBudget(t *testing.T) {
+	ctx := context.Background()
+	s := openLedger(t)
+	now := time.Now().UTC()
+	b, err := s.BudgetCreate(ctx, &ledger.Budget{Tenant: "acme", ToolPrefix: "hosted_test.", MaxTotalCost: usd("20.00"), MaxRemoteJobs: 5,
+		Period: ledger.BudgetPeriodDay, TimeZone: "UTC", ExpiresAt: now.Add(24 * time.Hour), CreatedBy: "api_key:2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := acceptCall(t, s, "nightly-1", "req-1", now)
+	if res.Decision != ledger.DecisionCreated {
+		t.Fatalf("call: %s (%s)", res.Decision, res.Message)
+	}
+	op, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: res.Operation.ID,
+		Reservation: &ledger.ReservationUpdate{Status: ledger.ReservationSettled, Settled: usd("21.50")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := receipt.Load(ctx, s, op, &receipt.LoadOptions{Now: now.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := receipt.Build(in)
+	if len(r.Budgets) != 1 || r.Budgets[0].ID != b.ID || r.Budgets[0].ToolPrefix != "hosted_test." || r.Budgets[0].Period != "day" ||
+		r.Budgets[0].Status != "settled" || r.Budgets[0].Reserved.String() != "21.50" || !r.Budgets[0].Breached {
+		t.Fatalf("receipt budgets = %+v, want budget %d settled at 21.50 and breached", r.Budgets, b.ID)
+	}
+	if r.Approval == nil || r.Approval.ApprovedBy != fmt.Sprintf("budget:%d", b.ID) {
+		t.Fatalf("receipt approval = %+v, want one given by budget %d", r.Approval, b.ID)
+	}
+	md, err := receipt.Render(r, "md")
+	if err != nil || !strings.Contains(string(md), fmt.Sprintf("covered by budget | #%d: up to 20.00 USD", b.ID)) {
+		t.Fatalf("markdown %s, %v; want a row naming the budget", md, err)
 	}
 }

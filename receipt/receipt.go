@@ -29,6 +29,10 @@ type Input struct {
 	Charges    []*ledger.Charge
 	// Approval is the approval the operation ran under; nil when none.
 	Approval *ledger.Approval
+	// Budgets are the budgets that covered the operation, and
+	// BudgetReservations what it holds against each (by BudgetRef).
+	Budgets            []*ledger.Budget
+	BudgetReservations []*ledger.BudgetReservation
 	// ApprovalRequest is the request an approver approved to give
 	// Approval; nil when the approval came another way. Without it the
 	// receipt reads the request from the operation's events, where an
@@ -99,13 +103,16 @@ type Receipt struct {
 	// ApprovalRequest is the request the operation waited on for its
 	// approval, and who decided it; nil when it waited on none.
 	ApprovalRequest *ApprovalRequestLine `json:"approval_request,omitempty" yaml:"approval_request,omitempty"`
-	Breaches        []Breach             `json:"breaches" yaml:"breaches"`
-	Lineage         []AttemptLine        `json:"lineage" yaml:"lineage"`
-	RemoteJobs      []RemoteJob          `json:"remote_jobs" yaml:"remote_jobs"`
-	Charges         []Charge             `json:"charges" yaml:"charges"`
-	Questions       []Question           `json:"questions,omitempty" yaml:"questions,omitempty"`
-	Cancellation    *Cancellation        `json:"cancellation,omitempty" yaml:"cancellation,omitempty"`
-	NextActions     []NextAction         `json:"next_actions" yaml:"next_actions"`
+	// Budgets are the budgets that admitted the operation, whose own
+	// approval they gave; empty when none did.
+	Budgets      []BudgetLine  `json:"budgets,omitempty" yaml:"budgets,omitempty"`
+	Breaches     []Breach      `json:"breaches" yaml:"breaches"`
+	Lineage      []AttemptLine `json:"lineage" yaml:"lineage"`
+	RemoteJobs   []RemoteJob   `json:"remote_jobs" yaml:"remote_jobs"`
+	Charges      []Charge      `json:"charges" yaml:"charges"`
+	Questions    []Question    `json:"questions,omitempty" yaml:"questions,omitempty"`
+	Cancellation *Cancellation `json:"cancellation,omitempty" yaml:"cancellation,omitempty"`
+	NextActions  []NextAction  `json:"next_actions" yaml:"next_actions"`
 	// Signature is the signature block [Sign] adds; nil on an unsigned
 	// receipt, whose renderings then carry none.
 	Signature *Signature `json:"signature,omitempty" yaml:"signature,omitempty"`
@@ -174,6 +181,26 @@ type ApprovalRequestLine struct {
 	DeclinedBy string    `json:"declined_by,omitempty" yaml:"declined_by,omitempty"`
 	Note       string    `json:"note,omitempty" yaml:"note,omitempty"`
 	DecidedAt  time.Time `json:"decided_at,omitzero" yaml:"decided_at,omitempty"`
+}
+
+// BudgetLine is a budget that covered the operation: its scope, its
+// period, its ceilings, and what the operation holds against it.
+type BudgetLine struct {
+	ID            int64    `json:"id" yaml:"id"`
+	Tools         []string `json:"tools,omitempty" yaml:"tools,omitempty"`
+	ToolPrefix    string   `json:"tool_prefix,omitempty" yaml:"tool_prefix,omitempty"`
+	RunID         string   `json:"run_id,omitempty" yaml:"run_id,omitempty"`
+	Period        string   `json:"period" yaml:"period"`
+	TimeZone      string   `json:"time_zone" yaml:"time_zone"`
+	MaxTotalCost  Money    `json:"max_total_cost" yaml:"max_total_cost"`
+	MaxRemoteJobs int      `json:"max_remote_jobs" yaml:"max_remote_jobs"`
+	// Reserved is what the operation holds or settled against the budget,
+	// and Status that reservation's status: held, settled or released.
+	Reserved Money  `json:"reserved" yaml:"reserved"`
+	Status   string `json:"status" yaml:"status"`
+	// Breached says the operation's final cost took the budget over its
+	// ceiling.
+	Breached bool `json:"breached,omitempty" yaml:"breached,omitempty"`
 }
 
 // Breach is a broken approval boundary.

@@ -118,6 +118,14 @@ func (r *Receipt) Markdown() []byte {
 			row("approved by", codeCell(a.ApprovedBy))
 		}
 	}
+	for _, b := range r.Budgets {
+		v := fmt.Sprintf("#%d: up to %s and %s per %s (%s), %s %s", b.ID, b.MaxTotalCost.Display(), plural(b.MaxRemoteJobs, "remote job"),
+			mdText(b.Period), mdText(b.TimeZone), mdText(b.Status), b.Reserved.Display())
+		if b.Breached {
+			v += ", **breached**"
+		}
+		row("covered by budget", v)
+	}
 	if q := r.ApprovalRequest; q != nil {
 		v := fmt.Sprintf("#%d, %s", q.ID, mdText(q.Status))
 		switch {

@@ -23,6 +23,7 @@ type ReplicaFactory func(t *testing.T, n int) []ledger.Store
 func ExerciseReplicas(t *testing.T, newReplicas ReplicaFactory) {
 	t.Run("ConcurrentAcceptance", func(t *testing.T) { t.Parallel(); testReplicaAcceptance(t, newReplicas) })
 	t.Run("ConcurrentChainAppends", func(t *testing.T) { t.Parallel(); testChainConcurrentAppends(t, newReplicas(t, 4)) })
+	t.Run("ConcurrentBudget", func(t *testing.T) { t.Parallel(); testReplicaBudget(t, newReplicas(t, 2)) })
 }
 
 // tally counts the decisions one (tenant, operation ID) got.

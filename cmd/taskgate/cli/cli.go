@@ -112,7 +112,7 @@ func (e *env) root() *cobra.Command {
 	root.PersistentFlags().StringVar(&e.logLevel, "log-level", "",
 		"debug, info, warn or error; unset: info for serve and provider-sim,\n"+
 			"warn for the other commands, nothing for demo and fixtures")
-	root.AddCommand(e.migrateCmd(), e.opsCmd(), e.approveCmd(), e.approvalsCmd(), e.approvalRequestsCmd(), e.keysCmd(), e.receiptCmd(), e.packetCmd(),
+	root.AddCommand(e.migrateCmd(), e.opsCmd(), e.approveCmd(), e.approvalsCmd(), e.approvalRequestsCmd(), e.budgetsCmd(), e.keysCmd(), e.receiptCmd(), e.packetCmd(),
 		e.serveCmd(), e.reloadCmd(), e.providerSimCmd(), e.reconcileCmd(), e.demoCmd(), e.fixturesCmd(), e.secretsKeyCmd(), e.verifyCmd())
 	root.AddCommand(e.signingKeysCmd(), e.versionCmd())
 	root.Version = buildinfo.Read().Version

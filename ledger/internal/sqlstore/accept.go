@@ -324,6 +324,10 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 	// waiting: the call has no approval at all, and its client holds a
 	// task while an approval request waits for an approver.
 	waiting := false
+	// cover: budgets admit the call, which has no approval of its own.
+	var cover policy.Cover
+	// shortfall: which budget could not cover the call, and by how much.
+	shortfall := ""
 	if p.Approval.Required {
 		var (
 			verdict policy.Verdict
@@ -333,6 +337,17 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 		approval, related, verdict, err = s.admit(ctx, tx, p, now)
 		if err != nil {
 			return nil, nil, err
+		}
+		if !verdict.Allowed && verdict.Reason == ledger.ReasonApprovalRequired && related == 0 && !p.Approval.NoBudgets {
+			if cover, err = s.coverByBudgets(ctx, tx, p, now); err != nil {
+				return nil, nil, err
+			}
+			shortfall = cover.Shortfall
+			if cover.Covered {
+				verdict = policy.Verdict{Allowed: true}
+			} else {
+				verdict.Message = budgetMessage(shortfall, verdict.Message)
+			}
 		}
 		if !verdict.Allowed {
 			// Locking the approval may have waited for a concurrent attempt
@@ -349,7 +364,7 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 			unapproved := verdict.Reason == ledger.ReasonApprovalRequired || verdict.Reason == ledger.ReasonApprovalExpired && related == 0
 			waiting = unapproved && p.Approval.Request == ledger.RequestWait
 			if !waiting {
-				return s.deny(ctx, tx, p, related, verdict, unapproved && p.Approval.Request == ledger.RequestRecord, now)
+				return s.deny(ctx, tx, p, related, verdict, shortfall, unapproved && p.Approval.Request == ledger.RequestRecord, now)
 			}
 		}
 	}
@@ -401,6 +416,13 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 		return nil, nil, fmt.Errorf("insert operation: %w", err)
 	}
 	op.ID = id
+	if cover.Covered {
+		// The approval is written only now that the operation is: had
+		// another attempt created it first, nothing would be left behind.
+		if approval, err = s.reserveBudgets(ctx, tx, p, op, cover, now); err != nil {
+			return nil, nil, err
+		}
+	}
 	if approval != nil {
 		if _, err := tx.Exec(ctx, `INSERT INTO reservations (approval_ref, operation_ref, amount_micros, currency, jobs, status, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`,
@@ -415,11 +437,12 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 		return nil, nil, err
 	}
 	if waiting {
-		req, err := s.waitForApproval(ctx, tx, p, op, att.ID, now)
+		// The waiting task's status message says which budget was short.
+		req, err := s.waitForApproval(ctx, tx, p, op, att.ID, shortfall, now)
 		if err != nil {
 			return nil, nil, err
 		}
-		return &ledger.AcceptResult{Decision: ledger.DecisionCreated, Operation: op, Attempt: att, Request: req}, nil, nil
+		return &ledger.AcceptResult{Decision: ledger.DecisionCreated, Operation: op, Attempt: att, Request: req, Message: op.StatusMessage}, nil, nil
 	}
 	var jobs []river.InsertManyParams
 	if p.Enqueue != nil {
@@ -432,7 +455,9 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 // operation it repeats, if any. With record, the denial names the call's
 // approval request, recorded for it when none is pending, so that a human
 // can approve it and the client retry.
-func (s *Store) deny(ctx context.Context, tx Tx, p *ledger.AcceptParams, related int64, verdict policy.Verdict, record bool, now time.Time) (*ledger.AcceptResult, []river.InsertManyParams, error) {
+//
+// shortfall, when not empty, says which budget could not cover the call.
+func (s *Store) deny(ctx context.Context, tx Tx, p *ledger.AcceptParams, related int64, verdict policy.Verdict, shortfall string, record bool, now time.Time) (*ledger.AcceptResult, []river.InsertManyParams, error) {
 	res := &ledger.AcceptResult{Decision: ledger.DecisionDenied, Reason: verdict.Reason, Message: verdict.Message}
 	if record {
 		req, err := s.recordRequest(ctx, tx, p, now)
@@ -440,8 +465,8 @@ func (s *Store) deny(ctx context.Context, tx Tx, p *ledger.AcceptParams, related
 			return nil, nil, err
 		}
 		res.Request = req
-		res.Message = fmt.Sprintf("this call needs an approval it does not have (%s); approval request %d asks an approver for one (taskgate approval-requests approve %d); once it is approved, retry with the same operation ID. The request expires at %s",
-			verdict.Reason, req.ID, req.ID, req.ExpiresAt.UTC().Format(time.RFC3339))
+		res.Message = budgetMessage(shortfall, fmt.Sprintf("this call needs an approval it does not have (%s); approval request %d asks an approver for one (taskgate approval-requests approve %d); once it is approved, retry with the same operation ID. The request expires at %s",
+			verdict.Reason, req.ID, req.ID, req.ExpiresAt.UTC().Format(time.RFC3339)))
 	}
 	att, err := s.insertAttempt(ctx, tx, p, 0, related, ledger.DecisionDenied, verdict.Reason, now)
 	if err != nil {
@@ -516,6 +541,14 @@ func (s *Store) admit(ctx context.Context, tx Tx, p *ledger.AcceptParams, now ti
 	}
 	used := policy.Committed(rs, approval.MaxTotalCost.Currency)
 	return approval, related, policy.Admit(approval, p.QualifiedTool(), used, route(p), related != 0, now), nil
+}
+
+// budgetMessage puts the budget shortfall, if any, before msg.
+func budgetMessage(shortfall, msg string) string {
+	if shortfall == "" {
+		return msg
+	}
+	return "no budget covers this call: " + shortfall + "; " + msg
 }
 
 // route is what the call would start, as policy weighs it.

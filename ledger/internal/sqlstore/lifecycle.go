@@ -216,15 +216,26 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 			return nil, fmt.Errorf("update attempt knowledge: %w", err)
 		}
 	}
+	events := p.Events
 	if r := p.Reservation; r != nil {
 		if _, err := tx.Exec(ctx, `UPDATE reservations SET status = $1, settled_micros = $2, updated_at = $3 WHERE operation_ref = $4`,
 			r.Status, r.Settled.Micros, now, op.ID); err != nil {
 			return nil, fmt.Errorf("update reservation: %w", err)
 		}
+		breaches, breached, err := s.settleBudgets(ctx, tx, op, r, now)
+		if err != nil {
+			return nil, err
+		}
+		if breached && !p.CostBreach {
+			if _, err := tx.Exec(ctx, `UPDATE operations SET cost_breach = $1 WHERE id = $2`, true, op.ID); err != nil {
+				return nil, fmt.Errorf("flag the cost breach of operation %d: %w", op.ID, err)
+			}
+		}
+		events = append(slices.Clip(events), breaches...)
 	}
 	// op was read under its row lock: its head is the chain's.
 	head := op.ChainHead
-	for _, e := range p.Events {
+	for _, e := range events {
 		if head, err = s.event(ctx, tx, op.ID, head, e.AttemptRef, e.Kind, e.Data, now); err != nil {
 			return nil, err
 		}

@@ -59,12 +59,12 @@ func (s *Store) insertRequest(ctx context.Context, tx Tx, p *ledger.AcceptParams
 // waitForApproval records the approval request of op, just created
 // awaiting_approval, its event and the status message that says where an
 // approver decides it.
-func (s *Store) waitForApproval(ctx context.Context, tx Tx, p *ledger.AcceptParams, op *ledger.Operation, attemptRef int64, now time.Time) (*ledger.ApprovalRequest, error) {
+func (s *Store) waitForApproval(ctx context.Context, tx Tx, p *ledger.AcceptParams, op *ledger.Operation, attemptRef int64, shortfall string, now time.Time) (*ledger.ApprovalRequest, error) {
 	req, err := s.insertRequest(ctx, tx, p, op.ID, now)
 	if err != nil {
 		return nil, err
 	}
-	op.StatusMessage = waitingMessage(req)
+	op.StatusMessage = budgetMessage(shortfall, waitingMessage(req))
 	if _, err := tx.Exec(ctx, `UPDATE operations SET status_message = $1 WHERE id = $2`, op.StatusMessage, op.ID); err != nil {
 		return nil, fmt.Errorf("record the status of operation %q: %w", p.OperationID, err)
 	}
