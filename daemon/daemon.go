@@ -294,18 +294,19 @@ func sealPlaintext(ctx context.Context, store ledger.Store, log *slog.Logger) er
 	return nil
 }
 
-// checkSigning logs which key signs receipts, or why none can: receipts
-// are then served unsigned (no active key) or refused (a key the secrets
-// keys cannot open), and the log says which before a reviewer finds out.
+// checkSigning logs which key issues receipts, or why none can: final
+// receipts then stay provisional and unsigned (no active key, or a key the
+// secrets keys cannot open), and the log says which before a reviewer
+// finds out.
 func checkSigning(ctx context.Context, signer *signingkeys.Signer, log *slog.Logger) {
 	kid, err := signer.Check(ctx)
 	switch {
 	case err != nil:
-		log.Warn("receipts cannot be signed, and the receipt endpoint answers 500 until they can: configure the secrets key that sealed the signing key, or retire it and create another", "err", err)
+		log.Warn("receipts cannot be issued, and stay provisional until they can: configure the secrets key that sealed the signing key, or retire it and create another; then taskgate receipt issue signs the ones that ended meanwhile", "err", err)
 	case kid == "":
-		log.Info("receipts are served unsigned: the ledger has no active signing key (taskgate signing-keys create)")
+		log.Info("receipts are not issued, only provisional: the ledger has no active signing key (taskgate signing-keys create)")
 	default:
-		log.Info("receipts are signed", "kid", kid)
+		log.Info("receipts are issued signed", "kid", kid)
 	}
 }
 

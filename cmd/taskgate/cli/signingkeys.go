@@ -57,8 +57,9 @@ func (e *env) signingKeysCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "signing-keys",
 		Short: "Create, list and retire the Ed25519 keys that sign receipts",
-		Long: "The gateway signs each receipt with the newest active signing key: a detached JWS (EdDSA) over the\n" +
-			"receipt's canonical JSON and its chain head. Without an active key receipts are served unsigned.\n" +
+		Long: "The gateway issues each final receipt signed with the newest active signing key: an in-toto\n" +
+			"statement over the receipt and its chain head in a DSSE envelope (Ed25519). Without an active key\n" +
+			"final receipts stay provisional and unsigned.\n" +
 			"Keys live in the ledger; the private part is encrypted with the secrets keys (secrets.key_file, or\n" +
 			secrets.EnvKeys + "), the one mechanism for the gateway's data keys, and erased when a key is retired.\n" +
 			"Public keys, retired ones too, are served at " + signingkeys.JWKSPath + " and printed by list --jwks,\n" +
@@ -202,7 +203,7 @@ func (e *env) signingKeysListCmd() *cobra.Command {
 				return writeJSON(e.stdout, views)
 			}
 			if len(views) == 0 {
-				fmt.Fprintln(e.stderr, "No receipt-signing keys: receipts are served unsigned. Create one with taskgate signing-keys create.")
+				fmt.Fprintln(e.stderr, "No receipt-signing keys: receipts are not issued, only provisional. Create one with taskgate signing-keys create.")
 				return nil
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
@@ -242,7 +243,7 @@ func (e *env) signingKeysRetireCmd() *cobra.Command {
 		Short: "Retire a receipt-signing key: it signs no more, and receipts it signed still verify",
 		Long: "retire erases the key's encrypted private part from the ledger, so that it can never sign again, and\n" +
 			"keeps its public key in the JWK Set, so that the receipts it signed still verify. The newest key\n" +
-			"still active signs from then on; with none, receipts are served unsigned.",
+			"still active signs from then on; with none, final receipts stay provisional and unsigned.",
 		Example: "  taskgate signing-keys retire KID (see taskgate signing-keys list)",
 		Args:    oneArg("the key ID (kid)", "taskgate signing-keys retire KID (see taskgate signing-keys list)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -268,7 +269,7 @@ func (e *env) signingKeysRetireCmd() *cobra.Command {
 			if next := signingkeys.Active(keys); next != nil {
 				fmt.Fprintf(e.stderr, "Receipts are signed with key %s from now on.\n", next.KeyID)
 			} else {
-				fmt.Fprintln(e.stderr, "No key is active: receipts are served unsigned until taskgate signing-keys create.")
+				fmt.Fprintln(e.stderr, "No key is active: receipts are not issued, only provisional, until taskgate signing-keys create.")
 			}
 			return nil
 		},
