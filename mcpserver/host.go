@@ -336,7 +336,7 @@ func (h *host) acceptOnce(ctx context.Context, a *attempt, p *callPlan, requestI
 		SecretArguments: r.policy.SecretArguments,
 		InputChannel:    p.Channel,
 		Approval: ledger.ApprovalRequirement{Required: p.ApprovalRequired, Estimate: a.priced.Estimate, RemoteJobs: a.priced.RemoteJobs,
-			Request: p.Request, RequestTTL: g.config().ApprovalRequestTTL, RequestedBy: authn.CredentialID(a.call.Caller.TokenInfo)},
+			Request: p.Request, NoBudgets: !p.Budgets, RequestTTL: g.config().ApprovalRequestTTL, RequestedBy: authn.CredentialID(a.call.Caller.TokenInfo)},
 		Enqueue:    worker.Dispatch,
 		QueueLease: g.config().Worker.Lease,
 	})

@@ -194,6 +194,9 @@ type callPlan struct {
 	// behind.
 	ApprovalRequired bool
 	Request          ledger.RequestMode
+	// Budgets: a standing budget may stand in for the approval the call
+	// lacks; false when the tool's policy wants a person for every call.
+	Budgets bool
 	// Answer is what becomes of an approval answer the call carries: Nonce
 	// names the question it is taken as the reply to; Ignored and
 	// IgnoredWhy say why it approves nothing.
@@ -228,6 +231,7 @@ func planCall(f callFacts, caps clientCaps, t *config.Tool, priced policy.Route,
 		Channel:          inputChannel(f, caps),
 		ApprovalRequired: t.Approval == ledger.ApprovalRequired,
 		Request:          requestMode(f, caps, t, priced),
+		Budgets:          t.Approval == ledger.ApprovalRequired && t.BudgetsCover(),
 		Reply:            replyOf(f, caps, t),
 	}
 	switch p.Reply {

@@ -861,3 +861,29 @@ func TestPlanAnswers(t *testing.T) {
 		})
 	}
 }
+
+// Whether a standing budget may stand in for an approval the call lacks:
+// only where one is required, and never where the tool says budgets: false.
+func TestPlanCallBudgets(t *testing.T) {
+	no, yes := false, true
+	for _, tc := range []struct {
+		policy  string
+		budgets *bool
+		want    bool
+	}{
+		{"none", nil, false},
+		{"none", &yes, false},
+		{"request", nil, true},
+		{"request", &yes, true},
+		{"request", &no, false},
+		{"both", nil, true},
+		{"both", &no, false},
+	} {
+		tool := planPolicy(t, tc.policy)
+		tool.Budgets = tc.budgets
+		f, c := factsOf(planCaller(t, planClients[0], planCaps[0]))
+		if got := planCall(f, c, tool, planEstimate, time.Minute).Budgets; got != tc.want {
+			t.Errorf("policy %s, budgets %v: plan.Budgets = %v; want %v", tc.policy, tc.budgets, got, tc.want)
+		}
+	}
+}
