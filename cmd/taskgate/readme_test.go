@@ -210,13 +210,13 @@ func TestREADMEQuickstartRunsAsWritten(t *testing.T) {
 			t.Fatalf("the quickstart's first command after the script is %q, want the health check", c)
 		}
 		if strings.Contains(c, "receipt first-run-1") && strings.Contains(c, "--format md") {
-			// The text promises the final charge: wait for the reconciler.
+			// The text promises the final charge, issued: wait for the reconciler.
 			testwait.Until(t, ctx, "the receipt to show the final charge", func() (bool, error) {
 				out, err := run(c)
 				if err != nil {
 					return false, fmt.Errorf("%s: %v\n%s", c, err, out)
 				}
-				return strings.Contains(out, "17.84") && strings.Contains(out, "complete"), errors.New(out)
+				return strings.Contains(out, "17.84") && strings.Contains(out, "complete") && strings.Contains(out, "### Issued"), errors.New(out)
 			})
 			continue
 		}

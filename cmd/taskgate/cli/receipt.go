@@ -146,8 +146,8 @@ func (e *env) receiptVerifyCmd() *cobra.Command {
 			signingkeys.JWKSPath + "; without --jwks, the signing keys of the ledger (--db, or --config's\n" +
 			"database). It exits 0 only when every check holds; otherwise it prints what failed, naming the\n" +
 			"field that differs from what was signed, the unknown key, or the signature, and exits 1.",
-		Example: "  taskgate receipt verify receipt.json --jwks https://gateway.example.com" + signingkeys.JWKSPath + "\n" +
-			"  taskgate receipt verify receipt.json --jwks receipt-keys.json",
+		Example: "  taskgate receipt verify receipt.dsse.json --jwks https://gateway.example.com" + signingkeys.JWKSPath + "\n" +
+			"  taskgate receipt verify receipt.dsse.json --jwks receipt-keys.json",
 		Args: oneArg("the receipt's file", "taskgate receipt verify receipt.dsse.json --jwks receipt-keys.json"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if jwks != "" && cfgPath != "" {
