@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,10 +20,11 @@ import (
 )
 
 // TestBudgetRunEndToEnd: an agent's run has a day budget for five of its
-// calls. A real MCP client makes the calls one after another: the first
+// calls. A real MCP client makes ten calls one after another: the first
 // five run with nobody asked, the sixth waits until an approver approves
-// it in the console in Chromium, and the run's review packet names the
-// budget and what the run spent against it.
+// it in the console in Chromium, the other four wait too, and the run's
+// review packet names the budget, what the run spent against it and the
+// calls it did not cover.
 func TestBudgetRunEndToEnd(t *testing.T) {
 	exe := chromiumPath(t)
 	h := harness(t)
@@ -83,9 +85,26 @@ func TestBudgetRunEndToEnd(t *testing.T) {
 		t.Fatalf("the sixth call after the approval = %+v, %v, %d provider jobs; want completed, 6 jobs", done, err, len(h.Sim.Jobs()))
 	}
 
+	// The budget stays spent: the run's last four calls each wait for an
+	// approver too, and start nothing.
+	for i := 7; i <= 10; i++ {
+		call(i)
+		opID := fmt.Sprintf("pr-81-suite-%d", i)
+		testwait.Until(t, testCtx(t), opID+" to wait for an approver", func() (bool, error) {
+			op, err := h.Store.OperationGet(testCtx(t), &ledger.OperationGetParams{Tenant: "acme", OperationID: opID})
+			if err != nil {
+				return false, err
+			}
+			return op.State == ledger.StateAwaitingApproval, nil
+		})
+	}
+	if n := len(h.Sim.Jobs()); n != 6 {
+		t.Fatalf("%d provider jobs after ten calls; want 6: five on the budget, one approved", n)
+	}
+
 	ops, err := h.Store.OperationList(testCtx(t), &ledger.OperationListParams{Tenant: "acme", RunID: run})
-	if err != nil || len(ops) != 6 {
-		t.Fatalf("operations of run %s = %d, %v; want 6", run, len(ops), err)
+	if err != nil || len(ops) != 10 {
+		t.Fatalf("operations of run %s = %d, %v; want 10", run, len(ops), err)
 	}
 	var p *packet.Packet
 	// Settlement follows each job's charges: wait until all five settled.
@@ -109,8 +128,8 @@ func TestBudgetRunEndToEnd(t *testing.T) {
 		return len(p.Budgets) == 1 && p.Budgets[0].Spent.String() == "89.20", nil
 	})
 	if len(p.Budgets) != 1 || p.Budgets[0].ID != b.ID || len(p.Budgets[0].UsedBy) != 5 || p.Budgets[0].Spent.String() != "89.20" ||
-		len(p.Budgets[0].NotCovered) != 1 || p.Budgets[0].NotCovered[0] != "pr-81-suite-6" {
-		t.Fatalf("the packet's budgets = %+v; want budget %d, spent 89.20 by the five calls it covered, not covering the sixth", p.Budgets, b.ID)
+		strings.Join(slices.Sorted(slices.Values(p.Budgets[0].NotCovered)), " ") != "pr-81-suite-10 pr-81-suite-6 pr-81-suite-7 pr-81-suite-8 pr-81-suite-9" {
+		t.Fatalf("the packet's budgets = %+v; want budget %d, spent 89.20 by the five calls it covered, not covering the other five", p.Budgets, b.ID)
 	}
 	if md := string(p.Markdown()); !strings.Contains(md, fmt.Sprintf("| #%d |", b.ID)) || !strings.Contains(md, "the sixth suite of pull request 81") {
 		t.Errorf("the packet's Markdown lacks the budget or the approver's note:\n%s", md)
