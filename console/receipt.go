@@ -114,8 +114,13 @@ func (c *Console) receiptPage(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, http.StatusNotFound, fmt.Sprintf("the receipt of operation %s is not issued yet, so it has no version %d; the page without ?version= shows it, marked provisional", visibleText(op.OperationID), n))
 		return
 	}
-	title := "Receipt of " + visibleText(op.OperationID)
-	c.render(w, r, "receipt", http.StatusOK, &page{Title: title, Data: d})
+	p := &page{Title: "Receipt of " + visibleText(op.OperationID), Data: d}
+	// A provisional receipt of a running operation changes as it runs;
+	// the page has no form to lose.
+	if d.Shown == nil && !op.State.Terminal() {
+		p.Refresh = refreshSeconds
+	}
+	c.render(w, r, "receipt", http.StatusOK, p)
 }
 
 // receiptEnvelope serves an issued version of the receipt, the DSSE

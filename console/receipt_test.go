@@ -69,6 +69,9 @@ func TestOperationPageShowsTheIssuedReceipt(t *testing.T) {
 	})
 
 	p := b.get("/console/operations/op-issued/receipt")
+	if strings.Contains(p.body, `http-equiv="refresh"`) {
+		t.Errorf("the page of an issued receipt reloads itself")
+	}
 	for _, want := range []string{`<b>Issued</b> version 1`, k.KeyID, "<dd>EdDSA,", "the signature matches", `id="lineage"`, `id="charges"`,
 		`href="/console/operations/op-issued/receipt.dsse?version=1"`} {
 		if !strings.Contains(p.body, want) {
