@@ -73,8 +73,8 @@ func (l *consoleLog) all() []string {
 // approval request; an agent's key cannot sign in; the approver signs in,
 // a form stripped of its CSRF token is refused, another tenant's operation
 // is not found, the approval is given from the inbox, the operation page
-// reloads itself until the task completes and shows the receipt; and no
-// page wrote to the console.
+// reloads itself until the task completes and links to the receipt's page,
+// which names the approver; and no page wrote to the console.
 func TestBrowserApproveFromInbox(t *testing.T) {
 	exe := chromiumPath(t)
 	h := harness(t)
@@ -171,7 +171,8 @@ func TestBrowserApproveFromInbox(t *testing.T) {
 		}
 		return state == "completed", nil
 	})
-	text = read("read the receipt", "#receipt")
+	run("open the receipt", chromedp.Click(chromedp.CSS("#receipt a")), chromedp.WaitVisible(chromedp.CSS("#figures")))
+	text = read("read the receipt", "main")
 	credential := fmt.Sprintf("api_key:%d", k.ID)
 	if !strings.Contains(text, "op-browser") || !strings.Contains(text, credential) {
 		t.Fatalf("the receipt on the page lacks the operation or the approver %s:\n%s", credential, text)

@@ -1,8 +1,11 @@
 // Package console serves the approvers' pages under /console: sign-in with
 // an approver credential, the inbox of approval requests with their approve
 // and decline forms, each approval request's own page (where a URL-mode
-// elicitation sends the user to decide it), and each operation with its
-// lineage, remote jobs, charges and receipt.
+// elicitation sends the user to decide it), each operation with its
+// lineage, remote jobs, charges and next actions, and its receipt rendered
+// as a page (the issued version, its signature and history, or the
+// provisional receipt) with each issued version's DSSE envelope to
+// download.
 //
 // The pages are html/template, rendered on the server, with their one
 // stylesheet embedded; they carry no script at all, and the

@@ -82,9 +82,9 @@ type templates struct {
 
 func parseTemplates() (*templates, error) {
 	t := &templates{pages: map[string]*template.Template{}}
-	for _, name := range []string{"signin", "inbox", "request", "operations", "operation", "spend", "budgets", "budget", "error"} {
+	for _, name := range []string{"signin", "inbox", "request", "operations", "operation", "receipt", "spend", "budgets", "budget", "error"} {
 		p, err := template.New(name).Funcs(template.FuncMap{
-			"stamp": stamp, "visible": visible, "decision": decision, "seg": url.PathEscape, "operationPath": operationPath,
+			"stamp": stamp, "visible": visible, "decision": decision, "seg": url.PathEscape, "operationPath": operationPath, "jsonText": jsonText, "prev": func(n int) int { return n - 1 },
 		}).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("console: parse the %s page: %w", name, err)
@@ -154,6 +154,8 @@ func (c *Console) routes() {
 	c.pages.HandleFunc("POST "+Prefix+"/budgets/{id}/close", c.closeBudget)
 	c.pages.HandleFunc("GET "+Prefix+"/operations/{id}", c.operation)
 	c.pages.HandleFunc("POST "+Prefix+"/operations/{id}/resolve", c.resolve)
+	c.pages.HandleFunc("GET "+Prefix+"/operations/{id}/receipt", c.receiptPage)
+	c.pages.HandleFunc("GET "+Prefix+"/operations/{id}/receipt.dsse", c.receiptEnvelope)
 	c.pages.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, http.StatusNotFound, "there is no console page at "+r.URL.Path+"; start from the inbox")
 	})
@@ -267,10 +269,15 @@ func (c *Console) decide(verb string) http.HandlerFunc {
 }
 
 // operationData is one operation's page: its receipt, which holds the
-// lineage, remote jobs, charges and next actions, and its Markdown.
+// lineage, remote jobs, charges and next actions, and which version of it
+// is issued, linking to the receipt's own page.
 type operationData struct {
-	Receipt  *receipt.Receipt
-	Markdown string
+	Receipt *receipt.Receipt
+	// Issued is the latest issued version's issue line; nil while the
+	// receipt is provisional.
+	Issued *receipt.IssueLine
+	// Versions is how many versions were issued.
+	Versions int
 	Ended    bool
 	// Review says the operation waits for a human's resolution, and why.
 	Review       bool
@@ -297,14 +304,14 @@ func (c *Console) operationPage(w http.ResponseWriter, r *http.Request, op *ledg
 		return
 	}
 	// The page's figures and forms follow the ledger as it stands; the
-	// receipt it shows is the one issued, or a provisional one.
+	// receipt it links to is the one issued, or a provisional one.
 	rc := receipt.Build(in)
 	rd, err := issue.Read(r.Context(), c.store, op, &receipt.LoadOptions{Now: c.clock()})
 	if err != nil {
 		c.fail(w, r, err, http.StatusInternalServerError, "could not load the operation's receipt; the gateway log has the details, try again shortly")
 		return
 	}
-	d := operationData{Receipt: rc, Markdown: string(rd.Receipt.Markdown()), Ended: op.State.Terminal(), Review: op.State == ledger.StateReview,
+	d := operationData{Receipt: rc, Issued: rd.Receipt.Issue, Versions: len(rd.Versions), Ended: op.State.Terminal(), Review: op.State == ledger.StateReview,
 		ReviewReason: op.ReviewReason}
 	for _, j := range rc.RemoteJobs {
 		if j.Duplicate && j.DuplicateResolved == "open" {

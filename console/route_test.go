@@ -301,4 +301,12 @@ func TestHostileIDsAreEscapedAndMarked(t *testing.T) {
 		!strings.Contains(p.body, `<title>Operation bidi-\u{202E}txt.exe\u{200B}`) {
 		t.Errorf("the bidi operation's page = %d, shows the character as it is or has it in its title:\n%s", p.status, p.body)
 	}
+	if p := b.get("/console/operations/" + url.PathEscape(bidi) + "/receipt"); p.status != http.StatusOK || strings.ContainsAny(p.body, "\u202e\u200b") ||
+		!strings.Contains(p.body, `bidi-<span class="ctl">\u{202E}</span>txt.exe<span class="ctl">\u{200B}</span>`) {
+		t.Errorf("the bidi operation's receipt page = %d, shows the character as it is or not as a mark:\n%s", p.status, p.body)
+	}
+	if p := b.get("/console/operations/" + url.PathEscape(climb) + "/receipt"); p.status != http.StatusOK ||
+		!strings.Contains(p.body, `href="/console/operations/..%2Frequests%2F1%2Fapprove%3Fx="`) || strings.Contains(p.body, `href="/console/operations/../`) {
+		t.Errorf("the climbing operation's receipt page = %d, or a link on it climbs out of its path:\n%s", p.status, p.body)
+	}
 }
