@@ -217,9 +217,9 @@ func (e *env) receiptVerifyCmd() *cobra.Command {
 				if v.Previous != "" {
 					fmt.Fprintf(e.stdout, "  replaces:   version %d, sha256 %s\n", v.Version-1, inert.Terminal(v.Previous))
 				}
-				fmt.Fprintf(e.stdout, "  signed:     by key %s\n", key)
+				fmt.Fprintf(e.stdout, "  signed:     by key %s (%s)\n", key, v.Algorithm)
 			} else {
-				fmt.Fprintf(e.stdout, "  signed:     %s by key %s (%s)\n", v.SignedAt.UTC().Format(time.RFC3339), key, receipt.Algorithm)
+				fmt.Fprintf(e.stdout, "  signed:     %s by key %s (%s)\n", v.SignedAt.UTC().Format(time.RFC3339), key, v.Algorithm)
 			}
 			fmt.Fprintf(e.stdout, "  chain head: %s\n", head)
 			fmt.Fprintf(e.stdout, "  fields:     %d, each as signed\n", v.Fields)
