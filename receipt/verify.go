@@ -25,6 +25,8 @@ const (
 	// FormDSSE is an issued receipt: a DSSE envelope over its in-toto
 	// statement.
 	FormDSSE = "dsse"
+	// FormBundle is an issued receipt in a Sigstore bundle v0.3.
+	FormBundle = "sigstore-bundle"
 )
 
 // PublicKeys are the keys a verifier trusts, by key ID ([KeyID]): each an
@@ -66,11 +68,11 @@ type Problem struct {
 // which chain head, and the problems; the receipt verifies only when there
 // are none.
 type Verification struct {
-	// Form is what was verified: FormJWS or FormDSSE.
+	// Form is what was verified: FormJWS, FormDSSE or FormBundle.
 	Form        string
 	OperationID string
 	// Version and Previous are an issued receipt's version and the digest
-	// of the version before it (FormDSSE only).
+	// of the version before it (FormDSSE and FormBundle only).
 	Version  int
 	Previous string
 	// KeyID and SignedAt are what the signature's protected header names;
