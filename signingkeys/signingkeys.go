@@ -16,7 +16,8 @@
 // signed still verify.
 //
 // This package must never log, print, return or store a private key in the
-// clear: private keys exist unsealed only inside [Create] and [Signer.Sign].
+// clear: private keys exist unsealed only inside [CreateWith] and the
+// Signer's methods that sign.
 package signingkeys
 
 import (
