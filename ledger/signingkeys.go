@@ -5,9 +5,16 @@ import "time"
 // SigningAlgorithm is the JWS algorithm a receipt-signing key signs with.
 type SigningAlgorithm string
 
-// SigningEdDSA is Ed25519 (RFC 8037), the one algorithm receipts are
-// signed with.
-const SigningEdDSA SigningAlgorithm = "EdDSA"
+const (
+	// SigningEdDSA is Ed25519 (RFC 8037), the default.
+	SigningEdDSA SigningAlgorithm = "EdDSA"
+	// SigningES256 is ECDSA over P-256 with SHA-256 (RFC 7518), cosign's
+	// default algorithm.
+	SigningES256 SigningAlgorithm = "ES256"
+)
+
+// Known reports whether receipts can be signed with a.
+func (a SigningAlgorithm) Known() bool { return a == SigningEdDSA || a == SigningES256 }
 
 // SigningKey is a key that signs receipts. The ledger holds its public key
 // and, while it is active, its private key sealed under the gateway's
@@ -20,10 +27,11 @@ type SigningKey struct {
 	// unique in the ledger.
 	KeyID     string
 	Algorithm SigningAlgorithm
-	// PublicKey is the raw Ed25519 public key (32 bytes).
+	// PublicKey is the raw public key: Ed25519's 32 bytes, or P-256's
+	// uncompressed point (SEC 1, 65 bytes).
 	PublicKey []byte
-	// SealedPrivateKey is the Ed25519 private key (its RFC 8032 seed)
-	// sealed by secrets.Ring.SealBytes under a label naming KeyID; empty
+	// SealedPrivateKey is the private key (Ed25519's RFC 8032 seed, or
+	// P-256's 32-byte scalar) sealed by secrets.Ring.SealBytes under a label naming KeyID; empty
 	// once the key is retired.
 	SealedPrivateKey string
 	CreatedAt        time.Time

@@ -15,7 +15,8 @@
 //
 // Signing is a step of its own after Build: [Sign] takes the private key
 // and the signing time from its caller and adds a [Signature] block, a
-// detached Ed25519 JWS (alg EdDSA, kid the key's RFC 7638 thumbprint) over
+// detached JWS (alg EdDSA for an Ed25519 key, ES256 for an ECDSA P-256
+// key; kid the key's RFC 7638 thumbprint) over
 // the RFC 8785 canonical JSON of the rendering without that block, which
 // holds the chain head the receipt was built from (chain_head). YAML and
 // Markdown carry the block as text; the JSON rendering is what [Verify]

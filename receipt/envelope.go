@@ -150,5 +150,6 @@ func VerifyEnvelope(ctx context.Context, doc []byte, keys PublicKeys) (*Verifica
 		return v, nil
 	}
 	v.KeyID = accepted[0].KeyID
+	v.Algorithm, _ = AlgorithmOf(keys[v.KeyID])
 	return v, nil
 }

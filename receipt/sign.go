@@ -3,7 +3,9 @@ package receipt
 import (
 	"bytes"
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -16,11 +18,8 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/taskgate/taskgate/canon"
+	"github.com/taskgate/taskgate/ledger"
 )
-
-// Algorithm is the JWS algorithm receipts are signed with: Ed25519
-// (RFC 8037).
-const Algorithm = string(jose.EdDSA)
 
 // Protected header parameters of a receipt's JWS beside alg and kid. They
 // are private names (RFC 7515, section 4.3), prefixed to keep them apart
@@ -50,28 +49,48 @@ type Signature struct {
 	JWS       string    `json:"jws" yaml:"jws"`
 }
 
-// KeyID is the key ID ("kid") of an Ed25519 public key: its RFC 7638
-// thumbprint (SHA-256), unpadded base64url. It is derived from the key, so
-// a key set cannot name a key by another's ID.
-func KeyID(pub ed25519.PublicKey) (string, error) {
+// AlgorithmOf returns the algorithm a public key verifies: EdDSA for an
+// Ed25519 key, ES256 for an ECDSA P-256 key. Any other key signs no
+// receipt.
+func AlgorithmOf(pub crypto.PublicKey) (ledger.SigningAlgorithm, error) {
+	switch k := pub.(type) {
+	case ed25519.PublicKey:
+		if len(k) == ed25519.PublicKeySize {
+			return ledger.SigningEdDSA, nil
+		}
+	case *ecdsa.PublicKey:
+		if k.Curve == elliptic.P256() {
+			return ledger.SigningES256, nil
+		}
+	}
+	return "", fmt.Errorf("a %T is neither an Ed25519 nor an ECDSA P-256 public key; receipts are signed with those only", pub)
+}
+
+// KeyID is the key ID ("kid") of an Ed25519 or ECDSA P-256 public key: its
+// RFC 7638 thumbprint (SHA-256), unpadded base64url. It is derived from
+// the key, so a key set cannot name a key by another's ID.
+func KeyID(pub crypto.PublicKey) (string, error) {
+	if _, err := AlgorithmOf(pub); err != nil {
+		return "", fmt.Errorf("compute a key ID: %w", err)
+	}
 	jwk := jose.JSONWebKey{Key: pub}
 	tp, err := jwk.Thumbprint(crypto.SHA256)
 	if err != nil {
-		return "", fmt.Errorf("compute the key ID of an Ed25519 public key: %w", err)
+		return "", fmt.Errorf("compute the key ID of a public key: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(tp), nil
 }
 
-// Sign signs r with key, as signed at at, and sets r.Signature; a
-// signature r already carries is replaced. It reads no clock: at is the
-// caller's. Sign fails when the receipt's JSON rendering cannot be
-// canonicalised (it exceeds canon.MaxSize).
-func Sign(r *Receipt, key ed25519.PrivateKey, at time.Time) error {
-	pub, ok := key.Public().(ed25519.PublicKey)
-	if !ok || len(key) != ed25519.PrivateKeySize {
-		return fmt.Errorf("sign the receipt of %q: the signing key is not an Ed25519 private key", r.OperationID)
+// Sign signs r with key (Ed25519 or ECDSA P-256), as signed at at, and
+// sets r.Signature; a signature r already carries is replaced. It reads no
+// clock: at is the caller's. Sign fails when the receipt's JSON rendering
+// cannot be canonicalised (it exceeds canon.MaxSize).
+func Sign(r *Receipt, key crypto.Signer, at time.Time) error {
+	alg, err := AlgorithmOf(key.Public())
+	if err != nil {
+		return fmt.Errorf("sign the receipt of %q: %w", r.OperationID, err)
 	}
-	kid, err := KeyID(pub)
+	kid, err := KeyID(key.Public())
 	if err != nil {
 		return err
 	}
@@ -88,7 +107,7 @@ func Sign(r *Receipt, key ed25519.PrivateKey, at time.Time) error {
 	opts := (&jose.SignerOptions{}).
 		WithHeader(headerSignedAt, signedAt.Format(time.RFC3339)).
 		WithHeader(headerFields, fields)
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: jose.JSONWebKey{Key: key, KeyID: kid}}, opts)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(alg), Key: jose.JSONWebKey{Key: key, KeyID: kid}}, opts)
 	if err != nil {
 		return fmt.Errorf("sign the receipt of %q: %w", r.OperationID, err)
 	}
@@ -100,7 +119,7 @@ func Sign(r *Receipt, key ed25519.PrivateKey, at time.Time) error {
 	if err != nil {
 		return fmt.Errorf("sign the receipt of %q: %w", r.OperationID, err)
 	}
-	r.Signature = &Signature{Algorithm: Algorithm, KeyID: kid, SignedAt: signedAt, JWS: jws}
+	r.Signature = &Signature{Algorithm: string(alg), KeyID: kid, SignedAt: signedAt, JWS: jws}
 	return nil
 }
 

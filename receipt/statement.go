@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
@@ -225,12 +226,20 @@ func (v *dsseVerifier) Public() crypto.PublicKey { return v.pub }
 
 var errBadSignature = errors.New("the signature does not match")
 
+// Verify takes an ECDSA signature in ASN.1 DER, as cosign writes and
+// reads it.
 func (v *dsseVerifier) Verify(_ context.Context, data, sig []byte) error {
-	pub, ok := v.pub.(ed25519.PublicKey)
-	if !ok {
-		return fmt.Errorf("key %s is not an Ed25519 public key", v.kid)
+	var ok bool
+	switch pub := v.pub.(type) {
+	case ed25519.PublicKey:
+		ok = ed25519.Verify(pub, data, sig)
+	case *ecdsa.PublicKey:
+		sum := sha256.Sum256(data)
+		ok = ecdsa.VerifyASN1(pub, sum[:], sig)
+	default:
+		return fmt.Errorf("key %s is neither an Ed25519 nor an ECDSA public key", v.kid)
 	}
-	if !ed25519.Verify(pub, data, sig) {
+	if !ok {
 		return errBadSignature
 	}
 	return nil

@@ -2,7 +2,7 @@ package receipt
 
 import (
 	"bytes"
-	"crypto/ed25519"
+	"crypto"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -14,6 +14,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/taskgate/taskgate/canon"
+	"github.com/taskgate/taskgate/ledger"
 )
 
 // The forms of a signed receipt [Verify] and [VerifyEnvelope] check.
@@ -24,10 +25,13 @@ const (
 	// FormDSSE is an issued receipt: a DSSE envelope over its in-toto
 	// statement.
 	FormDSSE = "dsse"
+	// FormBundle is an issued receipt in a Sigstore bundle v0.3.
+	FormBundle = "sigstore-bundle"
 )
 
-// PublicKeys are the keys a verifier trusts, by key ID ([KeyID]).
-type PublicKeys map[string]ed25519.PublicKey
+// PublicKeys are the keys a verifier trusts, by key ID ([KeyID]): each an
+// ed25519.PublicKey or an *ecdsa.PublicKey on P-256.
+type PublicKeys map[string]crypto.PublicKey
 
 // ProblemKind says which check of a signed receipt failed.
 type ProblemKind string
@@ -64,15 +68,17 @@ type Problem struct {
 // which chain head, and the problems; the receipt verifies only when there
 // are none.
 type Verification struct {
-	// Form is what was verified: FormJWS or FormDSSE.
+	// Form is what was verified: FormJWS, FormDSSE or FormBundle.
 	Form        string
 	OperationID string
 	// Version and Previous are an issued receipt's version and the digest
-	// of the version before it (FormDSSE only).
+	// of the version before it (FormDSSE and FormBundle only).
 	Version  int
 	Previous string
-	// KeyID and SignedAt are what the signature's protected header names.
+	// KeyID and SignedAt are what the signature's protected header names;
+	// Algorithm is what the key that signed signs with.
 	KeyID     string
+	Algorithm ledger.SigningAlgorithm
 	SignedAt  time.Time
 	ChainHead string
 	// Fields is how many fields of the receipt its signature covers.
@@ -166,7 +172,12 @@ func Verify(doc []byte, keys PublicKeys) (*Verification, error) {
 		v.fail(ProblemKey, "signature.kid", "the receipt was signed by key %s, which is not among the trusted keys", header.Kid)
 		return v, nil
 	}
-	obj, err := jose.ParseDetached(block.JWS, payload, []jose.SignatureAlgorithm{jose.EdDSA})
+	if alg, err := AlgorithmOf(pub); err != nil || string(alg) != header.Alg {
+		v.fail(ProblemKey, "signature.kid", "key %s does not sign with %s, the algorithm the signature names", header.Kid, header.Alg)
+		return v, nil
+	}
+	v.Algorithm = ledger.SigningAlgorithm(header.Alg)
+	obj, err := jose.ParseDetached(block.JWS, payload, []jose.SignatureAlgorithm{jose.EdDSA, jose.ES256})
 	if err != nil {
 		v.fail(ProblemBlock, "signature.jws", "signature.jws cannot be read as a detached JWS: %v", err)
 		return v, nil
@@ -202,8 +213,8 @@ func readBlock(v *Verification, raw json.RawMessage) (*Signature, *signedHeader,
 		v.fail(ProblemBlock, "signature.jws", "the protected header of signature.jws cannot be read: %v", err)
 		return nil, nil, false
 	}
-	if header.Alg != Algorithm {
-		v.fail(ProblemBlock, "signature.jws", "the receipt was signed with algorithm %q; receipts are signed with %s only", header.Alg, Algorithm)
+	if !ledger.SigningAlgorithm(header.Alg).Known() {
+		v.fail(ProblemBlock, "signature.jws", "the receipt was signed with algorithm %q; receipts are signed with %s or %s only", header.Alg, ledger.SigningEdDSA, ledger.SigningES256)
 		return nil, nil, false
 	}
 	return &block, &header, true

@@ -1,4 +1,5 @@
-// Package signingkeys keeps the Ed25519 keys that sign receipts: it
+// Package signingkeys keeps the keys that sign receipts, Ed25519 (the
+// default) or ECDSA P-256 (cosign's default algorithm): it
 // creates them, seals their private parts with the gateway's secrets key
 // ring, retires them, signs receipts with the active one (alone, or as a
 // review packet embeds them), and publishes
@@ -15,13 +16,17 @@
 // signed still verify.
 //
 // This package must never log, print, return or store a private key in the
-// clear: private keys exist unsealed only inside [Create] and [Signer.Sign].
+// clear: private keys exist unsealed only inside [CreateWith] and the
+// Signer's methods that sign.
 package signingkeys
 
 import (
 	"bytes"
 	"context"
+	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/json"
@@ -60,30 +65,92 @@ var ErrNoRing = errors.New("no secrets key is configured to encrypt and decrypt 
 // label binds a sealed private key to its key ID.
 func label(kid string) string { return "receipt signing key " + kid }
 
-// Create makes a new Ed25519 key from crypto/rand, seals its private part
-// with ring and records it in the ledger as created at now (zero: the
+// Algorithms are the names [ParseAlgorithm] takes, the default first.
+var Algorithms = []string{"ed25519", "ecdsa-p256"}
+
+// ParseAlgorithm returns the signing algorithm a name of [Algorithms]
+// stands for.
+func ParseAlgorithm(name string) (ledger.SigningAlgorithm, error) {
+	switch strings.ToLower(name) {
+	case "ed25519":
+		return ledger.SigningEdDSA, nil
+	case "ecdsa-p256":
+		return ledger.SigningES256, nil
+	}
+	return "", fmt.Errorf("%q is not a receipt-signing algorithm; use %s", name, strings.Join(Algorithms, " or "))
+}
+
+// Create makes a new Ed25519 key, the default: [CreateWith] for
+// [ledger.SigningEdDSA].
+func Create(ctx context.Context, store ledger.Store, ring *secrets.Ring, now time.Time) (*ledger.SigningKey, error) {
+	return CreateWith(ctx, store, ring, ledger.SigningEdDSA, now)
+}
+
+// CreateWith makes a new key for alg from crypto/rand, seals its private
+// part with ring and records it in the ledger as created at now (zero: the
 // store's clock). From then on it is the newest active key and signs
 // receipts; older active keys stay active until retired.
-func Create(ctx context.Context, store ledger.Store, ring *secrets.Ring, now time.Time) (*ledger.SigningKey, error) {
+func CreateWith(ctx context.Context, store ledger.Store, ring *secrets.Ring, alg ledger.SigningAlgorithm, now time.Time) (*ledger.SigningKey, error) {
 	if ring == nil {
 		return nil, fmt.Errorf("create a receipt-signing key: %w", ErrNoRing)
 	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("create a receipt-signing key: %w", err)
+	var (
+		pub     crypto.PublicKey
+		rawPub  []byte
+		private []byte
+	)
+	switch alg {
+	case ledger.SigningEdDSA:
+		p, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("create a receipt-signing key: %w", err)
+		}
+		pub, rawPub, private = p, p, priv.Seed()
+	case ledger.SigningES256:
+		priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("create a receipt-signing key: %w", err)
+		}
+		if rawPub, err = priv.PublicKey.Bytes(); err != nil {
+			return nil, fmt.Errorf("create a receipt-signing key: %w", err)
+		}
+		if private, err = priv.Bytes(); err != nil {
+			return nil, fmt.Errorf("create a receipt-signing key: %w", err)
+		}
+		pub = &priv.PublicKey
+	default:
+		return nil, fmt.Errorf("create a receipt-signing key: algorithm %q is neither %s nor %s", alg, ledger.SigningEdDSA, ledger.SigningES256)
 	}
 	kid, err := receipt.KeyID(pub)
 	if err != nil {
 		return nil, err
 	}
 	k, err := store.SigningKeyCreate(ctx, &ledger.SigningKey{
-		KeyID: kid, Algorithm: ledger.SigningEdDSA, PublicKey: pub,
-		SealedPrivateKey: ring.SealBytes(priv.Seed(), label(kid)), CreatedAt: now,
+		KeyID: kid, Algorithm: alg, PublicKey: rawPub,
+		SealedPrivateKey: ring.SealBytes(private, label(kid)), CreatedAt: now,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record the new receipt-signing key: %w", err)
 	}
 	return k, nil
+}
+
+// PublicKey returns k's public key as the crypto package holds it: an
+// ed25519.PublicKey or an *ecdsa.PublicKey on P-256.
+func PublicKey(k *ledger.SigningKey) (crypto.PublicKey, error) {
+	switch k.Algorithm {
+	case ledger.SigningEdDSA:
+		if len(k.PublicKey) == ed25519.PublicKeySize {
+			return ed25519.PublicKey(k.PublicKey), nil
+		}
+	case ledger.SigningES256:
+		if pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), k.PublicKey); err == nil {
+			return pub, nil
+		}
+	default:
+		return nil, fmt.Errorf("receipt-signing key %s: algorithm %q is neither %s nor %s", k.KeyID, k.Algorithm, ledger.SigningEdDSA, ledger.SigningES256)
+	}
+	return nil, fmt.Errorf("receipt-signing key %s: its stored public key is not an %s public key", k.KeyID, k.Algorithm)
 }
 
 // Retire retires the key kid as of now (zero: the store's clock): the
@@ -219,32 +286,50 @@ func (s *Signer) Check(ctx context.Context) (string, error) {
 }
 
 // open unseals k's private key and checks that it is k's.
-func (s *Signer) open(k *ledger.SigningKey) (ed25519.PrivateKey, error) {
+func (s *Signer) open(k *ledger.SigningKey) (crypto.Signer, error) {
 	if s.ring == nil {
 		return nil, fmt.Errorf("receipt-signing key %s is encrypted with secrets key %s: %w", k.KeyID, SealedWith(k), ErrNoRing)
 	}
-	seed, err := s.ring.OpenBytes(k.SealedPrivateKey, label(k.KeyID))
+	pub, err := PublicKey(k)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.ring.OpenBytes(k.SealedPrivateKey, label(k.KeyID))
 	if err != nil {
 		return nil, fmt.Errorf("open receipt-signing key %s: %w", k.KeyID, err)
 	}
-	if len(seed) != ed25519.SeedSize {
-		return nil, fmt.Errorf("open receipt-signing key %s: its private part is not an Ed25519 seed", k.KeyID)
+	var priv crypto.Signer
+	switch k.Algorithm {
+	case ledger.SigningEdDSA:
+		if len(raw) != ed25519.SeedSize {
+			return nil, fmt.Errorf("open receipt-signing key %s: its private part is not an Ed25519 seed", k.KeyID)
+		}
+		priv = ed25519.NewKeyFromSeed(raw)
+	case ledger.SigningES256:
+		p, err := ecdsa.ParseRawPrivateKey(elliptic.P256(), raw)
+		if err != nil {
+			return nil, fmt.Errorf("open receipt-signing key %s: its private part is not a P-256 private key", k.KeyID)
+		}
+		priv = p
 	}
-	priv := ed25519.NewKeyFromSeed(seed)
-	if !bytes.Equal(priv.Public().(ed25519.PublicKey), k.PublicKey) {
+	if !priv.Public().(interface{ Equal(crypto.PublicKey) bool }).Equal(pub) {
 		return nil, fmt.Errorf("open receipt-signing key %s: its private part does not belong to its public key", k.KeyID)
 	}
 	return priv, nil
 }
 
 // JWKS renders keys' public parts, retired ones included, oldest first, as
-// a JWK Set: each an OKP Ed25519 key with kid, "alg": "EdDSA" and
-// "use": "sig".
+// a JWK Set: each an OKP Ed25519 key with "alg": "EdDSA" or an EC P-256
+// key with "alg": "ES256", with its kid and "use": "sig".
 func JWKS(keys []*ledger.SigningKey) ([]byte, error) {
 	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{}}
 	for _, k := range keys {
+		pub, err := PublicKey(k)
+		if err != nil {
+			return nil, err
+		}
 		set.Keys = append(set.Keys, jose.JSONWebKey{
-			Key: ed25519.PublicKey(k.PublicKey), KeyID: k.KeyID, Algorithm: string(k.Algorithm), Use: "sig",
+			Key: pub, KeyID: k.KeyID, Algorithm: string(k.Algorithm), Use: "sig",
 		})
 	}
 	b, err := json.MarshalIndent(set, "", "  ")
@@ -261,7 +346,11 @@ func JWKS(keys []*ledger.SigningKey) ([]byte, error) {
 func PEM(keys []*ledger.SigningKey) ([]byte, error) {
 	var b bytes.Buffer
 	for _, k := range keys {
-		der, err := x509.MarshalPKIXPublicKey(ed25519.PublicKey(k.PublicKey))
+		pub, err := PublicKey(k)
+		if err != nil {
+			return nil, err
+		}
+		der, err := x509.MarshalPKIXPublicKey(pub)
 		if err != nil {
 			return nil, fmt.Errorf("render receipt-signing key %s as PEM: %w", k.KeyID, err)
 		}
@@ -277,19 +366,25 @@ func PEM(keys []*ledger.SigningKey) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// PublicKeys are keys' public parts, retired ones included, by key ID.
+// PublicKeys are keys' public parts, retired ones included, by key ID. A
+// key whose stored public part cannot be read is left out, so nothing
+// verifies as signed by it ([JWKS] and [PEM] name it).
 func PublicKeys(keys []*ledger.SigningKey) receipt.PublicKeys {
 	out := receipt.PublicKeys{}
 	for _, k := range keys {
-		out[k.KeyID] = ed25519.PublicKey(k.PublicKey)
+		if pub, err := PublicKey(k); err == nil {
+			out[k.KeyID] = pub
+		}
 	}
 	return out
 }
 
 // ParseJWKS reads a JWK Set of receipt-signing keys. It refuses a set with
-// a key that is not an Ed25519 public key, or whose kid is not the key's
-// thumbprint ([receipt.KeyID]): a key listed under another's ID must never
-// verify what that other key signed. source names the set in errors.
+// a key that is neither an Ed25519 nor an ECDSA P-256 public key, whose
+// alg, when given, is not the one the key signs with, or whose kid is not
+// the key's thumbprint ([receipt.KeyID]): a key listed under another's ID
+// must never verify what that other key signed. source names the set in
+// errors.
 func ParseJWKS(b []byte, source string) (receipt.PublicKeys, error) {
 	var set jose.JSONWebKeySet
 	if err := json.Unmarshal(b, &set); err != nil {
@@ -297,9 +392,13 @@ func ParseJWKS(b []byte, source string) (receipt.PublicKeys, error) {
 	}
 	out := receipt.PublicKeys{}
 	for i, k := range set.Keys {
-		pub, ok := k.Key.(ed25519.PublicKey)
-		if !ok {
-			return nil, fmt.Errorf("%s: key %d (kid %q) is not an Ed25519 public key; receipts are signed with Ed25519 only", source, i, k.KeyID)
+		pub := k.Key
+		alg, err := receipt.AlgorithmOf(pub)
+		if err != nil || !k.IsPublic() {
+			return nil, fmt.Errorf("%s: key %d (kid %q) is neither an Ed25519 nor an ECDSA P-256 public key; receipts are signed with those only", source, i, k.KeyID)
+		}
+		if k.Algorithm != "" && k.Algorithm != string(alg) {
+			return nil, fmt.Errorf("%s: key %d (kid %q) says alg %q, but it is a key for %s", source, i, k.KeyID, k.Algorithm, alg)
 		}
 		kid, err := receipt.KeyID(pub)
 		if err != nil {

@@ -3,10 +3,14 @@ package signingkeys
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/sqlite"
@@ -80,6 +86,13 @@ func signAndVerify(t *testing.T, s *Signer, keys receipt.PublicKeys) *receipt.Ve
 }
 
 func TestKeyLifecycle(t *testing.T) {
+	for _, alg := range []ledger.SigningAlgorithm{ledger.SigningEdDSA, ledger.SigningES256} {
+		t.Run(string(alg), func(t *testing.T) { keyLifecycle(t, alg) })
+	}
+}
+
+// keyLifecycle creates, signs with and retires keys for alg.
+func keyLifecycle(t *testing.T, alg ledger.SigningAlgorithm) {
 	ctx := context.Background()
 	store := openStore(t)
 	ring := newRing(t, secrets.NewKey())
@@ -90,24 +103,40 @@ func TestKeyLifecycle(t *testing.T) {
 	if signed, err := signer.Sign(ctx, r, signedAt); err != nil || signed || r.Signature != nil {
 		t.Fatalf("Sign without a key = %v, %v, signature %v; want unsigned", signed, err, r.Signature)
 	}
-	if _, err := Create(ctx, store, nil, time.Time{}); !errors.Is(err, ErrNoRing) {
+	if _, err := CreateWith(ctx, store, nil, alg, time.Time{}); !errors.Is(err, ErrNoRing) {
 		t.Fatalf("Create without a ring = %v, want ErrNoRing", err)
 	}
 
-	first, err := Create(ctx, store, ring, time.Time{})
+	first, err := CreateWith(ctx, store, ring, alg, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if kid, _ := receipt.KeyID(first.PublicKey); first.KeyID != kid || !first.Active() || SealedWith(first) != ring.Newest() {
+	pub, err := PublicKey(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kid, _ := receipt.KeyID(pub); first.Algorithm != alg || first.KeyID != kid || !first.Active() || SealedWith(first) != ring.Newest() {
 		t.Errorf("created %+v; want kid the thumbprint %s, active, sealed with %s", first, kid, ring.Newest())
 	}
 	v := signAndVerify(t, signer, PublicKeys(list(t, store)))
-	if !v.OK() || v.KeyID != first.KeyID {
-		t.Fatalf("signed with the first key: %+v", v)
+	if !v.OK() || v.KeyID != first.KeyID || v.Algorithm != alg {
+		t.Fatalf("signed with the first key: %+v; want it verified as signed with %s", v, alg)
+	}
+	// The issued form: a DSSE envelope over the receipt's statement.
+	st, err := receipt.Statement(aReceipt("op-env"), receipt.Issue{Version: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, kid, err := signer.Envelope(ctx, st)
+	if err != nil || kid != first.KeyID {
+		t.Fatalf("Envelope = %v, %q; want signed by %s", err, kid, first.KeyID)
+	}
+	if v, err := receipt.VerifyEnvelope(ctx, env, PublicKeys(list(t, store))); err != nil || !v.OK() || v.KeyID != first.KeyID || v.Algorithm != alg {
+		t.Fatalf("VerifyEnvelope = %+v, %v; want it verified as signed by %s with %s", v, err, first.KeyID, alg)
 	}
 
 	// The newest active key signs.
-	second, err := Create(ctx, store, ring, time.Time{})
+	second, err := CreateWith(ctx, store, ring, alg, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +182,7 @@ func TestKeyLifecycle(t *testing.T) {
 	// A receipt signed by another ledger's key is not verified by this
 	// one's keys.
 	other := openStore(t)
-	if _, err := Create(ctx, other, ring, time.Time{}); err != nil {
+	if _, err := CreateWith(ctx, other, ring, alg, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	v = signAndVerify(t, NewSigner(other, ring), published)
@@ -269,7 +298,7 @@ func TestParseJWKS(t *testing.T) {
 		t.Errorf("JWK %v; want an OKP Ed25519 public key with kid, alg EdDSA and use sig", k)
 	}
 	keys, err := ParseJWKS(good, "good")
-	if err != nil || !bytes.Equal(keys[kid], pub) {
+	if err != nil || !pub.Equal(keys[kid]) {
 		t.Fatalf("ParseJWKS = %v, %v; want the key under %s", keys, err, kid)
 	}
 
@@ -281,11 +310,84 @@ func TestParseJWKS(t *testing.T) {
 	}{
 		"not JSON":          {[]byte("keys: []"), "is not a JWK Set"},
 		"another key's kid": {renamed, "but its thumbprint is " + kid},
-		"a private key":     {withPrivate, "is not an Ed25519 public key"},
-		"an RSA key":        {[]byte(`{"keys":[{"kty":"RSA","kid":"r","n":"sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw","e":"AQAB"}]}`), "is not an Ed25519 public key"},
+		"a private key":     {withPrivate, "is neither an Ed25519 nor an ECDSA P-256 public key"},
+		"an RSA key":        {[]byte(`{"keys":[{"kty":"RSA","kid":"r","n":"sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw","e":"AQAB"}]}`), "is neither an Ed25519 nor an ECDSA P-256 public key"},
 	} {
 		if _, err := ParseJWKS(tc.b, "the set"); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: ParseJWKS = %v, want an error saying %q", name, err, tc.want)
+		}
+	}
+}
+
+// An ECDSA P-256 key is published as an EC JWK and a PKIX PEM key, and a
+// set that misnames its algorithm or uses another curve is refused.
+func TestECDSAPublicKeys(t *testing.T) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := priv.PublicKey.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid, _ := receipt.KeyID(&priv.PublicKey)
+	k := &ledger.SigningKey{KeyID: kid, Algorithm: ledger.SigningES256, PublicKey: raw}
+	good, err := JWKS([]*ledger.SigningKey{k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set map[string][]map[string]any
+	if err := json.Unmarshal(good, &set); err != nil {
+		t.Fatal(err)
+	}
+	if j := set["keys"][0]; j["kty"] != "EC" || j["crv"] != "P-256" || j["kid"] != kid || j["alg"] != "ES256" || j["use"] != "sig" || j["d"] != nil {
+		t.Errorf("JWK %v; want an EC P-256 public key with kid, alg ES256 and use sig", j)
+	}
+	keys, err := ParseJWKS(good, "good")
+	if err != nil || !priv.PublicKey.Equal(keys[kid]) {
+		t.Fatalf("ParseJWKS = %v, %v; want the key under %s", keys, err, kid)
+	}
+	p, err := PEM([]*ledger.SigningKey{k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(p)
+	if block == nil {
+		t.Fatalf("PEM wrote no block:\n%s", p)
+	}
+	if pub, err := x509.ParsePKIXPublicKey(block.Bytes); err != nil || !priv.PublicKey.Equal(pub) {
+		t.Errorf("the PEM block holds %v, %v; want the P-256 public key", pub, err)
+	}
+
+	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &p384.PublicKey, KeyID: "p384", Algorithm: "ES384"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		b    []byte
+		want string
+	}{
+		"alg EdDSA on an EC key": {bytes.Replace(good, []byte(`"ES256"`), []byte(`"EdDSA"`), 1), `says alg "EdDSA", but it is a key for ES256`},
+		"a P-384 key":            {other, "is neither an Ed25519 nor an ECDSA P-256 public key"},
+	} {
+		if _, err := ParseJWKS(tc.b, "the set"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: ParseJWKS = %v, want an error saying %q", name, err, tc.want)
+		}
+	}
+	if _, err := PublicKey(&ledger.SigningKey{KeyID: "short", Algorithm: ledger.SigningES256, PublicKey: raw[:33]}); err == nil {
+		t.Error("PublicKey read a truncated P-256 point")
+	}
+}
+
+func TestParseAlgorithm(t *testing.T) {
+	for name, want := range map[string]ledger.SigningAlgorithm{"ed25519": ledger.SigningEdDSA, "ECDSA-P256": ledger.SigningES256, "rsa": "", "": ""} {
+		got, err := ParseAlgorithm(name)
+		if got != want || (err == nil) != (want != "") {
+			t.Errorf("ParseAlgorithm(%q) = %q, %v; want %q", name, got, err, want)
 		}
 	}
 }
@@ -320,7 +422,7 @@ func TestHandlerAndLoad(t *testing.T) {
 		t.Errorf("GET %s: %s, %s; want 200 application/jwk-set+json", JWKSPath, res.Status, res.Header.Get("Content-Type"))
 	}
 	keys, err := LoadJWKS(ctx, srv.URL+JWKSPath, nil)
-	if err != nil || !bytes.Equal(keys[k.KeyID], k.PublicKey) {
+	if err != nil || !ed25519.PublicKey(k.PublicKey).Equal(keys[k.KeyID]) {
 		t.Fatalf("LoadJWKS(URL) = %v, %v; want key %s", keys, err, k.KeyID)
 	}
 	res, err = http.Post(srv.URL+JWKSPath, "application/json", nil)

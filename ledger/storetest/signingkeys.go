@@ -39,6 +39,11 @@ func testSigningKeys(t *testing.T, newStore Factory) {
 	if _, err := s.SigningKeyCreate(ctx, key("kid-2")); err != nil {
 		t.Fatal(err)
 	}
+	es := key("kid-es")
+	es.Algorithm = ledger.SigningES256
+	if k, err := s.SigningKeyCreate(ctx, es); err != nil || k.Algorithm != ledger.SigningES256 {
+		t.Errorf("an ES256 key: %+v, %v; want it recorded as ES256", k, err)
+	}
 	if _, err := s.SigningKeyCreate(ctx, key("kid-1")); err == nil || !strings.Contains(err.Error(), "kid-1 is already in the ledger") {
 		t.Errorf("creating kid-1 again: %v; want it refused as already in the ledger", err)
 	}
@@ -72,9 +77,9 @@ func testSigningKeys(t *testing.T, newStore Factory) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != 2 || keys[0].KeyID != "kid-1" || keys[0].Active() || keys[1].KeyID != "kid-2" || !keys[1].Active() ||
-		keys[1].SealedPrivateKey != "tgs1.0123456789ab.sealed-kid-2" {
-		t.Fatalf("listed %+v, want kid-1 retired then kid-2 active with its sealed key", keys)
+	if len(keys) != 3 || keys[0].KeyID != "kid-1" || keys[0].Active() || keys[1].KeyID != "kid-2" || !keys[1].Active() ||
+		keys[1].SealedPrivateKey != "tgs1.0123456789ab.sealed-kid-2" || keys[2].Algorithm != ledger.SigningES256 {
+		t.Fatalf("listed %+v, want kid-1 retired, kid-2 active with its sealed key, then the ES256 kid-es", keys)
 	}
 
 	// Of concurrent creates of one key ID, exactly one is recorded.

@@ -167,21 +167,32 @@ func Read(ctx context.Context, store ledger.Store, op *ledger.Operation, opts *r
 }
 
 // Formats a reading renders in: the receipt's renderings and the issued
-// document itself.
-var Formats = []string{"yaml", "json", "md", FormatDSSE}
+// document itself, alone or in a Sigstore bundle.
+var Formats = []string{"yaml", "json", "md", FormatDSSE, FormatSigstoreBundle}
 
-// FormatDSSE is the issued document: the DSSE envelope as stored.
-const FormatDSSE = "dsse"
+const (
+	// FormatDSSE is the issued document: the DSSE envelope as stored.
+	FormatDSSE = "dsse"
+	// FormatSigstoreBundle is the issued document in a Sigstore bundle
+	// v0.3 whose verification material names the signing key
+	// ([receipt.Bundle]).
+	FormatSigstoreBundle = "sigstore-bundle"
+)
 
 // Render renders the reading in format (one of [Formats]). The DSSE form is
-// the stored document byte for byte; a provisional receipt has none.
+// the stored document byte for byte, and the bundle wraps it; a
+// provisional receipt has neither.
 func (r *Reading) Render(format string) ([]byte, error) {
-	if strings.EqualFold(format, FormatDSSE) {
-		v := r.Latest()
-		if v == nil {
-			return nil, fmt.Errorf("the receipt of operation %q is not issued yet (the operation is still open, or no signing key could sign it), so it has no DSSE form; read it as yaml, json or md, marked provisional", r.Receipt.OperationID)
-		}
-		return v.Document, nil
+	dsse, bundle := strings.EqualFold(format, FormatDSSE), strings.EqualFold(format, FormatSigstoreBundle)
+	if !dsse && !bundle {
+		return receipt.Render(r.Receipt, format)
 	}
-	return receipt.Render(r.Receipt, format)
+	v := r.Latest()
+	if v == nil {
+		return nil, fmt.Errorf("the receipt of operation %q is not issued yet (the operation is still open, or no signing key could sign it), so it has no %s form; read it as yaml, json or md, marked provisional", r.Receipt.OperationID, strings.ToLower(format))
+	}
+	if bundle {
+		return receipt.Bundle(v.Document, v.KeyID)
+	}
+	return v.Document, nil
 }

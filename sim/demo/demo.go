@@ -88,6 +88,9 @@ type Options struct {
 	// Logger receives the gateway's and the providers' logs; nil discards
 	// them.
 	Logger *slog.Logger
+	// SigningAlgorithm is the algorithm of the key that signs the
+	// receipts; empty means Ed25519.
+	SigningAlgorithm ledger.SigningAlgorithm
 }
 
 // Outcome is what a run showed.
@@ -118,8 +121,10 @@ func (o *Outcome) OK() bool { return len(o.Problems) == 0 }
 
 // run is one telling of the story.
 type run struct {
-	p     *printer
-	log   *slog.Logger
+	p   *printer
+	log *slog.Logger
+	// alg is the algorithm of the key that signs the receipts.
+	alg   ledger.SigningAlgorithm
 	h     *fixtures.Harness
 	key   string
 	out   *Outcome
@@ -153,7 +158,10 @@ func Run(ctx context.Context, w io.Writer, opts *Options) (*Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, runLimit)
 	defer cancel()
 
-	r := &run{p: &printer{w: w, quiet: o.Quiet}, log: o.Logger, out: &Outcome{}, start: time.Now()}
+	if o.SigningAlgorithm == "" {
+		o.SigningAlgorithm = ledger.SigningEdDSA
+	}
+	r := &run{p: &printer{w: w, quiet: o.Quiet}, log: o.Logger, out: &Outcome{}, start: time.Now(), alg: o.SigningAlgorithm}
 	if o.Dir != "" {
 		dir, err := prepareDir(o.Dir)
 		if err != nil {
@@ -263,7 +271,7 @@ func (r *run) setup(ctx context.Context) error {
 		r.h.Close()
 		return fmt.Errorf("create an API key for tenant %s: %w", Tenant, err)
 	}
-	if r.signingKey, err = signingkeys.Create(ctx, r.h.Store, ring, time.Now()); err != nil {
+	if r.signingKey, err = signingkeys.CreateWith(ctx, r.h.Store, ring, r.alg, time.Now()); err != nil {
 		r.h.Close()
 		return fmt.Errorf("create the demo's receipt-signing key: %w", err)
 	}

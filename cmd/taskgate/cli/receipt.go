@@ -28,15 +28,18 @@ func (e *env) receiptCmd() *cobra.Command {
 			"when reconciliation reaches a final assessment (complete, or waiting for review): an in-toto\n" +
 			"statement signed with the active signing key in a DSSE envelope, stored in the ledger; a later fact\n" +
 			"that changes it issues the next version, naming the one before by digest. Reading needs no key:\n" +
-			"--format dsse prints the stored envelope byte for byte, yaml, json and md render what it says.\n" +
+			"--format dsse prints the stored envelope byte for byte, sigstore-bundle the same envelope in a Sigstore\n" +
+			"bundle v0.3 naming the key that signed it (for cosign verify-blob-attestation --bundle), yaml, json\n" +
+			"and md render what it says.\n" +
 			"An operation whose receipt is not issued yet gets a provisional receipt, built from the ledger and\n" +
 			"unsigned, and stderr says so. taskgate receipt verify checks an issued receipt offline.",
 		Example: "  taskgate receipt settlement-regression-842 --format md\n" +
-			"  taskgate receipt settlement-regression-842 --format dsse > receipt.dsse.json",
+			"  taskgate receipt settlement-regression-842 --format dsse > receipt.dsse.json\n" +
+			"  taskgate receipt settlement-regression-842 --format sigstore-bundle > receipt.sigstore.json",
 		Args: oneArg("the operation ID or task ID", "taskgate receipt settlement-regression-842 --format md"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(issue.Formats, strings.ToLower(format)) {
-				return &usageError{msg: fmt.Sprintf("--format %q is not a receipt format; use yaml, json, md or dsse", format), hint: "taskgate receipt " + args[0] + " --format md"}
+				return &usageError{msg: fmt.Sprintf("--format %q is not a receipt format; use yaml, json, md, dsse or sigstore-bundle", format), hint: "taskgate receipt " + args[0] + " --format md"}
 			}
 			ctx := cmd.Context()
 			s, err := e.receiptLedger(cmd, cfgPath)
@@ -66,7 +69,7 @@ func (e *env) receiptCmd() *cobra.Command {
 		},
 	}
 	operationTenantFlag(cmd, &tenant)
-	cmd.Flags().StringVar(&format, "format", "yaml", "yaml, json, md or dsse (the issued envelope as stored)")
+	cmd.Flags().StringVar(&format, "format", "yaml", "yaml, json, md, dsse (the issued envelope as stored) or sigstore-bundle (that envelope in a Sigstore bundle)")
 	cmd.Flags().StringVar(&cfgPath, "config", "", "the gateway's configuration, for its database")
 	cmd.AddCommand(e.receiptVerifyCmd(), e.receiptIssueCmd())
 	return cmd
@@ -139,9 +142,9 @@ func (e *env) receiptVerifyCmd() *cobra.Command {
 		Use:   "verify FILE [--jwks FILE|URL]",
 		Short: "Check an issued receipt offline: its signature, its key and every figure",
 		Long: "verify checks an issued receipt (taskgate receipt ID --format dsse, a DSSE envelope over an in-toto\n" +
-			"statement) or a receipt's JSON rendering signed with a detached JWS, as receipts were signed before\n" +
-			"they were issued: that it is signed, that the key which signed it is\n" +
-			"among the trusted keys, retired ones included, and that the receipt's content is what was signed.\n" +
+			"statement, or --format sigstore-bundle, that envelope in a Sigstore bundle) or a receipt's JSON\n" +
+			"rendering signed with a detached JWS, as receipts were signed before they were issued: that it is\n" +
+			"signed, that the key which signed it is among the trusted keys, retired ones included, and that the receipt's content is what was signed.\n" +
 			"The trusted keys are the JWK Set in --jwks, a file or an http(s) URL such as the gateway's\n" +
 			signingkeys.JWKSPath + "; without --jwks, the signing keys of the ledger (--db, or --config's\n" +
 			"database). It exits 0 only when every check holds; otherwise it prints what failed, naming the\n" +
@@ -187,13 +190,16 @@ func (e *env) receiptVerifyCmd() *cobra.Command {
 				source = "the signing keys of ledger " + dburl.Describe(db)
 			}
 			var v *receipt.Verification
-			if receipt.IsEnvelope(doc) {
+			switch {
+			case receipt.IsBundle(doc):
+				v, err = receipt.VerifyBundle(ctx, doc, keys)
+			case receipt.IsEnvelope(doc):
 				v, err = receipt.VerifyEnvelope(ctx, doc, keys)
-			} else {
+			default:
 				v, err = receipt.Verify(doc, keys)
 			}
 			if err != nil {
-				return fmt.Errorf("%s: %w; verify an issued receipt (taskgate receipt ID --format dsse) or a receipt's signed JSON rendering", file, err)
+				return fmt.Errorf("%s: %w; verify an issued receipt (taskgate receipt ID --format dsse or sigstore-bundle) or a receipt's signed JSON rendering", file, err)
 			}
 			if !v.OK() {
 				fmt.Fprintf(e.stderr, "Error: %s does not verify against %s:\n", file, source)
@@ -212,14 +218,18 @@ func (e *env) receiptVerifyCmd() *cobra.Command {
 			}
 			fmt.Fprintf(e.stdout, "%s: verified against %s\n", file, source)
 			fmt.Fprintf(e.stdout, "  operation:  %s\n", inert.Terminal(v.OperationID))
-			if v.Form == receipt.FormDSSE {
-				fmt.Fprintf(e.stdout, "  issued:     version %d, an in-toto statement (%s) in a DSSE envelope\n", v.Version, receipt.PredicateType)
+			if v.Form != receipt.FormJWS {
+				in := "a DSSE envelope"
+				if v.Form == receipt.FormBundle {
+					in += " in a Sigstore bundle"
+				}
+				fmt.Fprintf(e.stdout, "  issued:     version %d, an in-toto statement (%s) in %s\n", v.Version, receipt.PredicateType, in)
 				if v.Previous != "" {
 					fmt.Fprintf(e.stdout, "  replaces:   version %d, sha256 %s\n", v.Version-1, inert.Terminal(v.Previous))
 				}
-				fmt.Fprintf(e.stdout, "  signed:     by key %s\n", key)
+				fmt.Fprintf(e.stdout, "  signed:     by key %s (%s)\n", key, v.Algorithm)
 			} else {
-				fmt.Fprintf(e.stdout, "  signed:     %s by key %s (%s)\n", v.SignedAt.UTC().Format(time.RFC3339), key, receipt.Algorithm)
+				fmt.Fprintf(e.stdout, "  signed:     %s by key %s (%s)\n", v.SignedAt.UTC().Format(time.RFC3339), key, v.Algorithm)
 			}
 			fmt.Fprintf(e.stdout, "  chain head: %s\n", head)
 			fmt.Fprintf(e.stdout, "  fields:     %d, each as signed\n", v.Fields)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -56,9 +57,9 @@ func noSigningRing(cmd *cobra.Command, err error) error {
 func (e *env) signingKeysCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "signing-keys",
-		Short: "Create, list and retire the Ed25519 keys that sign receipts",
+		Short: "Create, list and retire the Ed25519 or ECDSA P-256 keys that sign receipts",
 		Long: "The gateway issues each final receipt signed with the newest active signing key: an in-toto\n" +
-			"statement over the receipt and its chain head in a DSSE envelope (Ed25519). Without an active key\n" +
+			"statement over the receipt and its chain head in a DSSE envelope (Ed25519 or ECDSA P-256). Without an active key\n" +
 			"final receipts stay provisional and unsigned.\n" +
 			"Keys live in the ledger; the private part is encrypted with the secrets keys (secrets.key_file, or\n" +
 			secrets.EnvKeys + "), the one mechanism for the gateway's data keys, and erased when a key is retired.\n" +
@@ -71,24 +72,31 @@ func (e *env) signingKeysCmd() *cobra.Command {
 }
 
 func (e *env) signingKeysCreateCmd() *cobra.Command {
-	var cfgPath string
+	var cfgPath, algorithm string
 	cmd := &cobra.Command{
-		Use:   "create [--config taskgate.yaml]",
+		Use:   "create [--algorithm ed25519|ecdsa-p256] [--config taskgate.yaml]",
 		Short: "Create a receipt-signing key; it signs every receipt from now on",
-		Long: "create makes a new Ed25519 key from the operating system's randomness, encrypts its private part with\n" +
-			"the newest secrets key and records it in the ledger. From then on every gateway on the ledger signs\n" +
-			"receipts with it. It prints the key's ID (kid), the RFC 7638 thumbprint of its public key.\n" +
+		Long: "create makes a new key from the operating system's randomness, encrypts its private part with\n" +
+			"the newest secrets key and records it in the ledger. --algorithm picks the kind: ed25519 (the\n" +
+			"default; EdDSA) or ecdsa-p256 (ES256, ECDSA over P-256 with SHA-256, cosign's default algorithm).\n" +
+			"From then on every gateway on the ledger signs receipts with it. It prints the key's ID (kid), the RFC 7638 thumbprint of its public key.\n" +
 			"Older keys stay active until retired; only the newest signs.",
-		Example: "  taskgate signing-keys create --config taskgate.yaml\n  TASKGATE_SECRETS_KEYS=\"$(cat taskgate.keys)\" taskgate signing-keys create --db sqlite:taskgate.db",
-		Args:    cobra.NoArgs,
+		Example: "  taskgate signing-keys create --config taskgate.yaml\n" +
+			"  taskgate signing-keys create --algorithm ecdsa-p256 --config taskgate.yaml\n" +
+			"  TASKGATE_SECRETS_KEYS=\"$(cat taskgate.keys)\" taskgate signing-keys create --db sqlite:taskgate.db",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			alg, err := signingkeys.ParseAlgorithm(algorithm)
+			if err != nil {
+				return &usageError{msg: err.Error(), hint: "taskgate signing-keys create --algorithm ecdsa-p256"}
+			}
 			store, ring, db, err := e.signingLedger(cmd, cfgPath)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
 			ctx := cmd.Context()
-			k, err := signingkeys.Create(ctx, store, ring, time.Time{})
+			k, err := signingkeys.CreateWith(ctx, store, ring, alg, time.Time{})
 			if errors.Is(err, signingkeys.ErrNoRing) {
 				return noSigningRing(cmd, err)
 			}
@@ -102,6 +110,7 @@ func (e *env) signingKeysCreateCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&cfgPath, "config", "", "the gateway's configuration (its database and secrets keys)")
+	cmd.Flags().StringVar(&algorithm, "algorithm", signingkeys.Algorithms[0], "the key's algorithm: "+strings.Join(signingkeys.Algorithms, " or "))
 	return cmd
 }
 

@@ -3,7 +3,9 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -305,8 +307,67 @@ func checkPEMVerifies(t *testing.T, pemText, doc string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, ok := pub.(ed25519.PublicKey)
-	if !ok || !ed25519.Verify(k, dsse.PAE(env.PayloadType, payload), sig) {
+	pae := dsse.PAE(env.PayloadType, payload)
+	var ok bool
+	switch k := pub.(type) {
+	case ed25519.PublicKey:
+		ok = ed25519.Verify(k, pae, sig)
+	case *ecdsa.PublicKey:
+		sum := sha256.Sum256(pae)
+		ok = ecdsa.VerifyASN1(k, sum[:], sig)
+	}
+	if !ok {
 		t.Errorf("the PEM key (%T) does not verify the issued receipt", pub)
 	}
+}
+
+// An ECDSA P-256 key signs the issued receipt; its Sigstore bundle
+// verifies against the ledger's keys and a JWK Set, and fails edited.
+func TestSigningKeysECDSAAndBundle(t *testing.T) {
+	l := newLedger(t)
+	l.completed(t, "acme", "settlement-regression-842")
+	cfg, _ := signingConfig(t, l)
+	checkFailure(t, l.run(t, "signing-keys", "create", "--algorithm", "rsa", "--config", cfg), `"rsa" is not a receipt-signing algorithm; use ed25519 or ecdsa-p256`, true)
+	kid := strings.TrimSpace(l.ok(t, "signing-keys", "create", "--algorithm", "ecdsa-p256", "--config", cfg))
+	if list := l.ok(t, "signing-keys", "list"); !strings.Contains(list, kid) || !strings.Contains(list, "ES256") {
+		t.Errorf("list =\n%s\nwant %s, ES256", list, kid)
+	}
+	checkFailure(t, l.run(t, "receipt", "settlement-regression-842", "--format", "sigstore-bundle"), "not issued yet", false)
+	l.ok(t, "receipt", "issue", "settlement-regression-842", "--config", cfg)
+	doc := l.ok(t, "receipt", "settlement-regression-842", "--format", "dsse")
+	checkPEMVerifies(t, l.ok(t, "signing-keys", "list", "--pem", "--kid", kid), doc)
+
+	b := l.ok(t, "receipt", "settlement-regression-842", "--format", "sigstore-bundle")
+	if again := l.ok(t, "receipt", "settlement-regression-842", "--format", "sigstore-bundle"); again != b {
+		t.Errorf("two reads of the bundle differ:\n%s\n%s", b, again)
+	}
+	bundle := writeFile(t, "receipt.sigstore.json", []byte(b))
+	jwks := writeFile(t, "keys.json", []byte(l.ok(t, "signing-keys", "list", "--jwks")))
+	for _, args := range [][]string{{"receipt", "verify", bundle}, {"receipt", "verify", bundle, "--jwks", jwks}} {
+		out := l.ok(t, args...)
+		for _, want := range []string{"in a DSSE envelope in a Sigstore bundle", "by key " + kid + " (ES256)"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v =\n%s\nwant %q", args, out, want)
+			}
+		}
+	}
+	var bm map[string]any
+	if err := json.Unmarshal([]byte(b), &bm); err != nil {
+		t.Fatal(err)
+	}
+	env, err := json.Marshal(bm["dsseEnvelope"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited, err := os.ReadFile(editIssued(t, string(env), func(_, r map[string]any) { r["final_cost_usd"] = "1.00" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm["dsseEnvelope"] = json.RawMessage(edited)
+	eb, err := json.Marshal(bm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkUnverified(t, l.run(t, "receipt", "verify", writeFile(t, "edited.sigstore.json", eb), "--jwks", jwks),
+		"the signature does not match the receipt's statement", "final_cost_usd differs from what was signed")
 }

@@ -36,8 +36,8 @@ func (s *Store) SigningKeyCreate(ctx context.Context, k *ledger.SigningKey) (*le
 	switch {
 	case k.KeyID == "" || len(k.PublicKey) == 0:
 		return nil, errors.New("signing key: a key ID and a public key are required")
-	case k.Algorithm != ledger.SigningEdDSA:
-		return nil, fmt.Errorf("signing key %s: algorithm %q is not %s, the one receipts are signed with", k.KeyID, k.Algorithm, ledger.SigningEdDSA)
+	case !k.Algorithm.Known():
+		return nil, fmt.Errorf("signing key %s: algorithm %q is neither %s nor %s, the ones receipts are signed with", k.KeyID, k.Algorithm, ledger.SigningEdDSA, ledger.SigningES256)
 	case k.SealedPrivateKey == "":
 		// The ledger never holds a private key in the clear, and a key
 		// without one could never sign.
