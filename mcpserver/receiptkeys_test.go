@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
@@ -19,7 +21,7 @@ import (
 
 // TestReceiptKeysJWKS: the gateway serves its receipt-signing keys,
 // unauthenticated, at the well-known path, and the receipts its REST API
-// signs verify against that set, also once the key is retired.
+// issues verify against that set, also once the key is retired.
 func TestReceiptKeysJWKS(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "taskgate.keys")
@@ -45,7 +47,14 @@ func TestReceiptKeysJWKS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := getBody(t, ctx, base+"/v1/operations/op-signed/receipt?format=json", apiKey)
+	// The receipt is issued once its operation is reconciled; until then
+	// the DSSE form is refused as provisional.
+	var doc []byte
+	testwait.Until(t, ctx, "the receipt to be issued", func() (bool, error) {
+		code, b := getWithKey(t, ctx, base+"/v1/operations/op-signed/receipt?format=dsse", apiKey)
+		doc = b
+		return code == http.StatusOK, fmt.Errorf("%d %s", code, b)
+	})
 	if _, err := signingkeys.Retire(ctx, h.Store, k.KeyID, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +63,7 @@ func TestReceiptKeysJWKS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := receipt.Verify(doc, keys)
+	v, err := receipt.VerifyEnvelope(ctx, doc, keys)
 	if err != nil || !v.OK() || v.KeyID != k.KeyID || v.OperationID != "op-signed" {
 		t.Fatalf("the gateway's receipt against its JWKS: %+v, %v; want it verified, signed by the retired key %s", v, err, k.KeyID)
 	}
@@ -63,6 +72,17 @@ func TestReceiptKeysJWKS(t *testing.T) {
 // getBody GETs url, with key as bearer token unless empty, and fails the
 // test unless the answer is 200.
 func getBody(t *testing.T, ctx context.Context, url, key string) []byte {
+	t.Helper()
+	code, b := getWithKey(t, ctx, url, key)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, code, b)
+	}
+	return b
+}
+
+// getWithKey GETs url, with key as bearer token unless empty, and returns the
+// answer's status code and body.
+func getWithKey(t *testing.T, ctx context.Context, url, key string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -80,8 +100,5 @@ func getBody(t *testing.T, ctx context.Context, url, key string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s %s", url, res.Status, b)
-	}
-	return b
+	return res.StatusCode, b
 }
