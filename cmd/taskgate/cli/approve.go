@@ -182,14 +182,7 @@ func (e *env) approvalsRevokeCmd() *cobra.Command {
 		Short: "Revoke an approval: it covers no new work from now on",
 		Args:  oneArg("the approval ID", "taskgate approvals revoke ID --tenant acme"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, "taskgate approvals revoke ID --tenant acme", "tenant"); err != nil {
-				return err
-			}
-			id, err := idArg(args[0], "approval", "taskgate approvals list --tenant "+tenant)
-			if err != nil {
-				return err
-			}
-			s, err := e.openStore(cmd.Context())
+			s, id, err := e.openForTenantID(cmd, args[0], "taskgate approvals revoke ID --tenant acme", tenant, "approval", "taskgate approvals list --tenant "+tenant)
 			if err != nil {
 				return err
 			}
@@ -209,6 +202,25 @@ func (e *env) approvalsRevokeCmd() *cobra.Command {
 
 // requireFlags is a usage error naming every listed flag that was not
 // given, or was given an empty value; hint is a complete command to copy
+// openForTenantID starts a command about one of a tenant's things: it
+// requires --tenant (usage is the command as it should be written), reads
+// the ID argument of noun, with listHint saying where IDs are listed, and
+// opens the ledger, which the caller closes.
+func (e *env) openForTenantID(cmd *cobra.Command, arg, usage, tenant, noun, listHint string) (ledger.Store, int64, error) {
+	if err := requireFlags(cmd, usage, "tenant"); err != nil {
+		return nil, 0, err
+	}
+	id, err := idArg(arg, noun, listHint)
+	if err != nil {
+		return nil, 0, err
+	}
+	s, err := e.openStore(cmd.Context())
+	if err != nil {
+		return nil, 0, err
+	}
+	return s, id, nil
+}
+
 // idArg reads the positive ID argument of a command about one noun
 // ("budget", "approval request"); hint says where to find IDs.
 func idArg(arg, noun, hint string) (int64, error) {

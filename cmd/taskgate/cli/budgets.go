@@ -220,14 +220,7 @@ func (e *env) budgetShowCmd() *cobra.Command {
 		Short: "Show a budget, what its current period has committed and what is left",
 		Args:  oneArg("the budget ID", "taskgate budgets show ID --tenant acme"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, "taskgate budgets show ID --tenant acme", "tenant"); err != nil {
-				return err
-			}
-			id, err := idArg(args[0], "budget", "taskgate budgets list --all --tenant "+tenant)
-			if err != nil {
-				return err
-			}
-			s, err := e.openStore(cmd.Context())
+			s, id, err := e.openForTenantID(cmd, args[0], "taskgate budgets show ID --tenant acme", tenant, "budget", "taskgate budgets list --all --tenant "+tenant)
 			if err != nil {
 				return err
 			}
@@ -255,14 +248,7 @@ func (e *env) budgetCloseCmd() *cobra.Command {
 		Short: "Close a budget: it covers no new call, and what it holds stays reserved until settled",
 		Args:  oneArg("the budget ID", "taskgate budgets close ID --tenant acme"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, "taskgate budgets close ID --tenant acme", "tenant"); err != nil {
-				return err
-			}
-			id, err := idArg(args[0], "budget", "taskgate budgets list --all --tenant "+tenant)
-			if err != nil {
-				return err
-			}
-			s, err := e.openStore(cmd.Context())
+			s, id, err := e.openForTenantID(cmd, args[0], "taskgate budgets close ID --tenant acme", tenant, "budget", "taskgate budgets list --all --tenant "+tenant)
 			if err != nil {
 				return err
 			}

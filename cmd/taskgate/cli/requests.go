@@ -102,14 +102,7 @@ func (e *env) requestApproveCmd() *cobra.Command {
 		Example: "  " + requestApproveHint,
 		Args:    oneArg("the approval request ID", requestApproveHint),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, requestApproveHint, "tenant"); err != nil {
-				return err
-			}
-			id, err := idArg(args[0], "approval request", requestsListHint)
-			if err != nil {
-				return err
-			}
-			s, err := e.openStore(cmd.Context())
+			s, id, err := e.openForTenantID(cmd, args[0], requestApproveHint, tenant, "approval request", requestsListHint)
 			if err != nil {
 				return err
 			}
@@ -178,14 +171,7 @@ func (e *env) requestDeclineCmd() *cobra.Command {
 		Example: "  " + requestDeclineHint,
 		Args:    oneArg("the approval request ID", requestDeclineHint),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, requestDeclineHint, "tenant"); err != nil {
-				return err
-			}
-			id, err := idArg(args[0], "approval request", requestsListHint)
-			if err != nil {
-				return err
-			}
-			s, err := e.openStore(cmd.Context())
+			s, id, err := e.openForTenantID(cmd, args[0], requestDeclineHint, tenant, "approval request", requestsListHint)
 			if err != nil {
 				return err
 			}
