@@ -25,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -161,16 +162,54 @@ func tenant(r *http.Request) (string, *apiError) {
 	return t, nil
 }
 
-// approver refuses r unless its credential may write approvals: agents
-// call tools with the same tenant, and must not approve their own spend.
-func approver(r *http.Request) *apiError {
-	if authn.HasScope(auth.TokenInfoFromContext(r.Context()), authn.ScopeApprove) {
-		return nil
+// approverTenant is the tenant of r when its credential may write
+// approvals or budgets: agents call tools with the same tenant, and must not
+// approve their own spend. The refusal starts with what needs the approver
+// credential and ends with why the one sent does not do.
+func approverTenant(r *http.Request, what, why string) (string, *apiError) {
+	t, aerr := tenant(r)
+	if aerr != nil {
+		return "", aerr
 	}
-	return &apiError{status: http.StatusForbidden, code: CodeForbidden,
-		message: fmt.Sprintf("creating or revoking approvals needs an approver credential: an API key of role approver "+
-			"(taskgate keys create --role approver) or an OAuth token with scope %s; the credential sent may call tools and read approvals and receipts only",
-			authn.ScopeApprove)}
+	if authn.HasScope(auth.TokenInfoFromContext(r.Context()), authn.ScopeApprove) {
+		return t, nil
+	}
+	return "", &apiError{status: http.StatusForbidden, code: CodeForbidden,
+		message: what + " an approver credential: an API key of role approver " +
+			"(taskgate keys create --role approver) or an OAuth token with scope " + authn.ScopeApprove + "; " + why}
+}
+
+// pathID reads the positive {id} of r's path; noun names what it identifies.
+func pathID(r *http.Request, noun string) (int64, *apiError) {
+	raw := r.PathValue("id")
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, badRequest("id", "%s id %q is not a positive number", noun, raw)
+	}
+	return id, nil
+}
+
+// allParam reads ?all=, false when absent.
+func allParam(r *http.Request) (bool, *apiError) {
+	v := r.URL.Query().Get("all")
+	if v == "" {
+		return false, nil
+	}
+	all, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badRequest("all", "all=%q is not true or false", v)
+	}
+	return all, nil
+}
+
+// termsError answers terms that make no approval or budget: a bad term
+// names its field; anything else is the gateway's failure to check them.
+func (a *API) termsError(r *http.Request, what string, err error) *apiError {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return badRequest(fe.Field, "%s", fe.Error())
+	}
+	return a.internal(r, "could not check the "+what, err)
 }
 
 // creator names the credential that created something, for the ledger's

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,7 +16,7 @@ import (
 	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/ledger"
-	"github.com/taskgate/taskgate/ledger/sqlite"
+	"github.com/taskgate/taskgate/ledger/sqlite/sqlitetest"
 	"github.com/taskgate/taskgate/money"
 )
 
@@ -37,14 +36,7 @@ type fixture struct {
 func newFixture(t *testing.T, maxBody int64) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := sqlitetest.Open(t)
 	authr, err := authn.New(&authn.Options{Store: s, ResourceURL: "http://127.0.0.1/mcp"})
 	if err != nil {
 		t.Fatal(err)

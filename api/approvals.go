@@ -3,9 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -81,20 +79,6 @@ type ApprovalTerms struct {
 	Requested bool
 }
 
-// FieldError is a bad approval term. Field is the term's JSON name
-// (max_total_cost, expires_in, ...); Problem says what is wrong with it
-// without naming it, so that the command line can name its flag instead.
-type FieldError struct {
-	Field   string
-	Problem string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
-
-func fieldError(field, format string, args ...any) *FieldError {
-	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
-}
-
 // Approval checks the terms and returns the approval to create for tenant,
 // with relative expiry counted from now. A bad term is a *[FieldError].
 func (t *ApprovalTerms) Approval(tenant string, now time.Time) (*ledger.Approval, error) {
@@ -112,12 +96,9 @@ func (t *ApprovalTerms) Approval(tenant string, now time.Time) (*ledger.Approval
 	if up, tool, ok := strings.Cut(t.Tool, "."); !ok || up == "" || tool == "" {
 		return nil, fieldError("tool", "%q is not a qualified tool name; write UPSTREAM.TOOL, e.g. hosted_test.run_suite", t.Tool)
 	}
-	currency := strings.ToUpper(t.Currency)
-	if currency == "" {
-		currency = money.DefaultCurrency
-	}
-	if !isCurrencyCode(currency) {
-		return nil, fieldError("currency", "%q is not a three-letter currency code such as USD", t.Currency)
+	currency, fe := currencyOf(t.Currency)
+	if fe != nil {
+		return nil, fe
 	}
 	if t.MaxTotalCost == "" {
 		return nil, fieldError("max_total_cost", "is required: the most the operation may cost, e.g. 20.00")
@@ -139,35 +120,14 @@ func (t *ApprovalTerms) Approval(tenant string, now time.Time) (*ledger.Approval
 	if !policy.Valid() {
 		return nil, fieldError("retry_policy", "%q is not a retry policy; use %s or %s", t.RetryPolicy, ledger.RetryLookupThenAttach, ledger.RetryNoAutomaticResend)
 	}
-	var expires time.Time
-	switch {
-	case t.ExpiresAt.IsZero() == (t.ExpiresIn == 0):
-		return nil, fieldError("expires_in", "give exactly one of expires_in (e.g. 24h) and expires_at (RFC 3339)")
-	case t.ExpiresIn < 0:
-		return nil, fieldError("expires_in", "%s is negative; an approval must expire in the future", t.ExpiresIn)
-	case t.ExpiresIn > 0:
-		expires = now.Add(t.ExpiresIn)
-	case !t.ExpiresAt.After(now):
-		return nil, fieldError("expires_at", "%s is not in the future", t.ExpiresAt.UTC().Format(time.RFC3339))
-	default:
-		expires = t.ExpiresAt
+	expires, fe := expiry(t.ExpiresAt, t.ExpiresIn, now, "24h", "an approval")
+	if fe != nil {
+		return nil, fe
 	}
 	return &ledger.Approval{
 		Tenant: tenant, OperationID: t.OperationID, Tool: t.Tool, MaxTotalCost: ceiling,
 		MaxRemoteJobs: t.MaxRemoteJobs, RetryPolicy: policy, ExpiresAt: expires.UTC(), CreatedBy: t.CreatedBy,
 	}, nil
-}
-
-func isCurrencyCode(c string) bool {
-	if len(c) != 3 {
-		return false
-	}
-	for i := range len(c) {
-		if c[i] < 'A' || c[i] > 'Z' {
-			return false
-		}
-	}
-	return true
 }
 
 // approvalRequest is the POST body. The amount stays raw so that a JSON
@@ -209,18 +169,12 @@ func (b *approvalRequest) terms() (*ApprovalTerms, *apiError) {
 		}
 		amount, field = b.MaxTotalCostUSD, "max_total_cost_usd"
 	}
-	switch raw := strings.TrimSpace(string(amount)); {
-	case raw == "" || raw == "null":
-	case raw[0] == '"':
-		if err := json.Unmarshal(amount, &t.MaxTotalCost); err != nil {
-			return nil, badRequest(field, "%s: %v", field, err)
-		}
-		if t.MaxTotalCost == "" {
-			return nil, badRequest(field, "%s is empty; send a decimal string such as \"20.00\"", field)
-		}
-	default:
-		return nil, badRequest(field,
-			"%s must be a decimal string such as \"20.00\", not %s: a JSON number may lose precision on the way", field, raw)
+	var aerr *apiError
+	if t.MaxTotalCost, aerr = decimalField(field, amount, "20.00"); aerr != nil {
+		return nil, aerr
+	}
+	if t.MaxTotalCost == "" && strings.HasPrefix(strings.TrimSpace(string(amount)), `"`) {
+		return nil, badRequest(field, "%s is empty; send a decimal string such as \"20.00\"", field)
 	}
 	if b.ExpiresIn != "" {
 		d, err := time.ParseDuration(b.ExpiresIn)
@@ -232,12 +186,8 @@ func (b *approvalRequest) terms() (*ApprovalTerms, *apiError) {
 		}
 		t.ExpiresIn = d
 	}
-	if b.ExpiresAt != "" {
-		at, err := time.Parse(time.RFC3339, b.ExpiresAt)
-		if err != nil {
-			return nil, badRequest("expires_at", "expires_at %q is not an RFC 3339 time such as 2026-09-01T12:00:00Z", b.ExpiresAt)
-		}
-		t.ExpiresAt = at
+	if t.ExpiresAt, aerr = expiresAt(b.ExpiresAt); aerr != nil {
+		return nil, aerr
 	}
 	return t, nil
 }
@@ -246,18 +196,14 @@ func (b *approvalRequest) terms() (*ApprovalTerms, *apiError) {
 // request whose terms do not make one.
 func (a *API) approvalOf(r *http.Request, terms *ApprovalTerms, tenant string, now time.Time) (*ledger.Approval, *apiError) {
 	approval, err := terms.Approval(tenant, now)
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		return nil, badRequest(fe.Field, "%s", fe.Error())
-	}
 	if err != nil {
-		return nil, a.internal(r, "could not check the approval", err)
+		return nil, a.termsError(r, "approval", err)
 	}
 	return approval, nil
 }
 
 func (a *API) createApproval(w http.ResponseWriter, r *http.Request) {
-	tenant, aerr := approverTenant(r)
+	tenant, aerr := approvalWriter(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -304,16 +250,12 @@ func (a *API) listApprovals(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	q := r.URL.Query()
-	p := &ledger.ApprovalListParams{Tenant: tenant, OperationID: q.Get("operation_id")}
-	if v := q.Get("all"); v != "" {
-		all, err := strconv.ParseBool(v)
-		if err != nil {
-			writeError(w, badRequest("all", "all=%q is not true or false", v))
-			return
-		}
-		p.IncludeRevoked = all
+	all, aerr := allParam(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
 	}
+	p := &ledger.ApprovalListParams{Tenant: tenant, OperationID: r.URL.Query().Get("operation_id"), IncludeRevoked: all}
 	list, err := a.store.ApprovalList(r.Context(), p)
 	if err != nil {
 		writeError(w, a.internal(r, "could not list approvals", err))
@@ -328,15 +270,14 @@ func (a *API) listApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) revokeApproval(w http.ResponseWriter, r *http.Request) {
-	tenant, aerr := approverTenant(r)
+	tenant, aerr := approvalWriter(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	raw := r.PathValue("id")
-	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id <= 0 {
-		writeError(w, badRequest("id", "approval id %q is not a positive number", raw))
+	id, aerr := pathID(r, "approval")
+	if aerr != nil {
+		writeError(w, aerr)
 		return
 	}
 	now := a.clock()
@@ -353,15 +294,8 @@ func (a *API) revokeApproval(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ViewApproval(revoked, now))
 }
 
-// approverTenant is the tenant of a request that writes approvals, which
-// needs an approver credential.
-func approverTenant(r *http.Request) (string, *apiError) {
-	t, aerr := tenant(r)
-	if aerr != nil {
-		return "", aerr
-	}
-	if aerr := approver(r); aerr != nil {
-		return "", aerr
-	}
-	return t, nil
+// approvalWriter is the tenant of a request that writes approvals.
+func approvalWriter(r *http.Request) (string, *apiError) {
+	return approverTenant(r, "creating or revoking approvals needs",
+		"the credential sent may call tools and read approvals and receipts only")
 }

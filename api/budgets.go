@@ -3,15 +3,10 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
-
-	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/policy"
@@ -118,12 +113,9 @@ type BudgetTerms struct {
 // Budget checks the terms and returns the budget to create for tenant,
 // with relative expiry counted from now. A bad term is a *[FieldError].
 func (t *BudgetTerms) Budget(tenant string, now time.Time) (*ledger.Budget, error) {
-	currency := strings.ToUpper(t.Currency)
-	if currency == "" {
-		currency = money.DefaultCurrency
-	}
-	if !isCurrencyCode(currency) {
-		return nil, fieldError("currency", "%q is not a three-letter currency code such as USD", t.Currency)
+	currency, fe := currencyOf(t.Currency)
+	if fe != nil {
+		return nil, fe
 	}
 	if t.MaxTotalCost == "" {
 		return nil, fieldError("max_total_cost", "is required: the most the operations it covers may cost in a period, e.g. 100.00")
@@ -166,18 +158,9 @@ func (t *BudgetTerms) Budget(tenant string, now time.Time) (*ledger.Budget, erro
 			return nil, fieldError("tools", "%q is not a qualified tool name; write UPSTREAM.TOOL, e.g. hosted_test.run_suite", tool)
 		}
 	}
-	var expires time.Time
-	switch {
-	case t.ExpiresAt.IsZero() == (t.ExpiresIn == 0):
-		return nil, fieldError("expires_in", "give exactly one of expires_in (e.g. 720h) and expires_at (RFC 3339)")
-	case t.ExpiresIn < 0:
-		return nil, fieldError("expires_in", "%s is negative; a budget must expire in the future", t.ExpiresIn)
-	case t.ExpiresIn > 0:
-		expires = now.Add(t.ExpiresIn)
-	case !t.ExpiresAt.After(now):
-		return nil, fieldError("expires_at", "%s is not in the future", t.ExpiresAt.UTC().Format(time.RFC3339))
-	default:
-		expires = t.ExpiresAt
+	expires, fe := expiry(t.ExpiresAt, t.ExpiresIn, now, "720h", "a budget")
+	if fe != nil {
+		return nil, fe
 	}
 	b := &ledger.Budget{
 		Tenant: tenant, Tools: t.Tools, ToolPrefix: t.ToolPrefix, RunID: t.RunID, MaxTotalCost: ceiling, MaxRemoteJobs: t.MaxRemoteJobs,
@@ -206,30 +189,14 @@ type budgetRequest struct {
 	Note            string          `json:"note"`
 }
 
-// decimalField reads a decimal string field, refusing a JSON number.
-func decimalField(field string, raw json.RawMessage) (string, *apiError) {
-	switch s := strings.TrimSpace(string(raw)); {
-	case s == "" || s == "null":
-		return "", nil
-	case s[0] == '"':
-		var out string
-		if err := json.Unmarshal(raw, &out); err != nil {
-			return "", badRequest(field, "%s: %v", field, err)
-		}
-		return out, nil
-	default:
-		return "", badRequest(field, "%s must be a decimal string such as \"100.00\", not %s: a JSON number may lose precision on the way", field, s)
-	}
-}
-
 func (b *budgetRequest) terms() (*BudgetTerms, *apiError) {
 	t := &BudgetTerms{Tools: b.Tools, ToolPrefix: b.ToolPrefix, RunID: b.RunID, Currency: b.Currency, MaxRemoteJobs: b.MaxRemoteJobs,
 		Period: b.Period, TimeZone: b.TimeZone, Note: b.Note}
 	var aerr *apiError
-	if t.MaxTotalCost, aerr = decimalField("max_total_cost", b.MaxTotalCost); aerr != nil {
+	if t.MaxTotalCost, aerr = decimalField("max_total_cost", b.MaxTotalCost, "100.00"); aerr != nil {
 		return nil, aerr
 	}
-	if t.PerOperationCap, aerr = decimalField("per_operation_cap", b.PerOperationCap); aerr != nil {
+	if t.PerOperationCap, aerr = decimalField("per_operation_cap", b.PerOperationCap, "100.00"); aerr != nil {
 		return nil, aerr
 	}
 	if b.ExpiresIn != "" {
@@ -239,12 +206,8 @@ func (b *budgetRequest) terms() (*BudgetTerms, *apiError) {
 		}
 		t.ExpiresIn = d
 	}
-	if b.ExpiresAt != "" {
-		at, err := time.Parse(time.RFC3339, b.ExpiresAt)
-		if err != nil {
-			return nil, badRequest("expires_at", "expires_at %q is not an RFC 3339 time such as 2026-09-01T12:00:00Z", b.ExpiresAt)
-		}
-		t.ExpiresAt = at
+	if t.ExpiresAt, aerr = expiresAt(b.ExpiresAt); aerr != nil {
+		return nil, aerr
 	}
 	return t, nil
 }
@@ -256,6 +219,16 @@ func (a *API) budgetAnswer(r *http.Request, b *ledger.Budget, now time.Time) (Bu
 		return BudgetView{}, a.internal(r, "could not read the budget's reservations", err)
 	}
 	return ViewBudget(b, rs, now), nil
+}
+
+// writeBudget answers b at now with status, or the failure to read it.
+func (a *API) writeBudget(w http.ResponseWriter, r *http.Request, b *ledger.Budget, now time.Time, status int) {
+	v, aerr := a.budgetAnswer(r, b, now)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, status, v)
 }
 
 func (a *API) createBudget(w http.ResponseWriter, r *http.Request) {
@@ -277,13 +250,8 @@ func (a *API) createBudget(w http.ResponseWriter, r *http.Request) {
 	terms.CreatedBy = creator(r)
 	now := a.clock()
 	b, err := terms.Budget(tenant, now)
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		writeError(w, badRequest(fe.Field, "%s", fe.Error()))
-		return
-	}
 	if err != nil {
-		writeError(w, a.internal(r, "could not check the budget", err))
+		writeError(w, a.termsError(r, "budget", err))
 		return
 	}
 	created, err := a.store.BudgetCreate(r.Context(), b)
@@ -292,12 +260,7 @@ func (a *API) createBudget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.InfoContext(r.Context(), "budget created", "tenant", tenant, "budget", created.ID, "max_total_cost", created.MaxTotalCost.Display(), "period", created.Period)
-	v, aerr := a.budgetAnswer(r, created, now)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	writeJSON(w, http.StatusCreated, v)
+	a.writeBudget(w, r, created, now, http.StatusCreated)
 }
 
 // budgetList is the answer to GET /v1/budgets.
@@ -311,17 +274,13 @@ func (a *API) listBudgets(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	now := a.clock()
-	p := &ledger.BudgetListParams{Tenant: tenant, Now: now}
-	if v := r.URL.Query().Get("all"); v != "" {
-		all, err := strconv.ParseBool(v)
-		if err != nil {
-			writeError(w, badRequest("all", "all=%q is not true or false", v))
-			return
-		}
-		p.IncludeClosed = all
+	all, aerr := allParam(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
 	}
-	list, err := a.store.BudgetList(r.Context(), p)
+	now := a.clock()
+	list, err := a.store.BudgetList(r.Context(), &ledger.BudgetListParams{Tenant: tenant, Now: now, IncludeClosed: all})
 	if err != nil {
 		writeError(w, a.internal(r, "could not list budgets", err))
 		return
@@ -338,10 +297,9 @@ func (a *API) listBudgets(w http.ResponseWriter, r *http.Request) {
 
 // budgetOf reads the budget the path names, or the answer to give.
 func (a *API) budgetOf(r *http.Request, tenant string) (*ledger.Budget, int64, *apiError) {
-	raw := r.PathValue("id")
-	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id <= 0 {
-		return nil, 0, badRequest("id", "budget id %q is not a positive number", raw)
+	id, aerr := pathID(r, "budget")
+	if aerr != nil {
+		return nil, 0, aerr
 	}
 	b, err := a.store.BudgetGet(r.Context(), tenant, id)
 	if errors.Is(err, ledger.ErrNotFound) {
@@ -364,12 +322,7 @@ func (a *API) getBudget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	v, aerr := a.budgetAnswer(r, b, a.clock())
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	writeJSON(w, http.StatusOK, v)
+	a.writeBudget(w, r, b, a.clock(), http.StatusOK)
 }
 
 func (a *API) closeBudget(w http.ResponseWriter, r *http.Request) {
@@ -390,26 +343,12 @@ func (a *API) closeBudget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.InfoContext(r.Context(), "budget closed", "tenant", tenant, "budget", id)
-	v, aerr := a.budgetAnswer(r, closed, now)
-	if aerr != nil {
-		writeError(w, aerr)
-		return
-	}
-	writeJSON(w, http.StatusOK, v)
+	a.writeBudget(w, r, closed, now, http.StatusOK)
 }
 
 // budgetTenant is the tenant of a request about budgets, which only an
 // approver credential may make: a budget lets agents spend without asking,
 // so an agent must neither set one nor read what it leaves to spend.
 func budgetTenant(r *http.Request) (string, *apiError) {
-	t, aerr := tenant(r)
-	if aerr != nil {
-		return "", aerr
-	}
-	if authn.HasScope(auth.TokenInfoFromContext(r.Context()), authn.ScopeApprove) {
-		return t, nil
-	}
-	return "", &apiError{status: http.StatusForbidden, code: CodeForbidden,
-		message: fmt.Sprintf("budgets are set and read with an approver credential: an API key of role approver "+
-			"(taskgate keys create --role approver) or an OAuth token with scope %s; an agent's credential cannot set its own budget", authn.ScopeApprove)}
+	return approverTenant(r, "budgets are set and read with", "an agent's credential cannot set its own budget")
 }

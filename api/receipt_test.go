@@ -5,14 +5,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/taskgate/taskgate/api"
 	"github.com/taskgate/taskgate/authn"
-	"github.com/taskgate/taskgate/ledger/sqlite"
+	"github.com/taskgate/taskgate/ledger/sqlite/sqlitetest"
 	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/receipt/issue"
 	"github.com/taskgate/taskgate/secrets"
@@ -24,14 +23,7 @@ import (
 // same bytes on every read, from a gateway that holds no secrets key.
 func TestIssuedReceipt(t *testing.T) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := sqlitetest.Open(t)
 	ring, err := secrets.ParseRing([]byte(secrets.NewKey()), "test keys")
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -130,14 +129,7 @@ func (a *API) listApprovalRequests(w http.ResponseWriter, r *http.Request) {
 }
 
 // requestID reads the {id} of an approval request's path.
-func requestID(r *http.Request) (int64, *apiError) {
-	raw := r.PathValue("id")
-	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, badRequest("id", "approval request id %q is not a positive number", raw)
-	}
-	return id, nil
-}
+func requestID(r *http.Request) (int64, *apiError) { return pathID(r, "approval request") }
 
 func (a *API) getApprovalRequest(w http.ResponseWriter, r *http.Request) {
 	tenant, aerr := tenant(r)
@@ -192,7 +184,7 @@ func checkNote(note string) *apiError {
 // with: the approver's tenant, the request's ID from the path, and the body
 // into body, whose note must be a note's length.
 func (a *API) readDecision(w http.ResponseWriter, r *http.Request, body any, note *string) (string, int64, *apiError) {
-	tenant, aerr := approverTenant(r)
+	tenant, aerr := approvalWriter(r)
 	if aerr != nil {
 		return "", 0, aerr
 	}

@@ -187,3 +187,28 @@ func TestBrowserApproveFromInbox(t *testing.T) {
 		t.Errorf("the pages wrote to the browser's console:\n%s", strings.Join(entries, "\n"))
 	}
 }
+
+// chromium starts Chromium at exe, with opts such as a window size, for t,
+// and returns its context, ended when t ends, and a runner of steps that
+// fails t naming the step. The browser lives as long as the context of its
+// first action, so it is started here on that context, not on a step's.
+func chromium(t *testing.T, exe string, opts ...chromedp.ExecAllocatorOption) (context.Context, func(what string, actions ...chromedp.Action[chromedp.Void])) {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(testCtx(t), append(append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true)), opts...)...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		step, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if err := chromedp.Do(step, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	return ctx, run
+}

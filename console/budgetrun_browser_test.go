@@ -63,14 +63,7 @@ func TestBudgetRunEndToEnd(t *testing.T) {
 		t.Fatalf("pending request %+v with %d provider jobs; want the sixth call's, and 5 jobs", q, len(h.Sim.Jobs()))
 	}
 
-	alloc, cancel := chromedp.NewExecAllocator(testCtx(t), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true))...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
+	ctx, _ := chromium(t, exe)
 	step, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	request := fmt.Sprintf("#request-%d", q.ID)

@@ -26,22 +26,7 @@ func TestBudgetInChromium(t *testing.T) {
 	exe := chromiumPath(t)
 	h := harness(t)
 	key, _ := approverKey(t, h, "acme")
-	alloc, cancel := chromedp.NewExecAllocator(testCtx(t), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 1000))...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		step, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		if err := chromedp.Do(step, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	ctx, run := chromium(t, exe, chromedp.WindowSize(1280, 1000))
 	base := baseURL(h)
 	run("sign in as the approver", chromedp.Navigate(base+"/console/sign-in"), chromedp.WaitVisible(chromedp.CSS("#credential")),
 		chromedp.SendKeys(chromedp.CSS("#credential"), key), chromedp.Submit(chromedp.CSS("#sign-in")), chromedp.WaitVisible(chromedp.CSS("nav")))

@@ -66,14 +66,24 @@ func pick(versions []*ledger.ReceiptVersion, n int) *ledger.ReceiptVersion {
 	return nil
 }
 
-func (c *Console) receiptPage(w http.ResponseWriter, r *http.Request) {
+// receiptOf is the operation whose receipt r asks for and the version it
+// names (zero for the latest); ok is false once the failure is answered.
+func (c *Console) receiptOf(w http.ResponseWriter, r *http.Request) (*ledger.Operation, int, bool) {
 	op, ok := c.findOperation(w, r)
 	if !ok {
-		return
+		return nil, 0, false
 	}
 	n, err := version(r)
 	if err != nil {
 		c.fail(w, r, nil, http.StatusBadRequest, err.Error())
+		return nil, 0, false
+	}
+	return op, n, true
+}
+
+func (c *Console) receiptPage(w http.ResponseWriter, r *http.Request) {
+	op, n, ok := c.receiptOf(w, r)
+	if !ok {
 		return
 	}
 	rd, err := issue.Read(r.Context(), c.store, op, &receipt.LoadOptions{Now: c.clock()})
@@ -126,13 +136,8 @@ func (c *Console) receiptPage(w http.ResponseWriter, r *http.Request) {
 // receiptEnvelope serves an issued version of the receipt, the DSSE
 // envelope byte for byte as stored, as a download.
 func (c *Console) receiptEnvelope(w http.ResponseWriter, r *http.Request) {
-	op, ok := c.findOperation(w, r)
+	op, n, ok := c.receiptOf(w, r)
 	if !ok {
-		return
-	}
-	n, err := version(r)
-	if err != nil {
-		c.fail(w, r, nil, http.StatusBadRequest, err.Error())
 		return
 	}
 	versions, err := c.store.ReceiptVersions(r.Context(), op.ID)

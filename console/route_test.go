@@ -110,23 +110,7 @@ func TestBrowserHostileOperationIDRoutesNoForm(t *testing.T) {
 	aim := fmt.Sprintf("../requests/%d/approve?", target.ID)
 	key, _ := approverKey(t, h, "acme")
 
-	alloc, cancel := chromedp.NewExecAllocator(testCtx(t), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true))...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	// The browser lives as long as the context of the first action.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		step, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		if err := chromedp.Do(step, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	ctx, run := chromium(t, exe)
 	base := baseURL(h)
 	run("sign in as the approver", chromedp.Navigate(base+"/console/sign-in"), chromedp.WaitVisible(chromedp.CSS("#credential")),
 		chromedp.SendKeys(chromedp.CSS("#credential"), key), chromedp.Submit(chromedp.CSS("#sign-in")),

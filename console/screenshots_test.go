@@ -64,24 +64,7 @@ func TestScreenshots(t *testing.T) {
 	}
 	key, _ := approverKey(t, h, "acme")
 
-	alloc, cancel := chromedp.NewExecAllocator(testCtx(t), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900))...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	// The browser starts on the first action and lives as long as that
-	// action's context: start it on ctx, not on a step's.
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
-	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		step, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		if err := chromedp.Do(step, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
+	ctx, run := chromium(t, exe, chromedp.WindowSize(1280, 900))
 	// shoot takes the viewport, or with full the whole page.
 	shoot := func(name string, full bool) {
 		t.Helper()

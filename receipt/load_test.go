@@ -5,30 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/ledger"
-	"github.com/taskgate/taskgate/ledger/sqlite"
+	"github.com/taskgate/taskgate/ledger/sqlite/sqlitetest"
 	"github.com/taskgate/taskgate/receipt"
 )
-
-func openLedger(t *testing.T) ledger.Store {
-	t.Helper()
-	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 func acceptCall(t *testing.T, s ledger.Store, key, requestID string, now time.Time) *ledger.AcceptResult {
 	t.Helper()
@@ -53,7 +38,7 @@ func acceptCall(t *testing.T, s ledger.Store, key, requestID string, now time.Ti
 // operation ID that the approval denied.
 func TestLoad(t *testing.T) {
 	ctx := context.Background()
-	s := openLedger(t)
+	s := sqlitetest.Open(t)
 	now := time.Now().UTC()
 	a, err := s.ApprovalCreate(ctx, &ledger.Approval{
 		Tenant: "acme", OperationID: "settlement-regression-842", Tool: "hosted_test.run_suite",
@@ -132,7 +117,7 @@ func TestLoad(t *testing.T) {
 // the operation's events.
 func TestLoadRefusedWhileWaiting(t *testing.T) {
 	ctx := context.Background()
-	s := openLedger(t)
+	s := sqlitetest.Open(t)
 	now := time.Now().UTC().Truncate(time.Second)
 	args := json.RawMessage(`{"suite":"settlement"}`)
 	fp, err := canon.Compute("hosted_test", "run_suite", args)
@@ -198,7 +183,7 @@ func TestLoadRefusedWhileWaiting(t *testing.T) {
 // breach.
 func TestLoadNamesTheBudget(t *testing.T) {
 	ctx := context.Background()
-	s := openLedger(t)
+	s := sqlitetest.Open(t)
 	now := time.Now().UTC()
 	b, err := s.BudgetCreate(ctx, &ledger.Budget{Tenant: "acme", ToolPrefix: "hosted_test.", MaxTotalCost: usd("20.00"), MaxRemoteJobs: 5,
 		Period: ledger.BudgetPeriodDay, TimeZone: "UTC", ExpiresAt: now.Add(24 * time.Hour), CreatedBy: "api_key:2"})

@@ -24,24 +24,11 @@ import (
 
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/sqlite"
+	"github.com/taskgate/taskgate/ledger/sqlite/sqlitetest"
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/secrets"
 )
-
-func openStore(t *testing.T) ledger.Store {
-	t.Helper()
-	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 func newRing(t *testing.T, keys ...string) *secrets.Ring {
 	t.Helper()
@@ -94,7 +81,7 @@ func TestKeyLifecycle(t *testing.T) {
 // keyLifecycle creates, signs with and retires keys for alg.
 func keyLifecycle(t *testing.T, alg ledger.SigningAlgorithm) {
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.Open(t)
 	ring := newRing(t, secrets.NewKey())
 	signer := NewSigner(store, ring)
 
@@ -181,7 +168,7 @@ func keyLifecycle(t *testing.T, alg ledger.SigningAlgorithm) {
 
 	// A receipt signed by another ledger's key is not verified by this
 	// one's keys.
-	other := openStore(t)
+	other := sqlitetest.Open(t)
 	if _, err := CreateWith(ctx, other, ring, alg, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +255,7 @@ func TestPrivateKeySealed(t *testing.T) {
 		"another key's seed":        ring.SealBytes(seed, label(kid)),
 	} {
 		t.Run(name, func(t *testing.T) {
-			s := openStore(t)
+			s := sqlitetest.Open(t)
 			if _, err := s.SigningKeyCreate(ctx, &ledger.SigningKey{KeyID: kid, Algorithm: ledger.SigningEdDSA, PublicKey: pub, SealedPrivateKey: sealed}); err != nil {
 				t.Fatal(err)
 			}
@@ -401,7 +388,7 @@ func (failingList) SigningKeyList(context.Context) ([]*ledger.SigningKey, error)
 
 func TestHandlerAndLoad(t *testing.T) {
 	ctx := context.Background()
-	store := openStore(t)
+	store := sqlitetest.Open(t)
 	k, err := Create(ctx, store, newRing(t, secrets.NewKey()), time.Time{})
 	if err != nil {
 		t.Fatal(err)

@@ -4,34 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/ledger"
-	"github.com/taskgate/taskgate/ledger/sqlite"
+	"github.com/taskgate/taskgate/ledger/sqlite/sqlitetest"
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/receipt/issue"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
 )
-
-func openStore(t *testing.T) ledger.Store {
-	t.Helper()
-	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // accepted records an accepted operation of hosted_test.run_suite.
 func accepted(t *testing.T, s ledger.Store, key string) *ledger.Operation {
@@ -105,7 +90,7 @@ func withKey(t *testing.T, s ledger.Store) *secrets.Ring {
 
 func TestIssuedOnceReadAlikeWithoutAKey(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
+	s := sqlitetest.Open(t)
 	op := completed(t, s, "settlement-regression-842")
 
 	// No key yet: nothing is issued, and a reader gets a provisional receipt.
@@ -171,7 +156,7 @@ func TestIssuedOnceReadAlikeWithoutAKey(t *testing.T) {
 
 func TestALateChargeIssuesTheNextVersion(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
+	s := sqlitetest.Open(t)
 	op := completed(t, s, "late-invoice")
 	is := issue.New(s, withKey(t, s))
 	first, err := is.Issue(ctx, op, nil)
@@ -215,7 +200,7 @@ func TestALateChargeIssuesTheNextVersion(t *testing.T) {
 
 func TestAnOpenOperationIsProvisional(t *testing.T) {
 	ctx := context.Background()
-	s := openStore(t)
+	s := sqlitetest.Open(t)
 	op := accepted(t, s, "still-open")
 	res, err := issue.New(s, withKey(t, s)).Issue(ctx, op, nil)
 	if err != nil || res.Outcome != issue.Open {

@@ -182,24 +182,14 @@ func (e *env) approvalsRevokeCmd() *cobra.Command {
 		Short: "Revoke an approval: it covers no new work from now on",
 		Args:  oneArg("the approval ID", "taskgate approvals revoke ID --tenant acme"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, "taskgate approvals revoke ID --tenant acme", "tenant"); err != nil {
-				return err
-			}
-			id, err := strconv.ParseInt(args[0], 10, 64)
-			if err != nil || id <= 0 {
-				return &usageError{msg: fmt.Sprintf("approval ID %q is not a positive number", args[0]), hint: "taskgate approvals list --tenant " + tenant}
-			}
-			s, err := e.openStore(cmd.Context())
+			s, id, err := e.openForTenantID(cmd, args[0], "taskgate approvals revoke ID --tenant acme", tenant, "approval", "taskgate approvals list --tenant "+tenant)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
 			a, err := s.ApprovalRevoke(cmd.Context(), tenant, id, time.Time{})
-			if errors.Is(err, ledger.ErrNotFound) {
-				return &usageError{msg: fmt.Sprintf("tenant %q has no approval %d", tenant, id), hint: "taskgate approvals list --all --tenant " + tenant}
-			}
 			if err != nil {
-				return fmt.Errorf("revoke approval %d: %w", id, err)
+				return tenantLookupError(err, "revoke", tenant, "approval", id, "taskgate approvals list --all --tenant "+tenant)
 			}
 			fmt.Fprintf(e.stdout, "approval %d (operation %s, tool %s) revoked at %s; it covers no new work\n",
 				a.ID, inert.Terminal(a.OperationID), inert.Terminal(a.Tool), stamp(a.RevokedAt))
@@ -212,6 +202,45 @@ func (e *env) approvalsRevokeCmd() *cobra.Command {
 
 // requireFlags is a usage error naming every listed flag that was not
 // given, or was given an empty value; hint is a complete command to copy
+// openForTenantID starts a command about one of a tenant's things: it
+// requires --tenant (usage is the command as it should be written), reads
+// the ID argument of noun, with listHint saying where IDs are listed, and
+// opens the ledger, which the caller closes.
+func (e *env) openForTenantID(cmd *cobra.Command, arg, usage, tenant, noun, listHint string) (ledger.Store, int64, error) {
+	if err := requireFlags(cmd, usage, "tenant"); err != nil {
+		return nil, 0, err
+	}
+	id, err := idArg(arg, noun, listHint)
+	if err != nil {
+		return nil, 0, err
+	}
+	s, err := e.openStore(cmd.Context())
+	if err != nil {
+		return nil, 0, err
+	}
+	return s, id, nil
+}
+
+// idArg reads the positive ID argument of a command about one noun
+// ("budget", "approval request"); hint says where to find IDs.
+func idArg(arg, noun, hint string) (int64, error) {
+	id, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, &usageError{msg: fmt.Sprintf("%s ID %q is not a positive number", noun, arg), hint: hint}
+	}
+	return id, nil
+}
+
+// tenantLookupError is err from doing something ("read", "close") to the
+// tenant's noun id: a usage error saying the tenant has none such when the
+// ledger found none, with hint saying where to look, else err wrapped.
+func tenantLookupError(err error, doing, tenant, noun string, id int64, hint string) error {
+	if errors.Is(err, ledger.ErrNotFound) {
+		return &usageError{msg: fmt.Sprintf("tenant %q has no %s %d", tenant, noun, id), hint: hint}
+	}
+	return fmt.Errorf("%s %s %d: %w", doing, noun, id, err)
+}
+
 // from.
 func requireFlags(cmd *cobra.Command, hint string, names ...string) error {
 	var missing []string

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -211,15 +210,6 @@ func (e *env) budgetsListCmd() *cobra.Command {
 	return cmd
 }
 
-// budgetArg reads the budget ID argument.
-func budgetArg(arg, tenant string) (int64, error) {
-	id, err := strconv.ParseInt(arg, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, &usageError{msg: fmt.Sprintf("budget ID %q is not a positive number", arg), hint: "taskgate budgets list --all --tenant " + tenant}
-	}
-	return id, nil
-}
-
 func (e *env) budgetShowCmd() *cobra.Command {
 	var (
 		tenant string
@@ -230,24 +220,14 @@ func (e *env) budgetShowCmd() *cobra.Command {
 		Short: "Show a budget, what its current period has committed and what is left",
 		Args:  oneArg("the budget ID", "taskgate budgets show ID --tenant acme"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, "taskgate budgets show ID --tenant acme", "tenant"); err != nil {
-				return err
-			}
-			id, err := budgetArg(args[0], tenant)
-			if err != nil {
-				return err
-			}
-			s, err := e.openStore(cmd.Context())
+			s, id, err := e.openForTenantID(cmd, args[0], "taskgate budgets show ID --tenant acme", tenant, "budget", "taskgate budgets list --all --tenant "+tenant)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
 			b, err := s.BudgetGet(cmd.Context(), tenant, id)
-			if errors.Is(err, ledger.ErrNotFound) {
-				return &usageError{msg: fmt.Sprintf("tenant %q has no budget %d", tenant, id), hint: "taskgate budgets list --all --tenant " + tenant}
-			}
 			if err != nil {
-				return fmt.Errorf("read budget %d: %w", id, err)
+				return tenantLookupError(err, "read", tenant, "budget", id, "taskgate budgets list --all --tenant "+tenant)
 			}
 			rs, err := s.BudgetReservationList(cmd.Context(), &ledger.BudgetReservationListParams{BudgetRef: id})
 			if err != nil {
@@ -268,24 +248,14 @@ func (e *env) budgetCloseCmd() *cobra.Command {
 		Short: "Close a budget: it covers no new call, and what it holds stays reserved until settled",
 		Args:  oneArg("the budget ID", "taskgate budgets close ID --tenant acme"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, "taskgate budgets close ID --tenant acme", "tenant"); err != nil {
-				return err
-			}
-			id, err := budgetArg(args[0], tenant)
-			if err != nil {
-				return err
-			}
-			s, err := e.openStore(cmd.Context())
+			s, id, err := e.openForTenantID(cmd, args[0], "taskgate budgets close ID --tenant acme", tenant, "budget", "taskgate budgets list --all --tenant "+tenant)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
 			b, err := s.BudgetClose(cmd.Context(), tenant, id, e.actor(), time.Time{})
-			if errors.Is(err, ledger.ErrNotFound) {
-				return &usageError{msg: fmt.Sprintf("tenant %q has no budget %d", tenant, id), hint: "taskgate budgets list --all --tenant " + tenant}
-			}
 			if err != nil {
-				return fmt.Errorf("close budget %d: %w", id, err)
+				return tenantLookupError(err, "close", tenant, "budget", id, "taskgate budgets list --all --tenant "+tenant)
 			}
 			fmt.Fprintf(e.stdout, "budget %d closed at %s by %s; it covers no new call\n", b.ID, stamp(b.ClosedAt), inert.Terminal(b.ClosedBy))
 			return nil

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -126,9 +125,9 @@ func (e *env) keysRevokeCmd() *cobra.Command {
 		Short: "Revoke an API key: requests that present it are refused from now on",
 		Args:  oneArg("the API key ID", "taskgate keys revoke ID (see taskgate keys list)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := strconv.ParseInt(args[0], 10, 64)
-			if err != nil || id <= 0 {
-				return &usageError{msg: fmt.Sprintf("API key ID %q is not a positive number", args[0]), hint: "taskgate keys list"}
+			id, err := idArg(args[0], "API key", "taskgate keys list")
+			if err != nil {
+				return err
 			}
 			s, err := e.openStore(cmd.Context())
 			if err != nil {

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/ledger"
-	"github.com/taskgate/taskgate/ledger/sqlite"
+	"github.com/taskgate/taskgate/ledger/sqlite/sqlitetest"
 	"github.com/taskgate/taskgate/packet"
 	"github.com/taskgate/taskgate/receipt"
 )
@@ -31,14 +31,7 @@ func (fakeSigner) Embed(r *receipt.Receipt) (json.RawMessage, error) {
 // a JWKS that cannot be had makes no packet.
 func TestPacketWritesTheJWKS(t *testing.T) {
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := sqlitetest.Open(t)
 	if _, err := s.Accept(ctx, &ledger.AcceptParams{
 		Tenant: "acme", OperationID: "suite-signed", Upstream: "hosted_test", Tool: "run_suite", Fingerprint: "sha256:1",
 		RequestID: ledger.NewRequestID(), TaskID: ledger.NewTaskID(), Source: "test", RunID: "ci-4711",

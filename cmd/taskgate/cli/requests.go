@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -88,15 +87,6 @@ func (e *env) requestsListCmd() *cobra.Command {
 	return cmd
 }
 
-// requestArg reads the approval request ID argument.
-func requestArg(arg, hint string) (int64, error) {
-	id, err := strconv.ParseInt(arg, 10, 64)
-	if err != nil || id <= 0 {
-		return 0, &usageError{msg: fmt.Sprintf("approval request ID %q is not a positive number", arg), hint: hint}
-	}
-	return id, nil
-}
-
 func (e *env) requestApproveCmd() *cobra.Command {
 	var (
 		tenant, note string
@@ -112,24 +102,14 @@ func (e *env) requestApproveCmd() *cobra.Command {
 		Example: "  " + requestApproveHint,
 		Args:    oneArg("the approval request ID", requestApproveHint),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, requestApproveHint, "tenant"); err != nil {
-				return err
-			}
-			id, err := requestArg(args[0], requestsListHint)
-			if err != nil {
-				return err
-			}
-			s, err := e.openStore(cmd.Context())
+			s, id, err := e.openForTenantID(cmd, args[0], requestApproveHint, tenant, "approval request", requestsListHint)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
 			q, err := s.ApprovalRequestGet(cmd.Context(), tenant, id)
-			if errors.Is(err, ledger.ErrNotFound) {
-				return &usageError{msg: fmt.Sprintf("tenant %q has no approval request %d", tenant, id), hint: requestsListHint + " --status all"}
-			}
 			if err != nil {
-				return fmt.Errorf("read approval request %d: %w", id, err)
+				return tenantLookupError(err, "read", tenant, "approval request", id, requestsListHint+" --status all")
 			}
 			terms.OperationID, terms.Tool = q.OperationID, q.Tool
 			if terms.MaxTotalCost == "" {
@@ -191,14 +171,7 @@ func (e *env) requestDeclineCmd() *cobra.Command {
 		Example: "  " + requestDeclineHint,
 		Args:    oneArg("the approval request ID", requestDeclineHint),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := requireFlags(cmd, requestDeclineHint, "tenant"); err != nil {
-				return err
-			}
-			id, err := requestArg(args[0], requestsListHint)
-			if err != nil {
-				return err
-			}
-			s, err := e.openStore(cmd.Context())
+			s, id, err := e.openForTenantID(cmd, args[0], requestDeclineHint, tenant, "approval request", requestsListHint)
 			if err != nil {
 				return err
 			}
@@ -207,11 +180,8 @@ func (e *env) requestDeclineCmd() *cobra.Command {
 			d, err := s.ApprovalRequestDecide(cmd.Context(), &ledger.ApprovalRequestDecision{
 				Tenant: tenant, ID: id, Outcome: ledger.RequestDeclined, By: by, Note: note,
 			})
-			if errors.Is(err, ledger.ErrNotFound) {
-				return &usageError{msg: fmt.Sprintf("tenant %q has no approval request %d", tenant, id), hint: requestsListHint + " --status all"}
-			}
 			if err != nil {
-				return fmt.Errorf("decline approval request %d: %w", id, err)
+				return tenantLookupError(err, "decline", tenant, "approval request", id, requestsListHint+" --status all")
 			}
 			fmt.Fprintf(e.stdout, "approval request %d (operation %s, tool %s) declined by %s; nothing was started\n",
 				id, inert.Terminal(d.Request.OperationID), inert.Terminal(d.Request.Tool), inert.Terminal(by))
