@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/taskgate/taskgate/api"
@@ -51,4 +52,26 @@ func TestBudgetsCreateBadFlags(t *testing.T) {
 	checkFailure(t, l.run(t, append(base, "--period", "day", "--time-zone", "Mars/Olympus")...), `--time-zone: "Mars/Olympus" is not an IANA time zone`, true)
 	checkFailure(t, l.run(t, append(base, "--tool", "run_suite")...), `--tool: "run_suite" is not a qualified tool name`, true)
 	checkFailure(t, l.run(t, "budgets", "create", "--tenant", "acme", "--max-total-cost", "1.00", "--expires-in", "24h"), "--max-remote-jobs is required", true)
+}
+
+// TestBudgetsShowHostileTextInert: an approver's note and tool prefix are
+// stored as given, but what budgets show and list print holds no escape
+// sequence or bidi control that could steer the reader's terminal.
+func TestBudgetsShowHostileTextInert(t *testing.T) {
+	l := newLedger(t)
+	note := "ok\x1b]8;;https://evil.example\x07click\x1b]8;;\x07 \x1b[2J\u202egnp.exe [x](../requests/1/approve?x=)"
+	out := l.ok(t, "budgets", "create", "--tenant", "acme", "--tool-prefix", "hosted_test.", "--max-total-cost", "100.00", "--max-remote-jobs", "10",
+		"--expires-in", "720h", "--note", note, "--json")
+	var v api.BudgetView
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("budgets create --json printed %q: %v", out, err)
+	}
+	for _, printed := range []string{
+		l.ok(t, "budgets", "show", fmt.Sprint(v.ID), "--tenant", "acme"),
+		l.ok(t, "budgets", "list", "--tenant", "acme"),
+	} {
+		if strings.ContainsAny(printed, "\x1b\x07\u202e") {
+			t.Errorf("budgets printed a control character:\n%q", printed)
+		}
+	}
 }
