@@ -29,10 +29,15 @@ type TransitionParams struct {
 	// [State.CanBecome] forbids fails with ErrIllegalTransition.
 	To            State
 	StatusMessage *string
-	ReviewReason  *string
-	Result        json.RawMessage
-	Error         json.RawMessage
-	IncrementSend bool
+	// StatusMessageWas, when set, makes the change apply only while the
+	// operation's status message is still this (ErrStateChanged
+	// otherwise): a status read from the provider does not overwrite one
+	// written meanwhile, such as the reason a cancel was kept.
+	StatusMessageWas *string
+	ReviewReason     *string
+	Result           json.RawMessage
+	Error            json.RawMessage
+	IncrementSend    bool
 	// Lease, when set, replaces the lease (owner "" releases it).
 	Lease           *Lease
 	CancelRequested bool

@@ -858,11 +858,6 @@ func (h *host) keptCancel(c *taskwire.Caller, op *ledger.Operation) (*taskwire.T
 		map[string]any{"reason": ReasonCancelKeptByPolicy, "operation_id": op.OperationID, "task_id": op.TaskID, "client_cancel": string(ledger.ClientCancelBeforeSend)})
 }
 
-// keptStatus is the status message of an operation whose client asked
-// to cancel it after its call was sent, under client_cancel: before_send.
-const keptStatus = "the client asked to cancel, but the call was already sent to the provider and this tool's policy (client_cancel: before_send) " +
-	"keeps its job running to its end; its result and charges are reconciled as usual"
-
 // cancelTransition records the first request to cancel op, made by a
 // client of era under the tool's policy. Where the policy keeps op's
 // work, only the request is recorded (and, while op runs, its status
@@ -880,7 +875,7 @@ func cancelTransition(op *ledger.Operation, era taskwire.Era, policy ledger.Clie
 		if !op.State.Terminal() {
 			// The guard keeps the status from outliving the state it
 			// describes.
-			p.From, p.StatusMessage = []ledger.State{op.State}, new(keptStatus)
+			p.From, p.StatusMessage = []ledger.State{op.State}, new(worker.KeptCancelStatus)
 		}
 		return p
 	}

@@ -225,6 +225,26 @@ func CancelStatus(sent bool, outcomes CancelOutcomes, again bool) string {
 	return "cancelled by request; " + strings.Join(parts, "; ")
 }
 
+// KeptCancelStatus is the status message of an operation whose client
+// asked to cancel it after its call was sent, under client_cancel:
+// before_send. It stays while the operation runs (runningStatus).
+const KeptCancelStatus = "the client asked to cancel, but the call was already sent to the provider and this tool's policy (client_cancel: before_send) " +
+	"keeps its job running to its end; its result and charges are reconciled as usual"
+
+// runningStatus is the status message of a running operation whose
+// upstream task now says provider: the provider's words, after the
+// reason a kept cancel did not stop the operation, which the client that
+// asked must go on seeing. It returns current when nothing changes.
+func runningStatus(current, provider string) string {
+	if provider == "" {
+		return current
+	}
+	if strings.HasPrefix(current, KeptCancelStatus) {
+		return KeptCancelStatus + "; the provider says: " + provider
+	}
+	return provider
+}
+
 // briefLen bounds what a status message quotes of a provider's words.
 const briefLen = 200
 

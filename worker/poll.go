@@ -288,10 +288,9 @@ func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledge
 			})
 			return lookAgain(err)
 		}
-		if task.StatusMessage != "" && task.StatusMessage != op.StatusMessage {
-			if _, err := l.transition(ctx, &ledger.TransitionParams{StatusMessage: new(task.StatusMessage)}); err != nil {
-				return err
-			}
+		if msg := runningStatus(op.StatusMessage, task.StatusMessage); msg != op.StatusMessage {
+			_, err := l.transition(ctx, &ledger.TransitionParams{StatusMessage: &msg, StatusMessageWas: &op.StatusMessage})
+			return lookAgain(err)
 		}
 		return errStillRunning
 	}

@@ -476,3 +476,27 @@ func testCancelOnce(t *testing.T, newStore Factory) {
 		t.Errorf("%d cancellation_requested events, cancel requested at %v; want one, and the time", requested, l.Operation.CancelRequestedAt)
 	}
 }
+
+// testStatusMessageWas: a change guarded by the status message it read
+// applies while that message stands, and fails with ErrStateChanged once
+// another change wrote a new one, leaving that one in place.
+func testStatusMessageWas(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx := context.Background()
+	op := accept(t, s, params(t, call{"acme", "op-1", `{"suite":"x"}`})).Operation
+	read := op.StatusMessage
+	if _, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, StatusMessage: new("the client's cancel was kept")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, StatusMessage: new("provider: 40% done"), StatusMessageWas: &read})
+	if !errors.Is(err, ledger.ErrStateChanged) {
+		t.Fatalf("a change guarded by a stale status message: %v, want ErrStateChanged", err)
+	}
+	if got := ledgerOf(t, s, op.ID).Operation.StatusMessage; got != "the client's cancel was kept" {
+		t.Fatalf("status message %q after the refused change; want the one written meanwhile", got)
+	}
+	was := "the client's cancel was kept"
+	if _, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, StatusMessage: new("the client's cancel was kept; provider: 40% done"), StatusMessageWas: &was}); err != nil {
+		t.Fatalf("a change guarded by the current status message: %v", err)
+	}
+}

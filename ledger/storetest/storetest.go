@@ -59,6 +59,7 @@ func Exercise(t *testing.T, newStore Factory) {
 	t.Run("Transitions", func(t *testing.T) { t.Parallel(); testTransitions(t, newStore) })
 	t.Run("IllegalTransitions", func(t *testing.T) { t.Parallel(); testIllegalTransitions(t, newStore) })
 	t.Run("CancelOnce", func(t *testing.T) { t.Parallel(); testCancelOnce(t, newStore) })
+	t.Run("StatusMessageWas", func(t *testing.T) { t.Parallel(); testStatusMessageWas(t, newStore) })
 	t.Run("InputRounds", func(t *testing.T) { t.Parallel(); testInputRounds(t, newStore) })
 	t.Run("ConcurrentAnswers", func(t *testing.T) { t.Parallel(); testConcurrentAnswers(t, newStore) })
 	t.Run("KeyExpiry", func(t *testing.T) { t.Parallel(); testKeyExpiry(t, newStore) })

@@ -91,6 +91,9 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 	if p.RequireLeaseLapsed && !op.LeaseUntil.IsZero() && op.LeaseUntil.After(now) {
 		return nil, fmt.Errorf("operation %d lease runs until %s: %w", op.ID, op.LeaseUntil.Format(time.RFC3339Nano), ledger.ErrStateChanged)
 	}
+	if p.StatusMessageWas != nil && op.StatusMessage != *p.StatusMessageWas {
+		return nil, fmt.Errorf("operation %d's status message changed since it was read: %w", op.ID, ledger.ErrStateChanged)
+	}
 	if p.CancelOnce {
 		// The operation's row is locked (or the database serialises
 		// writers): no other request can be recorded between this read
