@@ -266,6 +266,34 @@ func testBudgets(t *testing.T, newStore Factory) {
 		if len(settled) != 2 || settled[1].Status != ledger.ReservationSettled || settled[1].Settled.String() != "25.00" {
 			t.Fatalf("budget reservations = %+v, want both settled", settled)
 		}
+		// A later pass settles the same final cost again: no second breach.
+		if out := settle(ops[1], "25.00"); !out.CostBreach {
+			t.Fatal("settling again cleared the operation's breach")
+		}
+		breaches := func() int {
+			events, err := s.EventList(ctx, ops[1].ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, e := range events {
+				if e.Kind == ledger.EventCostBoundaryBreach {
+					n++
+				}
+			}
+			return n
+		}
+		if n := breaches(); n != 1 {
+			t.Fatalf("%d breach events after settling the same cost twice, want 1", n)
+		}
+		if bevents, err := s.BudgetEventList(ctx, b.ID); err != nil || len(bevents) != 2 {
+			t.Fatalf("budget events after settling the same cost twice = %+v, %v; want created, breached", bevents, err)
+		}
+		// A late charge changes the final cost: the breach is recorded with it.
+		settle(ops[1], "26.00")
+		if n := breaches(); n != 2 {
+			t.Fatalf("%d breach events after a late charge, want 2", n)
+		}
 	})
 
 	t.Run("terms that cannot hold are refused", func(t *testing.T) {

@@ -293,7 +293,10 @@ func (s *Store) reserveBudgets(ctx context.Context, tx Tx, p *ledger.AcceptParam
 // operation's chain. The budgets are locked in ID order, as acceptance
 // locks them: of operations settling at once, the last sees all.
 func (s *Store) settleBudgets(ctx context.Context, tx Tx, op *ledger.Operation, r *ledger.ReservationUpdate, now time.Time) ([]ledger.EventParams, bool, error) {
-	n, err := tx.Exec(ctx, `UPDATE budget_reservations SET status = $1, settled_micros = $2, updated_at = $3 WHERE operation_ref = $4`,
+	// Only a change is a settlement: a reconciliation pass that settles
+	// the same final cost again breaches nothing twice.
+	n, err := tx.Exec(ctx, `UPDATE budget_reservations SET status = $1, settled_micros = $2, updated_at = $3
+		WHERE operation_ref = $4 AND (status <> $1 OR settled_micros <> $2)`,
 		r.Status, r.Settled.Micros, now, op.ID)
 	if err != nil {
 		return nil, false, fmt.Errorf("update the budget reservations of operation %d: %w", op.ID, err)
