@@ -29,10 +29,10 @@ type TransitionParams struct {
 	// [State.CanBecome] forbids fails with ErrIllegalTransition.
 	To            State
 	StatusMessage *string
-	// StatusMessageWas, when set, makes the change apply only while the
-	// operation's status message is still this (ErrStateChanged
-	// otherwise): a status read from the provider does not overwrite one
-	// written meanwhile, such as the reason a cancel was kept.
+	// StatusMessageWas, when set, makes StatusMessage apply only while the
+	// operation's status message is still this; otherwise the one written
+	// meanwhile (such as the reason a cancel was kept) stays, and the rest
+	// of the change applies.
 	StatusMessageWas *string
 	ReviewReason     *string
 	Result           json.RawMessage

@@ -282,3 +282,51 @@ func TestLateJobOfACancelledOperationIsCancelled(t *testing.T) {
 		t.Errorf("no remote_job_observed event for %s: reconciliation should have found it", pj.ID)
 	}
 }
+
+// TestKeptCancelWhileSending: under client_cancel: before_send, a cancel
+// that comes while the call is with the provider is kept, and the status
+// saying so survives the binding of the provider's task and every poll
+// after it, with the provider's progress behind it.
+func TestKeptCancelWhileSending(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	sim := providersim.New(&providersim.Options{JobDuration: 5 * time.Second})
+	t.Cleanup(func() { sim.Close() })
+	counter := countCalls(sim.HTTPHandler())
+	gate := newCallGate(counter, "run_suite")
+	t.Cleanup(gate.release)
+	g := startGateway(t, serve(t, gate), fixtures.ConfigOptions{
+		Approval: true, Tasks: "auto", UpstreamTimeout: 20 * time.Second, Lease: time.Second,
+	}, withConfig(func(t *testing.T, y string) string {
+		return replaceOnce(t, y, "retry_policy: lookup_then_attach", "client_cancel: before_send\n        retry_policy: lookup_then_attach")
+	}))
+	const opID = "op-kept-while-sending"
+	approve(t, ctx, g.Store, opID, "20.00", 1)
+	cs := g.connect(t, ctx, fixtures.EraExtension)
+	task := startTask(t, ctx, cs, opID)
+	gate.await(t, ctx)
+	if _, err := taskwire.CancelTask(ctx, cs, task.ID); err != nil {
+		t.Fatalf("tasks/cancel: %v; want the acknowledgement", err)
+	}
+	gate.release()
+	waitFor(t, ctx, "the provider's progress is behind the reason the cancel was kept", func() bool {
+		got, err := taskwire.GetTask(ctx, cs, task.ID)
+		if err != nil || got.Status == taskwire.StatusCancelled {
+			t.Fatalf("task after a kept cancel = %+v, %v; want it going on", got, err)
+		}
+		if got.Status.IsTerminal() {
+			t.Fatalf("the task ended (%s) before a poll reported progress", got.Status)
+		}
+		if !strings.HasPrefix(got.StatusMessage, worker.KeptCancelStatus) {
+			t.Fatalf("status message %q; want it to begin with why the cancel was kept", got.StatusMessage)
+		}
+		return strings.Contains(got.StatusMessage, "the provider says: ")
+	})
+	op := awaitOperation(t, ctx, g.Store, opID, ended)
+	if op.State != ledger.StateCompleted {
+		t.Errorf("operation = %s, want completed: the policy keeps the job", op.State)
+	}
+	g.stop(t)
+	if n := counter.count("run_suite"); n != 1 || counter.count("cancel_job") != 0 {
+		t.Errorf("run_suite calls = %d, cancel_job calls = %d; want 1 and 0", n, counter.count("cancel_job"))
+	}
+}

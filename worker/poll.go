@@ -289,8 +289,9 @@ func (w *Worker) pollTask(ctx context.Context, l *lease, t *target, bound *ledge
 			return lookAgain(err)
 		}
 		if msg := runningStatus(op.StatusMessage, task.StatusMessage); msg != op.StatusMessage {
-			_, err := l.transition(ctx, &ledger.TransitionParams{StatusMessage: &msg, StatusMessageWas: &op.StatusMessage})
-			return lookAgain(err)
+			if _, err := l.transition(ctx, &ledger.TransitionParams{StatusMessage: &msg, StatusMessageWas: &op.StatusMessage}); err != nil {
+				return err
+			}
 		}
 		return errStillRunning
 	}

@@ -124,6 +124,8 @@ func (w *Worker) asTask(ctx context.Context, t *target, tool string) (bool, erro
 func (w *Worker) bindTask(ctx context.Context, l *lease, t *target, task *taskwire.Task) error {
 	return w.settle(ctx, l, &ledger.TransitionParams{
 		From: []ledger.State{ledger.StateSending}, To: ledger.StateRunning, StatusMessage: new(statusOr(task.StatusMessage, "running at "+l.op.Upstream)),
+		// A cancel kept while the call was sent left its reason, which stays.
+		StatusMessageWas: &l.op.StatusMessage,
 		// The answers of earlier rounds went with the send; only the
 		// task's own questions are answered from now on.
 		Input: &ledger.InputUpdate{},

@@ -91,9 +91,6 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 	if p.RequireLeaseLapsed && !op.LeaseUntil.IsZero() && op.LeaseUntil.After(now) {
 		return nil, fmt.Errorf("operation %d lease runs until %s: %w", op.ID, op.LeaseUntil.Format(time.RFC3339Nano), ledger.ErrStateChanged)
 	}
-	if p.StatusMessageWas != nil && op.StatusMessage != *p.StatusMessageWas {
-		return nil, fmt.Errorf("operation %d's status message changed since it was read: %w", op.ID, ledger.ErrStateChanged)
-	}
 	if p.CancelOnce {
 		// The operation's row is locked (or the database serialises
 		// writers): no other request can be recorded between this read
@@ -144,7 +141,7 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 			set("review_reason", "")
 		}
 	}
-	if p.StatusMessage != nil {
+	if p.StatusMessage != nil && (p.StatusMessageWas == nil || op.StatusMessage == *p.StatusMessageWas) {
 		set("status_message", *p.StatusMessage)
 	}
 	if p.ReviewReason != nil {
