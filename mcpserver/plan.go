@@ -301,6 +301,9 @@ func takeOrIgnore(f callFacts, caps clientCaps, t *config.Tool, priced policy.Ro
 func (i ignoredAnswer) text(t *config.Tool, priced policy.Route) string {
 	switch i {
 	case ignoredNoFormApproval:
+		if !approvesBy(t, ledger.ApproveByElicitation) {
+			return "this tool takes no approval from a form answer (its approve_by does not include elicitation), so the answer approves nothing: an approver must approve it"
+		}
 		return "this tool takes no approval from a form answer (its elicitation_max_total_cost is 0), so the answer approves nothing: an approver must approve it"
 	case ignoredOverFormCap:
 		return fmt.Sprintf("a form answer approves at most %s for this tool and this call is estimated at %s, so the answer approves nothing: an approver must approve it",

@@ -769,6 +769,7 @@ func TestPlanCallIgnoredAnswerText(t *testing.T) {
 		want           string
 	}{
 		{"both/cap0", "plain-2026", true, "this tool takes no approval from a form answer (its elicitation_max_total_cost is 0), so the answer approves nothing: an approver must approve it"},
+		{"request", "plain-2026", true, "this tool takes no approval from a form answer (its approve_by does not include elicitation), so the answer approves nothing: an approver must approve it"},
 		{"both>cap", "plain-2026", true, "a form answer approves at most 10.00 USD for this tool and this call is estimated at 18.00 USD, so the answer approves nothing: an approver must approve it"},
 		{"both", "plain-2025", false, "approval questions are answered this way only on protocol 2026-07-28"},
 	} {
