@@ -2,7 +2,8 @@
 // another: tenant B's consequential-call latency (p50, p99) with the
 // gateway quiet, and again while tenant A floods it with consequential
 // calls from many goroutines, ignoring every refusal's retry_after as a
-// hostile tenant would. It prints the ratio of the two p50s against the
+// hostile tenant would. B calls one after another, at most one call every
+// -b-interval, within its own call rate. It prints the ratio of the two p50s against the
 // target (within 2x) and how A's calls were answered.
 //
 // The gateway is `taskgate serve` as shipped, a child process with the
@@ -61,6 +62,7 @@ type options struct {
 	floodCalls       int
 	floodConcurrency int
 	floodWithin      time.Duration
+	bInterval        time.Duration
 	limits           string
 	dir              string
 	json             bool
@@ -76,6 +78,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("-flood-calls must be at least 1, got %d", o.floodCalls)
 	case o.floodConcurrency < 1:
 		return fmt.Errorf("-flood-concurrency must be at least 1, got %d", o.floodConcurrency)
+	case o.bInterval < 0:
+		return fmt.Errorf("-b-interval must not be negative, got %s", o.bInterval)
 	case o.floodWithin < o.warmup+o.duration:
 		return fmt.Errorf("-flood-within (%s) must cover -warmup plus -duration (%s), the window B is measured in during the flood", o.floodWithin, o.warmup+o.duration)
 	}
@@ -93,6 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fs.IntVar(&o.floodCalls, "flood-calls", 20000, "at most this many calls by A in the flood")
 			fs.IntVar(&o.floodConcurrency, "flood-concurrency", 64, "A's goroutines calling at once")
 			fs.DurationVar(&o.floodWithin, "flood-within", time.Minute, "the flood stops after this long even if calls are left")
+			fs.DurationVar(&o.bInterval, "b-interval", 40*time.Millisecond, "the least time between the starts of tenant B's calls (the default keeps B at half the default limits.call_rate; 0: back to back)")
 			fs.StringVar(&o.limits, "limits", "", `YAML mapping added as the configuration's limits, e.g. "{calls_per_tenant: 8}" (default: the shipped defaults)`)
 			fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the gateway's configuration and ledger")
 			fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
@@ -110,8 +115,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 type results struct {
 	Machine report.Machine `json:"machine"`
 	Limits  string         `json:"limits"`
-	Quiet   window         `json:"quiet"`
-	Flood   window         `json:"flood"`
+	// BIntervalMs is the least time between the starts of B's calls.
+	BIntervalMs float64 `json:"b_interval_ms"`
+	Quiet       window  `json:"quiet"`
+	Flood       window  `json:"flood"`
 	// Ratio is Flood's p50 over Quiet's: within Target is fair.
 	Ratio  float64 `json:"p50_ratio"`
 	Target float64 `json:"target"`
@@ -172,7 +179,7 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 			err = fmt.Errorf("stop the gateway: %w", serr)
 		}
 	}()
-	rep := &results{Machine: report.ThisMachine(), Limits: o.limits, Target: fairTarget}
+	rep := &results{Machine: report.ThisMachine(), Limits: o.limits, Target: fairTarget, BIntervalMs: float64(o.bInterval) / float64(time.Millisecond)}
 	if rep.Limits == "" {
 		rep.Limits = "defaults"
 	}
@@ -201,7 +208,7 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 		}
 	}
 	fmt.Fprintf(progress, "tenant B alone for %s ...\n", o.warmup+o.duration)
-	quiet, err := load.Run(ctx, load.Options{Workers: 1, Warmup: o.warmup, Duration: o.duration, Grace: 30 * time.Second}, callB("quiet"))
+	quiet, err := load.Run(ctx, load.Options{Workers: 1, Warmup: o.warmup, Duration: o.duration, Grace: 30 * time.Second, Interval: o.bInterval}, callB("quiet"))
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +224,7 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 		counts, err = flood(floodCtx, o, gw)
 		floodDone <- err
 	}()
-	during, err := load.Run(ctx, load.Options{Workers: 1, Warmup: o.warmup, Duration: o.duration, Grace: 30 * time.Second}, callB("flood"))
+	during, err := load.Run(ctx, load.Options{Workers: 1, Warmup: o.warmup, Duration: o.duration, Grace: 30 * time.Second, Interval: o.bInterval}, callB("flood"))
 	stopFlood()
 	if ferr := <-floodDone; err == nil {
 		err = ferr
@@ -386,7 +393,7 @@ func startGateway(ctx context.Context, bin, dir, simURL, limits string, progress
 }
 
 func printTable(w io.Writer, rep *results) {
-	fmt.Fprintf(w, "machine: %s\nlimits: %s\n\n", rep.Machine, rep.Limits)
+	fmt.Fprintf(w, "machine: %s\nlimits: %s\ntenant B: a call every %g ms at most\n\n", rep.Machine, rep.Limits, rep.BIntervalMs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "tenant B's consequential calls\tcalls\tp50\tp99\t")
 	fmt.Fprintf(tw, "quiet\t%d\t%.2f ms\t%.2f ms\t\n", rep.Quiet.Calls, rep.Quiet.P50Ms, rep.Quiet.P99Ms)

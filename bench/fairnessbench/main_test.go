@@ -37,6 +37,7 @@ func TestFlagsAreChecked(t *testing.T) {
 		{[]string{"-flood-calls", "0"}, "-flood-calls must be at least 1"},
 		{[]string{"-flood-concurrency", "0"}, "-flood-concurrency must be at least 1"},
 		{[]string{"-duration", "10s", "-flood-within", "5s"}, "-flood-within (5s) must cover"},
+		{[]string{"-b-interval", "-1ms"}, "-b-interval must not be negative"},
 		{[]string{"stray"}, "unexpected arguments"},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Options are a run's workers and window.
@@ -33,6 +35,10 @@ type Options struct {
 	// of its own over exactly the window. It is not called when the run is
 	// cut short.
 	Meter func() (closed func())
+	// Interval, when positive, is the least time between the starts of
+	// one worker's calls, for a workload that keeps to a rate; the wait
+	// before a call is not part of its latency.
+	Interval time.Duration
 }
 
 // Op is one call: the worker's seq-th, counting from zero.
@@ -78,7 +84,14 @@ func Run(ctx context.Context, o Options, op Op) (*Window, error) {
 	)
 	for worker := range o.Workers {
 		wg.Go(func() {
+			pace := rate.NewLimiter(rate.Inf, 1)
+			if o.Interval > 0 {
+				pace = rate.NewLimiter(rate.Every(o.Interval), 1)
+			}
 			for seq := 0; phase.Load() != phaseDone; seq++ {
+				if pace.Wait(ctx) != nil || phase.Load() == phaseDone {
+					return
+				}
 				start := time.Now()
 				if err := op(ctx, worker, seq); err != nil {
 					errOnce.Do(func() { firstErr = err; cancel() })

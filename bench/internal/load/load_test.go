@@ -54,6 +54,32 @@ func TestRunCountsOnlyTheWindow(t *testing.T) {
 	})
 }
 
+// A worker with an Interval starts its calls that far apart, and the wait
+// before a call is not part of its latency.
+func TestRunKeepsTheInterval(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		w, err := Run(context.Background(), Options{
+			Workers:  1,
+			Warmup:   15 * time.Millisecond,
+			Duration: 100 * time.Millisecond,
+			Interval: 10 * time.Millisecond,
+		}, func(ctx context.Context, worker, seq int) error {
+			time.Sleep(time.Millisecond)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		if w.Calls < 9 || w.Calls > 11 {
+			t.Errorf("%d calls in a 100ms window at one every 10ms, want about 10", w.Calls)
+		}
+		if last := w.Latencies[len(w.Latencies)-1]; last != time.Millisecond {
+			t.Errorf("longest latency %v, want the call's own 1ms", last)
+		}
+	})
+}
+
 func TestRunReturnsTheFirstError(t *testing.T) {
 	t.Parallel()
 	// Run's windows and the operations' waits follow the bubble's clock:

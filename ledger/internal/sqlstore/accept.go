@@ -193,7 +193,9 @@ func (s *Store) commitBatch(batch []*acceptRequest) {
 	// validated first), and savepoints would cost two statements a request.
 	results := make([]acceptResponse, len(live))
 	grouped := len(live) > 1
-	err := s.InTx(ctx, func(tx Tx) (err error) {
+	// A client waits for the group: it goes past the line of other
+	// writes, to the write connection itself.
+	err := s.inTx(ctx, func(tx Tx) (err error) {
 		// A panic (in a caller's Jobs function, say) must roll the group
 		// back like any failure, not leave its transaction open.
 		defer func() {

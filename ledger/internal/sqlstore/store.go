@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/secrets"
 )
@@ -48,6 +50,16 @@ type Store struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 	wg        sync.WaitGroup // leaders
+
+	// writeLine, where the database serialises writers, lines up every
+	// write but the acceptances' groups, one at a time and in order,
+	// before the write connection. The connection pool hands a freed
+	// connection to a random waiter: without the line, an acceptance a
+	// client waits for drew against every worker write queued at once,
+	// and a tenant with a backlog of operations holds most of those.
+	// With it, an acceptance waits for at most the write in progress and
+	// the next in line. Nil where writers run side by side.
+	writeLine *semaphore.Weighted
 }
 
 // New returns a Store over drv.
@@ -65,7 +77,12 @@ func New(drv Driver, opts *Options) *Store {
 	if o.MaxAcceptBatch <= 0 {
 		o.MaxAcceptBatch = 256
 	}
+	var line *semaphore.Weighted
+	if drv.ForUpdate() == "" {
+		line = semaphore.NewWeighted(1)
+	}
 	return &Store{
+		writeLine:  line,
 		drv:        drv,
 		log:        o.Logger,
 		clock:      o.Clock,
@@ -110,8 +127,21 @@ func (s *Store) now(t time.Time) time.Time {
 }
 
 // InTx runs fn in one write transaction, retrying when the database says
-// the whole transaction may simply run again.
+// the whole transaction may simply run again. Where the database takes one
+// writer at a time, it waits in line behind the other writes (see
+// writeLine); acceptances commit with inTx, past the line.
 func (s *Store) InTx(ctx context.Context, fn func(tx Tx) error) error {
+	if s.writeLine != nil {
+		if err := s.writeLine.Acquire(ctx, 1); err != nil {
+			return fmt.Errorf("wait in line for the ledger's write connection: %w", err)
+		}
+		defer s.writeLine.Release(1)
+	}
+	return s.inTx(ctx, fn)
+}
+
+// inTx is InTx without the line.
+func (s *Store) inTx(ctx context.Context, fn func(tx Tx) error) error {
 	for attempt := 1; ; attempt++ {
 		err := s.inTxOnce(ctx, fn)
 		if err == nil || attempt >= 5 || !s.drv.Retryable(err) || ctx.Err() != nil {
