@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
@@ -162,7 +161,7 @@ func VerifyAttestation(ctx context.Context, doc []byte, predicateType, docKey, w
 func verifySignatures(ctx context.Context, env *dsse.Envelope, view *statementView, docKey, what string, keys PublicKeys, v *Verification) error {
 	var signedFields map[string]string
 	if err := json.Unmarshal(view.Predicate[predicateFields], &signedFields); err != nil || len(signedFields) == 0 {
-		v.fail(ProblemBlock, predicateFields, "the statement carries no %s, so it is not %s taskgate issued", predicateFields, strings.Replace(what, "the ", "a ", 1))
+		v.fail(ProblemBlock, predicateFields, "the statement carries no %s, so taskgate did not issue it", predicateFields)
 		return nil
 	}
 	pred := map[string]any{}
