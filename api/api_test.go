@@ -431,7 +431,7 @@ func TestReceipt(t *testing.T) {
 		}
 	}
 	r = f.do(t, http.MethodGet, "/v1/operations/settlement-regression-842/receipt?format=pdf", f.acme, "")
-	if _, msg, field := apiError(t, r); r.status != http.StatusBadRequest || field != "format" || !strings.Contains(msg, "yaml, json, md or dsse") {
+	if _, msg, field := apiError(t, r); r.status != http.StatusBadRequest || field != "format" || !strings.Contains(msg, "yaml, json, md, dsse or sigstore-bundle") {
 		t.Errorf("format=pdf: %d %s, want 400 naming format", r.status, r.body)
 	}
 }

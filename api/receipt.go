@@ -24,6 +24,8 @@ func receiptContentType(format string) (string, bool) {
 	case issue.FormatDSSE:
 		// The DSSE envelope, as its specification names it.
 		return "application/vnd.dsse.envelope.v1+json", true
+	case issue.FormatSigstoreBundle:
+		return receipt.BundleMediaType, true
 	}
 	return "", false
 }
@@ -40,7 +42,7 @@ func (a *API) getReceipt(w http.ResponseWriter, r *http.Request) {
 	}
 	contentType, ok := receiptContentType(format)
 	if !ok {
-		writeError(w, badRequest("format", "format=%q is not a receipt format; use yaml, json, md or dsse", format))
+		writeError(w, badRequest("format", "format=%q is not a receipt format; use yaml, json, md, dsse or sigstore-bundle", format))
 		return
 	}
 	id := r.PathValue("id")
@@ -59,9 +61,12 @@ func (a *API) getReceipt(w http.ResponseWriter, r *http.Request) {
 		writeError(w, a.internal(r, "could not load the receipt", err))
 		return
 	}
-	if rd.Latest() == nil && strings.EqualFold(format, issue.FormatDSSE) {
+	// Both signed forms are of an issued version; a provisional receipt
+	// has neither.
+	signed := strings.EqualFold(format, issue.FormatDSSE) || strings.EqualFold(format, issue.FormatSigstoreBundle)
+	if rd.Latest() == nil && signed {
 		writeError(w, &apiError{status: http.StatusConflict, code: CodeConflict, message: fmt.Sprintf(
-			"the receipt of operation %q is not issued yet (the operation is still open, or no signing key could sign it), so it has no DSSE form; ask for format=json, marked provisional", op.OperationID)})
+			"the receipt of operation %q is not issued yet (the operation is still open, or no signing key could sign it), so it has no %s form; ask for format=json, marked provisional", op.OperationID, strings.ToLower(format))})
 		return
 	}
 	body, err := rd.Render(format)

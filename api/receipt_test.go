@@ -52,6 +52,10 @@ func TestIssuedReceipt(t *testing.T) {
 	if code, msg, _ := apiError(t, r); r.status != http.StatusConflict || code != api.CodeConflict || !strings.Contains(msg, "not issued yet") {
 		t.Errorf("the DSSE form before issue: %d %s; want 409 not issued yet", r.status, r.body)
 	}
+	r = f.do(t, http.MethodGet, path+"sigstore-bundle", key, "")
+	if code, msg, _ := apiError(t, r); r.status != http.StatusConflict || code != api.CodeConflict || !strings.Contains(msg, "not issued yet") {
+		t.Errorf("the Sigstore bundle before issue: %d %s; want 409 not issued yet", r.status, r.body)
+	}
 
 	k, err := signingkeys.Create(ctx, s, ring, time.Time{})
 	if err != nil {
@@ -61,13 +65,13 @@ func TestIssuedReceipt(t *testing.T) {
 	if err != nil || res.Outcome != issue.Issued {
 		t.Fatalf("issue: %+v, %v", res, err)
 	}
-	for _, format := range []string{"json", "yaml", "md", "dsse"} {
+	for _, format := range []string{"json", "yaml", "md", "dsse", "sigstore-bundle"} {
 		a := f.do(t, http.MethodGet, path+format, key, "")
 		b := f.do(t, http.MethodGet, path+format, key, "")
 		if a.status != http.StatusOK || !bytes.Equal(a.body, b.body) {
 			t.Errorf("%s: %d, two reads alike %v; want the issued receipt, the same bytes each time", format, a.status, bytes.Equal(a.body, b.body))
 		}
-		if format != "dsse" && (!strings.Contains(string(a.body), k.KeyID) || strings.Contains(string(a.body), "provisional")) {
+		if format != "dsse" && format != "sigstore-bundle" && (!strings.Contains(string(a.body), k.KeyID) || strings.Contains(string(a.body), "provisional")) {
 			t.Errorf("%s: %s; want the issued version naming key %s", format, a.body, k.KeyID)
 		}
 	}
@@ -82,5 +86,19 @@ func TestIssuedReceipt(t *testing.T) {
 	v, err := receipt.VerifyEnvelope(ctx, r.body, signingkeys.PublicKeys(keys))
 	if err != nil || !v.OK() || v.KeyID != k.KeyID {
 		t.Fatalf("the served receipt: %+v, %v; want it verified, signed by %s", v, err, k.KeyID)
+	}
+
+	// The bundle is the one the CLI writes, and verifies as one.
+	r = f.do(t, http.MethodGet, path+"sigstore-bundle", key, "")
+	want, err := receipt.Bundle(res.Version.Document, res.Version.KeyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(r.body, want) || r.header.Get("Content-Type") != receipt.BundleMediaType {
+		t.Fatalf("the Sigstore bundle form (%s) is not the issued document's bundle:\n%s", r.header.Get("Content-Type"), r.body)
+	}
+	bv, err := receipt.VerifyBundle(ctx, r.body, signingkeys.PublicKeys(keys))
+	if err != nil || !bv.OK() || bv.KeyID != k.KeyID || bv.Form != receipt.FormBundle {
+		t.Fatalf("the served bundle: %+v, %v; want it verified, signed by %s", bv, err, k.KeyID)
 	}
 }

@@ -112,7 +112,7 @@ func TestBudgetRunEndToEnd(t *testing.T) {
 			if err != nil {
 				return false, err
 			}
-			in.Operations = append(in.Operations, rin)
+			in.Operations = append(in.Operations, packet.Included{Receipt: receipt.Build(rin), Approval: rin.Approval})
 		}
 		var err error
 		if p, err = packet.Build(in); err != nil {

@@ -33,9 +33,9 @@ func waited(in *receipt.Input) *receipt.Input {
 // against each budget that covered them, in JSON its schema accepts and in
 // Markdown.
 func TestBudgetsOfTheRun(t *testing.T) {
-	p, err := packet.Build(&packet.Input{Selection: packet.Selection{RunID: run}, Operations: []*receipt.Input{
+	p, err := packet.Build(&packet.Input{Selection: packet.Selection{RunID: run}, Operations: provisional(
 		underBudget(clean(), ledger.ReservationSettled, "17.84"), underBudget(duplicateCancelled(), ledger.ReservationSettled, "17.84"), waited(costBreach()),
-	}})
+	)})
 	if err != nil {
 		t.Fatal(err)
 	}

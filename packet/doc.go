@@ -8,11 +8,20 @@
 //
 // [Build] is pure over its [Input]: the same input always yields the same
 // packet. This package must never read the ledger, a clock or a file,
-// never call a provider and never sign anything itself: the caller gathers
-// the receipts' inputs (receipt.Load), and an [Embedder] the caller passes
-// renders each receipt as the packet embeds it, the unsigned JSON
-// rendering unless a signer is given. Whatever a packet says is what its
+// never call a provider and never sign anything itself: the caller reads
+// each operation's receipt as issued, or provisional while none is
+// (receipt/issue.Read), and the packet names each issued one by the
+// digest of its stored envelope. Whatever a packet says is what its
 // receipts say; it adds only sums and the verdict.
+//
+// # Signed packets
+//
+// [Statement] makes the packet an in-toto statement ([PredicateType])
+// whose subjects are its issued receipts, named by [SubjectName] with
+// their digests; receipt/issue signs it with the key that issues receipts.
+// [CheckReceipts] compares the receipts a signed packet lists with the
+// ones at hand. The link runs from packet to receipts only: a receipt is
+// issued before any packet that includes it, so it cannot name one.
 //
 // # Verdict
 //

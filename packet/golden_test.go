@@ -129,16 +129,26 @@ func costBreach() *receipt.Input {
 // would gather them, and what the packet must conclude.
 type goldenRun struct {
 	name       string
-	operations func() []*receipt.Input
+	operations func() []packet.Included
 	verdict    packet.VerdictStatus
 	notReady   []string
 }
 
 var goldenRuns = []goldenRun{
-	{"clean", func() []*receipt.Input { return []*receipt.Input{clean()} }, packet.VerdictReady, nil},
-	{"duplicate_cancelled", func() []*receipt.Input { return []*receipt.Input{duplicateCancelled()} }, packet.VerdictReady, nil},
-	{"cost_breach", func() []*receipt.Input { return []*receipt.Input{costBreach()} }, packet.VerdictNotReady, []string{"suite-breach"}},
-	{"run", func() []*receipt.Input { return []*receipt.Input{clean(), duplicateCancelled(), costBreach()} }, packet.VerdictNotReady, []string{"suite-breach"}},
+	{"clean", func() []packet.Included { return provisional(clean()) }, packet.VerdictReady, nil},
+	{"duplicate_cancelled", func() []packet.Included { return provisional(duplicateCancelled()) }, packet.VerdictReady, nil},
+	{"cost_breach", func() []packet.Included { return provisional(costBreach()) }, packet.VerdictNotReady, []string{"suite-breach"}},
+	{"run", func() []packet.Included { return provisional(clean(), duplicateCancelled(), costBreach()) }, packet.VerdictNotReady, []string{"suite-breach"}},
+}
+
+// provisional includes each input's receipt as a provisional one, built
+// from the ledger, with the approval it ran under.
+func provisional(ins ...*receipt.Input) []packet.Included {
+	out := make([]packet.Included, len(ins))
+	for i, in := range ins {
+		out[i] = packet.Included{Receipt: receipt.Build(in), Approval: in.Approval}
+	}
+	return out
 }
 
 func build(t *testing.T, g goldenRun) *packet.Packet {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/receipt"
 )
@@ -16,49 +17,30 @@ import (
 type Input struct {
 	// Selection says how the operations were chosen; the packet repeats it.
 	Selection Selection
-	// Operations are the inputs of the selected operations' receipts, in
-	// the order the packet lists them. None may be nil.
-	Operations []*receipt.Input
-	// Embedder renders each receipt as the packet embeds it; nil embeds
-	// the unsigned JSON rendering ([UnsignedJSON]).
-	Embedder Embedder
+	// Operations are the selected operations' receipts, in the order the
+	// packet lists them.
+	Operations []Included
 	// JWKS names the file beside the packet that holds the keys the
-	// embedded receipts verify against; empty when none accompanies it.
+	// issued receipts verify against; empty when none accompanies it.
 	JWKS string
 	// Now is when the packet is generated; zero omits generated_at.
 	Now time.Time
 }
 
-// Embedder renders a receipt as a packet embeds it. It is where receipt
-// signing plugs in: a signer names its own form and returns the signed
-// receipt. It must not change the receipt.
-type Embedder interface {
-	// Form names what Embed returns, as the packet records it for a
-	// reviewer's tools: [FormJSON] for the unsigned JSON document, or the
-	// signer's own, such as "jws".
-	Form() string
-	// Embed renders r as a JSON value: an object or a string.
-	Embed(r *receipt.Receipt) (json.RawMessage, error)
+// Included is an operation's receipt as a packet includes it: the latest
+// version issued, or a provisional receipt while none is.
+type Included struct {
+	// Receipt is what the receipt says: the issued version's receipt with
+	// its issue line (receipt/issue.Read), or the provisional receipt
+	// built from the ledger. It must not be nil.
+	Receipt *receipt.Receipt
+	// Document is the issued version as the ledger stores it, a DSSE
+	// envelope; nil for a provisional receipt.
+	Document []byte
+	// Approval is the approval the operation ran under as the ledger
+	// records it; nil when it ran under none.
+	Approval *ledger.Approval
 }
-
-// FormJSON is the form of a receipt embedded as its unsigned JSON
-// document, {"paid_tool_retry_receipt": {…}}.
-const FormJSON = "json"
-
-// FormSignedJSON is the form of a receipt embedded as its signed JSON
-// document: the same document with its signature block, which
-// `taskgate receipt verify` checks against the packet's JWKS.
-const FormSignedJSON = "signed_json"
-
-// UnsignedJSON embeds each receipt as its unsigned JSON document. It is the
-// Embedder of an Input that names none.
-type UnsignedJSON struct{}
-
-// Form implements Embedder.
-func (UnsignedJSON) Form() string { return FormJSON }
-
-// Embed implements Embedder.
-func (UnsignedJSON) Embed(r *receipt.Receipt) (json.RawMessage, error) { return r.JSON() }
 
 // Selection is how a packet's operations were chosen; each zero field
 // chose nothing.
@@ -170,8 +152,17 @@ type Operation struct {
 	// ApprovalID is the approval the operation ran under; 0 (omitted) when
 	// it ran without one.
 	ApprovalID int64 `json:"approval_id,omitempty"`
-	// Receipt is the operation's receipt as the Embedder rendered it, in
-	// the form Verification names.
+	// ReceiptVersion and ReceiptDigest name the issued version included:
+	// its number and the lowercase hex SHA-256 of its DSSE envelope as
+	// stored, which a signed packet lists as a subject ([SubjectName]).
+	// Both are omitted for a provisional receipt.
+	ReceiptVersion int    `json:"receipt_version,omitempty"`
+	ReceiptDigest  string `json:"receipt_digest,omitempty"`
+	// Provisional marks a receipt that is not issued yet: built from the
+	// ledger, unsigned, and liable to change.
+	Provisional bool `json:"provisional,omitempty"`
+	// Receipt is the receipt's JSON document, with its issue block when
+	// it is issued.
 	Receipt json.RawMessage `json:"receipt"`
 
 	// receipt is the receipt Build made, which the Markdown renders.
@@ -203,22 +194,21 @@ type Approval struct {
 	UsedBy []string `json:"used_by"`
 }
 
-// Verification says how the embedded receipts can be checked.
+// Verification says how the included receipts can be checked.
 type Verification struct {
-	// ReceiptForm is the Embedder's form: FormJSON for unsigned receipts.
-	ReceiptForm string `json:"receipt_form"`
+	// IssuedReceipts counts the receipts included as issued, each named
+	// by its digest; ProvisionalReceipts those not issued yet.
+	IssuedReceipts      int `json:"issued_receipts"`
+	ProvisionalReceipts int `json:"provisional_receipts"`
 	// JWKS is the file beside the packet holding the keys that verify the
-	// receipts; omitted when none accompanies it.
+	// issued receipts; omitted when none accompanies it.
 	JWKS string `json:"jwks,omitempty"`
 }
 
 // Build assembles the packet of in. It reads nothing but in and does not
-// modify it; it fails only when the Embedder does or a total does not fit.
+// modify it; it fails only when an issued receipt carries no issue line, a
+// receipt cannot be rendered or a total does not fit.
 func Build(in *Input) (*Packet, error) {
-	emb := in.Embedder
-	if emb == nil {
-		emb = UnsignedJSON{}
-	}
 	sel := in.Selection
 	sel.Since, sel.Until = utc(sel.Since), utc(sel.Until)
 	sel.OperationIDs = slices.Clone(sel.OperationIDs)
@@ -228,24 +218,24 @@ func Build(in *Input) (*Packet, error) {
 		Verdict:      Verdict{Status: VerdictReady, NotReady: []NotReady{}},
 		Operations:   []Operation{},
 		Approvals:    []Approval{},
-		Verification: Verification{ReceiptForm: emb.Form(), JWKS: in.JWKS},
+		Verification: Verification{JWKS: in.JWKS},
 	}
 	s := &p.Summary
 	s.EstimatedCostUSD, s.FinalCostUSD, s.PendingCostUSD = usd(), usd(), usd()
 	approvals := map[int64]*Approval{}
 	budgets := map[int64]*Budget{}
-	for _, rin := range in.Operations {
-		r := receipt.Build(rin)
-		embedded, err := emb.Embed(r)
+	for _, inc := range in.Operations {
+		op, err := include(inc)
 		if err != nil {
-			return nil, fmt.Errorf("embed the receipt of operation %q in the review packet: %w", r.OperationID, err)
+			return nil, err
 		}
-		op := Operation{
-			OperationID: r.OperationID, Tenant: r.Tenant, TaskID: r.TaskID, Tool: r.Tool,
-			ReviewStatus: r.ReviewStatus, ReconciliationStatus: r.ReconciliationStatus,
-			Receipt: embedded, receipt: r,
+		r := op.receipt
+		if op.Provisional {
+			p.Verification.ProvisionalReceipts++
+		} else {
+			p.Verification.IssuedReceipts++
 		}
-		if a := rin.Approval; a != nil {
+		if a := inc.Approval; a != nil {
 			op.ApprovalID = a.ID
 			if approvals[a.ID] == nil {
 				approvals[a.ID] = &Approval{
@@ -289,6 +279,29 @@ func Build(in *Input) (*Packet, error) {
 	}
 	slices.SortFunc(p.Budgets, func(a, b Budget) int { return cmp.Compare(a.ID, b.ID) })
 	return p, nil
+}
+
+// include makes the packet's line of one included receipt.
+func include(inc Included) (Operation, error) {
+	r := *inc.Receipt
+	r.Provisional = inc.Document == nil
+	op := Operation{
+		OperationID: r.OperationID, Tenant: r.Tenant, TaskID: r.TaskID, Tool: r.Tool,
+		ReviewStatus: r.ReviewStatus, ReconciliationStatus: r.ReconciliationStatus,
+		Provisional: r.Provisional, receipt: &r,
+	}
+	if !r.Provisional {
+		if r.Issue == nil {
+			return Operation{}, fmt.Errorf("the issued receipt of operation %q carries no issue line; read it with receipt/issue.Read", r.OperationID)
+		}
+		op.ReceiptVersion, op.ReceiptDigest = r.Issue.Version, receipt.Digest(inc.Document)
+	}
+	doc, err := r.JSON()
+	if err != nil {
+		return Operation{}, fmt.Errorf("include the receipt of operation %q in the review packet: %w", r.OperationID, err)
+	}
+	op.Receipt = doc
+	return op, nil
 }
 
 // scopes reports whether a call of tool in run falls in b's scope. A run

@@ -2,7 +2,6 @@ package packet_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"reflect"
@@ -149,59 +148,6 @@ func duplicateResolved(t *testing.T, o packet.Operation) string {
 	return doc.Receipt.RemoteJobs[1].DuplicateResolved
 }
 
-// signer stands in for a receipt signer: it embeds each receipt as a
-// compact JWS-shaped string over its operation ID.
-type signer struct{ err error }
-
-func (signer) Form() string { return "jws" }
-
-func (s signer) Embed(r *receipt.Receipt) (json.RawMessage, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
-	return json.Marshal("eyJhbGciOiJFZERTQSJ9." + r.OperationID + ".c2ln")
-}
-
-func TestSignedReceipts(t *testing.T) {
-	rs := resolvedSchema(t)
-	for _, tc := range []struct {
-		jwks string
-		want string
-	}{
-		{"jwks.json", "Each receipt is embedded signed (`jws`); verify the signatures with the keys in `jwks.json`."},
-		{"", "Each receipt is embedded signed (`jws`); no keys accompany this packet"},
-	} {
-		p, err := packet.Build(&packet.Input{Operations: []*receipt.Input{clean(), costBreach()}, Embedder: signer{}, JWKS: tc.jwks})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Verification != (packet.Verification{ReceiptForm: "jws", JWKS: tc.jwks}) {
-			t.Errorf("verification = %+v, want jws with JWKS %q", p.Verification, tc.jwks)
-		}
-		if got := string(p.Operations[1].Receipt); got != `"eyJhbGciOiJFZERTQSJ9.suite-breach.c2ln"` {
-			t.Errorf("embedded receipt = %s, want the signer's string", got)
-		}
-		b, err := p.JSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := rs.Validate(decode(t, b)); err != nil {
-			t.Errorf("a packet of signed receipts does not match the schema: %v", err)
-		}
-		md := string(p.Markdown())
-		if !strings.Contains(md, tc.want) || !strings.Contains(md, "<summary>Embedded receipt (jws)</summary>") ||
-			!strings.Contains(md, "```json\n\"eyJhbGciOiJFZERTQSJ9.suite-breach.c2ln\"\n```") {
-			t.Errorf("Markdown with signed receipts (JWKS %q) lacks %q or the signed receipt:\n%s", tc.jwks, tc.want, md)
-		}
-	}
-
-	refused := errors.New("signing key unavailable")
-	_, err := packet.Build(&packet.Input{Operations: []*receipt.Input{clean()}, Embedder: signer{err: refused}})
-	if !errors.Is(err, refused) || !strings.Contains(err.Error(), `operation "suite-clean"`) {
-		t.Errorf("Build with a failing signer = %v; want its error, naming the operation", err)
-	}
-}
-
 func TestEmptyPacketIsReady(t *testing.T) {
 	p, err := packet.Build(&packet.Input{Selection: packet.Selection{RunID: "ci-none"}})
 	if err != nil {
@@ -231,7 +177,7 @@ func TestMarkdownKeepsItsShape(t *testing.T) {
 	in.Operation.OperationID = hostile
 	in.Approval.OperationID = hostile
 	in.Approval.CreatedBy = "eve | mallory"
-	p, err := packet.Build(&packet.Input{Selection: packet.Selection{RunID: "run `1`", OperationIDs: []string{hostile}}, Operations: []*receipt.Input{in}})
+	p, err := packet.Build(&packet.Input{Selection: packet.Selection{RunID: "run `1`", OperationIDs: []string{hostile}}, Operations: provisional(in)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,8 +233,8 @@ func TestRenderRefusesUnknownFormat(t *testing.T) {
 // TestBuildIsPure: building twice from one input gives the same packet and
 // leaves the input as it was.
 func TestBuildIsPure(t *testing.T) {
-	in := &packet.Input{Selection: packet.Selection{RunID: run, Since: t0.In(time.FixedZone("CEST", 7200))}, Operations: []*receipt.Input{clean(), duplicateCancelled()}}
-	before := fmt.Sprintf("%+v", *in.Operations[1].Operation)
+	in := &packet.Input{Selection: packet.Selection{RunID: run, Since: t0.In(time.FixedZone("CEST", 7200))}, Operations: provisional(clean(), duplicateCancelled())}
+	before := fmt.Sprintf("%+v", *in.Operations[1].Receipt)
 	a, err := packet.Build(in)
 	if err != nil {
 		t.Fatal(err)
@@ -302,7 +248,7 @@ func TestBuildIsPure(t *testing.T) {
 	if string(ja) != string(jb) {
 		t.Errorf("two builds of one input differ")
 	}
-	if after := fmt.Sprintf("%+v", *in.Operations[1].Operation); after != before {
+	if after := fmt.Sprintf("%+v", *in.Operations[1].Receipt); after != before {
 		t.Errorf("Build changed its input:\nbefore %s\nafter  %s", before, after)
 	}
 	if !strings.Contains(string(ja), `"since": "2026-05-04T10:00:00Z"`) {

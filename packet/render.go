@@ -198,7 +198,11 @@ func (p *Packet) Markdown() []byte {
 		// The receipt's Markdown escapes its data itself: no tag from it
 		// can close this fold or open another.
 		b.Write(r.Markdown())
-		fmt.Fprintf(&b, "\n<details>\n<summary>Embedded receipt (%s)</summary>\n\n", html.EscapeString(p.Verification.ReceiptForm))
+		form := "provisional"
+		if !o.Provisional {
+			form = fmt.Sprintf("issued, version %d, sha256 %s", o.ReceiptVersion, o.ReceiptDigest)
+		}
+		fmt.Fprintf(&b, "\n<details>\n<summary>Embedded receipt (%s)</summary>\n\n", form)
 		fence(&b, o.Receipt)
 		b.WriteString("\n</details>\n</details>\n")
 	}
@@ -237,19 +241,34 @@ func (p *Packet) selectionText() string {
 	return "Operations of " + strings.Join(parts, ", ") + "."
 }
 
-// verificationText says how a reviewer can check the embedded receipts.
+// verificationText says how a reviewer can check the included receipts.
 func (p *Packet) verificationText() string {
 	v := p.Verification
-	switch {
-	case v.ReceiptForm == FormJSON:
-		return "Each receipt is embedded as its unsigned JSON document (`json`): no signature covers it, so it cannot be verified apart from the ledger."
-	case v.ReceiptForm == FormSignedJSON && v.JWKS != "":
-		return fmt.Sprintf("Each receipt is embedded as its signed JSON document (`signed_json`); save one as a file and check it offline with `taskgate receipt verify FILE --jwks %s`.", v.JWKS)
-	case v.JWKS != "":
-		return fmt.Sprintf("Each receipt is embedded signed (%s); verify the signatures with the keys in %s.", code(v.ReceiptForm), code(v.JWKS))
-	default:
-		return fmt.Sprintf("Each receipt is embedded signed (%s); no keys accompany this packet, so verify the signatures with the gateway's published receipt keys.", code(v.ReceiptForm))
+	var parts []string
+	if v.IssuedReceipts > 0 {
+		keys := "the gateway's published receipt keys"
+		if v.JWKS != "" {
+			keys = code(v.JWKS)
+		}
+		parts = append(parts, fmt.Sprintf("%s included as issued, each named by its version and the SHA-256 of its DSSE envelope as the gateway stores it. "+
+			"`taskgate packet --format dsse` signs the packet as an in-toto statement over those digests; "+
+			"`taskgate packet verify FILE --jwks JWKS` checks it and each receipt against %s.", count(v.IssuedReceipts, "receipt is", "receipts are"), keys))
 	}
+	if v.ProvisionalReceipts > 0 {
+		parts = append(parts, fmt.Sprintf("%s provisional: not issued yet, so unsigned and liable to change.", count(v.ProvisionalReceipts, "receipt is", "receipts are")))
+	}
+	if len(parts) == 0 {
+		return "The packet includes no receipt."
+	}
+	return strings.Join(parts, " ")
+}
+
+// count writes n with the singular or the plural noun phrase.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }
 
 // fence writes raw as a fenced JSON code block whose fence no backtick run

@@ -33,24 +33,24 @@ type publicKeyIdentifier struct {
 	Hint string `json:"hint"`
 }
 
-// Bundle wraps an issued receipt (a DSSE envelope as [Envelope] wrote it)
-// signed by key kid as a Sigstore bundle v0.3 whose verification material
+// Bundle wraps an issued receipt or review packet (a DSSE envelope as
+// [Envelope] wrote it) signed by key kid as a Sigstore bundle v0.3 whose verification material
 // is the public-key hint kid, the form cosign verify-blob-attestation
 // --bundle reads. The hint names the key, so the envelope's signatures
 // carry no key ID: cosign skips a signature whose key ID is not its own
 // name for the key it was given, which is not taskgate's kid. A key ID is
 // not signed, so the signatures are the issued ones.
 func Bundle(envelope []byte, kid string) ([]byte, error) {
-	env, _, _, err := readEnvelope(envelope)
+	env, _, _, err := readStatement(envelope)
 	if err != nil {
-		return nil, fmt.Errorf("wrap the issued receipt in a Sigstore bundle: %w", err)
+		return nil, fmt.Errorf("wrap the issued statement in a Sigstore bundle: %w", err)
 	}
 	for i := range env.Signatures {
 		env.Signatures[i].KeyID = ""
 	}
 	inner, err := json.Marshal(env)
 	if err != nil {
-		return nil, fmt.Errorf("encode the receipt's Sigstore bundle: %w", err)
+		return nil, fmt.Errorf("encode the Sigstore bundle: %w", err)
 	}
 	b, err := json.Marshal(bundle{
 		MediaType:            BundleMediaType,
@@ -58,7 +58,7 @@ func Bundle(envelope []byte, kid string) ([]byte, error) {
 		DSSEEnvelope:         inner,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("encode the receipt's Sigstore bundle: %w", err)
+		return nil, fmt.Errorf("encode the Sigstore bundle: %w", err)
 	}
 	return append(b, '\n'), nil
 }
@@ -78,11 +78,27 @@ func IsBundle(doc []byte) bool {
 // key ID of its signatures that name none. It fails only when doc is not
 // such a bundle at all.
 func VerifyBundle(ctx context.Context, doc []byte, keys PublicKeys) (*Verification, error) {
+	inner, err := Unbundle(doc)
+	if err != nil {
+		return nil, err
+	}
+	v, err := VerifyEnvelope(ctx, inner, keys)
+	if err != nil {
+		return nil, fmt.Errorf("the bundle's dsseEnvelope: %w", err)
+	}
+	v.Form = FormBundle
+	return v, nil
+}
+
+// Unbundle returns the DSSE envelope a Sigstore bundle as [Bundle] wrote
+// it holds, each signature that names no key ID named by the bundle's
+// public-key hint. It fails when doc is not such a bundle.
+func Unbundle(doc []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.DisallowUnknownFields()
 	var b bundle
 	if err := dec.Decode(&b); err != nil {
-		return nil, fmt.Errorf("the file is not a Sigstore bundle of a receipt (a public-key hint and a DSSE envelope): %w", err)
+		return nil, fmt.Errorf("the file is not a Sigstore bundle as taskgate writes it (a public-key hint and a DSSE envelope): %w", err)
 	}
 	if b.MediaType != BundleMediaType {
 		return nil, fmt.Errorf("the bundle's mediaType is %q, not %s", b.MediaType, BundleMediaType)
@@ -90,7 +106,7 @@ func VerifyBundle(ctx context.Context, doc []byte, keys PublicKeys) (*Verificati
 	if len(b.DSSEEnvelope) == 0 {
 		return nil, errors.New("the bundle holds no dsseEnvelope")
 	}
-	env, _, _, err := readEnvelope(b.DSSEEnvelope)
+	env, _, _, err := readStatement(b.DSSEEnvelope)
 	if err != nil {
 		return nil, fmt.Errorf("the bundle's dsseEnvelope: %w", err)
 	}
@@ -103,10 +119,5 @@ func VerifyBundle(ctx context.Context, doc []byte, keys PublicKeys) (*Verificati
 	if err != nil {
 		return nil, fmt.Errorf("read the bundle's dsseEnvelope: %w", err)
 	}
-	v, err := VerifyEnvelope(ctx, inner, keys)
-	if err != nil {
-		return nil, fmt.Errorf("the bundle's dsseEnvelope: %w", err)
-	}
-	v.Form = FormBundle
-	return v, nil
+	return inner, nil
 }

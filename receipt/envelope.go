@@ -12,9 +12,22 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// readEnvelope reads a DSSE envelope and its in-toto statement, refusing
-// what is neither.
+// readEnvelope reads a DSSE envelope and its in-toto statement of a
+// taskgate receipt, refusing what is neither.
 func readEnvelope(doc []byte) (*dsse.Envelope, []byte, *statementView, error) {
+	env, payload, view, err := readStatement(doc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if view.PredicateType != PredicateType {
+		return nil, nil, nil, fmt.Errorf("the statement's predicateType is %q, not a taskgate receipt (%s)", view.PredicateType, PredicateType)
+	}
+	return env, payload, view, nil
+}
+
+// readStatement reads a DSSE envelope and its in-toto statement, of any
+// predicate type, refusing what is neither.
+func readStatement(doc []byte) (*dsse.Envelope, []byte, *statementView, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.DisallowUnknownFields()
 	var env dsse.Envelope
@@ -35,9 +48,6 @@ func readEnvelope(doc []byte) (*dsse.Envelope, []byte, *statementView, error) {
 	if err := st.Validate(); err != nil {
 		return nil, nil, nil, fmt.Errorf("the envelope's payload is not a valid in-toto statement: %w", err)
 	}
-	if st.GetPredicateType() != PredicateType {
-		return nil, nil, nil, fmt.Errorf("the statement's predicateType is %q, not a taskgate receipt (%s)", st.GetPredicateType(), PredicateType)
-	}
 	var view statementView
 	if err := json.Unmarshal(payload, &view); err != nil {
 		return nil, nil, nil, fmt.Errorf("read the statement: %w", err)
@@ -48,8 +58,9 @@ func readEnvelope(doc []byte) (*dsse.Envelope, []byte, *statementView, error) {
 // statementView is a statement as this package reads it back: the subjects
 // and the predicate's parts as the JSON they are.
 type statementView struct {
-	Subject   json.RawMessage            `json:"subject"`
-	Predicate map[string]json.RawMessage `json:"predicate"`
+	PredicateType string                     `json:"predicateType"`
+	Subject       json.RawMessage            `json:"subject"`
+	Predicate     map[string]json.RawMessage `json:"predicate"`
 }
 
 // receipt returns the receipt the predicate holds.
@@ -106,50 +117,8 @@ func VerifyEnvelope(ctx context.Context, doc []byte, keys PublicKeys) (*Verifica
 	}
 	is := view.issue()
 	v := &Verification{Form: FormDSSE, OperationID: r.OperationID, ChainHead: r.ChainHead, Version: is.Version, Previous: is.Previous}
-	var signedFields map[string]string
-	if err := json.Unmarshal(view.Predicate[predicateFields], &signedFields); err != nil || len(signedFields) == 0 {
-		v.fail(ProblemBlock, predicateFields, "the statement carries no %s, so it is not a receipt taskgate issued", predicateFields)
-		return v, nil
-	}
-	pred := map[string]any{}
-	for k, raw := range view.Predicate {
-		if k != predicateFields {
-			pred[k] = raw
-		}
-	}
-	fields, err := statementFields(view.Subject, pred)
-	if err != nil {
-		return nil, fmt.Errorf("read the statement's fields: %w", err)
-	}
-	v.Fields = len(fields)
-
-	if len(env.Signatures) == 0 {
-		v.fail(ProblemUnsigned, "signatures", "the envelope carries no signature")
-		return v, nil
-	}
-	var trusted []dsse.Verifier
-	for _, s := range env.Signatures {
-		if pub, ok := keys[s.KeyID]; ok {
-			trusted = append(trusted, &dsseVerifier{pub: pub, kid: s.KeyID})
-		}
-	}
-	if len(trusted) == 0 {
-		v.KeyID = env.Signatures[0].KeyID
-		v.fail(ProblemKey, "signatures[0].keyid", "the receipt was signed by key %s, which is not among the trusted keys", v.KeyID)
-		return v, nil
-	}
-	ev, err := dsse.NewEnvelopeVerifier(trusted...)
-	if err != nil {
+	if err := verifySignatures(ctx, env, view, DocumentKey, "the receipt", keys, v); err != nil {
 		return nil, err
 	}
-	accepted, err := ev.Verify(ctx, env)
-	if err != nil || len(accepted) == 0 {
-		v.KeyID, _ = trusted[0].KeyID()
-		v.fail(ProblemSignature, "signatures", "the signature does not match the receipt's statement")
-		v.Problems = append(v.Problems, fieldProblems(signedFields, fields)...)
-		return v, nil
-	}
-	v.KeyID = accepted[0].KeyID
-	v.Algorithm, _ = AlgorithmOf(keys[v.KeyID])
 	return v, nil
 }

@@ -15,10 +15,7 @@ import (
 	"regexp"
 	"time"
 
-	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/taskgate/taskgate/canon"
 )
@@ -90,64 +87,11 @@ func Statement(r *Receipt, issue Issue) ([]byte, error) {
 	if issue.Previous != "" {
 		pred[predicatePrevious] = map[string]string{"sha256": issue.Previous}
 	}
-	subjects := []*intoto.ResourceDescriptor{{Name: SubjectChainHead, Digest: map[string]string{"sha256": r.ChainHead}}}
-	fields, err := statementFields([]map[string]any{{"name": SubjectChainHead, "digest": map[string]string{"sha256": r.ChainHead}}}, pred)
+	st, err := Attest(PredicateType, DocumentKey, []Subject{{Name: SubjectChainHead, SHA256: r.ChainHead}}, pred)
 	if err != nil {
 		return nil, fmt.Errorf("issue the receipt of %q: %w", r.OperationID, err)
 	}
-	pred[predicateFields] = fields
-	predJSON, err := json.Marshal(pred)
-	if err != nil {
-		return nil, fmt.Errorf("issue the receipt of %q: the predicate: %w", r.OperationID, err)
-	}
-	p := &structpb.Struct{}
-	if err := protojson.Unmarshal(predJSON, p); err != nil {
-		return nil, fmt.Errorf("issue the receipt of %q: the predicate: %w", r.OperationID, err)
-	}
-	st := &intoto.Statement{Type: intoto.StatementTypeUri, Subject: subjects, PredicateType: PredicateType, Predicate: p}
-	if err := st.Validate(); err != nil {
-		return nil, fmt.Errorf("issue the receipt of %q: %w", r.OperationID, err)
-	}
-	raw, err := protojson.Marshal(st)
-	if err != nil {
-		return nil, fmt.Errorf("issue the receipt of %q: %w", r.OperationID, err)
-	}
-	// protojson's output varies in spacing by design; the canonical form
-	// makes the statement a pure function of the receipt.
-	out, err := canon.Canonicalize(raw)
-	if err != nil {
-		return nil, fmt.Errorf("issue the receipt of %q: canonicalise the statement: %w", r.OperationID, err)
-	}
-	return out, nil
-}
-
-// statementFields returns the digest of every field a statement signs but
-// its field digests: the receipt's fields by their paths in the receipt
-// (final_cost_usd, lineage[1].client_result), the subjects as
-// subject[i]..., and version and previous.
-func statementFields(subjects any, pred map[string]any) (map[string]string, error) {
-	fields := map[string]string{}
-	add := func(v any, prefix string) error {
-		raw, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		return fieldDigests(raw, prefix, fields)
-	}
-	if err := add(pred[DocumentKey], ""); err != nil {
-		return nil, err
-	}
-	if err := add(subjects, "subject"); err != nil {
-		return nil, err
-	}
-	for _, k := range []string{predicateVersion, predicatePrevious} {
-		if v, ok := pred[k]; ok {
-			if err := add(v, k); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return fields, nil
+	return st, nil
 }
 
 // Substance returns the lowercase hex SHA-256 of what r says, apart from

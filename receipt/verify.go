@@ -52,6 +52,9 @@ const (
 	// ProblemField: a field differs from what was signed, was signed and
 	// is missing, or was not signed.
 	ProblemField ProblemKind = "field"
+	// ProblemSubject: a thing a signed statement names by digest is not
+	// the one at hand, or is missing, or one at hand is not named.
+	ProblemSubject ProblemKind = "subject"
 )
 
 // Problem is one check of a signed receipt that failed.

@@ -1,8 +1,8 @@
 // Package signingkeys keeps the keys that sign receipts, Ed25519 (the
 // default) or ECDSA P-256 (cosign's default algorithm): it
 // creates them, seals their private parts with the gateway's secrets key
-// ring, retires them, signs receipts with the active one (alone, or as a
-// review packet embeds them), and publishes
+// ring, retires them, signs with the active one (receipts and review
+// packets, as receipt/issue issues them), and publishes
 // every public key, retired ones too, as a JWK Set (RFC 7517), served at
 // [JWKSPath] and read back for offline verification.
 //
@@ -45,7 +45,6 @@ import (
 
 	"github.com/taskgate/taskgate/internal/loopback"
 	"github.com/taskgate/taskgate/ledger"
-	"github.com/taskgate/taskgate/packet"
 	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/secrets"
 )
@@ -240,34 +239,6 @@ func (s *Signer) Envelope(ctx context.Context, statement []byte) ([]byte, string
 		return nil, "", err
 	}
 	return env, k.KeyID, nil
-}
-
-// Embedder embeds each receipt in a review packet as its JSON document
-// signed at at with the active key (packet.FormSignedJSON).
-func (s *Signer) Embedder(ctx context.Context, at time.Time) packet.Embedder {
-	return &signedJSON{ctx: ctx, signer: s, at: at}
-}
-
-type signedJSON struct {
-	ctx    context.Context
-	signer *Signer
-	at     time.Time
-}
-
-func (*signedJSON) Form() string { return packet.FormSignedJSON }
-
-// Embed signs a copy: the packet's own figures come from the receipt as
-// built, unsigned.
-func (e *signedJSON) Embed(r *receipt.Receipt) (json.RawMessage, error) {
-	c := *r
-	signed, err := e.signer.Sign(e.ctx, &c, e.at)
-	if err != nil {
-		return nil, err
-	}
-	if !signed {
-		return nil, errors.New("the ledger has no active signing key any more (it was retired while the packet was written); write the packet again")
-	}
-	return c.JSON()
 }
 
 // Check returns the key ID of the key that signs receipts, "" when the

@@ -6,7 +6,9 @@
 // by digest; it issues nothing while the receipt says what the latest
 // version says. [Read] returns the stored document as it was issued, and
 // needs no key; an operation without an issued receipt gets a provisional
-// one, built from the ledger and unsigned.
+// one, built from the ledger and unsigned. [Issuer.SignPacket] signs a
+// review packet, a statement over the digests of the issued receipts it
+// includes, with the same key.
 //
 // This package must never call a provider, and never change the ledger
 // but by adding receipt versions.
@@ -19,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/packet"
 	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
@@ -196,3 +199,27 @@ func (r *Reading) Render(format string) ([]byte, error) {
 	}
 	return v.Document, nil
 }
+
+// SignPacket signs p's statement ([packet.Statement]) with the active
+// signing key as a DSSE envelope and returns it with the key's ID: signing
+// a packet issues it, as signing a receipt does, so it takes the key a
+// receipt takes. It stores nothing, and fails when the ledger has no
+// active key or the packet includes no issued receipt.
+func (i *Issuer) SignPacket(ctx context.Context, p *packet.Packet) ([]byte, string, error) {
+	st, err := packet.Statement(p)
+	if err != nil {
+		return nil, "", err
+	}
+	doc, kid, err := i.signer.Envelope(ctx, st)
+	if err != nil {
+		return nil, "", fmt.Errorf("sign the review packet: %w", err)
+	}
+	if doc == nil {
+		return nil, "", ErrNoKey
+	}
+	return doc, kid, nil
+}
+
+// ErrNoKey is why SignPacket signed nothing: the ledger has no active
+// signing key.
+var ErrNoKey = errors.New("the ledger has no active signing key, so nothing can sign the review packet; create one with taskgate signing-keys create")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/sqlite/sqlitetest"
 	"github.com/taskgate/taskgate/money"
+	"github.com/taskgate/taskgate/packet"
 	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/receipt/issue"
 	"github.com/taskgate/taskgate/secrets"
@@ -216,5 +218,65 @@ func TestAnOpenOperationIsProvisional(t *testing.T) {
 	md, err := rd.Render("md")
 	if err != nil || !strings.Contains(string(md), "Provisional") {
 		t.Errorf("the Markdown of a provisional receipt does not say so: %v\n%s", err, md)
+	}
+}
+
+// TestSignPacket: a packet of an issued receipt is signed with the key
+// that issues receipts, as a statement naming the receipt by its stored
+// envelope's digest; without an active key nothing signs it.
+func TestSignPacket(t *testing.T) {
+	ctx := context.Background()
+	s := sqlitetest.Open(t)
+	op := completed(t, s, "settlement-regression-842")
+	build := func() *packet.Packet {
+		t.Helper()
+		rd, err := issue.Read(ctx, s, op, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inc := packet.Included{Receipt: rd.Receipt}
+		if v := rd.Latest(); v != nil {
+			inc.Document = v.Document
+		}
+		p, err := packet.Build(&packet.Input{Operations: []packet.Included{inc}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ring, err := secrets.ParseRing([]byte(secrets.NewKey()), "test keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := issue.New(s, ring).SignPacket(ctx, build()); err == nil || !strings.Contains(err.Error(), "includes no issued receipt") {
+		t.Errorf("signing a packet of a provisional receipt: %v; want it refused", err)
+	}
+
+	k, err := signingkeys.Create(ctx, s, ring, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := issue.New(s, ring).Issue(ctx, op, nil)
+	if err != nil || res.Outcome != issue.Issued {
+		t.Fatalf("issue: %+v, %v", res, err)
+	}
+	env, kid, err := issue.New(s, ring).SignPacket(ctx, build())
+	if err != nil || kid != k.KeyID {
+		t.Fatalf("SignPacket: key %s, %v; want signed by %s", kid, err, k.KeyID)
+	}
+	keys, err := s.SigningKeyList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, att, err := receipt.VerifyAttestation(ctx, env, packet.PredicateType, packet.DocumentKey, "the review packet", signingkeys.PublicKeys(keys))
+	if err != nil || !v.OK() || len(att.Subjects) != 1 || att.Subjects[0] != (receipt.Subject{Name: "receipt/acme/settlement-regression-842/v1", SHA256: res.Version.Digest}) {
+		t.Fatalf("the signed packet: %+v, %+v, %v; want it verified, naming version 1 by %s", v, att, err, res.Version.Digest)
+	}
+
+	if _, err := signingkeys.Retire(ctx, s, k.KeyID, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := issue.New(s, ring).SignPacket(ctx, build()); !errors.Is(err, issue.ErrNoKey) {
+		t.Errorf("SignPacket with no active key: %v; want ErrNoKey", err)
 	}
 }

@@ -21,54 +21,67 @@ const RunID = "taskgate-demo"
 
 // The files the review step writes into its directory.
 const (
-	keyFile     = "taskgate.keys"
-	reviewDir   = "review"
-	receiptFile = "receipt.json"
+	keyFile   = "taskgate.keys"
+	reviewDir = "review"
+	jwksFile  = "jwks.json"
 	// issuedFile is the operation's receipt as the gateway issued it: a
 	// DSSE envelope over its in-toto statement.
 	issuedFile = "receipt.dsse.json"
+	// signedPacketFile is the review packet signed: a DSSE envelope over
+	// an in-toto statement whose subjects are the issued receipts.
+	signedPacketFile = "packet.dsse.json"
 )
 
 // Review is what the review step showed.
 type Review struct {
 	// Dir holds packet.md, packet.json, jwks.json, the operation's
-	// receipt as the packet signs it, receipt.json, and as the gateway
-	// issued it, receipt.dsse.json.
+	// receipt as the gateway issued it, receipt.dsse.json, and the signed
+	// packet, packet.dsse.json.
 	Dir string
-	// KeyID is the key the receipts were signed with.
+	// KeyID is the key the receipts and the packet were signed with.
 	KeyID string
 	// Verdict is the packet's.
 	Verdict packet.VerdictStatus
 	// Operations counts the packet's operations.
 	Operations int
-	// Verified reports that the receipt in the packet verified offline
-	// against the packet's JWKS; Problems say what failed otherwise.
+	// Verified reports that the issued receipt and the signed packet,
+	// which lists it by digest, verified offline against the packet's
+	// JWKS; Problems say what failed otherwise.
 	Verified bool
 	Problems []string
 }
 
-// review signs the run's receipts, writes the review packet for RunID and
-// checks the operation's signed receipt offline, from the files alone.
+// review writes the review packet for RunID from the issued receipts,
+// signs it, and checks the operation's receipt and the signed packet
+// offline, from the files alone.
 func (r *run) review(ctx context.Context) error {
-	r.p.step(7, "The review packet: the run's receipts signed, the packet written, a receipt verified offline")
+	r.p.step(7, "The review packet: the run's issued receipts, the packet written and signed, both verified offline")
 	dir := filepath.Dir(r.h.ConfigPath)
-	ring, key := r.ring, r.signingKey
 	ops, err := r.h.Store.OperationList(ctx, &ledger.OperationListParams{Tenant: Tenant, RunID: RunID})
 	if err != nil {
 		return fmt.Errorf("list the operations of run %s: %w", RunID, err)
 	}
 	now := time.Now()
-	in := &packet.Input{
-		Selection: packet.Selection{RunID: RunID, Tenant: Tenant},
-		Embedder:  signingkeys.NewSigner(r.h.Store, ring).Embedder(ctx, now),
-		JWKS:      "jwks.json", Now: now,
-	}
+	in := &packet.Input{Selection: packet.Selection{RunID: RunID, Tenant: Tenant}, JWKS: jwksFile, Now: now}
+	files := map[string][]byte{}
 	for _, op := range ops {
-		rin, err := receipt.Load(ctx, r.h.Store, op, &receipt.LoadOptions{Now: now})
+		rd, err := issue.Read(ctx, r.h.Store, op, &receipt.LoadOptions{Now: now})
 		if err != nil {
 			return err
 		}
-		in.Operations = append(in.Operations, rin)
+		inc := packet.Included{Receipt: rd.Receipt}
+		if v := rd.Latest(); v != nil {
+			inc.Document = v.Document
+			if op.OperationID == OperationID {
+				files[issuedFile] = v.Document
+			}
+		}
+		if op.ApprovalID != 0 {
+			if inc.Approval, err = r.h.Store.ApprovalGet(ctx, op.ApprovalID); err != nil {
+				return fmt.Errorf("load the approval of %s: %w", op.OperationID, err)
+			}
+		}
+		in.Operations = append(in.Operations, inc)
 	}
 	p, err := packet.Build(in)
 	if err != nil {
@@ -78,37 +91,20 @@ func (r *run) review(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	jwks, err := signingkeys.JWKS(keys)
-	if err != nil {
+	if files[jwksFile], err = signingkeys.JWKS(keys); err != nil {
 		return err
 	}
-	rv := &Review{Dir: filepath.Join(dir, reviewDir), KeyID: key.KeyID, Verdict: p.Verdict.Status, Operations: len(p.Operations)}
+	rv := &Review{Dir: filepath.Join(dir, reviewDir), KeyID: r.signingKey.KeyID, Verdict: p.Verdict.Status, Operations: len(p.Operations)}
 	r.out.Review = rv
-	md, err := packet.Render(p, "md")
-	if err != nil {
+	if files["packet.md"], err = packet.Render(p, "md"); err != nil {
 		return err
 	}
-	js, err := packet.Render(p, "json")
-	if err != nil {
+	if files["packet.json"], err = packet.Render(p, "json"); err != nil {
 		return err
 	}
-	files := map[string][]byte{"packet.md": md, "packet.json": js, "jwks.json": jwks}
-	for _, o := range p.Operations {
-		if o.OperationID == OperationID {
-			files[receiptFile] = o.Receipt
-		}
-	}
-	for _, op := range ops {
-		if op.OperationID != OperationID {
-			continue
-		}
-		rd, err := issue.Read(ctx, r.h.Store, op, nil)
-		if err != nil {
-			return err
-		}
-		if v := rd.Latest(); v != nil {
-			files[issuedFile] = v.Document
-		}
+	if files[signedPacketFile], _, err = issue.New(r.h.Store, r.ring).SignPacket(ctx, p); err != nil {
+		rv.Problems = append(rv.Problems, fmt.Sprintf("the review packet could not be signed: %v", err))
+		return nil
 	}
 	if err := os.MkdirAll(rv.Dir, 0o755); err != nil {
 		return fmt.Errorf("create the review directory: %w", err)
@@ -118,64 +114,65 @@ func (r *run) review(ctx context.Context) error {
 			return fmt.Errorf("write %s: %w", name, err)
 		}
 	}
-	r.p.detail("packet    run %s: %d operation(s), verdict %s: packet.md, packet.json and jwks.json", RunID, rv.Operations, rv.Verdict)
-
-	// Offline: the receipt file and the JWKS file, nothing else.
-	doc, err := os.ReadFile(filepath.Join(rv.Dir, receiptFile))
-	if err != nil {
-		rv.Problems = append(rv.Problems, fmt.Sprintf("the packet holds no receipt of %s", OperationID))
-		return nil
-	}
-	jwksFile, err := os.ReadFile(filepath.Join(rv.Dir, "jwks.json"))
-	if err != nil {
-		return err
-	}
-	pub, err := signingkeys.ParseJWKS(jwksFile, "jwks.json")
-	if err != nil {
-		return err
-	}
-	v, err := receipt.Verify(doc, pub)
-	if err != nil {
-		rv.Problems = append(rv.Problems, fmt.Sprintf("the receipt could not be verified: %v", err))
-		return nil
-	}
-	rv.Verified = v.OK()
-	for _, pr := range v.Problems {
-		rv.Problems = append(rv.Problems, pr.Message)
-	}
+	r.p.detail("packet    run %s: %d operation(s), verdict %s: packet.md, packet.json, jwks.json and, signed, %s", RunID, rv.Operations, rv.Verdict, signedPacketFile)
+	rv.Problems = append(rv.Problems, verifyReview(ctx, rv.Dir)...)
+	rv.Verified = len(rv.Problems) == 0
 	if rv.Verified {
-		r.p.detail("verified  %s against jwks.json alone: the signature, the key and every figure hold", receiptFile)
-	}
-	// The issued receipt, from its file and the JWKS alone.
-	issued, err := os.ReadFile(filepath.Join(rv.Dir, issuedFile))
-	if err != nil {
-		rv.Verified = false
-		rv.Problems = append(rv.Problems, fmt.Sprintf("the gateway issued no receipt of %s", OperationID))
-		return nil
-	}
-	iv, err := receipt.VerifyEnvelope(ctx, issued, pub)
-	if err != nil {
-		rv.Verified = false
-		rv.Problems = append(rv.Problems, fmt.Sprintf("the issued receipt could not be verified: %v", err))
-		return nil
-	}
-	rv.Verified = rv.Verified && iv.OK()
-	for _, pr := range iv.Problems {
-		rv.Problems = append(rv.Problems, pr.Message)
-	}
-	if iv.OK() {
-		r.p.detail("verified  %s, version %d as the gateway issued it, against jwks.json alone", issuedFile, iv.Version)
+		r.p.detail("verified  %s as the gateway issued it, and %s, which lists it by digest, against jwks.json alone", issuedFile, signedPacketFile)
 	}
 	if r.out.Dir != "" {
 		db := r.h.Config.Database
 		r.p.detail("again, from the kept directory:")
-		r.p.detail("  TASKGATE_SECRETS_KEYS=\"$(cat %s)\" taskgate --db %s packet --run %s --out %s",
-			filepath.Join(dir, keyFile), db, RunID, rv.Dir)
-		r.p.detail("  taskgate receipt verify %s --jwks %s", filepath.Join(rv.Dir, receiptFile), filepath.Join(rv.Dir, "jwks.json"))
-		r.p.detail("  taskgate receipt verify %s --jwks %s", filepath.Join(rv.Dir, issuedFile), filepath.Join(rv.Dir, "jwks.json"))
+		r.p.detail("  taskgate --db %s packet --run %s --out %s", db, RunID, rv.Dir)
+		r.p.detail("  TASKGATE_SECRETS_KEYS=\"$(cat %s)\" taskgate --db %s packet --run %s --format dsse > %s",
+			filepath.Join(dir, keyFile), db, RunID, filepath.Join(rv.Dir, signedPacketFile))
+		r.p.detail("  taskgate receipt verify %s --jwks %s", filepath.Join(rv.Dir, issuedFile), filepath.Join(rv.Dir, jwksFile))
+		r.p.detail("  taskgate packet verify %s --jwks %s --receipt %s", filepath.Join(rv.Dir, signedPacketFile), filepath.Join(rv.Dir, jwksFile), filepath.Join(rv.Dir, issuedFile))
 		r.p.detail("  taskgate --db %s verify", db)
 	}
 	return nil
+}
+
+// verifyReview checks the files in dir as a reviewer would, with nothing
+// but them: the issued receipt against jwks.json, and the signed packet
+// against jwks.json and that receipt. It returns what failed.
+func verifyReview(ctx context.Context, dir string) []string {
+	read := func(name string) []byte {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return b
+	}
+	issued, jwks, signed := read(issuedFile), read(jwksFile), read(signedPacketFile)
+	if issued == nil {
+		return []string{fmt.Sprintf("the gateway issued no receipt of %s", OperationID)}
+	}
+	pub, err := signingkeys.ParseJWKS(jwks, jwksFile)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var problems []string
+	iv, err := receipt.VerifyEnvelope(ctx, issued, pub)
+	if err != nil {
+		return []string{fmt.Sprintf("the issued receipt could not be verified: %v", err)}
+	}
+	for _, pr := range iv.Problems {
+		problems = append(problems, pr.Message)
+	}
+	pv, att, err := receipt.VerifyAttestation(ctx, signed, packet.PredicateType, packet.DocumentKey, "the review packet", pub)
+	if err != nil {
+		return append(problems, fmt.Sprintf("the signed packet could not be verified: %v", err))
+	}
+	for _, pr := range pv.Problems {
+		problems = append(problems, pr.Message)
+	}
+	r, err := receipt.Issued(issued, "")
+	if err != nil {
+		return append(problems, err.Error())
+	}
+	have := map[string]string{packet.SubjectName(r.Tenant, r.OperationID, r.Issue.Version): receipt.Digest(issued)}
+	for _, pr := range packet.CheckReceipts(att.Subjects, have) {
+		problems = append(problems, pr.Message)
+	}
+	return problems
 }
 
 // signingRing creates the secrets key that seals the demo's signing key,
@@ -199,10 +196,10 @@ func reviewProblems(rv *Review) []string {
 		problems = append(problems, fmt.Sprintf("the review packet of run %s holds %d operation(s) with verdict %s, want 1, ready", RunID, rv.Operations, rv.Verdict))
 	}
 	if !rv.Verified {
-		problems = append(problems, "the signed receipt did not verify offline against the packet's JWKS")
+		problems = append(problems, "the issued receipt and the signed packet did not verify offline against the packet's JWKS")
 	}
 	for _, p := range rv.Problems {
-		problems = append(problems, "receipt verify: "+p)
+		problems = append(problems, "review: "+p)
 	}
 	return problems
 }

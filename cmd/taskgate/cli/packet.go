@@ -18,6 +18,7 @@ import (
 	"github.com/taskgate/taskgate/ledger/dburl"
 	"github.com/taskgate/taskgate/packet"
 	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/receipt/issue"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
 )
@@ -34,40 +35,6 @@ const (
 	packetJWKSFile     = "jwks.json"
 )
 
-// receiptSigning is how the packet command signs the receipts it embeds
-// and where it gets the keys that verify them. Embedder nil embeds each
-// receipt unsigned; JWKS nil writes no JWKS beside the packet, and the
-// packet and the command's output say so.
-type receiptSigning struct {
-	embedder packet.Embedder
-	// jwks returns the JWKS (RFC 7517) holding every key, retired ones too,
-	// that the embedded receipts may be signed with.
-	jwks func(ctx context.Context) ([]byte, error)
-}
-
-// ledgerSigning signs the embedded receipts with the ledger's active
-// signing key, and gives the JWKS of all its keys; with no active key it
-// is zero, and the receipts are embedded unsigned.
-func ledgerSigning(ctx context.Context, s ledger.Store, ring *secrets.Ring, at time.Time) (receiptSigning, error) {
-	keys, err := s.SigningKeyList(ctx)
-	if err != nil {
-		return receiptSigning{}, err
-	}
-	if signingkeys.Active(keys) == nil {
-		return receiptSigning{}, nil
-	}
-	return receiptSigning{
-		embedder: signingkeys.NewSigner(s, ring).Embedder(ctx, at),
-		jwks: func(ctx context.Context) ([]byte, error) {
-			keys, err := s.SigningKeyList(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return signingkeys.JWKS(keys)
-		},
-	}, nil
-}
-
 // packetRequest is what one packet command asks for.
 type packetRequest struct {
 	sel        packet.Selection
@@ -75,7 +42,12 @@ type packetRequest struct {
 	out        string
 	allowEmpty bool
 	now        time.Time
-	signing    receiptSigning
+}
+
+// signed reports whether the request is for a signed packet, which needs
+// the signing key.
+func (r *packetRequest) signed() bool {
+	return strings.EqualFold(r.format, issue.FormatDSSE) || strings.EqualFold(r.format, issue.FormatSigstoreBundle)
 }
 
 const packetHint = "taskgate packet --run ci-4711 --format md"
@@ -96,14 +68,23 @@ func (e *env) packetCmd() *cobra.Command {
 			"--session, the MCP session its calls came on), by tenant, by when they were accepted (--since, --until)\n" +
 			"and by operation ID (the arguments); given together, an operation must match them all. A run holds\n" +
 			"the operations its created and attached attempts reached, oldest first.\n\n" +
+			"Each operation's receipt is the one the gateway issued (its latest version, named by the SHA-256 of its\n" +
+			"stored DSSE envelope), or, for an operation still open, a provisional receipt, marked so. Reading them\n" +
+			"needs no key.\n\n" +
 			"--format md (GitHub-flavoured Markdown, for a pull-request comment) or json (packet/packet.schema.json)\n" +
 			"goes to stdout. --out DIR writes packet.md and packet.json there instead, with jwks.json, the keys\n" +
-			"that verify the receipts, when they are signed.\n\n" +
+			"that verify the issued receipts.\n" +
+			"--format dsse signs the packet, as the gateway issues a receipt, with the active signing key: an in-toto\n" +
+			"statement (" + packet.PredicateType + ") whose subjects are the issued receipts, each\n" +
+			"named receipt/TENANT/OPERATION_ID/vN with its digest, in a DSSE envelope; sigstore-bundle writes it in a\n" +
+			"Sigstore bundle. Signing needs the secrets keys that encrypt the key (--config's secrets.key_file, or\n" +
+			secrets.EnvKeys + "). taskgate packet verify checks a signed packet and its receipts.\n\n" +
 			"Exit status: 0 when the verdict is ready, 2 when it is not (after rendering the packet), 1 when no\n" +
 			"packet could be made: bad flags, an unreachable ledger, or nothing selected (unless --allow-empty).",
 		Example: "  taskgate packet --run ci-4711 --format md > packet.md\n" +
 			"  taskgate packet --run ci-4711 --out review/\n" +
 			"  taskgate packet --tenant acme --since 24h --format json\n" +
+			"  taskgate packet --run ci-4711 --format dsse --config taskgate.yaml > packet.dsse.json\n" +
 			"  taskgate packet settlement-regression-842 suite-7 --tenant acme",
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -112,23 +93,33 @@ func (e *env) packetCmd() *cobra.Command {
 			if err := req.parse(cmd, since, until); err != nil {
 				return err
 			}
-			s, ring, _, err := e.signingLedger(cmd, cfgPath)
+			var (
+				s    ledger.Store
+				ring *secrets.Ring
+				err  error
+			)
+			// Reading receipts needs no key; signing the packet does.
+			if req.signed() {
+				s, ring, _, err = e.signingLedger(cmd, cfgPath)
+			} else {
+				s, err = e.receiptLedger(cmd, cfgPath)
+			}
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			if req.signing, err = ledgerSigning(cmd.Context(), s, ring, req.now); err != nil {
-				return err
-			}
-			p, err := e.writePacket(cmd.Context(), s, &req)
+			p, err := e.writePacket(cmd.Context(), s, ring, &req)
 			if errors.Is(err, signingkeys.ErrNoRing) {
 				return noSigningRing(cmd, err)
 			}
-			if err == nil && req.signing.embedder == nil {
-				fmt.Fprintln(e.stderr, "The receipts are unsigned: the ledger has no active signing key (taskgate signing-keys create).")
+			if errors.Is(err, issue.ErrNoKey) {
+				return &usageError{msg: err.Error(), hint: "taskgate signing-keys create --config taskgate.yaml"}
 			}
 			if err != nil {
 				return err
+			}
+			if n := p.Verification.ProvisionalReceipts; n > 0 {
+				fmt.Fprintf(e.stderr, "%d of %d receipts are provisional: their operations are still open, or no signing key could sign them when they were final (taskgate receipt issue).\n", n, p.Summary.Operations)
 			}
 			if !p.Ready() {
 				fmt.Fprintf(e.stderr, "review packet: not ready: %s\n", notReadyText(p))
@@ -138,15 +129,16 @@ func (e *env) packetCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfgPath, "config", "", "the gateway's configuration (its database and the secrets keys that open the signing key)")
+	f.StringVar(&cfgPath, "config", "", "the gateway's configuration: its database and, to sign, the secrets keys that open the signing key")
 	f.StringVar(&req.sel.RunID, "run", "", "the run ID the client passed as _meta \"dev.taskgate/run-id\"")
 	f.StringVar(&req.sel.SessionID, "session", "", "the MCP session the run's calls came on (2025-11-25 sessions)")
 	f.StringVar(&req.sel.Tenant, "tenant", "", "only this tenant's operations")
 	f.StringVar(&since, "since", "", "only operations accepted at or after this RFC 3339 time, or this long ago (24h)")
 	f.StringVar(&until, "until", "", "only operations accepted before this RFC 3339 time, or this long ago")
-	f.StringVar(&req.format, "format", "md", "md or json, printed to stdout")
-	f.StringVar(&req.out, "out", "", "write packet.md, packet.json and, for signed receipts, jwks.json into this directory instead")
+	f.StringVar(&req.format, "format", "md", "md, json, dsse (the packet signed as an in-toto statement) or sigstore-bundle (that in a Sigstore bundle), printed to stdout")
+	f.StringVar(&req.out, "out", "", "write packet.md, packet.json and, when the ledger has signing keys, jwks.json into this directory instead")
 	f.BoolVar(&req.allowEmpty, "allow-empty", false, "render a packet (verdict ready) when nothing matches, instead of failing")
+	cmd.AddCommand(e.packetVerifyCmd())
 	return cmd
 }
 
@@ -161,8 +153,8 @@ func (r *packetRequest) parse(cmd *cobra.Command, since, until string) error {
 			return &usageError{msg: fmt.Sprintf("--%s is empty", name), hint: packetHint}
 		}
 	}
-	if !slices.Contains([]string{"md", "json"}, strings.ToLower(r.format)) {
-		return &usageError{msg: fmt.Sprintf("--format %q is not a review packet format; use md or json", r.format), hint: packetHint}
+	if !slices.Contains([]string{"md", "json", issue.FormatDSSE, issue.FormatSigstoreBundle}, strings.ToLower(r.format)) {
+		return &usageError{msg: fmt.Sprintf("--format %q is not a review packet format; use md, json, dsse or sigstore-bundle", r.format), hint: packetHint}
 	}
 	if r.out != "" && cmd.Flags().Changed("format") {
 		return &usageError{msg: "--out writes both formats; drop --format, or drop --out to print one", hint: "taskgate packet --run ci-4711 --out review/"}
@@ -199,9 +191,11 @@ func packetTime(flag, v string, now time.Time) (time.Time, error) {
 	return now.Add(-d).UTC(), nil
 }
 
-// writePacket gathers the selected operations' receipts from s, builds the
-// packet and writes it as r asks: to stdout in r.format, or into r.out.
-func (e *env) writePacket(ctx context.Context, s ledger.Store, r *packetRequest) (*packet.Packet, error) {
+// writePacket gathers the selected operations' receipts from s as issued
+// (provisional while not), builds the packet and writes it as r asks: to
+// stdout in r.format, signed with ring's key for dsse and sigstore-bundle,
+// or into r.out.
+func (e *env) writePacket(ctx context.Context, s ledger.Store, ring *secrets.Ring, r *packetRequest) (*packet.Packet, error) {
 	ops, err := selectOperations(ctx, s, &r.sel)
 	if err != nil {
 		return nil, err
@@ -210,20 +204,25 @@ func (e *env) writePacket(ctx context.Context, s ledger.Store, r *packetRequest)
 		return nil, fmt.Errorf("no operations in ledger %s match %s; check the selection, or pass --allow-empty to render an empty packet",
 			dburl.Describe(e.db), selectionText(&r.sel))
 	}
-	in := &packet.Input{Selection: r.sel, Embedder: r.signing.embedder, Now: r.now}
+	in := &packet.Input{Selection: r.sel, Now: r.now}
 	for _, op := range ops {
-		rin, err := receipt.Load(ctx, s, op, &receipt.LoadOptions{Now: r.now})
+		inc, err := included(ctx, s, op, r.now)
 		if err != nil {
 			return nil, err
 		}
-		in.Operations = append(in.Operations, rin)
+		in.Operations = append(in.Operations, inc)
 	}
 	if r.out == "" {
 		p, err := packet.Build(in)
 		if err != nil {
 			return nil, err
 		}
-		b, err := packet.Render(p, r.format)
+		var b []byte
+		if r.signed() {
+			b, err = signPacket(ctx, s, ring, p, r.format)
+		} else {
+			b, err = packet.Render(p, r.format)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -231,20 +230,20 @@ func (e *env) writePacket(ctx context.Context, s ledger.Store, r *packetRequest)
 		return p, err
 	}
 
-	if r.signing.jwks != nil {
+	keys, err := s.SigningKeyList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the keys that verify the receipts: %w", err)
+	}
+	var jwks []byte
+	if len(keys) > 0 {
+		if jwks, err = signingkeys.JWKS(keys); err != nil {
+			return nil, fmt.Errorf("get the keys that verify the receipts: %w", err)
+		}
 		in.JWKS = packetJWKSFile
 	}
 	p, err := packet.Build(in)
 	if err != nil {
 		return nil, err
-	}
-	// The keys are read after the receipts are signed, so that a key
-	// created meanwhile, which may have signed some, is among them.
-	var jwks []byte
-	if r.signing.jwks != nil {
-		if jwks, err = r.signing.jwks(ctx); err != nil {
-			return nil, fmt.Errorf("get the keys that verify the receipts: %w", err)
-		}
 	}
 	js, err := p.JSON()
 	if err != nil {
@@ -269,10 +268,43 @@ func (e *env) writePacket(ctx context.Context, s ledger.Store, r *packetRequest)
 		fmt.Fprintf(e.stdout, "wrote %s\n", path)
 	}
 	if jwks == nil {
-		fmt.Fprintf(e.stdout, "wrote no %s: the receipts are embedded as %s, and no keys to verify them were given\n", packetJWKSFile, p.Verification.ReceiptForm)
+		fmt.Fprintf(e.stdout, "wrote no %s: the ledger has no signing keys, so no receipt was issued\n", packetJWKSFile)
 	}
 	fmt.Fprintf(e.stdout, "verdict: %s (%d of %d operations ready)\n", p.Verdict.Status, p.Summary.ReadyOperations, p.Summary.Operations)
 	return p, nil
+}
+
+// included reads op's receipt as a packet includes it: the latest issued
+// version, or the provisional receipt as of now, with the approval op ran
+// under.
+func included(ctx context.Context, s ledger.Store, op *ledger.Operation, now time.Time) (packet.Included, error) {
+	rd, err := issue.Read(ctx, s, op, &receipt.LoadOptions{Now: now})
+	if err != nil {
+		return packet.Included{}, err
+	}
+	inc := packet.Included{Receipt: rd.Receipt}
+	if v := rd.Latest(); v != nil {
+		inc.Document = v.Document
+	}
+	if op.ApprovalID != 0 {
+		if inc.Approval, err = s.ApprovalGet(ctx, op.ApprovalID); err != nil {
+			return packet.Included{}, fmt.Errorf("load approval %d of operation %q for the review packet: %w", op.ApprovalID, op.OperationID, err)
+		}
+	}
+	return inc, nil
+}
+
+// signPacket signs p with the ledger's active key and renders it as a DSSE
+// envelope or, for sigstore-bundle, that envelope in a Sigstore bundle.
+func signPacket(ctx context.Context, s ledger.Store, ring *secrets.Ring, p *packet.Packet, format string) ([]byte, error) {
+	doc, kid, err := issue.New(s, ring).SignPacket(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if strings.EqualFold(format, issue.FormatSigstoreBundle) {
+		return receipt.Bundle(doc, kid)
+	}
+	return doc, nil
 }
 
 // selectOperations lists every operation sel selects, oldest first, and

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -71,9 +72,11 @@ func (l *ledgerFile) finished(t *testing.T, tenant, operationID, run string, at 
 	return l.operation(t, op)
 }
 
-// unsignedPacket is what packet says on stderr when the ledger has no
-// signing key.
-const unsignedPacket = "The receipts are unsigned: the ledger has no active signing key (taskgate signing-keys create).\n"
+// provisionalNote is what packet says on stderr when n of its receipts
+// are provisional.
+func provisionalNote(n, of int) string {
+	return fmt.Sprintf("%d of %d receipts are provisional: their operations are still open, or no signing key could sign them when they were final (taskgate receipt issue).\n", n, of)
+}
 
 // packetDoc is what the tests read of a JSON review packet.
 type packetDoc struct {
@@ -88,12 +91,16 @@ type packetDoc struct {
 			FinalCostUSD string `json:"final_cost_usd"`
 		} `json:"summary"`
 		Operations []struct {
-			OperationID string          `json:"operation_id"`
-			Receipt     json.RawMessage `json:"receipt"`
+			OperationID    string          `json:"operation_id"`
+			ReceiptVersion int             `json:"receipt_version"`
+			ReceiptDigest  string          `json:"receipt_digest"`
+			Provisional    bool            `json:"provisional"`
+			Receipt        json.RawMessage `json:"receipt"`
 		} `json:"operations"`
 		Verification struct {
-			ReceiptForm string `json:"receipt_form"`
-			JWKS        string `json:"jwks"`
+			IssuedReceipts      int    `json:"issued_receipts"`
+			ProvisionalReceipts int    `json:"provisional_receipts"`
+			JWKS                string `json:"jwks"`
 		} `json:"verification"`
 	} `json:"review_packet"`
 }
@@ -138,7 +145,7 @@ func TestPacketVerdictSetsTheExitStatus(t *testing.T) {
 	if r.code != 2 {
 		t.Fatalf("packet of ci-4711: exit %d, stderr %q; want 2", r.code, r.stderr)
 	}
-	if want := unsignedPacket + "review packet: not ready: 1 of 3 operations: suite-breach (needs_review)\n"; r.stderr != want {
+	if want := provisionalNote(3, 3) + "review packet: not ready: 1 of 3 operations: suite-breach (needs_review)\n"; r.stderr != want {
 		t.Errorf("stderr = %q, want %q", r.stderr, want)
 	}
 	d := readPacket(t, []byte(r.stdout))
@@ -149,8 +156,8 @@ func TestPacketVerdictSetsTheExitStatus(t *testing.T) {
 		d.Packet.Summary.FinalCostUSD != "58.78" {
 		t.Errorf("verdict %+v, final %s; want not_ready for suite-breach and 58.78", d.Packet.Verdict, d.Packet.Summary.FinalCostUSD)
 	}
-	if d.Packet.Verification.ReceiptForm != "json" || !strings.Contains(string(d.Packet.Operations[0].Receipt), `"paid_tool_retry_receipt"`) {
-		t.Errorf("receipts embedded as %q: %s; want the unsigned JSON documents", d.Packet.Verification.ReceiptForm, d.Packet.Operations[0].Receipt)
+	if d.Packet.Verification.ProvisionalReceipts != 3 || !d.Packet.Operations[0].Provisional || !strings.Contains(string(d.Packet.Operations[0].Receipt), `"paid_tool_retry_receipt"`) {
+		t.Errorf("receipts %+v: %s; want the provisional JSON documents, none being issued", d.Packet.Verification, d.Packet.Operations[0].Receipt)
 	}
 
 	md := l.run(t, "packet", "--run", "ci-4711")
@@ -162,7 +169,7 @@ func TestPacketVerdictSetsTheExitStatus(t *testing.T) {
 	}
 
 	ready := l.run(t, "packet", "--run", "ci-other", "--format", "json")
-	if ready.code != 0 || ready.stderr != unsignedPacket || readPacket(t, []byte(ready.stdout)).Packet.Verdict.Status != "ready" {
+	if ready.code != 0 || ready.stderr != provisionalNote(1, 1) || readPacket(t, []byte(ready.stdout)).Packet.Verdict.Status != "ready" {
 		t.Errorf("packet of ci-other: exit %d, stderr %q, stdout %s; want a ready packet and exit 0", ready.code, ready.stderr, ready.stdout)
 	}
 }
@@ -211,7 +218,8 @@ func TestPacketSelection(t *testing.T) {
 }
 
 // TestPacketOut: --out writes the Markdown and JSON packets, says that no
-// JWKS accompanies unsigned receipts, and exits as the verdict says.
+// JWKS accompanies them when the ledger has no signing key, and exits as
+// the verdict says.
 func TestPacketOut(t *testing.T) {
 	l, _ := packetLedger(t)
 	dir := filepath.Join(t.TempDir(), "review")
@@ -220,7 +228,7 @@ func TestPacketOut(t *testing.T) {
 		t.Fatalf("packet --out: exit %d, stderr %q; want 2", r.code, r.stderr)
 	}
 	want := "wrote " + filepath.Join(dir, "packet.md") + "\nwrote " + filepath.Join(dir, "packet.json") +
-		"\nwrote no jwks.json: the receipts are embedded as json, and no keys to verify them were given\nverdict: not_ready (2 of 3 operations ready)\n"
+		"\nwrote no jwks.json: the ledger has no signing keys, so no receipt was issued\nverdict: not_ready (2 of 3 operations ready)\n"
 	if r.stdout != want {
 		t.Errorf("stdout = %q, want %q", r.stdout, want)
 	}
@@ -236,7 +244,7 @@ func TestPacketOut(t *testing.T) {
 		t.Errorf("packet.json: %+v; want the run's three operations, not ready, naming no JWKS", d.Packet)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "jwks.json")); !os.IsNotExist(err) {
-		t.Errorf("jwks.json: %v; want none for unsigned receipts", err)
+		t.Errorf("jwks.json: %v; want none without signing keys", err)
 	}
 }
 
@@ -248,58 +256,12 @@ func TestPacketUsageErrors(t *testing.T) {
 	}{
 		{nil, "say which operations the packet covers: --run, --session, --tenant, --since, --until or operation IDs"},
 		{[]string{"--run", " "}, "--run is empty"},
-		{[]string{"--run", "ci-4711", "--format", "yaml"}, `--format "yaml" is not a review packet format; use md or json`},
+		{[]string{"--run", "ci-4711", "--format", "yaml"}, `--format "yaml" is not a review packet format; use md, json, dsse or sigstore-bundle`},
 		{[]string{"--run", "ci-4711", "--format", "md", "--out", t.TempDir()}, "--out writes both formats; drop --format"},
 		{[]string{"--since", "yesterday"}, `--since "yesterday" is neither an RFC 3339 time (2026-05-04T10:00:00Z) nor a duration ago (24h)`},
 		{[]string{"--until", "-2h"}, `--until "-2h" is neither an RFC 3339 time`},
 		{[]string{"--since", "2h", "--until", "3h"}, "is not before --until"},
 	} {
 		checkFailure(t, l.run(t, append([]string{"packet"}, tc.args...)...), tc.want, true)
-	}
-}
-
-// With a signing key, the packet embeds each receipt signed, writes the
-// JWKS beside it, and each embedded receipt verifies offline against it.
-func TestPacketSignedReceiptsVerifyOffline(t *testing.T) {
-	l := newLedger(t)
-	l.finished(t, "acme", "suite-1", "ci-9", time.Now().Add(-time.Minute), "17.84", false)
-	cfg, _ := signingConfig(t, l)
-	l.ok(t, "signing-keys", "create", "--config", cfg)
-
-	dir := t.TempDir()
-	r := l.run(t, "packet", "--run", "ci-9", "--out", dir, "--config", cfg)
-	if r.code != 0 {
-		t.Fatalf("packet: exit %d, stderr %q", r.code, r.stderr)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "packet.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Packet struct {
-			Operations []struct {
-				Receipt json.RawMessage `json:"receipt"`
-			} `json:"operations"`
-			Verification struct {
-				ReceiptForm string `json:"receipt_form"`
-				JWKS        string `json:"jwks"`
-			} `json:"verification"`
-		} `json:"review_packet"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
-	if v := doc.Packet.Verification; v.ReceiptForm != "signed_json" || v.JWKS != "jwks.json" || len(doc.Packet.Operations) != 1 {
-		t.Fatalf("packet verification %+v with %d operations; want signed_json receipts and jwks.json", v, len(doc.Packet.Operations))
-	}
-	receiptFile := writeFile(t, "receipt.json", doc.Packet.Operations[0].Receipt)
-	jwks := filepath.Join(dir, "jwks.json")
-	if r := l.run(t, "receipt", "verify", receiptFile, "--jwks", jwks); r.code != 0 {
-		t.Fatalf("receipt verify of the embedded receipt: exit %d, stderr %q", r.code, r.stderr)
-	}
-	edited := editReceipt(t, string(doc.Packet.Operations[0].Receipt), func(r map[string]any) { r["final_cost_usd"] = "1.00" })
-	checkUnverified(t, l.run(t, "receipt", "verify", edited, "--jwks", jwks), "final_cost_usd")
-	if md, err := os.ReadFile(filepath.Join(dir, "packet.md")); err != nil || !strings.Contains(string(md), "taskgate receipt verify FILE --jwks jwks.json") {
-		t.Errorf("packet.md (%v) does not say how to verify the receipts:\n%s", err, md)
 	}
 }
