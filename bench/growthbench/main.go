@@ -5,7 +5,9 @@
 // gateway, checkpoints the WAL and divides the file's pages by the
 // operations. It then prints what holds those bytes, table by table and
 // index by index, and how many events of each kind one operation has.
-// It exits non-zero only when a measurement fails.
+// With -job-retention it first waits for River's cleaner and vacuums, as a
+// gateway does on its schedule. It exits non-zero only when a measurement
+// fails.
 package main
 
 import (
@@ -20,6 +22,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
@@ -51,6 +54,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	ops := fs.Int("ops", 500, "operations to run to completion")
 	conc := fs.Int("concurrency", 16, "calls in flight at once")
 	job := fs.Duration("job", 50*time.Millisecond, "how long each job runs at the simulated provider")
+	retention := fs.Duration("job-retention", 0, "worker.job_retention; set, the run waits until River's cleaner has deleted every completed job row, and the ledger is vacuumed before it is measured")
 	dir := fs.String("dir", "", "directory for the ledger (default: a new temporary one, removed after)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -67,13 +71,25 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		defer os.RemoveAll(tmp)
 		d = tmp
 	}
-	h, err := fixtures.New(ctx, &fixtures.Options{Dir: d, Sim: providersim.Options{JobDuration: *job}})
+	o := &fixtures.Options{Dir: d, Sim: providersim.Options{JobDuration: *job}}
+	if *retention > 0 {
+		o.EditConfig = func(y string) string {
+			return strings.Replace(y, "worker:\n", "worker:\n  job_retention: "+retention.String()+"\n", 1)
+		}
+	}
+	h, err := fixtures.New(ctx, o)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
 	if err := drive(ctx, h, *ops, *conc); err != nil {
 		return err
+	}
+	path := filepath.Join(d, "taskgate.db")
+	if *retention > 0 {
+		if err := cleaned(ctx, path); err != nil {
+			return err
+		}
 	}
 	if err := h.Stop(ctx); err != nil {
 		return err
@@ -82,7 +98,30 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	h.Store = nil
-	return measure(ctx, filepath.Join(d, "taskgate.db"), *ops, out)
+	return measure(ctx, path, *ops, *retention > 0, out)
+}
+
+// cleaned waits until River's cleaner has deleted every completed job.
+func cleaned(ctx context.Context, path string) error {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for {
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM river_job WHERE state = 'completed'").Scan(&n); err != nil {
+			return fmt.Errorf("count completed River jobs: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for River's cleaner (%d completed jobs left): %w", n, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // drive runs n calls, conc at a time, each until its task completes and
@@ -160,7 +199,7 @@ func one(ctx context.Context, h *fixtures.Harness, cs *mcp.ClientSession, id str
 }
 
 // measure prints the ledger's bytes per operation and what holds them.
-func measure(ctx context.Context, path string, ops int, out io.Writer) error {
+func measure(ctx context.Context, path string, ops int, vacuum bool, out io.Writer) error {
 	db, err := sql.Open("sqlite", "file:"+path)
 	if err != nil {
 		return err
@@ -168,6 +207,12 @@ func measure(ctx context.Context, path string, ops int, out io.Writer) error {
 	defer db.Close()
 	if _, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
 		return fmt.Errorf("checkpoint the WAL: %w", err)
+	}
+	// What the gateway's scheduled incremental vacuum does, at once.
+	if vacuum {
+		if _, err := db.ExecContext(ctx, "PRAGMA incremental_vacuum"); err != nil {
+			return fmt.Errorf("vacuum: %w", err)
+		}
 	}
 	var pages, size, free int64
 	for q, v := range map[string]*int64{"PRAGMA page_count": &pages, "PRAGMA page_size": &size, "PRAGMA freelist_count": &free} {
