@@ -110,6 +110,10 @@ type Worker struct {
 	// Workers each, the other jobs (reconcile, cancel, expire)
 	// max(2, Workers/2). Default 16.
 	Workers int `yaml:"workers"`
+	// JobRetention is how long the job queue keeps the rows of its
+	// completed and cancelled jobs before its cleaner deletes them: the
+	// ledger, not the queue, is the record of what was done. Default 1h.
+	JobRetention time.Duration `yaml:"job_retention"`
 }
 
 // Limits bound connections, sessions, event streams, tool calls and

@@ -58,7 +58,7 @@ func TestExampleParses(t *testing.T) {
 	if u.Tools["get_job"].Consequential {
 		t.Error("get_job should pass through")
 	}
-	if c.Worker.FetchPoll != 50*time.Millisecond || c.Worker.Workers != 16 {
+	if c.Worker.FetchPoll != 50*time.Millisecond || c.Worker.Workers != 16 || c.Worker.JobRetention != time.Hour {
 		t.Errorf("worker = %+v", c.Worker)
 	}
 }
@@ -260,7 +260,7 @@ func TestInvalid(t *testing.T) {
 		{"word for a number", "worker:\n  workers: many\n", `t.yaml:2: worker.workers: "many" is not a whole number`},
 		{"word for a boolean", "auth:\n  api_keys: always\n", `t.yaml:2: auth.api_keys: "always" is not true or false`},
 		{"mapping for a list", "upstreams:\n  name: a\n", "t.yaml:1: upstreams: must be a list, got a mapping"},
-		{"scalar for a mapping", "worker: fast\n", `t.yaml:1: worker: must be a mapping of fields (lease, sweep, upstream_poll, reconcile, fetch_poll, workers), got "fast"`},
+		{"scalar for a mapping", "worker: fast\n", `t.yaml:1: worker: must be a mapping of fields (lease, sweep, upstream_poll, reconcile, fetch_poll, workers, job_retention), got "fast"`},
 		{"list for the file", "- listen\n", "t.yaml:1: the file must be a mapping of fields"},
 		{"key given twice", "listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n", "t.yaml:2: listen: is given twice (first at line 1)"},
 		{"bad money", base + "        consequential: true\n        contract:\n          cost: {estimate: \"1e3\"}\n", `t.yaml:8: upstreams[0].tools.t.contract.cost.estimate: invalid amount: "1e3"`},
@@ -374,17 +374,17 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		placeholder = ": the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}"
 	)
 	want := []string{
-		"t.yaml:76: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
-		"t.yaml:81: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
-		"t.yaml:101: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
-		"t.yaml:93: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:98: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:108: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
-		"t.yaml:129: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
-		"t.yaml:142: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
-		"t.yaml:134: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:139: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:149: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:77: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
+		"t.yaml:82: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
+		"t.yaml:102: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
+		"t.yaml:94: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:99: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:109: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:130: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
+		"t.yaml:143: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
+		"t.yaml:135: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:140: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:150: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
 	}
 	// The tools are a map: warnings of different tools come in no set order.
 	slices.Sort(got)

@@ -36,6 +36,7 @@ func (c *Config) applyDefaults() {
 	w.Reconcile = cmp.Or(w.Reconcile, time.Minute)
 	w.FetchPoll = cmp.Or(w.FetchPoll, 50*time.Millisecond)
 	w.Workers = cmp.Or(w.Workers, 16)
+	w.JobRetention = cmp.Or(w.JobRetention, time.Hour)
 	if c.Auth.APIKeys == nil {
 		t := true
 		c.Auth.APIKeys = &t

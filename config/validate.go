@@ -63,6 +63,7 @@ func (c *Config) validate(v *validator) {
 		{"wait", c.Wait}, {"task_ttl", c.TaskTTL}, {"approval_request_ttl", c.ApprovalRequestTTL}, {"poll_interval", c.PollInterval}, {"retention", c.Retention},
 		{"worker.lease", c.Worker.Lease}, {"worker.sweep", c.Worker.Sweep}, {"worker.upstream_poll", c.Worker.UpstreamPoll},
 		{"worker.reconcile", c.Worker.Reconcile}, {"worker.fetch_poll", c.Worker.FetchPoll},
+		{"worker.job_retention", c.Worker.JobRetention},
 	}
 	for _, p := range positive {
 		if p.d < 0 {

@@ -40,6 +40,9 @@ var (
 	// ErrSchemaNewer means a newer binary has migrated the ledger past the
 	// schema this binary knows; it must not write to it.
 	ErrSchemaNewer = errors.New("the ledger's schema is newer than this taskgate")
+	// ErrBackupUnsupported means the store is not backed up through
+	// taskgate but with its database's own tools.
+	ErrBackupUnsupported = errors.New("this ledger is not backed up by taskgate")
 )
 
 // Store is the durable ledger. Every method is one transaction: it either
@@ -210,9 +213,26 @@ type Store interface {
 	Migrate(ctx context.Context) error
 	// Dialect names the database: "sqlite" or "postgres".
 	Dialect() string
+	// Backup writes a consistent copy of the ledger, taken while it
+	// serves, to the new file path (an existing file is refused), syncs it
+	// to disk and checks the copy before it returns. A store whose
+	// database is backed up with that database's own tools returns
+	// ErrBackupUnsupported, wrapped in a sentence naming them.
+	Backup(ctx context.Context, path string) (*Backup, error)
 	// Close releases the store's connections; pending Accept calls fail
 	// with ErrClosed.
 	Close() error
+}
+
+// Backup describes a checked copy of the ledger.
+type Backup struct {
+	// Path is the copy's file.
+	Path string
+	// Bytes is the copy's size.
+	Bytes int64
+	// SchemaVersion is the ledger migration the copy is at: a gateway
+	// that knows it can serve the copy.
+	SchemaVersion int64
 }
 
 // SecretsResealParams say what SecretsReseal seals anew.

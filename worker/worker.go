@@ -195,7 +195,13 @@ func New(opts *Options) (*Worker, error) {
 		// only reconciliation has a timeout (see reconcileTimeout).
 		JobTimeout:           -1,
 		RescueStuckJobsAfter: rescueAfter(w.cfg),
-		RetryPolicy:          w.retry,
+		// River's own cleaner deletes finished job rows; the ledger holds
+		// what they did. A discarded job (retries exhausted) stays a week
+		// for whoever looks into why.
+		CompletedJobRetentionPeriod: wc.JobRetention,
+		CancelledJobRetentionPeriod: wc.JobRetention,
+		DiscardedJobRetentionPeriod: discardedJobRetention,
+		RetryPolicy:                 w.retry,
 		PeriodicJobs: []*river.PeriodicJob{
 			river.NewPeriodicJob(river.PeriodicInterval(expireEvery(w.cfg.Retention)),
 				func() (river.JobArgs, *river.InsertOpts) { return ExpireArgs{}, nil },
@@ -208,6 +214,10 @@ func New(opts *Options) (*Worker, error) {
 	w.river = rc
 	return w, nil
 }
+
+// discardedJobRetention is how long the job queue keeps a job whose
+// retries ran out.
+const discardedJobRetention = 7 * 24 * time.Hour
 
 // reconcileTimeout bounds one run of a reconcile job. Reconcile jobs are
 // unique per operation: while one counts as running, none other is queued,

@@ -234,3 +234,10 @@ func (d *driver) Close() error {
 	d.pool.Close()
 	return nil
 }
+
+// Backup refuses: a PostgreSQL ledger is copied by the server's own tools,
+// which take a consistent snapshot without stopping the gateways.
+func (s *Store) Backup(context.Context, string) (*ledger.Backup, error) {
+	return nil, fmt.Errorf("%w: back up a PostgreSQL ledger with pg_dump --format=custom and restore it with pg_restore, "+
+		"as docs/operations.md describes under \"Back up and restore\"", ledger.ErrBackupUnsupported)
+}

@@ -52,7 +52,18 @@ type Options struct {
 	MaxAcceptBatch int
 	// ReadConns is the size of the read pool; zero means 4.
 	ReadConns int
+	// VacuumEvery is how often pages that deleted rows freed are given
+	// back to the file system (an incremental vacuum); zero means
+	// [DefaultVacuumEvery].
+	VacuumEvery time.Duration
 }
+
+// DefaultVacuumEvery is how often a ledger gives freed pages back.
+const DefaultVacuumEvery = 10 * time.Minute
+
+// vacuumPages bounds one incremental vacuum, so that it holds the write
+// lock briefly: 2,000 pages are 8 MB at SQLite's default page size.
+const vacuumPages = 2000
 
 // Store is the SQLite ledger.
 type Store struct {
@@ -87,11 +98,15 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 			return nil, fmt.Errorf("sqlite ledger directory %s: %w", dir, err)
 		}
 	}
+	// A new ledger can give the space of deleted rows back
+	// (auto_vacuum must be chosen before the first table is created; on a
+	// ledger created before, the pragma changes nothing, and a backup,
+	// which turns it on, restored in its place converts it).
 	// Temporary tables and indices SQLite builds for a statement stay in
 	// memory. secure_delete zeroes the space a changed or deleted row
 	// frees, so that an erased secret argument's sealed value does not
 	// linger in the file's free space.
-	pragmas := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=temp_store(memory)&_pragma=secure_delete(1)&_pragma=synchronous(" + sync + ")"
+	pragmas := "_pragma=busy_timeout(10000)&_pragma=auto_vacuum(incremental)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=temp_store(memory)&_pragma=secure_delete(1)&_pragma=synchronous(" + sync + ")"
 	w := openCached("file:"+path+"?"+pragmas, "BEGIN IMMEDIATE")
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
@@ -118,6 +133,8 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	d.migrations = fsys
+	d.vacuumStop, d.vacuumDone = make(chan struct{}), make(chan struct{})
+	go d.vacuum(cmpOr(o.VacuumEvery, DefaultVacuumEvery))
 	return &Store{
 		Store: sqlstore.New(d, &sqlstore.Options{Logger: o.Logger, Clock: o.Clock, MaxAcceptBatch: o.MaxAcceptBatch, Secrets: o.Secrets}),
 		drv:   d,
@@ -164,6 +181,27 @@ type driver struct {
 	log         *slog.Logger
 	migrations  fs.FS
 	version     int64
+	// vacuumStop ends the incremental vacuum's loop; vacuumDone is
+	// closed when it has.
+	vacuumStop, vacuumDone chan struct{}
+}
+
+// vacuum gives freed pages back every interval until Close. A ledger whose
+// auto_vacuum is not incremental answers the pragma by doing nothing.
+func (d *driver) vacuum(every time.Duration) {
+	defer close(d.vacuumDone)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.vacuumStop:
+			return
+		case <-t.C:
+		}
+		if _, err := d.write.Exec(fmt.Sprintf("PRAGMA incremental_vacuum(%d)", vacuumPages)); err != nil {
+			d.log.Warn("the incremental vacuum of the ledger failed; it is tried again later", "path", d.path, "error", err)
+		}
+	}
 }
 
 func (d *driver) Name() string           { return "sqlite" }
@@ -219,5 +257,7 @@ func (d *driver) Interpret(err error) error {
 }
 
 func (d *driver) Close() error {
+	close(d.vacuumStop)
+	<-d.vacuumDone
 	return errors.Join(d.read.Close(), d.write.Close())
 }

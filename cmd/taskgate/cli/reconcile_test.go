@@ -126,7 +126,7 @@ func TestReconcileInvalidConfiguration(t *testing.T) {
 	r := reconcile(t, "--config", path)
 	want := "Error: invalid configuration:\n" +
 		"  " + path + ":2: wait: 30 is not a duration; write 30s\n" +
-		"  " + path + ":4: worker.lisen: unknown field (known: lease, sweep, upstream_poll, reconcile, fetch_poll, workers)\n"
+		"  " + path + ":4: worker.lisen: unknown field (known: lease, sweep, upstream_poll, reconcile, fetch_poll, workers, job_retention)\n"
 	if r.code != 1 || r.stderr != want {
 		t.Errorf("reconcile with an invalid configuration: exit %d, stderr\n%s\nwant exit 1 and\n%s", r.code, r.stderr, want)
 	}
