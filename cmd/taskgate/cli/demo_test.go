@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,8 +44,9 @@ func TestDemo(t *testing.T) {
 		"taskgate --db sqlite:" + filepath.Join(dir, "taskgate.db") + " ops show settlement-regression-842",
 		// The review packet, and the receipt verified from the files alone.
 		"packet    run taskgate-demo: 1 operation(s), verdict ready",
-		"verified  receipt.json against jwks.json alone",
-		"taskgate receipt verify " + filepath.Join(dir, "review", "receipt.json"),
+		"verified  receipt.dsse.json as the gateway issued it, and packet.dsse.json, which lists it by digest, against jwks.json alone",
+		"taskgate receipt verify " + filepath.Join(dir, "review", "receipt.dsse.json"),
+		"taskgate packet verify " + filepath.Join(dir, "review", "packet.dsse.json"),
 		"PASS:",
 	} {
 		if !strings.Contains(out, want) {
@@ -56,23 +58,26 @@ func TestDemo(t *testing.T) {
 	// and an edited copy does not.
 	review := filepath.Join(dir, "review")
 	var vout, verr bytes.Buffer
-	verify := []string{"receipt", "verify", filepath.Join(review, "receipt.json"), "--jwks", filepath.Join(review, "jwks.json")}
+	verify := []string{"receipt", "verify", filepath.Join(review, "receipt.dsse.json"), "--jwks", filepath.Join(review, "jwks.json")}
 	if code := cli.Main(ctx, verify, &vout, &verr, func(string) string { return "" }); code != 0 {
 		t.Errorf("taskgate %s: exit %d, %s%s", strings.Join(verify, " "), code, vout.String(), verr.String())
 	}
-	doc, err := os.ReadFile(filepath.Join(review, "receipt.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	edited := filepath.Join(t.TempDir(), "edited.json")
-	if err := os.WriteFile(edited, bytes.Replace(doc, []byte(`"final_cost_usd": "17.84"`), []byte(`"final_cost_usd": "1.00"`), 1), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	edited := editEnvelope(t, filepath.Join(review, "receipt.dsse.json"), func(st map[string]any) {
+		b, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = bytes.Replace(b, []byte(`"final_cost_usd":"17.84"`), []byte(`"final_cost_usd":"1.00"`), 1)
+		clear(st)
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Fatal(err)
+		}
+	})
 	verr.Reset()
 	if code := cli.Main(ctx, []string{"receipt", "verify", edited, "--jwks", filepath.Join(review, "jwks.json")}, &vout, &verr, func(string) string { return "" }); code != 1 || !strings.Contains(verr.String(), "final_cost_usd") {
 		t.Errorf("verify of an edited receipt: exit %d, stderr %q; want 1 naming final_cost_usd", code, verr.String())
 	}
-	for _, f := range []string{"packet.md", "packet.json", "jwks.json"} {
+	for _, f := range []string{"packet.md", "packet.json", "jwks.json", "packet.dsse.json"} {
 		if _, err := os.Stat(filepath.Join(review, f)); err != nil {
 			t.Errorf("the demo did not write %s: %v", f, err)
 		}
