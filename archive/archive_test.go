@@ -35,6 +35,7 @@ type archived struct {
 	cs       *mcp.ClientSession
 	dir      string
 	ids      []string
+	live     []string
 	receipts map[string][]byte // latest issued receipt by operation ID
 	res      *archive.Result
 }
@@ -67,11 +68,32 @@ func archiveWhileServing(t *testing.T, ctx context.Context, db string, n int) *a
 	t.Cleanup(func() { cs.Close() })
 	a := &archived{h: h, cs: cs, dir: filepath.Join(t.TempDir(), "archive"), receipts: map[string][]byte{}}
 	for i := range n {
-		id := fmt.Sprintf("archived-%04d", i)
-		if task, res, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall(id, nil), nil); err != nil || task == nil {
-			t.Fatalf("tools/call %s = task %v, result %v, error %v; want a task", id, task, res, err)
-		}
-		a.ids = append(a.ids, id)
+		a.ids = append(a.ids, fmt.Sprintf("archived-%04d", i))
+	}
+	calls := make(chan string)
+	var (
+		callers sync.WaitGroup
+		mu      sync.Mutex
+		refused []error
+	)
+	for range 8 {
+		callers.Go(func() {
+			for id := range calls {
+				if task, _, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall(id, nil), nil); err != nil || task == nil {
+					mu.Lock()
+					refused = append(refused, fmt.Errorf("%s: %v", id, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, id := range a.ids {
+		calls <- id
+	}
+	close(calls)
+	callers.Wait()
+	if len(refused) > 0 {
+		t.Fatalf("calls got no task: %v", refused)
 	}
 	for _, id := range a.ids {
 		testwait.Until(t, ctx, "the receipt of "+id+" to be issued over its final chain head", func() (bool, error) {
@@ -107,6 +129,7 @@ func archiveWhileServing(t *testing.T, ctx context.Context, db string, n int) *a
 			if task, _, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall(id, nil), nil); err != nil || task == nil {
 				failed = append(failed, fmt.Errorf("%s: %v", id, err))
 			}
+			a.live = append(a.live, id)
 			served++
 		}
 	})
@@ -124,7 +147,6 @@ func archiveWhileServing(t *testing.T, ctx context.Context, db string, n int) *a
 	}
 	return a
 }
-
 
 func testArchive(t *testing.T, db string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -159,7 +181,17 @@ func testArchive(t *testing.T, db string) {
 		}
 	}
 
-	// A retry of an archived operation ID starts no job.
+	// A retry of an archived operation ID starts no job. The calls made
+	// while archiving end first, so that every job they start is counted.
+	for _, id := range a.live {
+		testwait.Until(t, ctx, id+" to end", func() (bool, error) {
+			op, err := a.h.Store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: tenant, OperationID: id})
+			if err != nil {
+				return false, err
+			}
+			return op.State.Terminal(), fmt.Errorf("%s is %s", id, op.State)
+		})
+	}
 	jobs := len(a.h.Sim.Jobs())
 	_, _, err = taskwire.CallToolAsTask(ctx, a.cs, fixtures.RunSuiteCall(a.ids[3], nil), nil)
 	if _, reason, ok := fixtures.ErrorReason(err); !ok || reason != ledger.ReasonOperationArchived {
@@ -170,6 +202,10 @@ func testArchive(t *testing.T, db string) {
 	}
 	if got := len(a.h.Sim.Jobs()); got != jobs {
 		t.Fatalf("a retry of an archived operation started %d provider jobs", got-jobs)
+	}
+	// Nothing was created that could start one later.
+	if op, err := a.h.Store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: tenant, OperationID: a.ids[3]}); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("a retry of an archived operation left operation %+v (%v), want none", op, err)
 	}
 
 	// Another run archives nothing more and writes no file.
@@ -245,4 +281,3 @@ func TestArchivePostgres(t *testing.T) {
 	t.Cleanup(drop)
 	testArchive(t, db)
 }
-

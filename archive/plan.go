@@ -38,22 +38,23 @@ const (
 	SkipNotEnded Skip = "not_ended"
 	// SkipNoReceipt: no receipt was issued for it yet.
 	SkipNoReceipt Skip = "no_receipt"
-	// SkipNotReconciled: its latest receipt does not say reconciliation
-	// is complete.
+	// SkipNotReconciled: its reconciliation is not complete.
 	SkipNotReconciled Skip = "not_reconciled"
-	// SkipReceiptBehind: events were recorded after its latest receipt
-	// was issued, so the receipt does not cover its chain head.
-	SkipReceiptBehind Skip = "receipt_behind_chain"
+	// SkipReceiptOutdated: what the ledger says of it now is not what its
+	// latest issued receipt says; the next version is not issued yet.
+	SkipReceiptOutdated Skip = "receipt_outdated"
 	// SkipBudgetOpen: a budget it reserved against is still open; its
 	// reservation counts against the budget's ceiling.
 	SkipBudgetOpen Skip = "budget_open"
 )
 
 // Eligible decides whether r may be archived at now with everything ending
-// before endedBefore: it has ended, its latest issued receipt says its
-// reconciliation is complete and covers its current chain head, and no
-// budget it reserved against is open. It returns "" when it may.
-func Eligible(r *Record, budgets []*ledger.Budget, endedBefore, now time.Time) Skip {
+// before endedBefore: it has ended; its receipt as the ledger builds it
+// now (current) says its reconciliation is complete, and its latest
+// issued receipt says the same (the same substance, [receipt.Substance]),
+// so the archive's receipt is its final account; and no budget it
+// reserved against is open. It returns "" when it may.
+func Eligible(r *Record, current *receipt.Receipt, budgets []*ledger.Budget, endedBefore, now time.Time) Skip {
 	op := r.Operation
 	if !op.State.Terminal() || op.EndedAt.IsZero() || !op.EndedAt.Before(endedBefore) {
 		return SkipNotEnded
@@ -62,12 +63,11 @@ func Eligible(r *Record, budgets []*ledger.Budget, endedBefore, now time.Time) S
 	if latest == nil {
 		return SkipNoReceipt
 	}
-	rc, err := receipt.Issued([]byte(latest.Document), latest.KeyID)
-	if err != nil || rc.ReconciliationStatus != receipt.ReconciliationComplete {
+	if current.ReconciliationStatus != receipt.ReconciliationComplete {
 		return SkipNotReconciled
 	}
-	if rc.ChainHead != op.ChainHead {
-		return SkipReceiptBehind
+	if sub, err := receipt.Substance(current); err != nil || sub != latest.Substance {
+		return SkipReceiptOutdated
 	}
 	for _, b := range budgets {
 		if b.Open(now) {

@@ -150,7 +150,7 @@ func gather(ctx context.Context, store ledger.Store, opts *Options, now time.Tim
 				return nil, fmt.Errorf("read the receipts of operation %q: %w", op.OperationID, err)
 			}
 			r := NewRecord(in, versions)
-			if skip := Eligible(r, in.Budgets, opts.EndedBefore, now); skip != "" {
+			if skip := Eligible(r, receipt.Build(in), in.Budgets, opts.EndedBefore, now); skip != "" {
 				res.Skipped[skip]++
 				continue
 			}
