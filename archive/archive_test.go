@@ -149,9 +149,9 @@ func archiveWhileServing(t *testing.T, ctx context.Context, db string, n int) *a
 }
 
 func testArchive(t *testing.T, db string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	const n = 200
+	const n = 100
 	a := archiveWhileServing(t, ctx, db, n)
 
 	for _, id := range a.ids {
