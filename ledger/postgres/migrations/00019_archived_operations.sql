@@ -20,5 +20,16 @@ CREATE TABLE archived_operations (
 );
 CREATE INDEX archived_operations_key ON archived_operations (tenant, operation_id, key_until);
 
+-- Deleting an archived operation's attempts and remote jobs has the
+-- database look for rows that still point at them: without these indexes
+-- each deleted row scans every event, remote job or charge, and a batch
+-- holds the write lock for seconds.
+CREATE INDEX events_attempt ON events (attempt_ref) WHERE attempt_ref IS NOT NULL;
+CREATE INDEX remote_jobs_attempt ON remote_jobs (attempt_ref) WHERE attempt_ref IS NOT NULL;
+CREATE INDEX charges_remote_job ON charges (remote_job_ref) WHERE remote_job_ref IS NOT NULL;
+
 -- +goose Down
+DROP INDEX charges_remote_job;
+DROP INDEX remote_jobs_attempt;
+DROP INDEX events_attempt;
 DROP TABLE archived_operations;
