@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/taskgate/taskgate/canon"
+	"github.com/gowebpki/jcs"
 )
 
 // Manifest lists a run's files with their digests and operation counts.
@@ -77,7 +77,9 @@ func Statement(files []ManifestFile, cp Checkpoint) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode the checkpoint: %w", err)
 	}
-	c, err := canon.Canonicalize(raw)
+	// Not package canon: its limit is for one call's arguments, and a
+	// checkpoint of a large run is megabytes of values this package wrote.
+	c, err := jcs.Transform(raw)
 	if err != nil {
 		return nil, fmt.Errorf("canonicalise the checkpoint: %w", err)
 	}
