@@ -88,6 +88,20 @@ type Store interface {
 	// still reserved and that ended before t.
 	OperationsEndedBefore(ctx context.Context, t time.Time, limit int) ([]*Operation, error)
 
+	// OperationsToArchive lists ended operations that p selects, oldest
+	// row first, with their chain heads.
+	OperationsToArchive(ctx context.Context, p *ArchiveListParams) ([]*Operation, error)
+	// OperationsPrune deletes, in one transaction, each tombstone's
+	// operation with everything it owns (attempts, events, remote jobs,
+	// charges, reservations, approval requests, receipt versions) and
+	// records the tombstone. An operation that is not ended, or whose
+	// chain head is no longer the tombstone's, makes it change nothing
+	// and return ErrStateChanged: it moved on after it was archived.
+	OperationsPrune(ctx context.Context, tombstones []*Tombstone) error
+	// TombstoneList lists the tombstones of a tenant's operation ID,
+	// oldest first.
+	TombstoneList(ctx context.Context, tenant, operationID string) ([]*Tombstone, error)
+
 	// SecretsReseal seals, under the newest key of the store's secrets key
 	// ring, the secret argument values that operations still hold in plain
 	// text (accepted before a key was configured) and, with p.Rotate,

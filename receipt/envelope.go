@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	intoto "github.com/in-toto/attestation/go/v1"
@@ -121,4 +122,45 @@ func VerifyEnvelope(ctx context.Context, doc []byte, keys PublicKeys) (*Verifica
 		return nil, err
 	}
 	return v, nil
+}
+
+// VerifySigned checks that doc, a DSSE envelope of payload type
+// [PayloadType] over any in-toto statement (an archive's checkpoint, say),
+// is signed by one of keys, and returns its payload and the key that
+// signed it. Unlike [VerifyEnvelope] it does not read the statement.
+func VerifySigned(ctx context.Context, doc []byte, keys PublicKeys) ([]byte, string, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.DisallowUnknownFields()
+	var env dsse.Envelope
+	if err := dec.Decode(&env); err != nil {
+		return nil, "", fmt.Errorf("the file is not a DSSE envelope: %w", err)
+	}
+	if env.PayloadType != PayloadType {
+		return nil, "", fmt.Errorf("the envelope's payloadType is %q, not an in-toto statement (%s)", env.PayloadType, PayloadType)
+	}
+	var trusted []dsse.Verifier
+	for _, s := range env.Signatures {
+		if pub, ok := keys[s.KeyID]; ok {
+			trusted = append(trusted, &dsseVerifier{pub: pub, kid: s.KeyID})
+		}
+	}
+	if len(trusted) == 0 {
+		if len(env.Signatures) == 0 {
+			return nil, "", errors.New("the envelope carries no signature")
+		}
+		return nil, "", fmt.Errorf("it was signed by key %s, which is not among the trusted keys", env.Signatures[0].KeyID)
+	}
+	ev, err := dsse.NewEnvelopeVerifier(trusted...)
+	if err != nil {
+		return nil, "", err
+	}
+	accepted, err := ev.Verify(ctx, &env)
+	if err != nil || len(accepted) == 0 {
+		return nil, "", errors.New("the signature does not match the signed statement")
+	}
+	payload, err := base64.StdEncoding.DecodeString(env.Payload)
+	if err != nil {
+		return nil, "", fmt.Errorf("the envelope's payload is not base64: %w", err)
+	}
+	return payload, accepted[0].KeyID, nil
 }

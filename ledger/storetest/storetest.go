@@ -53,6 +53,7 @@ func Exercise(t *testing.T, newStore Factory) {
 	t.Run("FanOutRoutes", func(t *testing.T) { t.Parallel(); testFanOutRoutes(t, newStore) })
 	t.Run("Budgets", func(t *testing.T) { t.Parallel(); testBudgets(t, newStore) })
 	t.Run("OperationList", func(t *testing.T) { t.Parallel(); testOperationList(t, newStore) })
+	t.Run("ArchivePrune", func(t *testing.T) { t.Parallel(); testArchivePrune(t, newStore) })
 	t.Run("AttemptRuns", func(t *testing.T) { t.Parallel(); testAttemptRuns(t, newStore) })
 	t.Run("OperationsOfARun", func(t *testing.T) { t.Parallel(); testOperationsOfARun(t, newStore) })
 	t.Run("Leases", func(t *testing.T) { t.Parallel(); testLeases(t, newStore) })

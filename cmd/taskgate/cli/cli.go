@@ -113,7 +113,7 @@ func (e *env) root() *cobra.Command {
 		"debug, info, warn or error; unset: info for serve and provider-sim,\n"+
 			"warn for the other commands, nothing for demo and fixtures")
 	root.AddCommand(e.migrateCmd(), e.opsCmd(), e.approveCmd(), e.approvalsCmd(), e.approvalRequestsCmd(), e.budgetsCmd(), e.keysCmd(), e.receiptCmd(), e.packetCmd(),
-		e.serveCmd(), e.reloadCmd(), e.providerSimCmd(), e.reconcileCmd(), e.demoCmd(), e.fixturesCmd(), e.secretsKeyCmd(), e.verifyCmd())
+		e.serveCmd(), e.reloadCmd(), e.providerSimCmd(), e.reconcileCmd(), e.demoCmd(), e.fixturesCmd(), e.secretsKeyCmd(), e.verifyCmd(), e.archiveCmd())
 	root.AddCommand(e.signingKeysCmd(), e.versionCmd(), e.backupCmd())
 	root.Version = buildinfo.Read().Version
 	root.SetVersionTemplate(versionTemplate())

@@ -20,7 +20,7 @@ import (
 )
 
 func (e *env) receiptCmd() *cobra.Command {
-	var tenant, format, cfgPath string
+	var tenant, format, cfgPath, archiveDir string
 	cmd := &cobra.Command{
 		Use:   "receipt OPERATION_ID|TASK_ID",
 		Short: "Print an operation's receipt: attempts, remote jobs, charges, status and next actions",
@@ -32,7 +32,9 @@ func (e *env) receiptCmd() *cobra.Command {
 			"bundle v0.3 naming the key that signed it (for cosign verify-blob-attestation --bundle), yaml, json\n" +
 			"and md render what it says.\n" +
 			"An operation whose receipt is not issued yet gets a provisional receipt, built from the ledger and\n" +
-			"unsigned, and stderr says so. taskgate receipt verify checks an issued receipt offline.",
+			"unsigned, and stderr says so. taskgate receipt verify checks an issued receipt offline.\n" +
+			"With --archive DIR it reads an archived operation's issued receipt from the archive, byte for byte\n" +
+			"as it was stored, and opens no ledger.",
 		Example: "  taskgate receipt settlement-regression-842 --format md\n" +
 			"  taskgate receipt settlement-regression-842 --format dsse > receipt.dsse.json\n" +
 			"  taskgate receipt settlement-regression-842 --format sigstore-bundle > receipt.sigstore.json",
@@ -40,6 +42,9 @@ func (e *env) receiptCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(issue.Formats, strings.ToLower(format)) {
 				return &usageError{msg: fmt.Sprintf("--format %q is not a receipt format; use yaml, json, md, dsse or sigstore-bundle", format), hint: "taskgate receipt " + args[0] + " --format md"}
+			}
+			if archiveDir != "" {
+				return e.archivedReceipt(archiveDir, tenant, args[0], format)
 			}
 			ctx := cmd.Context()
 			s, err := e.receiptLedger(cmd, cfgPath)
@@ -71,6 +76,7 @@ func (e *env) receiptCmd() *cobra.Command {
 	operationTenantFlag(cmd, &tenant)
 	cmd.Flags().StringVar(&format, "format", "yaml", "yaml, json, md, dsse (the issued envelope as stored) or sigstore-bundle (that envelope in a Sigstore bundle)")
 	cmd.Flags().StringVar(&cfgPath, "config", "", "the gateway's configuration, for its database")
+	cmd.Flags().StringVar(&archiveDir, "archive", "", "read the operation from the archive in this directory (taskgate archive) instead of the ledger")
 	cmd.AddCommand(e.receiptVerifyCmd(), e.receiptIssueCmd())
 	return cmd
 }

@@ -23,9 +23,9 @@ type chainTally struct {
 }
 
 func (e *env) verifyCmd() *cobra.Command {
-	var tenant string
+	var tenant, archiveDir, jwks string
 	cmd := &cobra.Command{
-		Use:   "verify [OPERATION_ID...]",
+		Use:   "verify [OPERATION_ID...] | --archive DIR [--jwks FILE]",
 		Short: "Check the ledger's hash chains: no event edited, deleted or reordered",
 		Long: "Each operation's events form a hash chain: every event stores the SHA-256 of its canonical\n" +
 			"content, which names the event before it, and the operation keeps the latest as its head.\n" +
@@ -34,10 +34,23 @@ func (e *env) verifyCmd() *cobra.Command {
 			"Otherwise it names, for each operation whose chain does not hold, the first event that does\n" +
 			"not match and how (edited; missing: a row deleted; reordered; added), and exits 1. The chain\n" +
 			"of an operation accepted before the ledger kept chains starts at migration 00010; its\n" +
-			"earlier events are counted, not verified.",
+			"earlier events are counted, not verified.\n" +
+			"With --archive it reads no ledger's operations: it checks an archive that taskgate archive wrote,\n" +
+			"each run's checkpoint signature (against --jwks, or the ledger's signing keys), its manifest, every\n" +
+			"line's digest, every operation's hash chain and every file's digest, and names the first thing that\n" +
+			"does not hold: the file, and the line and operation when one is to blame.",
 		Example: "  taskgate verify\n  taskgate verify settlement-regression-842 --tenant acme",
 		Args:    cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, ids []string) error {
+			if archiveDir != "" {
+				if len(ids) > 0 || tenant != "" {
+					return &usageError{msg: "--archive verifies a whole archive; it takes no operation IDs or --tenant", hint: "taskgate verify --archive " + archiveDir}
+				}
+				return e.verifyArchive(cmd, archiveDir, jwks)
+			}
+			if jwks != "" {
+				return &usageError{msg: "--jwks names the keys an archive's checkpoint is checked with; give --archive too", hint: "taskgate verify --archive DIR --jwks " + jwks}
+			}
 			ctx := cmd.Context()
 			s, err := e.openStore(ctx)
 			if err != nil {
@@ -88,6 +101,8 @@ func (e *env) verifyCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "verify only this tenant's operations")
+	cmd.Flags().StringVar(&archiveDir, "archive", "", "verify the archive in this directory instead of the ledger")
+	cmd.Flags().StringVar(&jwks, "jwks", "", "with --archive: the JWK Set (file or URL) of the keys to trust; default the ledger's signing keys")
 	return cmd
 }
 

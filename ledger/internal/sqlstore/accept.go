@@ -322,6 +322,14 @@ func (s *Store) acceptOne(ctx context.Context, tx Tx, p *ledger.AcceptParams) (*
 // operation exists: another transaction inserted the same (tenant,
 // operation ID) first.
 func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now time.Time) (*ledger.AcceptResult, []river.InsertManyParams, error) {
+	// An operation ID whose operation was archived stays taken for its
+	// retention: a late retry is told so, and starts nothing.
+	if t, err := s.archivedKey(ctx, tx, p.Tenant, p.OperationID, now); err != nil || t != nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.deny(ctx, tx, p, 0, policy.Verdict{Reason: ledger.ReasonOperationArchived, Message: archivedMessage(p.OperationID, t)}, "", false, now)
+	}
 	var approval *ledger.Approval
 	// waiting: the call has no approval at all, and its client holds a
 	// task while an approval request waits for an approver.
@@ -643,4 +651,11 @@ func secretOrNull(names []string) (any, error) {
 		return nil, fmt.Errorf("encode secret argument names: %w", err)
 	}
 	return string(b), nil
+}
+
+// archivedMessage tells the caller of a retry of an archived operation
+// what happened to it and what to do instead.
+func archivedMessage(operationID string, t *ledger.Tombstone) string {
+	return fmt.Sprintf("operation ID %q belongs to an operation that ended at %s and was archived; it will not run again. Its result and receipt are in the archive (task %s); use a new operation ID for new work",
+		operationID, t.EndedAt.UTC().Format(time.RFC3339), t.TaskID)
 }

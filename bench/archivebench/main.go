@@ -1,0 +1,240 @@
+// Command archivebench measures how fast taskgate archive moves ended,
+// reconciled operations out of a ledger: it fills a fresh ledger of its own
+// with -n completed operations whose receipts are issued, then archives
+// them all while one client keeps accepting new operations, and prints the
+// archive's throughput (operations per second, written, signed, read back
+// and deleted), the archive's size, and the slowest acceptance during the
+// run. It exits non-zero only when something failed. It must never touch a
+// ledger it did not create.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/taskgate/taskgate/archive"
+	"github.com/taskgate/taskgate/canon"
+	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/dburl"
+	"github.com/taskgate/taskgate/money"
+	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/receipt/issue"
+	"github.com/taskgate/taskgate/secrets"
+	"github.com/taskgate/taskgate/signingkeys"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "archivebench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("archivebench", flag.ContinueOnError)
+	n := fs.Int("n", 10000, "operations to archive")
+	batch := fs.Int("batch", ledger.DefaultArchiveBatch, "operations deleted per transaction")
+	dir := fs.String("dir", "", "directory for the ledger and the archive (default a new temporary directory, removed afterwards)")
+	db := fs.String("db", "", "an empty PostgreSQL database URL to use instead of SQLite in -dir")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *n < 1 {
+		return fmt.Errorf("-n must be at least 1, got %d", *n)
+	}
+	work := *dir
+	if work == "" {
+		tmp, err := os.MkdirTemp("", "archivebench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		work = tmp
+	}
+	ledgerURL := *db
+	if ledgerURL == "" {
+		ledgerURL = "sqlite:" + filepath.Join(work, "taskgate.db")
+	}
+	keys := filepath.Join(work, "taskgate.keys")
+	if _, err := secrets.CreateFile(keys); err != nil {
+		return err
+	}
+	ring, err := secrets.LoadFile(keys)
+	if err != nil {
+		return err
+	}
+	s, err := dburl.Open(ctx, ledgerURL, &dburl.Options{Migrate: true, Secrets: ring})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := signingkeys.Create(ctx, s, ring, time.Time{}); err != nil {
+		return err
+	}
+
+	start := time.Now()
+	if err := fill(ctx, s, ring, *n); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "filled the ledger (%s) with %d completed operations with issued receipts in %s\n", dburl.Describe(ledgerURL), *n, time.Since(start).Round(time.Millisecond))
+
+	// One client accepts new operations throughout the run.
+	stop := make(chan struct{})
+	var (
+		wg        sync.WaitGroup
+		latencies []time.Duration
+		acceptErr error
+	)
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			t0 := time.Now()
+			if _, err := s.Accept(ctx, acceptParams(fmt.Sprintf("live-%06d", i))); err != nil {
+				acceptErr = err
+				return
+			}
+			latencies = append(latencies, time.Since(t0))
+		}
+	})
+	out := filepath.Join(work, "archive")
+	start = time.Now()
+	res, err := archive.Run(ctx, s, signingkeys.NewSigner(s, ring), &archive.Options{Out: out, EndedBefore: time.Now(), Retention: 24 * time.Hour, Batch: *batch})
+	elapsed := time.Since(start)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if acceptErr != nil {
+		return fmt.Errorf("an acceptance failed during the archive: %w", acceptErr)
+	}
+	if res.Pruned != *n {
+		return fmt.Errorf("archived %d and pruned %d of %d operations (skipped %v)", res.Operations, res.Pruned, *n, res.Skipped)
+	}
+	var size int64
+	for _, f := range res.Files {
+		size += f.Bytes
+	}
+	start = time.Now()
+	rep, err := archive.Verify(ctx, out, signingkeysOf(ctx, s))
+	if err != nil {
+		return err
+	}
+	if rep.Problem != nil {
+		return fmt.Errorf("the archive does not verify: %w", rep.Problem)
+	}
+	verified := time.Since(start)
+	slices.Sort(latencies)
+	fmt.Fprintf(stdout, "archived %d operations in %s: %.0f operations/s (batch %d), %d bytes compressed (%.0f bytes/operation)\n",
+		res.Pruned, elapsed.Round(time.Millisecond), float64(res.Pruned)/elapsed.Seconds(), *batch, size, float64(size)/float64(res.Pruned))
+	fmt.Fprintf(stdout, "verified the archive offline in %s: %.0f operations/s\n", verified.Round(time.Millisecond), float64(rep.Operations)/verified.Seconds())
+	if len(latencies) > 0 {
+		fmt.Fprintf(stdout, "%d acceptances during the run: p50 %s, p99 %s, max %s\n", len(latencies),
+			latencies[len(latencies)/2].Round(time.Microsecond), latencies[len(latencies)*99/100].Round(time.Microsecond), latencies[len(latencies)-1].Round(time.Microsecond))
+	}
+	return nil
+}
+
+// signingkeysOf returns the ledger's signing keys to verify with; none
+// when they cannot be read, which verification then reports.
+func signingkeysOf(ctx context.Context, s ledger.Store) receipt.PublicKeys {
+	keys, err := s.SigningKeyList(ctx)
+	if err != nil {
+		return nil
+	}
+	return signingkeys.PublicKeys(keys)
+}
+
+// fill writes n completed, reconciled operations and issues their receipts,
+// on several goroutines.
+func fill(ctx context.Context, s ledger.Store, ring *secrets.Ring, n int) error {
+	issuer := issue.New(s, ring)
+	ids := make(chan int)
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range ids {
+				if err := completed(ctx, s, issuer, fmt.Sprintf("archived-%06d", i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for i := range n {
+		select {
+		case ids <- i:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(ids)
+	wg.Wait()
+	close(errs)
+	return errors.Join(err, <-errs)
+}
+
+func acceptParams(id string) *ledger.AcceptParams {
+	args := json.RawMessage(`{"suite":"settlement"}`)
+	fp, _ := canon.Compute("hosted_test", "run_suite", args)
+	return &ledger.AcceptParams{Tenant: "acme", OperationID: id, Upstream: "hosted_test", Tool: "run_suite", Fingerprint: string(fp), Arguments: args,
+		RequestID: ledger.NewRequestID(), TaskID: ledger.NewTaskID(), Source: "archivebench", RetryPolicy: ledger.RetryLookupThenAttach}
+}
+
+// completed accepts one operation, completes it with one remote job and a
+// final charge, and issues its receipt.
+func completed(ctx context.Context, s ledger.Store, issuer *issue.Issuer, id string) error {
+	res, err := s.Accept(ctx, acceptParams(id))
+	if err != nil {
+		return err
+	}
+	op, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: res.Operation.ID, From: []ledger.State{ledger.StateAccepted}, To: ledger.StateSending, IncrementSend: true,
+		Events: []ledger.EventParams{{Kind: ledger.EventSendStarted, Data: ledger.SendStartedData{Send: 1, Worker: "archivebench"}}}})
+	if err != nil {
+		return err
+	}
+	job := "job-" + id
+	op, err = s.Transition(ctx, &ledger.TransitionParams{
+		OperationRef: op.ID, From: []ledger.State{ledger.StateSending}, To: ledger.StateCompleted,
+		Result:       json.RawMessage(`{"content":[{"type":"text","text":"suite passed"}]}`),
+		RemoteJobs:   []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteJobID: job, Kind: ledger.JobKindProviderJob, Status: ledger.JobCompleted, Intended: new(true)}},
+		Charges:      []*ledger.ChargeUpsert{{RemoteJobID: job, ProviderChargeID: "ch-" + id, Amount: money.MustParse("17.84", "USD"), Status: ledger.ChargeFinal, Source: "archivebench"}},
+		Creator:      &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes, ChargeStatus: ledger.Yes},
+		Events: []ledger.EventParams{
+			{Kind: ledger.EventRemoteJobBound, Data: ledger.RemoteJobData{RemoteJobID: job}},
+			{Kind: ledger.EventResultStored, Data: ledger.ResultStoredData{RemoteJobID: job}},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	r, err := issuer.Issue(ctx, op, nil)
+	if err != nil {
+		return err
+	}
+	if r.Outcome != issue.Issued {
+		return fmt.Errorf("the receipt of %s was not issued: %s", id, r.Outcome)
+	}
+	return nil
+}
