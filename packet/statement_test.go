@@ -3,14 +3,13 @@ package packet_test
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/taskgate/taskgate/packet"
 	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/receipt/receipttest"
 )
 
 // signingKey is a fixed Ed25519 key, so that its signatures are too.
@@ -135,7 +134,7 @@ func TestEditedSignedPacket(t *testing.T) {
 		}, "verdict.status differs from what was signed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, _, err := receipt.VerifyAttestation(context.Background(), editStatement(t, env, tc.edit), packet.PredicateType, packet.DocumentKey, "the review packet", keys)
+			v, _, err := receipt.VerifyAttestation(context.Background(), receipttest.EditStatement(t, env, tc.edit), packet.PredicateType, packet.DocumentKey, "the review packet", keys)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,34 +147,6 @@ func TestEditedSignedPacket(t *testing.T) {
 			}
 		})
 	}
-}
-
-// editStatement changes the statement env holds with edit, keeping its
-// signature.
-func editStatement(t *testing.T, env []byte, edit func(st map[string]any)) []byte {
-	t.Helper()
-	var e map[string]any
-	if err := json.Unmarshal(env, &e); err != nil {
-		t.Fatal(err)
-	}
-	payload, err := base64.StdEncoding.DecodeString(e["payload"].(string))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st map[string]any
-	if err := json.Unmarshal(payload, &st); err != nil {
-		t.Fatal(err)
-	}
-	edit(st)
-	if payload, err = json.Marshal(st); err != nil {
-		t.Fatal(err)
-	}
-	e["payload"] = base64.StdEncoding.EncodeToString(payload)
-	out, err := json.Marshal(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 func TestCheckReceipts(t *testing.T) {

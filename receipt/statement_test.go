@@ -2,7 +2,6 @@ package receipt_test
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/receipt/receipttest"
 )
 
 // issuedClean is the clean receipt issued as version 1, signed with
@@ -36,35 +36,6 @@ func kidOf(t *testing.T, seed byte) string {
 		return kid
 	}
 	return ""
-}
-
-// editStatement decodes an envelope's statement, lets fn change it and
-// encodes it back into the envelope, keeping the signature.
-func editStatement(t *testing.T, env []byte, fn func(st map[string]any, r map[string]any)) []byte {
-	t.Helper()
-	var e map[string]any
-	if err := json.Unmarshal(env, &e); err != nil {
-		t.Fatal(err)
-	}
-	payload, err := base64.StdEncoding.DecodeString(e["payload"].(string))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st map[string]any
-	if err := json.Unmarshal(payload, &st); err != nil {
-		t.Fatal(err)
-	}
-	fn(st, st["predicate"].(map[string]any)[receipt.DocumentKey].(map[string]any))
-	b, err := json.Marshal(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e["payload"] = base64.StdEncoding.EncodeToString(b)
-	out, err := json.Marshal(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 func TestStatementIsAnInTotoStatementOverTheChainHead(t *testing.T) {
@@ -228,4 +199,13 @@ func TestSubstanceIgnoresWhenItWasBuilt(t *testing.T) {
 	if late == base {
 		t.Error("a late charge left the substance as it was")
 	}
+}
+
+// editStatement edits an envelope's statement and the receipt document in
+// its predicate, keeping the signature.
+func editStatement(t *testing.T, env []byte, fn func(st map[string]any, r map[string]any)) []byte {
+	t.Helper()
+	return receipttest.EditStatement(t, env, func(st map[string]any) {
+		fn(st, st["predicate"].(map[string]any)[receipt.DocumentKey].(map[string]any))
+	})
 }

@@ -3,9 +3,7 @@ package cli_test
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/receipt"
+	"github.com/taskgate/taskgate/receipt/receipttest"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
 )
@@ -172,26 +171,5 @@ func editEnvelope(t *testing.T, file string, edit func(st map[string]any)) strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	var e map[string]any
-	if err := json.Unmarshal(b, &e); err != nil {
-		t.Fatal(err)
-	}
-	payload, err := base64.StdEncoding.DecodeString(e["payload"].(string))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st map[string]any
-	if err := json.Unmarshal(payload, &st); err != nil {
-		t.Fatal(err)
-	}
-	edit(st)
-	if payload, err = json.Marshal(st); err != nil {
-		t.Fatal(err)
-	}
-	e["payload"] = base64.StdEncoding.EncodeToString(payload)
-	out, err := json.Marshal(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return writeFile(t, "edited-"+filepath.Base(file), append(out, '\n'))
+	return writeFile(t, "edited-"+filepath.Base(file), append(receipttest.EditStatement(t, b, edit), '\n'))
 }
