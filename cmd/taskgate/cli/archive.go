@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -168,4 +169,26 @@ func (e *env) archivedReceipt(dir, tenant, id, format string) error {
 	}
 	_, err = e.stdout.Write(b)
 	return err
+}
+
+// archivedDetail is what ops show prints of the operation id of tenant
+// (any, when empty) as the archive in dir holds it.
+func archivedDetail(dir, tenant, id string) (*detail, error) {
+	r, _, err := archive.Find(dir, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	// A JSON column the ledger held as NULL reads back from the archive's
+	// JSON as the literal null: it is absent again, as ops show prints it.
+	op := *r.Operation
+	for _, raw := range []*json.RawMessage{&op.Result, &op.Error, &op.InputRequests, &op.InputResponses} {
+		if string(*raw) == "null" {
+			*raw = nil
+		}
+	}
+	evs := make([]*ledger.Event, 0, len(r.Events))
+	for _, ev := range r.Events {
+		evs = append(evs, &ledger.Event{Kind: ledger.EventKind(ev.Kind), Data: json.RawMessage(ev.Data), CreatedAt: ev.CreatedAt})
+	}
+	return newDetail(&op, r.Attempts, r.RemoteJobs, r.Charges, evs), nil
 }

@@ -21,6 +21,7 @@ func TestArchiveThenVerifyAndRead(t *testing.T) {
 		l.ok(t, "receipt", "issue", id, "--config", cfg)
 	}
 	issued := l.ok(t, "receipt", "settlement-regression-842", "--format", "dsse")
+	shown := l.ok(t, "ops", "show", "settlement-regression-842", "--json")
 	jwks := writeFile(t, "keys.jwks.json", []byte(l.ok(t, "signing-keys", "list", "--jwks")))
 
 	dir := filepath.Join(t.TempDir(), "archive")
@@ -31,6 +32,13 @@ func TestArchiveThenVerifyAndRead(t *testing.T) {
 	checkFailure(t, l.run(t, "receipt", "settlement-regression-842"), "settlement-regression-842", false)
 	if got := l.ok(t, "receipt", "settlement-regression-842", "--archive", dir, "--format", "dsse"); got != issued {
 		t.Fatalf("the receipt read from the archive differs from the one issued:\n%s\nwant\n%s", got, issued)
+	}
+	checkFailure(t, l.run(t, "ops", "show", "settlement-regression-842"), "settlement-regression-842", false)
+	if got := l.ok(t, "ops", "show", "settlement-regression-842", "--archive", dir, "--json"); got != shown {
+		t.Fatalf("ops show from the archive differs from ops show before it:\n%s\nwant\n%s", got, shown)
+	}
+	if text := l.ok(t, "ops", "show", "nightly-<b>", "--archive", dir, "--tenant", "acme"); !strings.Contains(text, "nightly-<b>") || !strings.Contains(text, "completed") {
+		t.Fatalf("ops show of an archived operation as text =\n%s", text)
 	}
 	if yml := l.ok(t, "receipt", "nightly-<b>", "--archive", dir, "--tenant", "acme"); !strings.Contains(yml, "reconciliation_status: complete") {
 		t.Fatalf("the archived receipt as yaml =\n%s", yml)

@@ -105,28 +105,41 @@ func (e *env) opsListCmd() *cobra.Command {
 
 func (e *env) opsShowCmd() *cobra.Command {
 	var (
-		tenant string
-		asJSON bool
+		tenant, archiveDir string
+		asJSON             bool
 	)
 	cmd := &cobra.Command{
 		Use:   "show OPERATION_ID|TASK_ID",
 		Short: "Show one operation with its attempts, remote jobs, charges and events",
-		Args:  oneArg("the operation ID or task ID", "taskgate ops show settlement-regression-842"),
+		Long: "Show one operation with its attempts, remote jobs, charges and events.\n\n" +
+			"With --archive DIR it reads an archived operation (by its operation ID) from the archive instead of the ledger.",
+		Args: oneArg("the operation ID or task ID", "taskgate ops show settlement-regression-842"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			write := func(d *detail) error {
+				if asJSON {
+					return writeJSON(e.stdout, d)
+				}
+				return d.writeText(e.stdout)
+			}
+			if archiveDir != "" {
+				d, err := archivedDetail(archiveDir, tenant, args[0])
+				if err != nil {
+					return err
+				}
+				return write(d)
+			}
 			return e.withOperation(cmd.Context(), tenant, args[0], func(s ledger.Store, op *ledger.Operation) error {
 				d, err := loadDetail(cmd.Context(), s, op)
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return writeJSON(e.stdout, d)
-				}
-				return d.writeText(e.stdout)
+				return write(d)
 			})
 		},
 	}
 	operationTenantFlag(cmd, &tenant)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of text")
+	cmd.Flags().StringVar(&archiveDir, "archive", "", "read the operation from this archive directory (taskgate archive --out) instead of the ledger")
 	return cmd
 }
 
@@ -277,11 +290,29 @@ type detail struct {
 }
 
 func loadDetail(ctx context.Context, s ledger.Store, op *ledger.Operation) (*detail, error) {
-	d := &detail{estimate: op.Estimate, Operation: viewOperation(op), Attempts: []attemptView{}, RemoteJobs: []remoteJobView{}, Charges: []chargeView{}, Events: []eventView{}}
 	atts, err := s.AttemptList(ctx, op.ID)
 	if err != nil {
 		return nil, err
 	}
+	jobs, err := s.RemoteJobList(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	charges, err := s.ChargeList(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := s.EventList(ctx, op.ID)
+	if err != nil {
+		return nil, err
+	}
+	return newDetail(op, atts, jobs, charges, evs), nil
+}
+
+// newDetail is what ops show prints of op and what it owns, read from the
+// ledger or from an archive.
+func newDetail(op *ledger.Operation, atts []*ledger.Attempt, jobs []*ledger.RemoteJob, charges []*ledger.Charge, evs []*ledger.Event) *detail {
+	d := &detail{estimate: op.Estimate, Operation: viewOperation(op), Attempts: []attemptView{}, RemoteJobs: []remoteJobView{}, Charges: []chargeView{}, Events: []eventView{}}
 	for _, a := range atts {
 		d.Attempts = append(d.Attempts, attemptView{
 			RequestID: a.RequestID, OperationID: a.OperationID, Decision: a.Decision, Reason: a.Reason, Source: a.Source,
@@ -289,32 +320,20 @@ func loadDetail(ctx context.Context, s ledger.Store, op *ledger.Operation) (*det
 			ChargeStatus: a.ChargeStatus, At: a.CreatedAt,
 		})
 	}
-	jobs, err := s.RemoteJobList(ctx, op.ID)
-	if err != nil {
-		return nil, err
-	}
 	for _, j := range jobs {
 		d.RemoteJobs = append(d.RemoteJobs, remoteJobView{
 			RemoteJobID: j.RemoteJobID, Upstream: j.Upstream, Endpoint: inert.URL(j.Endpoint), Kind: j.Kind, Status: j.Status,
 			Intended: j.Intended, Duplicate: j.Duplicate, DuplicateResolved: j.DuplicateResolved, EffectReversed: j.EffectReversed, At: j.CreatedAt,
 		})
 	}
-	charges, err := s.ChargeList(ctx, op.ID)
-	if err != nil {
-		return nil, err
-	}
 	for _, c := range charges {
 		d.Charges = append(d.Charges, chargeView{ChargeID: c.ProviderChargeID, Amount: c.Amount.String(), Currency: c.Amount.Currency, Status: c.Status, Kind: c.Kind, Source: c.Source, At: c.CreatedAt})
-	}
-	evs, err := s.EventList(ctx, op.ID)
-	if err != nil {
-		return nil, err
 	}
 	d.Operation.Arguments = redact(op.Arguments, op.SecretArguments)
 	for _, ev := range evs {
 		d.Events = append(d.Events, eventView{Kind: ev.Kind, Data: ev.Data, At: ev.CreatedAt})
 	}
-	return d, nil
+	return d
 }
 
 // writeText prints d for a terminal. Every value from the ledger goes
