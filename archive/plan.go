@@ -46,14 +46,19 @@ const (
 	// SkipBudgetOpen: a budget it reserved against is still open; its
 	// reservation counts against the budget's ceiling.
 	SkipBudgetOpen Skip = "budget_open"
+	// SkipApprovalActive: the approval it ran under still covers new work;
+	// its reservation counts against the approval's ceiling, and a new
+	// operation under the same ID could use the approval again.
+	SkipApprovalActive Skip = "approval_active"
 )
 
 // Eligible decides whether r may be archived at now with everything ending
 // before endedBefore: it has ended; its receipt as the ledger builds it
 // now (current) says its reconciliation is complete, and its latest
 // issued receipt says the same (the same substance, [receipt.Substance]),
-// so the archive's receipt is its final account; and no budget it
-// reserved against is open. It returns "" when it may.
+// so the archive's receipt is its final account; no budget it reserved
+// against is open; and the approval it ran under covers no new work. It
+// returns "" when it may.
 func Eligible(r *Record, current *receipt.Receipt, budgets []*ledger.Budget, endedBefore, now time.Time) Skip {
 	op := r.Operation
 	if !op.State.Terminal() || op.EndedAt.IsZero() || !op.EndedAt.Before(endedBefore) {
@@ -73,6 +78,9 @@ func Eligible(r *Record, current *receipt.Receipt, budgets []*ledger.Budget, end
 		if b.Open(now) {
 			return SkipBudgetOpen
 		}
+	}
+	if r.Approval != nil && r.Approval.Active(now) {
+		return SkipApprovalActive
 	}
 	return ""
 }

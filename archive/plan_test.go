@@ -26,6 +26,7 @@ func TestEligible(t *testing.T) {
 		}
 		return r
 	}
+	withApproval := func(r *Record, a *ledger.Approval) *Record { r.Approval = a; return r }
 	old := cut.Add(-time.Hour)
 	openBudget := &ledger.Budget{ExpiresAt: now.Add(time.Hour)}
 	closedBudget := &ledger.Budget{ExpiresAt: now.Add(time.Hour), ClosedAt: now.Add(-time.Minute)}
@@ -47,6 +48,9 @@ func TestEligible(t *testing.T) {
 		{"a later fact not yet issued", rec(ledger.StateCompleted, old, sub), changed, nil, SkipReceiptOutdated},
 		{"an open budget", rec(ledger.StateCompleted, old, sub), complete, []*ledger.Budget{closedBudget, openBudget}, SkipBudgetOpen},
 		{"closed and expired budgets", rec(ledger.StateCancelled, old, sub), complete, []*ledger.Budget{closedBudget, expiredBudget}, ""},
+		{"an approval still active", withApproval(rec(ledger.StateCompleted, old, sub), &ledger.Approval{ExpiresAt: now.Add(time.Hour)}), complete, nil, SkipApprovalActive},
+		{"an expired approval", withApproval(rec(ledger.StateCompleted, old, sub), &ledger.Approval{ExpiresAt: now.Add(-time.Minute)}), complete, nil, ""},
+		{"a revoked approval", withApproval(rec(ledger.StateCompleted, old, sub), &ledger.Approval{ExpiresAt: now.Add(time.Hour), RevokedAt: now.Add(-time.Minute)}), complete, nil, ""},
 	} {
 		if got := Eligible(tc.r, tc.current, tc.budgets, cut, now); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)

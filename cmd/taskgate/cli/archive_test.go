@@ -25,6 +25,21 @@ func TestArchiveThenVerifyAndRead(t *testing.T) {
 	jwks := writeFile(t, "keys.jwks.json", []byte(l.ok(t, "signing-keys", "list", "--jwks")))
 
 	dir := filepath.Join(t.TempDir(), "archive")
+	// An approval that still covers new work keeps its operation in the
+	// ledger: its reservation counts against it.
+	if out := l.ok(t, "archive", "--ended-before", "1ns", "--out", dir, "--config", cfg); !strings.Contains(out, "kept 2 approval_active") {
+		t.Fatalf("archive with both approvals active printed %q, want both kept", out)
+	}
+	for _, id := range []string{"1", "2"} {
+		l.ok(t, "approvals", "revoke", id, "--tenant", "acme")
+	}
+	// The revocation is a fact the receipts state: their next versions
+	// are issued, as the gateway's worker would.
+	for _, id := range []string{"settlement-regression-842", "nightly-<b>"} {
+		l.ok(t, "receipt", "issue", id, "--config", cfg)
+	}
+	issued = l.ok(t, "receipt", "settlement-regression-842", "--format", "dsse")
+	shown = l.ok(t, "ops", "show", "settlement-regression-842", "--json")
 	out := l.ok(t, "archive", "--ended-before", "1ns", "--out", dir, "--config", cfg)
 	if !strings.Contains(out, "archived 2 operations in 1 file as run 1, deleted 2 operations from the ledger") {
 		t.Fatalf("archive printed %q, want both ended operations archived and deleted", out)
