@@ -217,10 +217,10 @@ func completed(ctx context.Context, s ledger.Store, issuer *issue.Issuer, id str
 	job := "job-" + id
 	op, err = s.Transition(ctx, &ledger.TransitionParams{
 		OperationRef: op.ID, From: []ledger.State{ledger.StateSending}, To: ledger.StateCompleted,
-		Result:       json.RawMessage(`{"content":[{"type":"text","text":"suite passed"}]}`),
-		RemoteJobs:   []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteJobID: job, Kind: ledger.JobKindProviderJob, Status: ledger.JobCompleted, Intended: new(true)}},
-		Charges:      []*ledger.ChargeUpsert{{RemoteJobID: job, ProviderChargeID: "ch-" + id, Amount: money.MustParse("17.84", "USD"), Status: ledger.ChargeFinal, Source: "archivebench"}},
-		Creator:      &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes, ChargeStatus: ledger.Yes},
+		Result:     json.RawMessage(`{"content":[{"type":"text","text":"suite passed"}]}`),
+		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteJobID: job, Kind: ledger.JobKindProviderJob, Status: ledger.JobCompleted, Intended: new(true)}},
+		Charges:    []*ledger.ChargeUpsert{{RemoteJobID: job, ProviderChargeID: "ch-" + id, Amount: money.MustParse("17.84", "USD"), Status: ledger.ChargeFinal, Source: "archivebench"}},
+		Creator:    &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes, ChargeStatus: ledger.Yes},
 		Events: []ledger.EventParams{
 			{Kind: ledger.EventRemoteJobBound, Data: ledger.RemoteJobData{RemoteJobID: job}},
 			{Kind: ledger.EventResultStored, Data: ledger.ResultStoredData{RemoteJobID: job}},
