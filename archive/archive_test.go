@@ -2,11 +2,9 @@ package archive_test
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/archive"
+	"github.com/taskgate/taskgate/archive/archivetest"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/secrets"
@@ -234,35 +233,11 @@ func testArchive(t *testing.T, db string) {
 // operation's state becomes "failed".
 func editLine(t *testing.T, path string, line int) {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(plain), "\n")
-	edited := strings.Replace(lines[line-1], `"State":"completed"`, `"State":"failed"`, 1)
-	if edited == lines[line-1] {
-		t.Fatalf("line %d holds no completed state to edit: %.200s", line, lines[line-1])
-	}
-	lines[line-1] = edited
-	var out bytes.Buffer
-	zw := gzip.NewWriter(&out)
-	if _, err := zw.Write([]byte(strings.Join(lines, "\n"))); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, out.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	archivetest.RewriteGzip(t, path, func(plain string) string {
+		lines := strings.Split(plain, "\n")
+		lines[line-1] = strings.Replace(lines[line-1], `"State":"completed"`, `"State":"failed"`, 1)
+		return strings.Join(lines, "\n")
+	})
 }
 
 func TestArchiveSQLite(t *testing.T) { testArchive(t, "") }

@@ -1,13 +1,11 @@
 package cli_test
 
 import (
-	"bytes"
-	"compress/gzip"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/taskgate/taskgate/archive/archivetest"
 )
 
 func TestArchiveThenVerifyAndRead(t *testing.T) {
@@ -75,41 +73,9 @@ func TestArchiveThenVerifyAndRead(t *testing.T) {
 	if err != nil || len(files) != 1 {
 		t.Fatalf("archive files %v (%v), want one", files, err)
 	}
-	rewriteGzip(t, files[0], func(s string) string { return strings.Replace(s, `"text":"suite passed"`, `"text":"suite failed"`, 1) })
+	archivetest.RewriteGzip(t, files[0], func(s string) string { return strings.Replace(s, `"text":"suite passed"`, `"text":"suite failed"`, 1) })
 	r := l.run(t, "verify", "--archive", dir)
 	if r.code != 1 || !strings.Contains(r.stderr, filepath.Base(files[0])+" line 1") || !strings.Contains(r.stderr, `operation "settlement-regression-842"`) {
 		t.Fatalf("verify of an edited archive: exit %d, stderr %q; want the file, line 1 and its operation named", r.code, r.stderr)
-	}
-}
-
-// rewriteGzip replaces the uncompressed content of a gzip file by edit's.
-func rewriteGzip(t *testing.T, path string, edit func(string) string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plain, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edited := edit(string(plain))
-	if edited == string(plain) {
-		t.Fatal("the edit changed nothing")
-	}
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write([]byte(edited)); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
 	}
 }
