@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/taskgate/taskgate/archive/archivetest"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/dburl"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
 	"github.com/taskgate/taskgate/sim/fixtures"
@@ -39,36 +41,55 @@ type archived struct {
 	res      *archive.Result
 }
 
-// archiveWhileServing runs n operations to their issued receipts, then
-// archives them while a client makes new calls, none of which may fail.
-func archiveWhileServing(t *testing.T, ctx context.Context, db string, n int) *archived {
+// serving is a gateway in front of the simulated provider whose ledger (db,
+// or a new SQLite file when empty) has a receipt-signing key and filled
+// ended operations with issued receipts, and a client of tenant acme.
+func serving(t *testing.T, ctx context.Context, db string, filled int, editConfig func(string) string) (*fixtures.Harness, *secrets.Ring, *mcp.ClientSession) {
 	t.Helper()
-	keys := filepath.Join(t.TempDir(), "taskgate.keys")
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "taskgate.keys")
 	if _, err := secrets.CreateFile(keys); err != nil {
 		t.Fatal(err)
 	}
-	h, err := fixtures.New(ctx, &fixtures.Options{DB: db, Dir: t.TempDir(), Config: fixtures.ConfigOptions{SecretsKeyFile: keys},
-		Sim: providersim.Options{JobDuration: 20 * time.Millisecond}})
-	if err != nil {
-		t.Fatalf("start the harness: %v", err)
-	}
-	t.Cleanup(h.Close)
 	ring, err := secrets.LoadFile(keys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := signingkeys.Create(ctx, h.Store, ring, time.Time{}); err != nil {
+	if db == "" {
+		db = "sqlite:" + filepath.Join(dir, "taskgate.db")
+	}
+	// Filled before the gateway starts, so that its worker never takes an
+	// operation being filled for one a worker left behind.
+	s, err := dburl.Open(ctx, db, &dburl.Options{Migrate: true, Secrets: ring})
+	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := signingkeys.Create(ctx, s, ring, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := archivetest.Fill(ctx, s, ring, tenant, "filled-", filled); err != nil {
+		t.Fatalf("fill the ledger with %d ended operations: %v", filled, err)
+	}
+	s.Close()
+	h, err := fixtures.New(ctx, &fixtures.Options{DB: db, Dir: dir, Config: fixtures.ConfigOptions{SecretsKeyFile: keys},
+		Sim: providersim.Options{JobDuration: 20 * time.Millisecond}, EditConfig: editConfig, ShareStore: true})
+	if err != nil {
+		t.Fatalf("start the harness: %v", err)
+	}
+	t.Cleanup(h.Close)
 	cs, err := h.Connect(ctx, tenant, fixtures.EraExtension)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	a := &archived{h: h, cs: cs, dir: filepath.Join(t.TempDir(), "archive"), receipts: map[string][]byte{}}
-	for i := range n {
-		a.ids = append(a.ids, fmt.Sprintf("archived-%04d", i))
-	}
+	return h, ring, cs
+}
+
+// runToReceipts calls run_suite under each ID, 8 at once, and returns the
+// latest receipt issued for each once its operation has ended and its
+// receipt covers its final chain head, and each operation's row ID.
+func runToReceipts(t *testing.T, ctx context.Context, h *fixtures.Harness, cs *mcp.ClientSession, ids []string) (map[string][]byte, map[string]int64) {
+	t.Helper()
 	calls := make(chan string)
 	var (
 		callers sync.WaitGroup
@@ -86,7 +107,7 @@ func archiveWhileServing(t *testing.T, ctx context.Context, db string, n int) *a
 			}
 		})
 	}
-	for _, id := range a.ids {
+	for _, id := range ids {
 		calls <- id
 	}
 	close(calls)
@@ -94,7 +115,8 @@ func archiveWhileServing(t *testing.T, ctx context.Context, db string, n int) *a
 	if len(refused) > 0 {
 		t.Fatalf("calls got no task: %v", refused)
 	}
-	for _, id := range a.ids {
+	receipts, refs := map[string][]byte{}, map[string]int64{}
+	for _, id := range ids {
 		testwait.Until(t, ctx, "the receipt of "+id+" to be issued over its final chain head", func() (bool, error) {
 			op, err := h.Store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: tenant, OperationID: id})
 			if err != nil {
@@ -104,13 +126,45 @@ func archiveWhileServing(t *testing.T, ctx context.Context, db string, n int) *a
 			if err != nil || len(vs) == 0 {
 				return false, fmt.Errorf("%s is %s with no receipt issued (%v)", id, op.State, err)
 			}
-			a.receipts[id] = vs[len(vs)-1].Document
+			receipts[id], refs[id] = vs[len(vs)-1].Document, op.ID
 			return op.State.Terminal(), fmt.Errorf("%s is %s", id, op.State)
 		})
 	}
+	return receipts, refs
+}
+
+// pruneCounter is a ledger that counts the prune transactions begun and
+// those committed.
+type pruneCounter struct {
+	ledger.Store
+	begun, done atomic.Int64
+}
+
+func (p *pruneCounter) OperationsPrune(ctx context.Context, tombstones []*ledger.Tombstone) error {
+	p.begun.Add(1)
+	defer p.done.Add(1)
+	return p.Store.OperationsPrune(ctx, tombstones)
+}
+
+// archiveWhileServing runs n operations to their issued receipts, fills the
+// ledger with filled more ended operations whose receipts are issued, then
+// archives them all while a client makes new calls, none of which may
+// fail or wait for more than one prune transaction.
+func archiveWhileServing(t *testing.T, ctx context.Context, db string, n, filled int) *archived {
+	t.Helper()
+	h, ring, cs := serving(t, ctx, db, filled, nil)
+	a := &archived{h: h, cs: cs, dir: filepath.Join(t.TempDir(), "archive")}
+	for i := range n {
+		a.ids = append(a.ids, fmt.Sprintf("archived-%04d", i))
+	}
+	a.receipts, _ = runToReceipts(t, ctx, h, cs, a.ids)
 	cutoff := time.Now()
 
 	// New calls while the archive runs: every one is accepted.
+	// A call that waits for the ledger's write connection waits at most for
+	// the prune transaction holding it: it never sees one begin and
+	// commit after it started and another commit before it ended.
+	store := &pruneCounter{Store: h.Store}
 	stop := make(chan struct{})
 	var (
 		wg     sync.WaitGroup
@@ -118,42 +172,57 @@ func archiveWhileServing(t *testing.T, ctx context.Context, db string, n int) *a
 		failed []error
 	)
 	wg.Go(func() {
+		// Within the tenant's call_rate (50 a second), so that none is
+		// refused for its pace.
+		pace := time.NewTicker(40 * time.Millisecond)
+		defer pace.Stop()
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				return
-			default:
+			case <-pace.C:
 			}
 			id := fmt.Sprintf("live-%04d", i)
+			begun, start := store.begun.Load(), time.Now()
 			if task, _, err := taskwire.CallToolAsTask(ctx, cs, fixtures.RunSuiteCall(id, nil), nil); err != nil || task == nil {
 				failed = append(failed, fmt.Errorf("%s: %v", id, err))
+			}
+			if whole := store.done.Load() - begun; whole > 1 {
+				op, _ := h.Store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: tenant, OperationID: id})
+				failed = append(failed, fmt.Errorf("%s: %d prune transactions began and committed during its call of %s; created after %s", id, whole, time.Since(start), op.CreatedAt.Sub(start)))
 			}
 			a.live = append(a.live, id)
 			served++
 		}
 	})
-	a.res, err = archive.Run(ctx, h.Store, signingkeys.NewSigner(h.Store, ring), &archive.Options{Out: a.dir, EndedBefore: cutoff, Retention: time.Hour, Batch: 50})
+	res, err := archive.Run(ctx, store, signingkeys.NewSigner(h.Store, ring), &archive.Options{Out: a.dir, EndedBefore: cutoff, Retention: time.Hour})
 	close(stop)
 	wg.Wait()
 	if err != nil {
 		t.Fatalf("archive: %v", err)
 	}
+	a.res = res
 	if len(failed) > 0 || served == 0 {
 		t.Fatalf("of %d calls served while archiving, %d failed: %v", served, len(failed), failed)
 	}
-	if a.res.Operations != n || a.res.Pruned != n || a.res.Kept != 0 {
-		t.Fatalf("archived %d operations, pruned %d, kept %d (skipped %v); want all %d archived and pruned", a.res.Operations, a.res.Pruned, a.res.Kept, a.res.Skipped, n)
+	if all := n + filled; res.Operations != all || res.Pruned != all || res.Kept != 0 {
+		t.Fatalf("archived %d operations, pruned %d, kept %d (skipped %v); want all %d archived and pruned", res.Operations, res.Pruned, res.Kept, res.Skipped, all)
+	}
+	if want := int64((n + filled + ledger.DefaultArchiveBatch - 1) / ledger.DefaultArchiveBatch); store.done.Load() != want {
+		t.Fatalf("%d prune transactions, want %d of at most %d operations", store.done.Load(), want, ledger.DefaultArchiveBatch)
 	}
 	return a
 }
 
-func testArchive(t *testing.T, db string) {
+// testArchive archives 40 operations run through the gateway and filled
+// more whose receipts were issued directly, while the gateway serves.
+func testArchive(t *testing.T, db string, filled int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	const n = 100
-	a := archiveWhileServing(t, ctx, db, n)
+	const n = 40
+	a := archiveWhileServing(t, ctx, db, n, filled)
 
-	for _, id := range a.ids {
+	for _, id := range append([]string{"filled-000000", fmt.Sprintf("filled-%06d", filled-1)}, a.ids...) {
 		if _, err := a.h.Store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: tenant, OperationID: id}); !errors.Is(err, ledger.ErrNotFound) {
 			t.Fatalf("%s after archiving: %v, want it gone from the ledger", id, err)
 		}
@@ -167,8 +236,8 @@ func testArchive(t *testing.T, db string) {
 	if err != nil || rep.Problem != nil {
 		t.Fatalf("verify the archive: %v, %v", rep.Problem, err)
 	}
-	if rep.Operations != n {
-		t.Fatalf("the archive verifies %d operations, want %d", rep.Operations, n)
+	if rep.Operations != n+filled {
+		t.Fatalf("the archive verifies %d operations, want %d", rep.Operations, n+filled)
 	}
 	for _, id := range []string{a.ids[0], a.ids[n/2], a.ids[n-1]} {
 		r, file, err := archive.Find(a.dir, tenant, id)
@@ -240,9 +309,12 @@ func editLine(t *testing.T, path string, line int) {
 	})
 }
 
-func TestArchiveSQLite(t *testing.T) { testArchive(t, "") }
+func TestArchiveSQLite(t *testing.T) { testArchive(t, "", 0) }
 
-func TestArchivePostgres(t *testing.T) {
+func TestArchivePostgres(t *testing.T) { testArchive(t, postgresLedger(t), 0) }
+
+// postgresLedger is a new PostgreSQL ledger, dropped when the test ends.
+func postgresLedger(t *testing.T) string {
 	base := os.Getenv("TASKGATE_TEST_POSTGRES_URL")
 	if base == "" {
 		t.Skip("TASKGATE_TEST_POSTGRES_URL is not set")
@@ -254,5 +326,56 @@ func TestArchivePostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(drop)
-	testArchive(t, db)
+	return db
+}
+
+// TestScheduledArchive: with retention.archive set, the gateway archives
+// ended operations on its own, and once their IDs are released deletes
+// their tombstones; the archive verifies and holds the receipts issued.
+func TestScheduledArchive(t *testing.T) {
+	for _, store := range []struct {
+		name string
+		db   func(t *testing.T) string
+	}{{"sqlite", func(*testing.T) string { return "" }}, {"postgres", postgresLedger}} {
+		t.Run(store.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			dir := filepath.Join(t.TempDir(), "archive")
+			h, _, cs := serving(t, ctx, store.db(t), 0, func(yaml string) string {
+				return yaml + fmt.Sprintf("retention:\n  operation_ids: 3s\n  archive:\n    after: 3s\n    every: 1s\n    out: %q\n", dir)
+			})
+			ids := []string{"scheduled-1", "scheduled-2", "scheduled-3"}
+			receipts, refs := runToReceipts(t, ctx, h, cs, ids)
+			for _, id := range ids {
+				testwait.Until(t, ctx, id+" to be archived", func() (bool, error) {
+					_, _, err := archive.Find(dir, tenant, id)
+					return err == nil, err
+				})
+				testwait.Until(t, ctx, id+" to leave the ledger and its tombstone to go once its ID is released", func() (bool, error) {
+					if _, err := h.Store.OperationGet(ctx, &ledger.OperationGetParams{ID: refs[id]}); !errors.Is(err, ledger.ErrNotFound) {
+						return false, fmt.Errorf("%s is still in the ledger (%v)", id, err)
+					}
+					stones, err := h.Store.TombstoneList(ctx, tenant, id)
+					return err == nil && len(stones) == 0, fmt.Errorf("%s has tombstones %v (%v)", id, stones, err)
+				})
+			}
+			signing, err := h.Store.SigningKeyList(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := archive.Verify(ctx, dir, signingkeys.PublicKeys(signing))
+			if err != nil || rep.Problem != nil || rep.Operations != len(ids) {
+				t.Fatalf("verify the scheduled archive: %d operations, %v, %v; want %d verified", rep.Operations, rep.Problem, err, len(ids))
+			}
+			for _, id := range ids {
+				r, file, err := archive.Find(dir, tenant, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := r.LatestReceipt(); got == nil || !bytes.Equal([]byte(got.Document), receipts[id]) {
+					t.Fatalf("the receipt of %s read from %s is not the one issued", id, file)
+				}
+			}
+		})
+	}
 }

@@ -36,6 +36,10 @@ type Options struct {
 	// Batch is how many operations one prune transaction deletes; zero
 	// means ledger.DefaultArchiveBatch.
 	Batch int
+	// MaxOperations bounds the operations one run archives, which it holds
+	// in memory until they are written; zero means no bound. The rest are
+	// left for the next run.
+	MaxOperations int
 	// Now is the run's time; zero means time.Now().
 	Now time.Time
 	// Load says how to read each operation's receipt facts.
@@ -155,6 +159,9 @@ func gather(ctx context.Context, store ledger.Store, opts *Options, now time.Tim
 				continue
 			}
 			out = append(out, r)
+			if opts.MaxOperations > 0 && len(out) >= opts.MaxOperations {
+				return out, nil
+			}
 		}
 	}
 }

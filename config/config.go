@@ -26,6 +26,8 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 )
@@ -64,10 +66,11 @@ type Config struct {
 	ApprovalRequestTTL time.Duration `yaml:"approval_request_ttl"`
 	// PollInterval is the poll interval advertised on tasks. Default 1s.
 	PollInterval time.Duration `yaml:"poll_interval"`
-	// Retention is how long an operation ID stays reserved after its
-	// operation ended. Operation rows themselves are the ledger and stay.
-	// Default 24h.
-	Retention time.Duration `yaml:"retention"`
+	// Retention says how long an ended operation's ID stays reserved and,
+	// with archive set, when the gateway archives ended operations and
+	// deletes them from the ledger. A duration alone (retention: 24h) is
+	// the operation IDs' retention.
+	Retention Retention `yaml:"retention"`
 	// ControlSocket is the Unix socket on which `taskgate serve` takes
 	// `taskgate reload`; only the gateway's user may connect (mode 0600).
 	// Default taskgate-HOST-PORT.sock (from listen) in the system's
@@ -672,4 +675,49 @@ func (c *Contract) Tools() []string {
 // one call may start several.
 func (c *Cost) FansOut() bool {
 	return c.JobsArgument != "" || c.EstimateTool != nil && c.EstimateTool.JobsField != ""
+}
+
+// Retention is the retention section.
+type Retention struct {
+	// OperationIDs is how long an operation ID stays reserved after its
+	// operation ended; a retry within it attaches to the operation (or,
+	// once archived, is refused operation_archived). Default 24h.
+	OperationIDs time.Duration `yaml:"operation_ids"`
+	// Archive, when set, archives ended, reconciled operations on a
+	// schedule, as taskgate archive does, and deletes them from the
+	// ledger. Unset, operations stay in the ledger until archived by hand.
+	Archive *ArchiveSchedule `yaml:"archive"`
+}
+
+// UnmarshalYAML takes a duration alone as the operation IDs' retention,
+// the section's form before it had fields.
+func (r *Retention) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*r = Retention{}
+		return n.Decode(&r.OperationIDs)
+	}
+	type plain Retention
+	return n.Decode((*plain)(r))
+}
+
+// ArchiveSchedule is retention.archive: which operations the gateway
+// archives, where to, and how often.
+type ArchiveSchedule struct {
+	// After: operations that ended longer ago than this are archived.
+	// Required; at least retention.operation_ids, so that a retry within
+	// the IDs' retention still finds its operation in the ledger.
+	After time.Duration `yaml:"after"`
+	// Out is the archive directory (taskgate archive --out). Required.
+	// With several replicas it must be one directory they share: the
+	// replica that leads the job queue writes it.
+	Out string `yaml:"out"`
+	// Every is how often a run starts. Default 1h.
+	Every time.Duration `yaml:"every"`
+	// Batch is how many operations one delete transaction removes.
+	// Default 500.
+	Batch int `yaml:"batch"`
+	// MaxOperations bounds one run, which holds its operations in memory
+	// until they are written; the rest wait for the next run. Default
+	// 10000.
+	MaxOperations int `yaml:"max_operations"`
 }

@@ -254,6 +254,13 @@ func TestInvalid(t *testing.T) {
 		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, allowed_origins, wait, task_ttl, approval_request_ttl, poll_interval, retention, control_socket, worker, auth, secrets, upstreams, limits)"},
 		{"unknown nested field", base + "        consequential: true\n        contract:\n          lookup: {tool: l, stauts_field: s}\n", "t.yaml:8: upstreams[0].tools.t.contract.lookup.stauts_field: unknown field (known: tool, arguments, status_field, remote_job_id_field, jobs_field, statuses, not_found_safe_after)"},
 		{"number for a duration", "wait: 30\n", "t.yaml:1: wait: 30 is not a duration; write 30s"},
+		{"word for the retention", "retention: long\n", `t.yaml:1: retention: "long" is not a duration; write it like 30s, 5m or 1h`},
+		{"negative retention", "retention: -1h\n", "t.yaml:1: retention: cannot be negative (got -1h0m0s)"},
+		{"unknown retention field", "retention:\n  ids: 1h\n", "t.yaml:2: retention.ids: unknown field (known: operation_ids, archive)"},
+		{"archive without out", "retention:\n  archive:\n    after: 720h\n", "t.yaml:2: retention.archive.out: is required: the directory the archive files are written to"},
+		{"archive without after", "retention:\n  archive:\n    out: a\n", "t.yaml:2: retention.archive.after: is required: how long after its end an operation is archived, such as 720h"},
+		{"archive before the IDs are released", "retention:\n  operation_ids: 48h\n  archive:\n    after: 24h\n    out: a\n", "t.yaml:4: retention.archive.after: is 24h0m0s, shorter than retention.operation_ids (48h0m0s); archive no sooner than operation IDs are released, so that a retry within their retention finds its operation"},
+		{"archive every second at most", "retention:\n  archive:\n    after: 24h\n    out: a\n    every: 10ms\n", "t.yaml:5: retention.archive.every: must be at least 1s (got 10ms)"},
 		{"unknown secrets store", "secrets:\n  store: vault\n", `t.yaml:2: secrets.store: "vault" is not encrypted or plaintext`},
 		{"key file with plaintext", "secrets:\n  store: plaintext\n  key_file: k\n", "t.yaml:3: secrets.key_file: is set but secrets.store is plaintext"},
 		{"word for a duration", "worker:\n  lease: soon\n", `t.yaml:2: worker.lease: "soon" is not a duration; write it like 30s, 5m or 1h`},
@@ -374,17 +381,17 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		placeholder = ": the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}"
 	)
 	want := []string{
-		"t.yaml:77: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
-		"t.yaml:82: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
-		"t.yaml:102: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
-		"t.yaml:94: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:99: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:109: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
-		"t.yaml:130: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
-		"t.yaml:143: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
-		"t.yaml:135: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:140: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:150: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:84: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
+		"t.yaml:89: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
+		"t.yaml:109: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
+		"t.yaml:101: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:106: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:116: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:137: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
+		"t.yaml:150: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
+		"t.yaml:142: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:147: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:157: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
 	}
 	// The tools are a map: warnings of different tools come in no set order.
 	slices.Sort(got)

@@ -27,7 +27,12 @@ func (c *Config) applyDefaults() {
 	c.TaskTTL = cmp.Or(c.TaskTTL, 24*time.Hour)
 	c.ApprovalRequestTTL = cmp.Or(c.ApprovalRequestTTL, time.Hour)
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
-	c.Retention = cmp.Or(c.Retention, 24*time.Hour)
+	c.Retention.OperationIDs = cmp.Or(c.Retention.OperationIDs, 24*time.Hour)
+	if a := c.Retention.Archive; a != nil {
+		a.Every = cmp.Or(a.Every, time.Hour)
+		a.Batch = cmp.Or(a.Batch, 500)
+		a.MaxOperations = cmp.Or(a.MaxOperations, 10000)
+	}
 	c.Limits.applyDefaults()
 	w := &c.Worker
 	w.Lease = cmp.Or(w.Lease, 30*time.Second)

@@ -34,6 +34,9 @@ func (v *validator) shape(n *yaml.Node, t reflect.Type, path string, line int) {
 		return
 	}
 	t = derefType(t)
+	if t == reflect.TypeFor[Retention]() && n.Kind == yaml.ScalarNode {
+		t = reflect.TypeFor[time.Duration]() // retention: 24h, the operation IDs' retention
+	}
 	switch {
 	case t == reflect.TypeFor[time.Duration]():
 		var d time.Duration

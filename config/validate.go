@@ -60,7 +60,7 @@ func (c *Config) validate(v *validator) {
 		field string
 		d     time.Duration
 	}{
-		{"wait", c.Wait}, {"task_ttl", c.TaskTTL}, {"approval_request_ttl", c.ApprovalRequestTTL}, {"poll_interval", c.PollInterval}, {"retention", c.Retention},
+		{"wait", c.Wait}, {"task_ttl", c.TaskTTL}, {"approval_request_ttl", c.ApprovalRequestTTL}, {"poll_interval", c.PollInterval}, {retentionField(v), c.Retention.OperationIDs},
 		{"worker.lease", c.Worker.Lease}, {"worker.sweep", c.Worker.Sweep}, {"worker.upstream_poll", c.Worker.UpstreamPoll},
 		{"worker.reconcile", c.Worker.Reconcile}, {"worker.fetch_poll", c.Worker.FetchPoll},
 		{"worker.job_retention", c.Worker.JobRetention},
@@ -84,6 +84,7 @@ func (c *Config) validate(v *validator) {
 			v.fail(fmt.Sprintf("allowed_origins[%d]", i), "%v", err)
 		}
 	}
+	c.Retention.validate(v)
 	if c.Worker.Workers < 1 {
 		v.fail("worker.workers", "must be at least 1 (got %d)", c.Worker.Workers)
 	}
@@ -591,5 +592,39 @@ func (l *Limits) validate(v *validator) {
 	}
 	if l.StreamsPerTenant > l.Streams {
 		v.fail("limits.streams_per_tenant", "cannot exceed limits.streams (%d)", l.Streams)
+	}
+}
+
+// retentionField names the operation IDs' retention as the file gave it:
+// retention alone, or retention.operation_ids.
+func retentionField(v *validator) string {
+	if v.given("retention.operation_ids") {
+		return "retention.operation_ids"
+	}
+	return "retention"
+}
+
+func (r *Retention) validate(v *validator) {
+	a := r.Archive
+	if a == nil {
+		return
+	}
+	switch {
+	case a.After <= 0:
+		v.fail("retention.archive.after", "is required: how long after its end an operation is archived, such as 720h")
+	case a.After < r.OperationIDs:
+		v.fail("retention.archive.after", "is %s, shorter than %s (%s); archive no sooner than operation IDs are released, so that a retry within their retention finds its operation", a.After, retentionField(v), r.OperationIDs)
+	}
+	if a.Out == "" {
+		v.fail("retention.archive.out", "is required: the directory the archive files are written to")
+	}
+	if a.Every < time.Second {
+		v.fail("retention.archive.every", "must be at least 1s (got %s)", a.Every)
+	}
+	if a.Batch < 1 {
+		v.fail("retention.archive.batch", "must be at least 1 (got %d)", a.Batch)
+	}
+	if a.MaxOperations < 1 {
+		v.fail("retention.archive.max_operations", "must be at least 1 (got %d)", a.MaxOperations)
 	}
 }

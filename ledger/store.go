@@ -101,6 +101,10 @@ type Store interface {
 	// TombstoneList lists the tombstones of a tenant's operation ID,
 	// oldest first.
 	TombstoneList(ctx context.Context, tenant, operationID string) ([]*Tombstone, error)
+	// TombstonesExpire deletes at most limit tombstones whose operation
+	// ID was released before before (KeyUntil), and returns how many: the
+	// archive keeps the operation, and its ID is free again either way.
+	TombstonesExpire(ctx context.Context, before time.Time, limit int) (int, error)
 
 	// SecretsReseal seals, under the newest key of the store's secrets key
 	// ring, the secret argument values that operations still hold in plain

@@ -262,23 +262,30 @@ func brief(s string) string {
 
 // expire frees the operation IDs of operations that ended longer ago than
 // the retention period, and erases the secret arguments they still hold.
-// The operations stay in the ledger.
+// The operations stay in the ledger. It also deletes the tombstones of
+// archived operations whose IDs are free again.
 func (w *Worker) expire(ctx context.Context) error {
 	for {
-		ops, err := w.store.OperationsEndedBefore(ctx, w.clock().Add(-w.cfg.Retention), 500)
+		ops, err := w.store.OperationsEndedBefore(ctx, w.clock().Add(-w.cfg.Retention.OperationIDs), 500)
 		if err != nil {
 			return err
 		}
 		now := w.clock()
 		for _, op := range ops {
 			if _, err := w.store.Transition(ctx, &ledger.TransitionParams{
-				OperationRef: op.ID, ExpireKey: true, EraseSecrets: ledger.SecretsErasable(op, false, now, w.cfg.Retention),
+				OperationRef: op.ID, ExpireKey: true, EraseSecrets: ledger.SecretsErasable(op, false, now, w.cfg.Retention.OperationIDs),
 			}); err != nil {
 				return err
 			}
 		}
 		if len(ops) < 500 {
-			return nil
+			break
+		}
+	}
+	for {
+		n, err := w.store.TombstonesExpire(ctx, w.clock(), 500)
+		if err != nil || n < 500 {
+			return err
 		}
 	}
 }

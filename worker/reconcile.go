@@ -362,7 +362,7 @@ func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up
 		Evidence: r.evidence,
 	}
 	p.Events = append(p.Events, ledger.EventParams{Kind: ledger.EventReconciled, Data: data})
-	p.EraseSecrets = ledger.SecretsErasable(op, complete, w.clock(), w.cfg.Retention)
+	p.EraseSecrets = ledger.SecretsErasable(op, complete, w.clock(), w.cfg.Retention.OperationIDs)
 	res, err := w.store.Transition(ctx, p)
 	if err != nil {
 		return false, fmt.Errorf("record reconciliation: %w", err)
@@ -381,7 +381,7 @@ func (w *Worker) recordReconciliation(ctx context.Context, r *reconciliation, up
 		return false, nil
 	}
 	// Keep looking while something is open, but not beyond retention.
-	return op.EndedAt.IsZero() || w.clock().Sub(op.EndedAt) < w.cfg.Retention, nil
+	return op.EndedAt.IsZero() || w.clock().Sub(op.EndedAt) < w.cfg.Retention.OperationIDs, nil
 }
 
 // recordCostBreach flags the operation when [policy.CostBreach] finds that

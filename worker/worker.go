@@ -176,6 +176,7 @@ func New(opts *Options) (*Worker, error) {
 	river.AddWorker(workers, &reconcileWorker{w: w})
 	river.AddWorker(workers, &cancelWorker{w: w})
 	river.AddWorker(workers, &expireWorker{w: w})
+	river.AddWorker(workers, &archiveWorker{w: w})
 	wc := w.cfg.Worker
 	rc, err := w.store.NewJobClient(&river.Config{
 		ID:      w.id,
@@ -202,11 +203,11 @@ func New(opts *Options) (*Worker, error) {
 		CancelledJobRetentionPeriod: wc.JobRetention,
 		DiscardedJobRetentionPeriod: discardedJobRetention,
 		RetryPolicy:                 w.retry,
-		PeriodicJobs: []*river.PeriodicJob{
-			river.NewPeriodicJob(river.PeriodicInterval(expireEvery(w.cfg.Retention)),
+		PeriodicJobs: append([]*river.PeriodicJob{
+			river.NewPeriodicJob(river.PeriodicInterval(expireEvery(w.cfg.Retention.OperationIDs)),
 				func() (river.JobArgs, *river.InsertOpts) { return ExpireArgs{}, nil },
 				&river.PeriodicJobOpts{RunOnStart: true}),
-		},
+		}, archiveJobs(w.cfg)...),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start job queue: %w", err)

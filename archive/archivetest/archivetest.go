@@ -1,6 +1,7 @@
-// Package archivetest holds what tests of archives share: a way to change
-// an archive file's content in place, as someone tampering with it would.
-// It is imported by tests only, never by the gateway.
+// Package archivetest holds what tests and benchmarks of archives share: a
+// ledger filled with ended, reconciled operations whose receipts are
+// issued ([Fill]), and a way to change an archive file's content in place,
+// as someone tampering with it would. It is never imported by the gateway.
 package archivetest
 
 import (

@@ -10,8 +10,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,12 +22,10 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/archive"
-	"github.com/taskgate/taskgate/canon"
+	"github.com/taskgate/taskgate/archive/archivetest"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/dburl"
-	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/receipt"
-	"github.com/taskgate/taskgate/receipt/issue"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
 )
@@ -87,7 +83,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	start := time.Now()
-	if err := fill(ctx, s, ring, *n); err != nil {
+	if err := archivetest.Fill(ctx, s, ring, "acme", "archived-", *n); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "filled the ledger (%s) with %d completed operations with issued receipts in %s\n", dburl.Describe(ledgerURL), *n, time.Since(start).Round(time.Millisecond))
@@ -107,7 +103,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			default:
 			}
 			t0 := time.Now()
-			if _, err := s.Accept(ctx, acceptParams(fmt.Sprintf("live-%06d", i))); err != nil {
+			if _, err := s.Accept(ctx, archivetest.AcceptParams("acme", fmt.Sprintf("live-%06d", i))); err != nil {
 				acceptErr = err
 				return
 			}
@@ -161,80 +157,4 @@ func signingkeysOf(ctx context.Context, s ledger.Store) receipt.PublicKeys {
 		return nil
 	}
 	return signingkeys.PublicKeys(keys)
-}
-
-// fill writes n completed, reconciled operations and issues their receipts,
-// on several goroutines.
-func fill(ctx context.Context, s ledger.Store, ring *secrets.Ring, n int) error {
-	issuer := issue.New(s, ring)
-	ids := make(chan int)
-	errs := make(chan error, 8)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for i := range ids {
-				if err := completed(ctx, s, issuer, fmt.Sprintf("archived-%06d", i)); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	var err error
-feed:
-	for i := range n {
-		select {
-		case ids <- i:
-		case err = <-errs:
-			break feed
-		}
-	}
-	close(ids)
-	wg.Wait()
-	close(errs)
-	return errors.Join(err, <-errs)
-}
-
-func acceptParams(id string) *ledger.AcceptParams {
-	args := json.RawMessage(`{"suite":"settlement"}`)
-	fp, _ := canon.Compute("hosted_test", "run_suite", args)
-	return &ledger.AcceptParams{Tenant: "acme", OperationID: id, Upstream: "hosted_test", Tool: "run_suite", Fingerprint: string(fp), Arguments: args,
-		RequestID: ledger.NewRequestID(), TaskID: ledger.NewTaskID(), Source: "archivebench", RetryPolicy: ledger.RetryLookupThenAttach}
-}
-
-// completed accepts one operation, completes it with one remote job and a
-// final charge, and issues its receipt.
-func completed(ctx context.Context, s ledger.Store, issuer *issue.Issuer, id string) error {
-	res, err := s.Accept(ctx, acceptParams(id))
-	if err != nil {
-		return err
-	}
-	op, err := s.Transition(ctx, &ledger.TransitionParams{OperationRef: res.Operation.ID, From: []ledger.State{ledger.StateAccepted}, To: ledger.StateSending, IncrementSend: true,
-		Events: []ledger.EventParams{{Kind: ledger.EventSendStarted, Data: ledger.SendStartedData{Send: 1, Worker: "archivebench"}}}})
-	if err != nil {
-		return err
-	}
-	job := "job-" + id
-	op, err = s.Transition(ctx, &ledger.TransitionParams{
-		OperationRef: op.ID, From: []ledger.State{ledger.StateSending}, To: ledger.StateCompleted,
-		Result:     json.RawMessage(`{"content":[{"type":"text","text":"suite passed"}]}`),
-		RemoteJobs: []*ledger.RemoteJobUpsert{{Upstream: "hosted_test", RemoteJobID: job, Kind: ledger.JobKindProviderJob, Status: ledger.JobCompleted, Intended: new(true)}},
-		Charges:    []*ledger.ChargeUpsert{{RemoteJobID: job, ProviderChargeID: "ch-" + id, Amount: money.MustParse("17.84", "USD"), Status: ledger.ChargeFinal, Source: "archivebench"}},
-		Creator:    &ledger.AttemptKnowledge{RemoteAccepted: ledger.Yes, RemoteEffect: ledger.Yes, ChargeStatus: ledger.Yes},
-		Events: []ledger.EventParams{
-			{Kind: ledger.EventRemoteJobBound, Data: ledger.RemoteJobData{RemoteJobID: job}},
-			{Kind: ledger.EventResultStored, Data: ledger.ResultStoredData{RemoteJobID: job}},
-		},
-	})
-	if err != nil {
-		return err
-	}
-	r, err := issuer.Issue(ctx, op, nil)
-	if err != nil {
-		return err
-	}
-	if r.Outcome != issue.Issued {
-		return fmt.Errorf("the receipt of %s was not issued: %s", id, r.Outcome)
-	}
-	return nil
 }

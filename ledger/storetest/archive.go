@@ -107,4 +107,17 @@ func testArchivePrune(t *testing.T, newStore Factory) {
 	if r := accept(t, s, params(t, call{"acme", "archived-2", `{"suite":"settlement"}`})); r.Decision != ledger.DecisionCreated {
 		t.Fatalf("archived-2 after its retention: %s %s, want created", r.Decision, r.Reason)
 	}
+	// Released tombstones are deleted; those still holding an ID stay.
+	if n, err := s.TombstonesExpire(ctx, time.Now(), 10); err != nil || n != 1 {
+		t.Fatalf("expiring released tombstones deleted %d (%v), want archived-2's one", n, err)
+	}
+	if left, err := s.TombstoneList(ctx, "acme", "archived-2"); err != nil || len(left) != 0 {
+		t.Fatalf("archived-2 keeps tombstones %v (%v) after they expired", left, err)
+	}
+	if kept, err := s.TombstoneList(ctx, "acme", "archived-1"); err != nil || len(kept) != 1 {
+		t.Fatalf("archived-1's tombstone, still holding its ID: %v (%v), want it kept", kept, err)
+	}
+	if r := accept(t, s, params(t, call{"acme", "archived-1", `{"suite":"settlement"}`})); r.Reason != ledger.ReasonOperationArchived {
+		t.Fatalf("a retry of archived-1 after other tombstones expired: %s %s, want it still refused", r.Decision, r.Reason)
+	}
 }

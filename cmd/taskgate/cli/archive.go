@@ -49,7 +49,7 @@ func (e *env) archiveCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				retention = cfg.Retention
+				retention = cfg.Retention.OperationIDs
 			}
 			if retention <= 0 {
 				retention = defaultRetention

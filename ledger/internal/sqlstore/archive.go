@@ -102,6 +102,24 @@ func (s *Store) TombstoneList(ctx context.Context, tenant, operationID string) (
 	return out, nil
 }
 
+// TombstonesExpire implements ledger.Store.
+func (s *Store) TombstonesExpire(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int
+	err := s.InTx(ctx, func(tx Tx) error {
+		res, err := tx.Exec(ctx, `DELETE FROM archived_operations WHERE id IN
+			(SELECT id FROM archived_operations WHERE key_until < $1 ORDER BY id LIMIT $2)`, s.now(before), limit)
+		if err != nil {
+			return err
+		}
+		n = int(res)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete the tombstones released before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return n, nil
+}
+
 // archivedKey returns the tombstone that still holds (tenant, operation ID)
 // at now, or nil when none does.
 func (s *Store) archivedKey(ctx context.Context, q Querier, tenant, operationID string, now time.Time) (*ledger.Tombstone, error) {
