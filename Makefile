@@ -1,13 +1,15 @@
 # taskgate: `make test` runs every test; PostgreSQL tests run when
 # TASKGATE_TEST_POSTGRES_URL is set (.ci/run always sets it). The race
 # detector needs cgo, so `make test` needs a C compiler; the product itself
-# builds with CGO_ENABLED=0.
+# builds with CGO_ENABLED=0. The archive's tests at scale (10,000
+# operations) run without the race detector, which would take minutes.
 GO ?= go
 
 .PHONY: test vet build release image conformance interop bench-accept bench-proxy bench-replicas bench-fairness fuzz
 
 test: vet
 	CGO_ENABLED=1 $(GO) test -race -timeout 20m ./...
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout 10m -run 'Scale' ./archive/
 
 vet:
 	CGO_ENABLED=0 $(GO) build ./...
