@@ -37,7 +37,8 @@ func (e *env) archiveCmd() *cobra.Command {
 			"rewrites one. Only once they are written, synced and read back does it delete the operations, in\n" +
 			"batches of --batch, leaving a tombstone of each: a retry of an archived operation ID within the\n" +
 			"retention is refused as operation_archived and starts nothing. taskgate verify --archive checks an\n" +
-			"archive offline; taskgate receipt ID --archive DIR reads an archived receipt.",
+			"archive offline; taskgate receipt ID --archive DIR reads an archived receipt. With retention.archive in\n" +
+			"its configuration, a gateway archives on a schedule itself (docs/archives.md).",
 		Example: "  taskgate archive --ended-before 720h --out /var/lib/taskgate/archive --config taskgate.yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -88,7 +89,7 @@ func (e *env) archiveCmd() *cobra.Command {
 	cmd.Flags().StringVar(&cfgPath, "config", "", "the gateway's configuration (its database, retention and the secrets keys that open the signing key)")
 	cmd.Flags().StringVar(&out, "out", "", "the archive directory (created if missing)")
 	cmd.Flags().DurationVar(&endedBefore, "ended-before", 0, "archive operations that ended longer ago than this, e.g. 720h")
-	cmd.Flags().DurationVar(&retention, "retention", 0, "how long after its end an archived operation ID stays refused (default: --config's retention, else 24h)")
+	cmd.Flags().DurationVar(&retention, "retention", 0, "how long after its end an archived operation ID stays refused (default: --config's retention.operation_ids, else 24h)")
 	cmd.Flags().IntVar(&batch, "batch", ledger.DefaultArchiveBatch, "operations deleted per transaction")
 	return cmd
 }
