@@ -19,7 +19,6 @@ import (
 	"github.com/taskgate/taskgate/archive/archivetest"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/ledger"
-	"github.com/taskgate/taskgate/ledger/dburl"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
 	"github.com/taskgate/taskgate/sim/fixtures"
@@ -47,31 +46,20 @@ type archived struct {
 func serving(t *testing.T, ctx context.Context, db string, filled int, editConfig func(string) string) (*fixtures.Harness, *secrets.Ring, *mcp.ClientSession) {
 	t.Helper()
 	dir := t.TempDir()
-	keys := filepath.Join(dir, "taskgate.keys")
-	if _, err := secrets.CreateFile(keys); err != nil {
-		t.Fatal(err)
-	}
-	ring, err := secrets.LoadFile(keys)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if db == "" {
 		db = "sqlite:" + filepath.Join(dir, "taskgate.db")
 	}
 	// Filled before the gateway starts, so that its worker never takes an
 	// operation being filled for one a worker left behind.
-	s, err := dburl.Open(ctx, db, &dburl.Options{Migrate: true, Secrets: ring})
+	s, ring, err := archivetest.OpenLedger(ctx, db, dir)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := signingkeys.Create(ctx, s, ring, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := archivetest.Fill(ctx, s, ring, tenant, "filled-", filled); err != nil {
 		t.Fatalf("fill the ledger with %d ended operations: %v", filled, err)
 	}
 	s.Close()
-	h, err := fixtures.New(ctx, &fixtures.Options{DB: db, Dir: dir, Config: fixtures.ConfigOptions{SecretsKeyFile: keys},
+	h, err := fixtures.New(ctx, &fixtures.Options{DB: db, Dir: dir, Config: fixtures.ConfigOptions{SecretsKeyFile: filepath.Join(dir, "taskgate.keys")},
 		Sim: providersim.Options{JobDuration: 20 * time.Millisecond}, EditConfig: editConfig, ShareStore: true})
 	if err != nil {
 		t.Fatalf("start the harness: %v", err)

@@ -5,13 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/ledger"
+	"github.com/taskgate/taskgate/ledger/dburl"
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/receipt/issue"
 	"github.com/taskgate/taskgate/secrets"
+	"github.com/taskgate/taskgate/signingkeys"
 )
 
 // Fill writes n completed, reconciled hosted_test.run_suite operations of
@@ -92,4 +96,27 @@ func completed(ctx context.Context, s ledger.Store, issuer *issue.Issuer, tenant
 		return fmt.Errorf("the receipt of %s was not issued: %s", id, r.Outcome)
 	}
 	return nil
+}
+
+// OpenLedger opens and migrates the ledger at url with a new secrets key
+// file in dir, and creates its receipt-signing key: a ledger ready to be
+// filled and archived. The caller closes the store.
+func OpenLedger(ctx context.Context, url, dir string) (ledger.Store, *secrets.Ring, error) {
+	keys := filepath.Join(dir, "taskgate.keys")
+	if _, err := secrets.CreateFile(keys); err != nil {
+		return nil, nil, err
+	}
+	ring, err := secrets.LoadFile(keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := dburl.Open(ctx, url, &dburl.Options{Migrate: true, Secrets: ring})
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := signingkeys.Create(ctx, s, ring, time.Time{}); err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	return s, ring, nil
 }

@@ -26,7 +26,6 @@ import (
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/ledger/dburl"
 	"github.com/taskgate/taskgate/receipt"
-	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
 )
 
@@ -65,22 +64,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if ledgerURL == "" {
 		ledgerURL = "sqlite:" + filepath.Join(work, "taskgate.db")
 	}
-	keys := filepath.Join(work, "taskgate.keys")
-	if _, err := secrets.CreateFile(keys); err != nil {
-		return err
-	}
-	ring, err := secrets.LoadFile(keys)
-	if err != nil {
-		return err
-	}
-	s, err := dburl.Open(ctx, ledgerURL, &dburl.Options{Migrate: true, Secrets: ring})
+	s, ring, err := archivetest.OpenLedger(ctx, ledgerURL, work)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if _, err := signingkeys.Create(ctx, s, ring, time.Time{}); err != nil {
-		return err
-	}
 
 	start := time.Now()
 	if err := archivetest.Fill(ctx, s, ring, "acme", "archived-", *n); err != nil {

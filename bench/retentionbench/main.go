@@ -28,8 +28,6 @@ import (
 
 	"github.com/taskgate/taskgate/archive"
 	"github.com/taskgate/taskgate/archive/archivetest"
-	"github.com/taskgate/taskgate/ledger/dburl"
-	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
 )
 
@@ -66,22 +64,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		work = tmp
 	}
 	path := filepath.Join(work, "taskgate.db")
-	keys := filepath.Join(work, "taskgate.keys")
-	if _, err := secrets.CreateFile(keys); err != nil {
-		return err
-	}
-	ring, err := secrets.LoadFile(keys)
-	if err != nil {
-		return err
-	}
-	s, err := dburl.Open(ctx, "sqlite:"+path, &dburl.Options{Migrate: true, Secrets: ring})
+	s, ring, err := archivetest.OpenLedger(ctx, "sqlite:"+path, work)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	if _, err := signingkeys.Create(ctx, s, ring, time.Time{}); err != nil {
-		return err
-	}
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
 	if err != nil {
 		return err
