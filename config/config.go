@@ -87,6 +87,9 @@ type Config struct {
 	// Limits bound what a client, a tenant or a source address may hold of
 	// the gateway, so that none can exhaust it for the others.
 	Limits Limits `yaml:"limits"`
+	// Telemetry says where the gateway sends its traces. Unset, it sends
+	// none unless the OTEL_* environment names an OTLP endpoint.
+	Telemetry Telemetry `yaml:"telemetry"`
 
 	// File is where the configuration was read from, for messages.
 	File string `yaml:"-"`
@@ -675,6 +678,49 @@ func (c *Contract) Tools() []string {
 // one call may start several.
 func (c *Cost) FansOut() bool {
 	return c.JobsArgument != "" || c.EstimateTool != nil && c.EstimateTool.JobsField != ""
+}
+
+// Telemetry is the telemetry section.
+type Telemetry struct {
+	// Traces, when set, exports a span for every MCP request, upstream
+	// request and worker step over OTLP.
+	Traces *Traces `yaml:"traces"`
+	// Resource attributes describe this gateway in every span, such as
+	// deployment.environment.name: prod; service.name defaults to
+	// taskgate. OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME add to
+	// them; these win.
+	Resource map[string]string `yaml:"resource"`
+}
+
+// TraceProtocol is how spans travel to the collector.
+type TraceProtocol string
+
+// The OTLP protocols, named as OTEL_EXPORTER_OTLP_PROTOCOL names them.
+const (
+	TraceProtocolHTTP TraceProtocol = "http/protobuf"
+	TraceProtocolGRPC TraceProtocol = "grpc"
+)
+
+// Traces is telemetry.traces: the OTLP exporter of spans.
+type Traces struct {
+	// Endpoint is the collector's URL, such as http://127.0.0.1:4318
+	// (http/protobuf, which posts to /v1/traces unless the URL has a
+	// path) or http://127.0.0.1:4317 (grpc). https uses TLS. Default
+	// the OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_ENDPOINT environment variable; one of them or
+	// this is required.
+	Endpoint string `yaml:"endpoint"`
+	// Protocol is http/protobuf or grpc. Default http/protobuf, or
+	// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL / OTEL_EXPORTER_OTLP_PROTOCOL.
+	Protocol TraceProtocol `yaml:"protocol"`
+	// Headers go on every export, such as a collector's credential
+	// (write it as ${VAR}). They add to OTEL_EXPORTER_OTLP_HEADERS and
+	// are never logged.
+	Headers map[string]string `yaml:"headers"`
+	// SamplingRatio is the share of new traces recorded, from 0 to 1; a
+	// request whose caller sampled its trace is recorded either way.
+	// Default 1.
+	SamplingRatio *float64 `yaml:"sampling_ratio"`
 }
 
 // Retention is the retention section.

@@ -251,7 +251,7 @@ func TestInvalid(t *testing.T) {
 		{"doc example", base + "        consequential: true\n        retry_policy: lookup_then_attach\n", "t.yaml:7: upstreams[0].tools.t.retry_policy: lookup_then_attach needs contract.lookup: "},
 
 		// Shapes and types, before any value is looked at.
-		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, allowed_origins, wait, task_ttl, approval_request_ttl, poll_interval, retention, control_socket, worker, auth, secrets, upstreams, limits)"},
+		{"unknown field", "listen: 127.0.0.1:1\nlisten_addr: x\n", "t.yaml:2: listen_addr: unknown field (known: listen, database, public_url, max_body_bytes, allowed_origins, wait, task_ttl, approval_request_ttl, poll_interval, retention, control_socket, worker, auth, secrets, upstreams, limits, telemetry)"},
 		{"unknown nested field", base + "        consequential: true\n        contract:\n          lookup: {tool: l, stauts_field: s}\n", "t.yaml:8: upstreams[0].tools.t.contract.lookup.stauts_field: unknown field (known: tool, arguments, status_field, remote_job_id_field, jobs_field, statuses, not_found_safe_after)"},
 		{"number for a duration", "wait: 30\n", "t.yaml:1: wait: 30 is not a duration; write 30s"},
 		{"word for the retention", "retention: long\n", `t.yaml:1: retention: "long" is not a duration; write it like 30s, 5m or 1h`},
@@ -261,6 +261,13 @@ func TestInvalid(t *testing.T) {
 		{"archive without after", "retention:\n  archive:\n    out: a\n", "t.yaml:2: retention.archive.after: is required: how long after its end an operation is archived, such as 720h"},
 		{"archive before the IDs are released", "retention:\n  operation_ids: 48h\n  archive:\n    after: 24h\n    out: a\n", "t.yaml:4: retention.archive.after: is 24h0m0s, shorter than retention.operation_ids (48h0m0s); archive no sooner than operation IDs are released, so that a retry within their retention finds its operation"},
 		{"archive every second at most", "retention:\n  archive:\n    after: 24h\n    out: a\n    every: 10ms\n", "t.yaml:5: retention.archive.every: must be at least 1s (got 10ms)"},
+		{"telemetry endpoint not a URL", "telemetry:\n  traces:\n    endpoint: 127.0.0.1:4318\n", "t.yaml:3: telemetry.traces.endpoint: must be an http:// or https:// URL with a host, such as http://127.0.0.1:4318"},
+		{"telemetry endpoint with a password", "telemetry:\n  traces:\n    endpoint: http://u:p@127.0.0.1:4318\n", "t.yaml:3: telemetry.traces.endpoint: carries a user or password; put the collector's credential in telemetry.traces.headers instead"},
+		{"telemetry endpoint with a query", "telemetry:\n  traces:\n    endpoint: http://127.0.0.1:4318/?key=k\n", "t.yaml:3: telemetry.traces.endpoint: must not have a query or fragment"},
+		{"unknown telemetry protocol", "telemetry:\n  traces:\n    protocol: http/json\n", `t.yaml:3: telemetry.traces.protocol: is "http/json"; want http/protobuf or grpc`},
+		{"sampling ratio above 1", "telemetry:\n  traces:\n    sampling_ratio: 1.5\n", "t.yaml:3: telemetry.traces.sampling_ratio: must be from 0 to 1 (got 1.5)"},
+		{"telemetry header name", "telemetry:\n  traces:\n    headers: {\"bad name\": x}\n", `t.yaml:3: telemetry.traces.headers: "bad name" is not an HTTP header name`},
+		{"unknown telemetry field", "telemetry:\n  trace: {}\n", "t.yaml:2: telemetry.trace: unknown field (known: traces, resource)"},
 		{"unknown secrets store", "secrets:\n  store: vault\n", `t.yaml:2: secrets.store: "vault" is not encrypted or plaintext`},
 		{"key file with plaintext", "secrets:\n  store: plaintext\n  key_file: k\n", "t.yaml:3: secrets.key_file: is set but secrets.store is plaintext"},
 		{"word for a duration", "worker:\n  lease: soon\n", `t.yaml:2: worker.lease: "soon" is not a duration; write it like 30s, 5m or 1h`},

@@ -36,6 +36,7 @@ func restartOnly() []struct {
 		{"limits", func(c *Config) any { return c.Limits }},
 		{"auth.stdio_tenant", func(c *Config) any { return c.Auth.StdioTenant }},
 		{"control_socket", func(c *Config) any { return c.ControlSocket }},
+		{"telemetry", func(c *Config) any { return c.Telemetry }},
 	}
 }
 

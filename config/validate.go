@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/internal/loopback"
 	"github.com/taskgate/taskgate/ledger"
@@ -96,6 +98,7 @@ func (c *Config) validate(v *validator) {
 	}
 	c.Secrets.validate(v)
 	c.Limits.validate(v)
+	c.Telemetry.validate(v)
 
 	names := map[string]int{}
 	prefixes := map[string]string{}
@@ -626,5 +629,42 @@ func (r *Retention) validate(v *validator) {
 	}
 	if a.MaxOperations < 1 {
 		v.fail("retention.archive.max_operations", "must be at least 1 (got %d)", a.MaxOperations)
+	}
+}
+
+func (t *Telemetry) validate(v *validator) {
+	for k := range t.Resource {
+		if k == "" {
+			v.fail("telemetry.resource", "has an empty attribute name")
+		}
+	}
+	tr := t.Traces
+	if tr == nil {
+		return
+	}
+	if tr.Endpoint != "" {
+		u, err := url.Parse(tr.Endpoint)
+		switch {
+		case err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+			v.fail("telemetry.traces.endpoint", "must be an http:// or https:// URL with a host, such as http://127.0.0.1:4318")
+		case u.User != nil:
+			// A credential in the URL would be shown wherever the URL is.
+			v.fail("telemetry.traces.endpoint", "carries a user or password; put the collector's credential in telemetry.traces.headers instead")
+		case u.RawQuery != "" || u.Fragment != "":
+			v.fail("telemetry.traces.endpoint", "must not have a query or fragment")
+		}
+	}
+	switch tr.Protocol {
+	case "", TraceProtocolHTTP, TraceProtocolGRPC:
+	default:
+		v.fail("telemetry.traces.protocol", "is %q; want %s or %s", tr.Protocol, TraceProtocolHTTP, TraceProtocolGRPC)
+	}
+	for k := range tr.Headers {
+		if !httpguts.ValidHeaderFieldName(k) {
+			v.fail("telemetry.traces.headers", "%q is not an HTTP header name", k)
+		}
+	}
+	if r := tr.SamplingRatio; r != nil && (*r < 0 || *r > 1 || *r != *r) {
+		v.fail("telemetry.traces.sampling_ratio", "must be from 0 to 1 (got %v)", *r)
 	}
 }

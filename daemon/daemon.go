@@ -36,6 +36,7 @@ import (
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/signingkeys"
 	"github.com/taskgate/taskgate/taskwire"
+	"github.com/taskgate/taskgate/telemetry"
 	"github.com/taskgate/taskgate/upstream"
 	"github.com/taskgate/taskgate/worker"
 )
@@ -79,6 +80,9 @@ type Options struct {
 	// as the configuration was read at start.
 	ControlSocket string
 	LoadConfig    func(path string) (*config.Config, error)
+	// Getenv reads the OTEL_* environment that, besides Config.Telemetry,
+	// turns traces on and tunes their exporter; nil reads none.
+	Getenv func(string) string
 }
 
 // Daemon is a running gateway.
@@ -97,6 +101,8 @@ type Daemon struct {
 	secrets *secrets.Ring
 	// limits holds what each tenant takes of the listener and the worker.
 	limits *limits.Keeper
+	// tracing exports the spans of every part; nil when traces are off.
+	tracing *telemetry.Tracing
 	// auth is the HTTP listener's authentication, which Reload replaces;
 	// nil without a listener.
 	auth *authn.Switch
@@ -158,8 +164,11 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	d.reloads = newReloadCounter(d.Registry)
 	d.limits = mcpserver.NewKeeper(cfg.Limits, d.Registry)
 
-	d.Pool = upstream.NewPool(cfg.Upstreams, &upstream.Options{Logger: log, Observe: metrics.ObserveUpstream, StateChanged: metrics.UpstreamStates(cfg.Upstreams), Restarted: metrics.UpstreamRestarted, ClientName: "taskgate"})
-	d.Gateway, err = mcpserver.New(&mcpserver.Options{Store: d.Store, Pool: d.Pool, Config: cfg, Metrics: metrics, Logger: log, SDKPathOnly: opts.SDKPathOnly, Limits: d.limits})
+	if d.tracing, err = telemetry.New(ctx, cfg.Telemetry, telemetry.Settings{Getenv: opts.Getenv, Logger: log}); err != nil {
+		return nil, err
+	}
+	d.Pool = upstream.NewPool(cfg.Upstreams, &upstream.Options{Logger: log, Observe: metrics.ObserveUpstream, StateChanged: metrics.UpstreamStates(cfg.Upstreams), Restarted: metrics.UpstreamRestarted, ClientName: "taskgate", Tracing: d.tracing})
+	d.Gateway, err = mcpserver.New(&mcpserver.Options{Store: d.Store, Pool: d.Pool, Config: cfg, Metrics: metrics, Logger: log, SDKPathOnly: opts.SDKPathOnly, Limits: d.limits, Tracing: d.tracing})
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +177,7 @@ func Start(ctx context.Context, opts *Options) (_ *Daemon, err error) {
 	}
 	d.Pool.Start(context.WithoutCancel(ctx))
 	if !opts.NoWorker {
-		d.Worker, err = worker.New(&worker.Options{Store: d.Store, Upstreams: worker.FromPool(d.Pool), Catalog: d.Gateway.Catalog(), Config: cfg, Logger: log, Secrets: opts.Secrets, Limits: d.limits})
+		d.Worker, err = worker.New(&worker.Options{Store: d.Store, Upstreams: worker.FromPool(d.Pool), Catalog: d.Gateway.Catalog(), Config: cfg, Logger: log, Secrets: opts.Secrets, Limits: d.limits, Tracing: d.tracing})
 		if err != nil {
 			return nil, err
 		}
@@ -444,6 +453,12 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	if d.ownStore && d.Store != nil && !keepStore {
 		errs = append(errs, d.Store.Close())
 	}
+	// Last, so that the spans of everything that stopped are sent.
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := d.tracing.Shutdown(tctx); err != nil {
+		d.log.Warn("sending the last spans", "err", err)
+	}
+	cancel()
 	return errors.Join(errs...)
 }
 

@@ -18,6 +18,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/taskgate/taskgate/money"
@@ -270,8 +271,21 @@ type Attempt struct {
 	// about the attempt.
 	RunID     string
 	SessionID string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	// TraceParent is the W3C traceparent of the span that served the
+	// attempt; empty when tracing was off. Like RunID, it decides nothing.
+	TraceParent string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// TraceID is the trace ID in TraceParent (version-traceid-spanid-flags,
+// as W3C Trace Context writes it), "" when there is none.
+func (a *Attempt) TraceID() string {
+	p := strings.Split(a.TraceParent, "-")
+	if len(p) != 4 || len(p[1]) != 32 {
+		return ""
+	}
+	return p[1]
 }
 
 // JobStatus is what is known of a remote job.

@@ -323,8 +323,10 @@ type AcceptParams struct {
 	Source string
 	// RunID and SessionID are recorded on the attempt (see
 	// [Attempt.RunID]); they take no part in the decision.
-	RunID       string
-	SessionID   string
+	RunID     string
+	SessionID string
+	// TraceParent is recorded on the attempt ([Attempt.TraceParent]).
+	TraceParent string
 	RetryPolicy RetryPolicy
 	TTL         time.Duration
 	Approval    ApprovalRequirement
@@ -380,10 +382,12 @@ type AttemptRecordParams struct {
 	Decision    Decision
 	Reason      string
 	Source      string
-	// RunID and SessionID are recorded on the attempt, as for AcceptParams.
-	RunID     string
-	SessionID string
-	Now       time.Time
+	// RunID, SessionID and TraceParent are recorded on the attempt, as
+	// for AcceptParams.
+	RunID       string
+	SessionID   string
+	TraceParent string
+	Now         time.Time
 }
 
 // RefusedAttemptListParams select the denied attempts of one call that

@@ -193,6 +193,17 @@ func messageOf(body []byte) (messageKind, json.RawMessage) {
 // serve serves q by path p; false, having written nothing, when p cannot
 // serve it after all (see pathPlan).
 func (g *Gateway) serve(q *pathRequest, p passThroughPath) bool {
+	if q.call != nil && p.relays() && g.tracing.On() {
+		end := g.traceRelay(q, p)
+		served := g.serveOn(q, p)
+		end(served)
+		return served
+	}
+	return g.serveOn(q, p)
+}
+
+// serveOn is serve, with tracing set up.
+func (g *Gateway) serveOn(q *pathRequest, p passThroughPath) bool {
 	w, r, c := q.w, q.r, q.call
 	switch p {
 	case pathForward:
@@ -527,7 +538,9 @@ type forwarded struct {
 // keys or the tasks extension (a pass-through call must not come back as an
 // upstream task the gateway does not hold).
 type passThroughCall struct {
-	up   *upstream.Upstream
+	up *upstream.Upstream
+	// name is the tool's downstream name, tool its upstream's.
+	name string
 	tool string
 	id   json.RawMessage
 	// params are the call's, less name and _meta.
@@ -601,7 +614,7 @@ func (g *Gateway) readPassThrough(body []byte, mcpName, tenant string, legacy bo
 	if canon.CheckDoubles(params["arguments"], "arguments") != nil {
 		return nil, shapeOther
 	}
-	c := &passThroughCall{up: up, tool: r.tool, id: env["id"], params: params}
+	c := &passThroughCall{up: up, name: name, tool: r.tool, id: env["id"], params: params}
 	if raw, ok := params["_meta"]; ok {
 		if c.meta, ok = forwardMeta(raw, legacy); !ok {
 			return nil, shapeOther

@@ -41,6 +41,7 @@ import (
 	"github.com/taskgate/taskgate/limits"
 	"github.com/taskgate/taskgate/provider"
 	"github.com/taskgate/taskgate/taskwire"
+	"github.com/taskgate/taskgate/telemetry"
 	"github.com/taskgate/taskgate/upstream"
 )
 
@@ -70,6 +71,8 @@ type Options struct {
 	// accepted at once (limits.accepts_per_tenant); nil accepts each as
 	// it comes.
 	Limits *limits.Keeper
+	// Tracing makes a span of every request; nil makes none.
+	Tracing *telemetry.Tracing
 }
 
 // Gateway serves the downstream MCP surface.
@@ -85,6 +88,8 @@ type Gateway struct {
 	sdkPathOnly bool
 	// limits: Options.Limits.
 	limits *limits.Keeper
+	// tracing: Options.Tracing.
+	tracing *telemetry.Tracing
 
 	mu      sync.Mutex
 	routes  map[string]*route // by downstream tool name
@@ -138,7 +143,7 @@ func New(opts *Options) (*Gateway, error) {
 	}
 	g := &Gateway{
 		store: opts.Store, pool: opts.Pool, catalog: provider.NewCatalog(opts.Config),
-		metrics: opts.Metrics, log: opts.Logger, clock: opts.Clock, sdkPathOnly: opts.SDKPathOnly, limits: opts.Limits,
+		metrics: opts.Metrics, log: opts.Logger, clock: opts.Clock, sdkPathOnly: opts.SDKPathOnly, limits: opts.Limits, tracing: opts.Tracing,
 		routes: map[string]*route{}, listed: map[string]string{}, syncBusy: make(chan struct{}, 1),
 		toolsListed: map[string]bool{},
 	}
@@ -208,6 +213,9 @@ func (g *Gateway) newServer(defaultTenant string, opts *mcp.ServerOptions) (*mcp
 	s.AddReceivingMiddleware(withTenant(defaultTenant))
 	// Outermost, so that Drain also waits for the task layer's work.
 	s.AddReceivingMiddleware(g.countHandling)
+	if g.tracing.On() {
+		s.AddReceivingMiddleware(g.traceRequests)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.servers = append(g.servers, s)

@@ -19,6 +19,7 @@ import (
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/policy"
 	"github.com/taskgate/taskgate/taskwire"
+	"github.com/taskgate/taskgate/telemetry"
 	"github.com/taskgate/taskgate/worker"
 )
 
@@ -328,7 +329,11 @@ func (h *host) acceptOnce(ctx context.Context, a *attempt, p *callPlan, requestI
 		}
 		defer release()
 	}
-	return g.store.Accept(context.WithoutCancel(ctx), &ledger.AcceptParams{
+	// The attempt is the request's span; acceptance is a step within it.
+	parent, attempt := telemetry.Parent(ctx), ctx
+	ctx, span := g.tracing.StartStep(ctx, "taskgate.accept", nil, telemetry.AttrOperationID.String(a.opID), telemetry.AttrTenant.String(a.tenant))
+	defer span.End()
+	res, err := g.store.Accept(context.WithoutCancel(ctx), &ledger.AcceptParams{
 		Tenant: a.tenant, OperationID: a.opID, Upstream: r.upstream, Tool: r.tool,
 		Fingerprint: a.fp, Arguments: a.args, KeyArgument: keyArgument(r), RequestID: requestID, TaskID: ledger.NewTaskID(),
 		Source: a.source, RunID: a.runID, SessionID: a.call.Caller.SessionID,
@@ -337,9 +342,17 @@ func (h *host) acceptOnce(ctx context.Context, a *attempt, p *callPlan, requestI
 		InputChannel:    p.Channel,
 		Approval: ledger.ApprovalRequirement{Required: p.ApprovalRequired, Estimate: a.priced.Estimate, RemoteJobs: a.priced.RemoteJobs,
 			Request: p.Request, NoBudgets: !p.Budgets, RequestTTL: g.config().ApprovalRequestTTL, RequestedBy: authn.CredentialID(a.call.Caller.TokenInfo)},
-		Enqueue:    worker.Dispatch,
-		QueueLease: g.config().Worker.Lease,
+		Enqueue:     worker.Dispatch,
+		QueueLease:  g.config().Worker.Lease,
+		TraceParent: parent,
 	})
+	if err != nil {
+		telemetry.Fail(span, "ledger_unavailable", 0)
+		return nil, err
+	}
+	span.SetAttributes(telemetry.AttrDecision.String(string(res.Decision)))
+	traceAttempt(attempt, a.tenant, a.opID, res.Decision)
+	return res, nil
 }
 
 // refusal answers a call whose acceptance gives it no operation to go on
@@ -537,6 +550,8 @@ const firstPoll = 100 * time.Millisecond
 // for reason, and answers it. The operation ID is not consumed.
 func (h *host) refuse(ctx context.Context, log *slog.Logger, rec *ledger.AttemptRecordParams, reason, msg string, data map[string]any) *taskwire.Outcome {
 	rec.Decision, rec.Reason = ledger.DecisionDenied, reason
+	rec.TraceParent = telemetry.Parent(ctx)
+	traceAttempt(ctx, rec.Tenant, rec.OperationID, ledger.DecisionDenied)
 	if _, err := h.g.store.AttemptRecord(context.WithoutCancel(ctx), rec); err != nil {
 		log.Error("record a refused attempt", "err", err)
 	}

@@ -72,6 +72,17 @@ const (
 	pathLegacyCancellable
 )
 
+// relays: p relays a pass-through call as bytes (rather than serving a
+// message that is no call, or handing the request to the SDK's handler).
+func (p passThroughPath) relays() bool {
+	switch p {
+	case pathForward, pathResumeParked, pathRelaySession, pathRelayParking, pathStdioMultiplex, pathStdioAsking,
+		pathLegacyRelaySession, pathLegacyStdio, pathLegacyForward, pathLegacyForwardAsking, pathLegacyStdioAsking:
+		return true
+	}
+	return false
+}
+
 // String names p for test failures and logs.
 func (p passThroughPath) String() string {
 	if int(p) < len(pathNames) {

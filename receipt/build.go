@@ -81,6 +81,7 @@ func (f *facts) countAttempts(r *Receipt) {
 			RemoteAccepted: knowledge(a.RemoteAccepted),
 			RemoteEffect:   knowledge(a.RemoteEffect),
 			ChargeStatus:   knowledge(a.ChargeStatus),
+			TraceID:        a.TraceID(),
 			At:             utc(a.CreatedAt),
 		})
 	}

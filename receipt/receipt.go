@@ -228,6 +228,9 @@ type AttemptLine struct {
 	RemoteEffect   string    `json:"remote_effect" yaml:"remote_effect"`
 	ChargeStatus   string    `json:"charge_status" yaml:"charge_status"`
 	At             time.Time `json:"at" yaml:"at"`
+	// TraceID is the OpenTelemetry trace the attempt was served in;
+	// omitted when tracing was off.
+	TraceID string `json:"trace_id,omitempty" yaml:"trace_id,omitempty"`
 }
 
 // RemoteJob is one provider-side job of the operation.

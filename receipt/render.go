@@ -164,6 +164,11 @@ func (r *Receipt) Markdown() []byte {
 			tableRow(&b, codeCell(a.RequestID), codeCell(a.OperationID), cell(a.Decision), cell(a.Reason), cell(a.ClientResult),
 				cell(a.RemoteAccepted), cell(a.RemoteEffect), cell(a.ChargeStatus), own(stamp(a.At)))
 		}
+		for _, a := range r.Lineage {
+			if a.TraceID != "" {
+				fmt.Fprintf(&b, "\nAttempt %s was served in trace %s.\n", codeCell(a.RequestID), codeCell(a.TraceID))
+			}
+		}
 	}
 
 	b.WriteString("\n### Remote jobs\n\n")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/telemetry"
 )
 
 // Defaults for [Options].
@@ -48,6 +49,9 @@ type Options struct {
 	// between connection attempts; defaults DefaultRestartBackoff and
 	// DefaultMaxRestartBackoff.
 	RestartBackoff, MaxRestartBackoff time.Duration
+	// Tracing makes a client span of every request sent upstream and puts
+	// its trace context in the request's _meta; nil makes none.
+	Tracing *telemetry.Tracing
 }
 
 func (o *Options) withDefaults() Options {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,11 +19,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/taskwire"
+	"github.com/taskgate/taskgate/telemetry"
 )
 
 // ErrNotConnected is wrapped by the error of a request that was never sent
@@ -43,6 +46,7 @@ type Upstream struct {
 	cfg          *config.Upstream
 	logger       *slog.Logger
 	observe      func(upstream, method string, d time.Duration, err error)
+	tracing      *telemetry.Tracing
 	stateChanged func(upstream string, connected bool)
 	restarted    func(upstream string)
 	timeout      time.Duration
@@ -194,6 +198,10 @@ func newUpstream(cfg *config.Upstream, o *Options) *Upstream {
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
 	u.client.AddSendingMiddleware(u.observeRequests, declareCapabilities)
+	if o.Tracing.On() {
+		u.tracing = o.Tracing
+		u.client.AddSendingMiddleware(u.traceRequests)
+	}
 	u.client.AddReceivingMiddleware(u.answerQuestions)
 	if err := taskwire.InstallClient(u.client); err != nil {
 		u.setupErr = err
@@ -701,6 +709,56 @@ func (u *Upstream) observeRequests(next mcp.MethodHandler) mcp.MethodHandler {
 		u.observe(u.cfg.Name, method, time.Since(start), err)
 		return res, err
 	}
+}
+
+// traceRequests makes the client span of every request sent upstream, in
+// the trace of the work that sends it (a relayed call, a worker's step),
+// and carries that span's context in the request's _meta, so that an
+// upstream that traces joins the trace.
+func (u *Upstream) traceRequests(next mcp.MethodHandler) mcp.MethodHandler {
+	transport := telemetry.TransportPipe
+	if u.httpClient != nil {
+		transport = telemetry.TransportTCP
+	}
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if strings.HasPrefix(method, "notifications/") {
+			return next(ctx, method, req)
+		}
+		r := telemetry.Request{Method: method, Transport: transport}
+		p := req.GetParams()
+		hasParams := p != nil && !reflect.ValueOf(p).IsNil()
+		if c, ok := p.(*mcp.CallToolParams); ok && hasParams {
+			r.Target = c.Name
+		}
+		ctx, span := u.tracing.StartClient(ctx, r, telemetry.AttrUpstream.String(u.cfg.Name))
+		defer span.End()
+		if hasParams {
+			// The params may be the caller's: the meta is replaced, not changed.
+			meta := maps.Clone(p.GetMeta())
+			if meta == nil {
+				meta = map[string]any{}
+			}
+			u.tracing.Inject(ctx, telemetry.AnyMeta(meta))
+			p.SetMeta(meta)
+		}
+		res, err := next(ctx, method, req)
+		if err != nil {
+			telemetry.Fail(span, errorType(err), 0)
+		} else if c, ok := res.(*mcp.CallToolResult); ok && c != nil && c.IsError {
+			telemetry.Fail(span, "tool_error", 0)
+		}
+		return res, err
+	}
+}
+
+// errorType is error.type of a failed upstream request: the JSON-RPC
+// error code, or _OTHER (a transport failure, whose text may name a URL).
+func errorType(err error) string {
+	var rpc *jsonrpc.Error
+	if errors.As(err, &rpc) {
+		return strconv.FormatInt(rpc.Code, 10)
+	}
+	return "_OTHER"
 }
 
 // lineLogger logs a stdio child's stderr, one record per line.

@@ -33,6 +33,8 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 	if op, err = w.opened(op); err != nil {
 		return err
 	}
+	ctx, span := w.step(ctx, op, "taskgate.cancel")
+	defer span.End()
 	p := &ledger.TransitionParams{OperationRef: op.ID, Enqueue: []river.InsertManyParams{job(ReconcileArgs{Operation: op.ID}, 0)}}
 	if op.SendCount == 0 && op.State.Terminal() {
 		// Cancelled before anything was sent: no remote job can exist, and

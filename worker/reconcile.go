@@ -14,6 +14,7 @@ import (
 	"github.com/taskgate/taskgate/receipt/issue"
 	"github.com/taskgate/taskgate/reconcile"
 	"github.com/taskgate/taskgate/taskwire"
+	"github.com/taskgate/taskgate/telemetry"
 )
 
 // Reconcile queries the provider about every job the operation's ID and
@@ -35,6 +36,8 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 	if op, err = w.opened(op); err != nil {
 		return false, err
 	}
+	ctx, span := w.step(ctx, op, "taskgate.reconcile")
+	defer span.End()
 	c := w.catalog.Contract(op.Upstream, op.Tool)
 	up, ok := w.upstreams.Upstream(op.Upstream, op.Tenant)
 	if c == nil || !ok {
@@ -58,7 +61,9 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 	// Every job the provider holds for this operation ID.
 	notFoundSafe := false
 	if c.CanLookup() && op.SendCount > 0 {
-		lr := c.Lookup(ctx, up, op.ProviderKey(), op.Arguments)
+		lctx, lspan := w.part(ctx, op, "taskgate.lookup")
+		lr := c.Lookup(lctx, up, op.ProviderKey(), op.Arguments)
+		lspan.End()
 		switch lr.Answer {
 		case provider.Indeterminate:
 			r.indeterminate(lr.Detail)
@@ -143,7 +148,10 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 	var charges []provider.Charge
 	if c.Priced() {
 		for _, j := range r.jobs {
-			list, err := c.Charges(ctx, up, j.id, op.ProviderKey(), op.Arguments)
+			cctx, cspan := w.part(ctx, op, "taskgate.fetch_charges")
+			cspan.SetAttributes(telemetry.AttrRemoteJob.String(j.id))
+			list, err := c.Charges(cctx, up, j.id, op.ProviderKey(), op.Arguments)
+			cspan.End()
 			if err != nil {
 				r.indeterminate(fmt.Sprintf("charges of job %s: %v", j.id, err))
 				continue

@@ -36,7 +36,9 @@ func (w *Worker) recoverSend(ctx context.Context, l *lease, cause error) error {
 	if err != nil {
 		return err
 	}
-	lr := t.contract.Lookup(ctx, t.up, op.ProviderKey(), l.args)
+	lctx, lspan := w.part(ctx, op, "taskgate.lookup")
+	lr := t.contract.Lookup(lctx, t.up, op.ProviderKey(), l.args)
+	lspan.End()
 	if ctx.Err() != nil {
 		// A lookup cut short by this worker stopping proves nothing.
 		return ctx.Err()

@@ -60,6 +60,7 @@ import (
 	"github.com/taskgate/taskgate/provider"
 	"github.com/taskgate/taskgate/secrets"
 	"github.com/taskgate/taskgate/taskwire"
+	"github.com/taskgate/taskgate/telemetry"
 )
 
 // ErrNotSent marks an upstream call that certainly never left the gateway
@@ -124,6 +125,9 @@ type Options struct {
 	// Limits, when set, bounds each tenant's jobs running at once
 	// (limits.jobs_per_tenant); nil runs every job as it comes.
 	Limits *limits.Keeper
+	// Tracing makes a span of every step on an operation, in the trace of
+	// the attempt that created it; nil makes none.
+	Tracing *telemetry.Tracing
 }
 
 // Worker runs the jobs.
@@ -139,6 +143,7 @@ type Worker struct {
 	retry     retryPolicy
 	secrets   *secrets.Ring
 	limits    *limits.Keeper
+	tracing   *telemetry.Tracing
 
 	stopSweep context.CancelFunc
 	wg        sync.WaitGroup
@@ -156,7 +161,7 @@ func New(opts *Options) (*Worker, error) {
 	w := &Worker{
 		store: opts.Store, upstreams: opts.Upstreams, catalog: opts.Catalog, cfg: opts.Config,
 		log: opts.Logger, clock: opts.Clock, id: opts.ID, stopping: make(chan struct{}),
-		retry: newRetryPolicy(opts.Config.Worker.Lease), secrets: opts.Secrets, limits: opts.Limits,
+		retry: newRetryPolicy(opts.Config.Worker.Lease), secrets: opts.Secrets, limits: opts.Limits, tracing: opts.Tracing,
 	}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
@@ -475,6 +480,8 @@ func (w *Worker) withLease(ctx context.Context, opRef int64, job *rivertype.JobR
 		return err
 	}
 	l.op = op
+	ctx, span := w.step(ctx, op, stepName(op.State))
+	defer span.End()
 	jobCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan struct{})

@@ -131,7 +131,7 @@ func (e *env) serveCmd() *cobra.Command {
 				control = ""
 			}
 			d, err := daemon.Start(ctx, &daemon.Options{Config: cfg, Logger: log, NoHTTP: stdio, NoWorker: noWorker, Secrets: ring, ServeAtOnce: !stdio,
-				ControlSocket: control, LoadConfig: load, SDKPathOnly: sdkPath})
+				ControlSocket: control, LoadConfig: load, SDKPathOnly: sdkPath, Getenv: e.getenv})
 			if err != nil {
 				return err
 			}

@@ -585,17 +585,17 @@ func (s *Store) insertAttempt(ctx context.Context, tx Tx, p *ledger.AcceptParams
 	a := &ledger.Attempt{
 		RequestID: p.RequestID, Tenant: p.Tenant, OperationID: p.OperationID, OperationRef: opRef, RelatedRef: relatedRef,
 		Decision: d, Reason: reason, Fingerprint: p.Fingerprint, Source: p.Source, ClientResult: ledger.ClientUnknown,
-		RemoteAccepted: remote, RemoteEffect: remote, ChargeStatus: remote, RunID: p.RunID, SessionID: p.SessionID,
+		RemoteAccepted: remote, RemoteEffect: remote, ChargeStatus: remote, RunID: p.RunID, SessionID: p.SessionID, TraceParent: p.TraceParent,
 		CreatedAt: now, UpdatedAt: now,
 	}
 	// Only the row ID comes back: the rest is what was just written.
 	var err error
 	a.ID, err = tx.InsertID(ctx, `INSERT INTO attempts (request_id, tenant, operation_id, operation_ref, related_ref,
 			decision, reason, fingerprint, source, client_result, remote_accepted, remote_effect, charge_status, created_at, updated_at,
-			run_id, session_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $11, $12, $12, $13, $14)`,
+			run_id, session_id, trace_parent)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $11, $12, $12, $13, $14, $15)`,
 		p.RequestID, p.Tenant, p.OperationID, idOrNull(opRef), idOrNull(relatedRef), d, reason, p.Fingerprint, p.Source,
-		ledger.ClientUnknown, remote, now, p.RunID, p.SessionID)
+		ledger.ClientUnknown, remote, now, p.RunID, p.SessionID, p.TraceParent)
 	if err != nil {
 		return nil, fmt.Errorf("record attempt %s: %w", p.RequestID, err)
 	}

@@ -139,7 +139,7 @@ func (s *Store) AttemptRecord(ctx context.Context, p *ledger.AttemptRecordParams
 		var err error
 		att, err = s.insertAttempt(ctx, tx, &ledger.AcceptParams{
 			RequestID: p.RequestID, Tenant: p.Tenant, OperationID: p.OperationID, Fingerprint: p.Fingerprint, Source: p.Source,
-			RunID: p.RunID, SessionID: p.SessionID,
+			RunID: p.RunID, SessionID: p.SessionID, TraceParent: p.TraceParent,
 		}, 0, 0, p.Decision, p.Reason, now)
 		if err != nil {
 			return err

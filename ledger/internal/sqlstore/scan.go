@@ -120,13 +120,13 @@ func scanOperation(r Row) (*ledger.Operation, error) {
 }
 
 const attemptColumns = `id, request_id, tenant, operation_id, operation_ref, related_ref, decision, reason,
-	fingerprint, source, client_result, remote_accepted, remote_effect, charge_status, created_at, updated_at, run_id, session_id`
+	fingerprint, source, client_result, remote_accepted, remote_effect, charge_status, created_at, updated_at, run_id, session_id, trace_parent`
 
 func scanAttempt(r Row) (*ledger.Attempt, error) {
 	var a ledger.Attempt
 	err := r.Scan(&a.ID, &a.RequestID, &a.Tenant, &a.OperationID, nullInt{&a.OperationRef}, nullInt{&a.RelatedRef},
 		&a.Decision, &a.Reason, &a.Fingerprint, &a.Source, &a.ClientResult, &a.RemoteAccepted, &a.RemoteEffect,
-		&a.ChargeStatus, ts{&a.CreatedAt}, ts{&a.UpdatedAt}, &a.RunID, &a.SessionID)
+		&a.ChargeStatus, ts{&a.CreatedAt}, ts{&a.UpdatedAt}, &a.RunID, &a.SessionID, &a.TraceParent)
 	if err != nil {
 		return nil, err
 	}
