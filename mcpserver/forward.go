@@ -193,13 +193,20 @@ func messageOf(body []byte) (messageKind, json.RawMessage) {
 // serve serves q by path p; false, having written nothing, when p cannot
 // serve it after all (see pathPlan).
 func (g *Gateway) serve(q *pathRequest, p passThroughPath) bool {
-	if q.call != nil && p.relays() && g.tracing.On() {
-		end := g.traceRelay(q, p)
-		served := g.serveOn(q, p)
-		end(served)
-		return served
+	if q.call == nil || !p.relays() {
+		return g.serveOn(q, p)
 	}
-	return g.serveOn(q, p)
+	start := time.Now()
+	end := func(bool) {}
+	if g.tracing.On() {
+		end = g.traceRelay(q, p)
+	}
+	served := g.serveOn(q, p)
+	end(served)
+	if served {
+		g.metrics.observeServer("tools/call", q.call.name, "", time.Since(start))
+	}
+	return served
 }
 
 // serveOn is serve, with tracing set up.

@@ -213,9 +213,7 @@ func (g *Gateway) newServer(defaultTenant string, opts *mcp.ServerOptions) (*mcp
 	s.AddReceivingMiddleware(withTenant(defaultTenant))
 	// Outermost, so that Drain also waits for the task layer's work.
 	s.AddReceivingMiddleware(g.countHandling)
-	if g.tracing.On() {
-		s.AddReceivingMiddleware(g.traceRequests)
-	}
+	s.AddReceivingMiddleware(g.observeRequests)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.servers = append(g.servers, s)

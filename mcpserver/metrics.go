@@ -19,6 +19,10 @@ type Metrics struct {
 	errors    *prometheus.CounterVec
 	connected *prometheus.GaugeVec
 	restarts  *prometheus.CounterVec
+	// serverOps and clientOps are the OpenTelemetry conventions' MCP
+	// operation durations, in this one registry.
+	serverOps *prometheus.HistogramVec
+	clientOps *prometheus.HistogramVec
 }
 
 // NewMetrics registers the collectors on reg (nil: unregistered). When
@@ -38,6 +42,14 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "taskgate_upstream_connected", Help: "1 while the upstream has a session, else 0.",
 		}, []string{"upstream"}),
+		serverOps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "mcp_server_operation_duration_seconds", Help: "MCP requests the gateway received, from receipt to answer (OpenTelemetry's mcp.server.operation.duration).",
+			Buckets: operationBuckets(),
+		}, []string{"mcp_method_name", "gen_ai_tool_name", "error_type"}),
+		clientOps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "mcp_client_operation_duration_seconds", Help: "MCP requests the gateway sent upstream, from sending to answer (OpenTelemetry's mcp.client.operation.duration).",
+			Buckets: operationBuckets(),
+		}, []string{"mcp_method_name", "taskgate_upstream", "error_type"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taskgate_upstream_restarts_total", Help: "Times a stdio upstream's process was started again, or an HTTP upstream's session established again.",
 		}, []string{"upstream"}),
@@ -45,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 	if reg == nil {
 		return m
 	}
-	reg.MustRegister(m.decisions, m.upstream, m.errors, m.connected, m.restarts, buildInfoGauge(buildinfo.Read()))
+	reg.MustRegister(m.decisions, m.upstream, m.errors, m.connected, m.restarts, m.serverOps, m.clientOps, buildInfoGauge(buildinfo.Read()))
 	if store != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "taskgate_open_tasks", Help: "Operations that have not ended.",
@@ -71,6 +83,38 @@ func (m *Metrics) ObserveUpstream(upstream, method string, d time.Duration, err 
 		m.errors.WithLabelValues("upstream_" + method).Inc()
 	}
 	m.upstream.WithLabelValues(upstream, method, outcome).Observe(d.Seconds())
+	errType := ""
+	if err != nil {
+		errType = "_OTHER"
+	}
+	m.clientOps.WithLabelValues(methodLabel(method), upstream, errType).Observe(d.Seconds())
+}
+
+// observeServer records one MCP request the gateway answered; tool is
+// the name of a tool the gateway lists, or empty.
+func (m *Metrics) observeServer(method, tool, errType string, d time.Duration) {
+	m.serverOps.WithLabelValues(methodLabel(method), tool, errType).Observe(d.Seconds())
+}
+
+// operationBuckets are the conventions' advice for MCP operation
+// durations, in seconds.
+func operationBuckets() []float64 {
+	return []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}
+}
+
+// methodLabel is an MCP method as a metric label: the protocol's own
+// methods as they are, anything else a client sent as "other", so that
+// no client can add label values.
+func methodLabel(method string) string {
+	switch method {
+	case "initialize", "ping", "tools/list", "tools/call", "resources/list", "resources/read", "resources/templates/list",
+		"resources/subscribe", "resources/unsubscribe", "prompts/list", "prompts/get", "completion/complete", "logging/setLevel",
+		"tasks/get", "tasks/result", "tasks/list", "tasks/cancel", "tasks/update", "elicitation/create", "sampling/createMessage", "roots/list",
+		"notifications/initialized", "notifications/cancelled", "notifications/progress", "notifications/roots/list_changed",
+		"notifications/elicitation/complete", "notifications/message", "notifications/tasks/status":
+		return method
+	}
+	return "other"
 }
 
 // UpstreamStates shows each configured upstream as not connected and never

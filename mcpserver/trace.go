@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"strconv"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -16,24 +17,23 @@ import (
 	"github.com/taskgate/taskgate/upstream"
 )
 
-// traceRequests makes the server span of every request the SDK's handler
-// serves, in the trace its caller named in _meta or in a traceparent
-// header. Nothing of the request but its method, its tool's name, its
-// session and its protocol version goes into the span.
-func (g *Gateway) traceRequests(next mcp.MethodHandler) mcp.MethodHandler {
+// observeRequests times every request the SDK's handler serves
+// (mcp.server.operation.duration) and, with tracing on, makes its server
+// span, in the trace its caller named in _meta or in a traceparent header.
+// Nothing of the request but its method, its tool's name, its session and
+// its protocol version goes into the span.
+func (g *Gateway) observeRequests(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		r := telemetry.Request{Method: method, Transport: telemetry.TransportPipe}
+		start := time.Now()
+		if !g.tracing.On() {
+			res, err := next(ctx, method, req)
+			g.metrics.observeServer(method, g.listedTool(toolOf(req)), errorClass(res, err), time.Since(start))
+			return res, err
+		}
+		r := telemetry.Request{Method: method, Transport: telemetry.TransportPipe, Target: toolOf(req)}
 		var meta map[string]any
 		if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() {
 			meta = p.GetMeta()
-			switch p := p.(type) {
-			case *mcp.CallToolParamsRaw:
-				r.Target = p.Name
-			case *mcp.CallToolParams:
-				r.Target = p.Name
-			case *mcp.GetPromptParams:
-				r.Target = p.Name
-			}
 		}
 		var header map[string][]string
 		if extra := req.GetExtra(); extra != nil && extra.Header != nil {
@@ -49,7 +49,15 @@ func (g *Gateway) traceRequests(next mcp.MethodHandler) mcp.MethodHandler {
 		ctx, span := g.tracing.StartServer(ctx, r)
 		defer span.End()
 		res, err := next(ctx, method, req)
-		traceOutcome(span, res, err)
+		errType := errorType(res, err)
+		if errType != "" {
+			var code int64
+			if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) {
+				code = rpcErr.Code
+			}
+			telemetry.Fail(span, errType, code)
+		}
+		g.metrics.observeServer(method, g.listedTool(r.Target), errorClass(res, err), time.Since(start))
 		return res, err
 	}
 }
@@ -88,24 +96,71 @@ func (g *Gateway) traceRelay(q *pathRequest, p passThroughPath) func(served bool
 	}
 }
 
-// traceOutcome records on span how a request ended: a JSON-RPC error by
-// its reason code (data.reason, which the gateway sets) or its code, a
-// tool's error result as tool_error.
-func traceOutcome(span trace.Span, res mcp.Result, err error) {
-	if !span.IsRecording() {
-		return
+// toolOf is the name of the tool or prompt a request names, "" for none.
+func toolOf(req mcp.Request) string {
+	switch p := req.GetParams().(type) {
+	case *mcp.CallToolParamsRaw:
+		if p != nil {
+			return p.Name
+		}
+	case *mcp.CallToolParams:
+		if p != nil {
+			return p.Name
+		}
+	case *mcp.GetPromptParams:
+		if p != nil {
+			return p.Name
+		}
 	}
+	return ""
+}
+
+// listedTool is name if the gateway lists a tool of that name, else "":
+// a metric label only ever takes the gateway's own tool names, so that no
+// client can add label values.
+func (g *Gateway) listedTool(name string) string {
+	if name == "" {
+		return ""
+	}
+	if _, ok := g.route(name); ok {
+		return name
+	}
+	return ""
+}
+
+// errorClass is how a request ended as a metric label: "" for success,
+// tool_error, a JSON-RPC error by its code when the code is one JSON-RPC
+// reserves, else _OTHER: an upstream's own codes and reasons, which it
+// could vary at will, never become label values.
+func errorClass(res mcp.Result, err error) string {
+	var rpcErr *jsonrpc.Error
+	switch {
+	case errors.As(err, &rpcErr) && rpcErr.Code >= -32768 && rpcErr.Code <= -32000:
+		return strconv.FormatInt(rpcErr.Code, 10)
+	case err != nil:
+		return "_OTHER"
+	}
+	if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
+		return "tool_error"
+	}
+	return ""
+}
+
+// errorType is error.type of how a request ended, "" for success: a
+// JSON-RPC error by its reason code (data.reason, which the gateway sets)
+// or its code, a tool's error result as tool_error.
+func errorType(res mcp.Result, err error) string {
 	var rpcErr *jsonrpc.Error
 	switch {
 	case errors.As(err, &rpcErr):
-		telemetry.Fail(span, reasonOf(rpcErr), rpcErr.Code)
+		return reasonOf(rpcErr)
 	case err != nil:
-		telemetry.Fail(span, "_OTHER", 0)
-	default:
-		if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
-			telemetry.Fail(span, "tool_error", 0)
-		}
+		return "_OTHER"
 	}
+	if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
+		return "tool_error"
+	}
+	return ""
 }
 
 // reasonOf is a gateway error's data.reason, else its code as text.

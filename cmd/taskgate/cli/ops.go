@@ -249,6 +249,9 @@ type attemptView struct {
 	RemoteEffect   ledger.Knowledge    `json:"remote_effect"`
 	ChargeStatus   ledger.Knowledge    `json:"charge_status"`
 	At             time.Time           `json:"at"`
+	// TraceID is the trace the attempt was served in; empty when tracing
+	// was off.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 type remoteJobView struct {
@@ -317,7 +320,7 @@ func newDetail(op *ledger.Operation, atts []*ledger.Attempt, jobs []*ledger.Remo
 		d.Attempts = append(d.Attempts, attemptView{
 			RequestID: a.RequestID, OperationID: a.OperationID, Decision: a.Decision, Reason: a.Reason, Source: a.Source,
 			ClientResult: a.ClientResult, RemoteAccepted: a.RemoteAccepted, RemoteEffect: a.RemoteEffect,
-			ChargeStatus: a.ChargeStatus, At: a.CreatedAt,
+			ChargeStatus: a.ChargeStatus, At: a.CreatedAt, TraceID: a.TraceID(),
 		})
 	}
 	for _, j := range jobs {
@@ -368,10 +371,10 @@ func (d *detail) writeText(w io.Writer) error {
 
 	fmt.Fprintf(w, "\nattempts (%s)\n", attemptCounts(op.OperationID, d.Attempts))
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  REQUEST ID\tOPERATION ID\tDECISION\tREASON\tCLIENT RESULT\tREMOTE ACCEPTED\tAT")
+	fmt.Fprintln(tw, "  REQUEST ID\tOPERATION ID\tDECISION\tREASON\tCLIENT RESULT\tREMOTE ACCEPTED\tAT\tTRACE")
 	for _, a := range d.Attempts {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", inert.Terminal(a.RequestID), inert.Terminal(a.OperationID), a.Decision, inert.Terminal(dash(a.Reason)),
-			a.ClientResult, a.RemoteAccepted, stamp(a.At))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", inert.Terminal(a.RequestID), inert.Terminal(a.OperationID), a.Decision, inert.Terminal(dash(a.Reason)),
+			a.ClientResult, a.RemoteAccepted, stamp(a.At), dash(a.TraceID))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
