@@ -462,6 +462,9 @@ func (d *Daemon) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Tracing is where the gateway's spans go; off (nil) when traces are off.
+func (d *Daemon) Tracing() *telemetry.Tracing { return d.tracing }
+
 // openTenantHeaders opens cfg's sealed tenant header values with ring (nil:
 // the gateway has no secrets key, and a sealed value is an error).
 func openTenantHeaders(cfg *config.Config, ring *secrets.Ring) error {

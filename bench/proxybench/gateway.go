@@ -73,7 +73,8 @@ func (g *gateway) mcpURL() string { return g.base + "/mcp" }
 // ledger in dir, starts bin serve in front of ups on a free loopback port
 // and waits until /readyz says every upstream is connected. With verbose
 // the gateway's warnings go to progress too.
-func startGateway(ctx context.Context, bin, dir string, ups []gatewayUpstream, verbose bool, progress io.Writer) (_ *gateway, err error) {
+// env is added to the gateway's environment.
+func startGateway(ctx context.Context, bin, dir string, ups []gatewayUpstream, env []string, verbose bool, progress io.Writer) (_ *gateway, err error) {
 	db := "sqlite:" + filepath.Join(dir, "gateway.db")
 	var stdout, stderr bytes.Buffer
 	keys := exec.CommandContext(ctx, bin, "keys", "create", "--tenant", benchTenant, "--label", "proxybench", "--db", db)
@@ -105,6 +106,7 @@ func startGateway(ctx context.Context, bin, dir string, ups []gatewayUpstream, v
 	}
 	cmd := exec.Command(bin, "serve", "--config", path, "--log-level", level)
 	cmd.Stdout = io.Discard
+	cmd.Env = append(os.Environ(), env...)
 	if verbose {
 		cmd.Stderr = progress
 	}

@@ -86,6 +86,9 @@ type options struct {
 	// upstreamPoll how often the worker looks at a running one.
 	jobDuration  time.Duration
 	upstreamPoll time.Duration
+	// traces measures a second gateway that exports a span of every call
+	// over OTLP/HTTP, beside the one that exports none.
+	traces bool
 }
 
 // Protocol versions the clients speak, as -clients names them.
@@ -144,6 +147,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc stri
 			fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of this process's whole run to this file (the pass-through gateway and echo upstreams are other processes)")
 			fs.DurationVar(&o.jobDuration, "job-duration", 10*time.Minute, "how long each remote job the worker dispatches runs at the provider")
 			fs.DurationVar(&o.upstreamPoll, "upstream-poll", time.Second, "the worker's upstream_poll: how often it looks at a running remote job")
+			fs.BoolVar(&o.traces, "traces", false, "also measure pass-through through a second gateway that exports every call's spans (OTLP/HTTP, sampling 1) to a receiver in this process")
 			fs.BoolVar(&o.verbose, "v", false, "log the gateways', the provider's and the echo servers' warnings and errors to stderr")
 			fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of this process's whole run to this file (go tool trace; the pass-through gateway and echo upstreams are other processes)")
 		},

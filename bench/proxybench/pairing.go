@@ -40,6 +40,8 @@ const (
 const (
 	pathDirect   = "direct"
 	pathTaskgate = "taskgate"
+	// pathTraced is taskgate exporting a span of every call (-traces).
+	pathTraced = "taskgate+traces"
 )
 
 // pairing is one combination of client, elicitation and upstream that the
@@ -86,7 +88,7 @@ func expectedVersion(p pairing, path string) string {
 	switch {
 	case p.client == clientLegacy:
 		return versionLegacy
-	case path == pathTaskgate:
+	case path == pathTaskgate, path == pathTraced:
 		return versionExtension
 	case p.upstream == upstreamSessions:
 		return versionLegacy

@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/bench/internal/child"
+	"github.com/taskgate/taskgate/internal/otlptest"
 	"github.com/taskgate/taskgate/sim/fixtures"
 )
 
@@ -27,6 +29,9 @@ type passStage struct {
 	bin     string // the taskgate binary the gateway runs
 	servers map[upstreamKind]*echoProcess
 	gw      *gateway
+	// traced is the gateway that exports spans to receiver (-traces).
+	traced   *gateway
+	receiver *otlptest.Receiver
 	// stderr receives the echo servers' stderr (with -v).
 	stderr io.Writer
 }
@@ -98,8 +103,22 @@ func startPassStage(ctx context.Context, o *options, kinds []upstreamKind, progr
 		}
 	}
 	fmt.Fprintf(progress, "starting %s serve in front of the echo upstreams ...\n", s.bin)
-	if s.gw, err = startGateway(ctx, s.bin, s.dir, ups, o.verbose, progress); err != nil {
+	if s.gw, err = startGateway(ctx, s.bin, s.dir, ups, nil, o.verbose, progress); err != nil {
 		return nil, err
+	}
+	if o.traces {
+		if s.receiver, err = otlptest.Start(); err != nil {
+			return nil, fmt.Errorf("start the OTLP receiver: %w", err)
+		}
+		dir := filepath.Join(s.dir, "traced")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(progress, "starting a second gateway that exports its spans to %s ...\n", s.receiver.URL())
+		env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + s.receiver.URL(), "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf"}
+		if s.traced, err = startGateway(ctx, s.bin, dir, ups, env, o.verbose, progress); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -111,6 +130,12 @@ func (s *passStage) close() error {
 	var errs []error
 	if s.gw != nil {
 		errs = append(errs, s.gw.stop())
+	}
+	if s.traced != nil {
+		errs = append(errs, s.traced.stop())
+	}
+	if s.receiver != nil {
+		errs = append(errs, s.receiver.Close())
 	}
 	for _, srv := range s.servers {
 		errs = append(errs, srv.proc.Stop(10*time.Second))
@@ -131,10 +156,21 @@ type endpoint struct {
 	tool    string
 }
 
+// gateway is the gateway path goes through, nil for direct calls.
+func (s *passStage) gateway(path string) *gateway {
+	switch path {
+	case pathTaskgate:
+		return s.gw
+	case pathTraced:
+		return s.traced
+	}
+	return nil
+}
+
 // endpoint is where p's clients connect on path.
 func (s *passStage) endpoint(p pairing, path string) endpoint {
-	if path == pathTaskgate {
-		return endpoint{url: s.gw.mcpURL(), key: s.gw.key, tool: string(p.upstream) + "." + echoTool}
+	if gw := s.gateway(path); gw != nil {
+		return endpoint{url: gw.mcpURL(), key: gw.key, tool: string(p.upstream) + "." + echoTool}
 	}
 	if p.upstream == upstreamStdio {
 		return endpoint{tool: echoTool, command: func() *exec.Cmd { return s.echoCommand(upstreamStdio) }}
@@ -221,11 +257,7 @@ func (s *passStage) measureEcho(ctx context.Context, o *options, p pairing, step
 		return measurement{}, err
 	}
 	defer closeAll(sessions)
-	var gw *gateway
-	if step.path == pathTaskgate {
-		gw = s.gw
-	}
-	m, _, err := drive(ctx, o, sessions, gw, func(ctx context.Context, ss *session, worker, seq int) error {
+	m, _, err := drive(ctx, o, sessions, s.gateway(step.path), func(ctx context.Context, ss *session, worker, seq int) error {
 		return echo(ctx, ss.cs, ep.tool, fmt.Sprintf("proxybench %d/%d", worker, seq))
 	})
 	if err != nil {
@@ -257,6 +289,9 @@ func measurePairings(ctx context.Context, o *options, rep *results, progress io.
 	rep.Machine.Gateway = st.bin
 	ps := pairings(o.clients, o.upstreams, o.elicitation)
 	steps := []passStep{{pathDirect, 1}, {pathTaskgate, 1}, {pathDirect, o.sessions}, {pathTaskgate, o.sessions}}
+	if o.traces {
+		steps = append(steps, passStep{pathTraced, 1}, passStep{pathTraced, o.sessions})
+	}
 	got := make([][][]measurement, len(ps))
 	for i := range got {
 		got[i] = make([][]measurement, len(steps))
@@ -276,7 +311,18 @@ func measurePairings(ctx context.Context, o *options, rep *results, progress io.
 	for i, p := range ps {
 		direct1, gate1 := median(got[i][0]), median(got[i][1])
 		directN, gateN := median(got[i][2]), median(got[i][3])
-		rep.Pairings = append(rep.Pairings, comparePairing(p, direct1, gate1), comparePairing(p, directN, gateN))
+		one, many := comparePairing(p, direct1, gate1), comparePairing(p, directN, gateN)
+		if o.traces {
+			one.traced(median(got[i][4]))
+			many.traced(median(got[i][5]))
+		}
+		rep.Pairings = append(rep.Pairings, one, many)
+	}
+	if o.traces {
+		rep.Machine.SpansReceived = len(st.receiver.Spans())
+		if rep.Machine.SpansReceived == 0 {
+			return errors.New("the gateway with traces on exported no span")
+		}
 	}
 	return st.peakRSS(rep)
 }

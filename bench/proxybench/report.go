@@ -52,6 +52,9 @@ type machine struct {
 	// processes, one per direct session and one under the gateway, are
 	// not measured.
 	UpstreamPeakRSSBytes map[string]int64 `json:"upstream_peak_rss_bytes,omitempty"`
+	// SpansReceived counts the spans the gateway with traces on exported
+	// (-traces).
+	SpansReceived int `json:"spans_received,omitempty"`
 	// Upstream names the upstream tool the acceptance calls make.
 	Upstream    string  `json:"upstream"`
 	Ledger      string  `json:"ledger"`
@@ -134,6 +137,20 @@ type pairingRow struct {
 	// the ratio at the concurrent session count.
 	Target string `json:"target"`
 	Met    bool   `json:"met"`
+	// Traced is the same calls through a gateway exporting every span
+	// (-traces), and TracedCPUAddedMs the gateway CPU per call it adds.
+	Traced           *measurement `json:"taskgate_traced,omitempty"`
+	TracedRatio      float64      `json:"traced_ratio,omitempty"`
+	TracedCPUAddedMs *float64     `json:"traced_gateway_cpu_added_ms_per_call,omitempty"`
+}
+
+// traced adds the measurement through the gateway that exports spans.
+func (r *pairingRow) traced(m measurement) {
+	r.Traced, r.TracedRatio = &m, safeDiv(m.CallsPerSec, r.Direct.CallsPerSec)
+	if m.GatewayCPUMsPerCall != nil && r.Taskgate.GatewayCPUMsPerCall != nil {
+		added := *m.GatewayCPUMsPerCall - *r.Taskgate.GatewayCPUMsPerCall
+		r.TracedCPUAddedMs = &added
+	}
 }
 
 // comparePairing compares the direct and taskgate measurements of p at
@@ -217,6 +234,10 @@ func printPairings(w io.Writer, rep *results) {
 	rounds := m.Rounds > 1
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "client\telicitation\tupstream\tsessions\tnegotiated direct/taskgate\tdirect calls/s\ttaskgate calls/s\tratio\tp50 ms direct/taskgate\tadded p50 ms\tp99 ms direct/taskgate\tgw alloc KB/call\tgw cpu ms/call\ttarget\t"
+	traced := len(rep.Pairings) > 0 && rep.Pairings[0].Traced != nil
+	if traced {
+		head += "traced calls/s\ttraced ratio\ttraced gw cpu ms/call\tadded by traces\t"
+	}
 	if rounds {
 		head += "rounds calls/s direct | taskgate\t"
 	}
@@ -227,6 +248,9 @@ func printPairings(w io.Writer, rep *results) {
 			r.Client, yesNo(r.Elicitation), r.Upstream, r.Sessions, d.Era, g.Era, d.CallsPerSec, g.CallsPerSec, r.Ratio,
 			d.P50Ms, g.P50Ms, r.AddedP50Ms, d.P99Ms, g.P99Ms,
 			optional(g.GatewayAllocKBPerCall, "%.1f"), optional(g.GatewayCPUMsPerCall, "%.3f"), verdict(r), r.Target)
+		if traced && r.Traced != nil {
+			line += fmt.Sprintf("%.0f\t%.2fx\t%s\t%s\t", r.Traced.CallsPerSec, r.TracedRatio, optional(r.Traced.GatewayCPUMsPerCall, "%.3f"), optional(r.TracedCPUAddedMs, "%+.3f"))
+		}
 		if rounds {
 			line += report.Rounds(d.Rounds) + " | " + report.Rounds(g.Rounds) + "\t"
 		}
@@ -240,6 +264,9 @@ func printPairings(w io.Writer, rep *results) {
 		}
 	}
 	fmt.Fprintf(w, "\ntargets met: %d of %d\n", met, len(rep.Pairings))
+	if traced {
+		fmt.Fprintf(w, "traced: a second taskgate serve exporting a server and a client span of every call over OTLP/HTTP (sampling 1) to a receiver in this process; %d spans received\n", m.SpansReceived)
+	}
 	fmt.Fprintf(w, "gateway peak RSS (VmHWM) over the whole run: %s; one gateway process fronts every pairing, so its high-water mark cannot be told apart per pairing\n",
 		megabytes(m.GatewayPeakRSSBytes))
 	if len(m.UpstreamPeakRSSBytes) > 0 {

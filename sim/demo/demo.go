@@ -16,6 +16,8 @@ package demo
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,6 +93,9 @@ type Options struct {
 	// SigningAlgorithm is the algorithm of the key that signs the
 	// receipts; empty means Ed25519.
 	SigningAlgorithm ledger.SigningAlgorithm
+	// Getenv reads the OTEL_* environment, with which the gateway sends
+	// the run's traces to an OTLP collector; nil sends none.
+	Getenv func(string) string
 }
 
 // Outcome is what a run showed.
@@ -139,6 +144,10 @@ type run struct {
 	// signingKey.
 	ring       *secrets.Ring
 	signingKey *ledger.SigningKey
+	// getenv is Options.Getenv; traceparent is the agent's trace, which
+	// its calls carry in _meta as an agent that traces does.
+	getenv      func(string) string
+	traceparent string
 	// tmpDir is the directory of a run that keeps nothing, removed at
 	// the end.
 	tmpDir string
@@ -161,7 +170,8 @@ func Run(ctx context.Context, w io.Writer, opts *Options) (*Outcome, error) {
 	if o.SigningAlgorithm == "" {
 		o.SigningAlgorithm = ledger.SigningEdDSA
 	}
-	r := &run{p: &printer{w: w, quiet: o.Quiet}, log: o.Logger, out: &Outcome{}, start: time.Now(), alg: o.SigningAlgorithm}
+	r := &run{p: &printer{w: w, quiet: o.Quiet}, log: o.Logger, out: &Outcome{}, start: time.Now(), alg: o.SigningAlgorithm,
+		getenv: o.Getenv, traceparent: agentTrace()}
 	if o.Dir != "" {
 		dir, err := prepareDir(o.Dir)
 		if err != nil {
@@ -228,11 +238,18 @@ func (r *run) problem(format string, args ...any) {
 }
 
 // callParams is a run_suite call for operation ID opID, as part of the
-// demo's run.
-func callParams(opID string) *mcp.CallToolParams {
+// demo's run and of the agent's trace.
+func (r *run) callParams(opID string) *mcp.CallToolParams {
 	p := fixtures.RunSuiteCall(opID, suiteArguments())
-	p.Meta = mcp.Meta{mcpserver.MetaRunID: RunID}
+	p.Meta = mcp.Meta{mcpserver.MetaRunID: RunID, "traceparent": r.traceparent}
 	return p
+}
+
+// agentTrace is a new W3C traceparent: a random trace and span, sampled.
+func agentTrace() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return "00-" + hex.EncodeToString(b[:16]) + "-" + hex.EncodeToString(b[16:]) + "-01"
 }
 
 // setup starts the provider and the gateway, and creates the tenant's key
@@ -263,6 +280,7 @@ func (r *run) setup(ctx context.Context) error {
 			Logger:      r.log,
 		},
 		Logger: r.log,
+		Getenv: r.getenv,
 	})
 	if err != nil {
 		return fmt.Errorf("start the gateway and the simulated provider: %w", err)
@@ -297,6 +315,9 @@ func (r *run) setup(ctx context.Context) error {
 	r.p.detail("          fault drop_response_after_accept=1: it accepts the next run_suite and never answers")
 	r.p.detail("gateway   taskgate at %s, giving up on the provider after %s", r.h.MCPURL(), seconds(upstreamTimeout))
 	r.p.detail("tenant    %s, API key %s… (only its hash is stored)", Tenant, r.key[:min(len(r.key), 12)])
+	if t := r.h.Tracing(); t.On() {
+		r.p.detail("traces    sent to %s; the agent's calls carry trace %s", t.Endpoint(), strings.Split(r.traceparent, "-")[1])
+	}
 	r.p.detail("signing   key %s (Ed25519) issues receipts; its private part is encrypted with the secrets key in %s", r.signingKey.KeyID, keyFile)
 	r.p.detail("approval  #%d: %s may run %s as operation %s,", a.ID, a.Tenant, a.Tool, a.OperationID)
 	r.p.detail("          up to %s and %d remote job, retry policy %s, expires %s",
@@ -314,7 +335,7 @@ func (r *run) firstCall(ctx context.Context) error {
 	}
 	r.sessions = append(r.sessions, cs)
 	r.p.detail("arguments %s", compact(suiteArguments()))
-	res, took, err := impatientCall(ctx, r.p, cs, callParams(OperationID))
+	res, took, err := impatientCall(ctx, r.p, cs, r.callParams(OperationID))
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -335,7 +356,7 @@ func (r *run) retrySame(ctx context.Context) error {
 		return fmt.Errorf("connect the retrying agent to the gateway: %w", err)
 	}
 	r.sessions = append(r.sessions, r.cs)
-	task, res, err := taskwire.CallToolAsTask(ctx, r.cs, callParams(OperationID), nil)
+	task, res, err := taskwire.CallToolAsTask(ctx, r.cs, r.callParams(OperationID), nil)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -379,7 +400,7 @@ func (r *run) retrySame(ctx context.Context) error {
 // cover.
 func (r *run) retryNew(ctx context.Context) error {
 	r.p.step(4, "A retry invents a new operation ID, %s, with the same arguments", RetryOperationID)
-	task, res, err := taskwire.CallToolAsTask(ctx, r.cs, callParams(RetryOperationID), nil)
+	task, res, err := taskwire.CallToolAsTask(ctx, r.cs, r.callParams(RetryOperationID), nil)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

@@ -39,7 +39,7 @@ func (e *env) demoCmd() *cobra.Command {
 			if e.logLevel != "" {
 				log = e.logger()
 			}
-			out, err := demo.Run(cmd.Context(), e.stdout, &demo.Options{Dir: keep, Quiet: quiet, Logger: log, SigningAlgorithm: alg})
+			out, err := demo.Run(cmd.Context(), e.stdout, &demo.Options{Dir: keep, Quiet: quiet, Logger: log, SigningAlgorithm: alg, Getenv: e.getenv})
 			if err != nil {
 				return err
 			}
