@@ -733,7 +733,8 @@ func (u *Upstream) traceRequests(next mcp.MethodHandler) mcp.MethodHandler {
 		ctx, span := u.tracing.StartClient(ctx, r, telemetry.AttrUpstream.String(u.cfg.Name))
 		defer span.End()
 		if hasParams {
-			// The params may be the caller's: the meta is replaced, not changed.
+			// Params are built for this one request (CallTool sends a copy of
+			// the caller's); the map is cloned so that no caller's map changes.
 			meta := maps.Clone(p.GetMeta())
 			if meta == nil {
 				meta = map[string]any{}
