@@ -110,7 +110,11 @@ type Worker struct {
 	UpstreamPoll time.Duration `yaml:"upstream_poll"`
 	// Reconcile is how often open operations are reconciled. Default 1m.
 	Reconcile time.Duration `yaml:"reconcile"`
-	// FetchPoll is how often the job queue looks for new work. Default 50ms.
+	// FetchPoll is how often the job queue looks for work it was not told
+	// of, such as scheduled jobs that came due. A job enqueued on the
+	// ledger, by this replica or another, wakes the queue at once (River's
+	// notifications, which it also keeps on SQLite), so a long poll costs
+	// no dispatch latency; a short one costs CPU while idle. Default 1s.
 	FetchPoll time.Duration `yaml:"fetch_poll"`
 	// Workers is how many jobs run at once per queue: sends and polls get
 	// Workers each, the other jobs (reconcile, cancel, expire)

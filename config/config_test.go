@@ -58,7 +58,7 @@ func TestExampleParses(t *testing.T) {
 	if u.Tools["get_job"].Consequential {
 		t.Error("get_job should pass through")
 	}
-	if c.Worker.FetchPoll != 50*time.Millisecond || c.Worker.Workers != 16 || c.Worker.JobRetention != time.Hour {
+	if c.Worker.FetchPoll != time.Second || c.Worker.Workers != 16 || c.Worker.JobRetention != time.Hour {
 		t.Errorf("worker = %+v", c.Worker)
 	}
 }

@@ -39,7 +39,7 @@ func (c *Config) applyDefaults() {
 	w.Sweep = cmp.Or(w.Sweep, 5*time.Second)
 	w.UpstreamPoll = cmp.Or(w.UpstreamPoll, time.Second)
 	w.Reconcile = cmp.Or(w.Reconcile, time.Minute)
-	w.FetchPoll = cmp.Or(w.FetchPoll, 50*time.Millisecond)
+	w.FetchPoll = cmp.Or(w.FetchPoll, time.Second)
 	w.Workers = cmp.Or(w.Workers, 16)
 	w.JobRetention = cmp.Or(w.JobRetention, time.Hour)
 	if c.Auth.APIKeys == nil {

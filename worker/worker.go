@@ -515,7 +515,7 @@ func (w *Worker) withLease(ctx context.Context, opRef int64, job *rivertype.JobR
 	case errors.As(err, &snooze):
 		// Keep the lease past a snooze so that the sweeper does not queue
 		// a second job while this one waits.
-		l.release(ctx, ledger.LeaseQueued, w.clock().Add(snooze.Duration+riverSchedulerLag+w.cfg.Worker.Lease))
+		l.release(ctx, ledger.LeaseQueued, w.clock().Add(snooze.Duration+w.releaseLag()+w.cfg.Worker.Lease))
 	case job.Attempt >= maxJobFailures && ctx.Err() == nil && !errors.Is(err, ErrNotSent):
 		msg := fmt.Sprintf("the worker failed %d times in a row on this operation (last: %v); nothing more is done until a human resolves it", job.Attempt, err)
 		if rerr := w.review(context.WithoutCancel(ctx), l, ledger.ReasonWorkerFailures, msg); rerr != nil {
@@ -527,7 +527,7 @@ func (w *Worker) withLease(ctx context.Context, opRef int64, job *rivertype.JobR
 	default:
 		// River runs the job again after its retry delay: the operation
 		// stays queued for it meanwhile.
-		l.release(ctx, ledger.LeaseQueued, w.clock().Add(w.retry.delay(job.Attempt)+riverSchedulerLag+w.cfg.Worker.Lease))
+		l.release(ctx, ledger.LeaseQueued, w.clock().Add(w.retry.delay(job.Attempt)+w.releaseLag()+w.cfg.Worker.Lease))
 	}
 	return err
 }
@@ -570,6 +570,11 @@ func (w *Worker) heartbeat(ctx context.Context, l *lease, until time.Time, cance
 // riverSchedulerLag is how late River may release a scheduled or snoozed
 // job: its scheduler moves them to the queue on a fixed interval.
 const riverSchedulerLag = 5 * time.Second
+
+// releaseLag is how late a scheduled or snoozed job may start: River's
+// scheduler releases it, and a fetch poll finds it (nothing wakes the
+// producers for it on SQLite).
+func (w *Worker) releaseLag() time.Duration { return riverSchedulerLag + w.cfg.Worker.FetchPoll }
 
 // lease is one job's hold on an operation.
 type lease struct {

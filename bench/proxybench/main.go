@@ -89,6 +89,9 @@ type options struct {
 	// traces measures a second gateway that exports a span of every call
 	// over OTLP/HTTP, beside the one that exports none.
 	traces bool
+	// idle is how long the gateway's CPU is measured while it serves no
+	// call, before the pass-through measurements; 0 skips it.
+	idle time.Duration
 }
 
 // Protocol versions the clients speak, as -clients names them.
@@ -102,6 +105,8 @@ func (o *options) validate() error {
 		return err
 	}
 	switch {
+	case o.idle < 0:
+		return fmt.Errorf("-idle cannot be negative, got %s", o.idle)
 	case o.jobDuration <= 0 || o.upstreamPoll <= 0:
 		return fmt.Errorf("-job-duration and -upstream-poll must be positive, got %s and %s", o.jobDuration, o.upstreamPoll)
 	case o.sessions < 2:
@@ -147,6 +152,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc stri
 			fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of this process's whole run to this file (the pass-through gateway and echo upstreams are other processes)")
 			fs.DurationVar(&o.jobDuration, "job-duration", 10*time.Minute, "how long each remote job the worker dispatches runs at the provider")
 			fs.DurationVar(&o.upstreamPoll, "upstream-poll", time.Second, "the worker's upstream_poll: how often it looks at a running remote job")
+			fs.DurationVar(&o.idle, "idle", 30*time.Second, "measure the pass-through gateway's CPU for this long while it serves no call, before the calls; 0 skips it")
 			fs.BoolVar(&o.traces, "traces", false, "also measure pass-through through a second gateway that exports every call's spans (OTLP/HTTP, sampling 1) to a receiver in this process")
 			fs.BoolVar(&o.verbose, "v", false, "log the gateways', the provider's and the echo servers' warnings and errors to stderr")
 			fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of this process's whole run to this file (go tool trace; the pass-through gateway and echo upstreams are other processes)")
@@ -177,13 +183,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc stri
 func machineFacts(o *options) machine {
 	m := machine{
 		Machine:     report.ThisMachine(),
-		DurationSec: o.duration.Seconds(),
-		WarmupSec:   o.warmup.Seconds(),
-		Sessions:    o.sessions,
-		Rounds:      o.rounds,
-		GOGC:        o.gogc,
-		GOMEMLIMIT:  cmp.Or(os.Getenv("GOMEMLIMIT"), "none"),
-		Accept:      o.accept,
+		DurationSec: o.duration.Seconds(), IdleSec: o.idle.Seconds(),
+		WarmupSec:  o.warmup.Seconds(),
+		Sessions:   o.sessions,
+		Rounds:     o.rounds,
+		GOGC:       o.gogc,
+		GOMEMLIMIT: cmp.Or(os.Getenv("GOMEMLIMIT"), "none"),
+		Accept:     o.accept,
 	}
 	if o.accept {
 		m.JobDurationSec, m.UpstreamPollSec = o.jobDuration.Seconds(), o.upstreamPoll.Seconds()

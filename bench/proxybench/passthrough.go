@@ -287,6 +287,12 @@ func measurePairings(ctx context.Context, o *options, rep *results, progress io.
 		}
 	}()
 	rep.Machine.Gateway = st.bin
+	if o.idle > 0 {
+		fmt.Fprintf(progress, "measuring the gateway's CPU while it serves no call for %s ...\n", o.idle)
+		if rep.Machine.GatewayIdleCPUPercent, err = idleCPU(ctx, st.gw, o.idle); err != nil {
+			return err
+		}
+	}
 	ps := pairings(o.clients, o.upstreams, o.elicitation)
 	steps := []passStep{{pathDirect, 1}, {pathTaskgate, 1}, {pathDirect, o.sessions}, {pathTaskgate, o.sessions}}
 	if o.traces {
@@ -325,6 +331,26 @@ func measurePairings(ctx context.Context, o *options, rep *results, progress io.
 		}
 	}
 	return st.peakRSS(rep)
+}
+
+// idleCPU is the share of one core gw's process used over d while it
+// serves no call, in percent, from its /metrics before and after.
+func idleCPU(ctx context.Context, gw *gateway, d time.Duration) (*float64, error) {
+	before, err := gw.counters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	after, err := gw.counters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pct := (after.cpuSeconds - before.cpuSeconds) / d.Seconds() * 100
+	return &pct, nil
 }
 
 // peakRSS records the peak RSS of the gateway and of every HTTP echo

@@ -20,6 +20,9 @@ const (
 	// targetAddedP50Ms is the most the gateway may add to the median
 	// latency of one session's sequential calls.
 	targetAddedP50Ms = 0.3
+	// targetIdleCPUPercent is the most of one core a gateway serving no
+	// call may use.
+	targetIdleCPUPercent = 1.0
 )
 
 // results are everything one run measured; -json prints them as they are.
@@ -55,6 +58,11 @@ type machine struct {
 	// SpansReceived counts the spans the gateway with traces on exported
 	// (-traces).
 	SpansReceived int `json:"spans_received,omitempty"`
+	// GatewayIdleCPUPercent is the share of one core the pass-through
+	// gateway used over -idle while it served no call (its worker polling
+	// the ledger, its metrics, its upstream sessions' pings).
+	GatewayIdleCPUPercent *float64 `json:"gateway_idle_cpu_percent,omitempty"`
+	IdleSec               float64  `json:"idle_seconds,omitempty"`
 	// Upstream names the upstream tool the acceptance calls make.
 	Upstream    string  `json:"upstream"`
 	Ledger      string  `json:"ledger"`
@@ -266,6 +274,9 @@ func printPairings(w io.Writer, rep *results) {
 	fmt.Fprintf(w, "\ntargets met: %d of %d\n", met, len(rep.Pairings))
 	if traced {
 		fmt.Fprintf(w, "traced: a second taskgate serve exporting a server and a client span of every call over OTLP/HTTP (sampling 1) to a receiver in this process; %d spans received\n", m.SpansReceived)
+	}
+	if m.GatewayIdleCPUPercent != nil {
+		fmt.Fprintf(w, "gateway idle CPU, serving no call for %s before the calls: %.2f%% of one core (target below %g%%)\n", report.Seconds(m.IdleSec), *m.GatewayIdleCPUPercent, targetIdleCPUPercent)
 	}
 	fmt.Fprintf(w, "gateway peak RSS (VmHWM) over the whole run: %s; one gateway process fronts every pairing, so its high-water mark cannot be told apart per pairing\n",
 		megabytes(m.GatewayPeakRSSBytes))
