@@ -282,7 +282,7 @@ type Attempt struct {
 // as W3C Trace Context writes it), "" when there is none.
 func (a *Attempt) TraceID() string {
 	p := strings.Split(a.TraceParent, "-")
-	if len(p) != 4 || len(p[1]) != 32 {
+	if len(p) != 4 || len(p[1]) != 32 || strings.Trim(p[1], "0123456789abcdef") != "" {
 		return ""
 	}
 	return p[1]
