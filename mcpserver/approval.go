@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/console"
+	"github.com/taskgate/taskgate/internal/inert"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/money"
 	"github.com/taskgate/taskgate/policy"
@@ -318,12 +318,12 @@ func numberText(v any) string {
 }
 
 // howToApprove is the command a human runs to approve the call. Every value
-// is shell-quoted: the operation ID and the tenant are chosen by callers
+// is a shell word: the operation ID and the tenant are chosen by callers
 // (the operation ID by the model), and a command built from them must not
 // do anything but approve.
 func howToApprove(a *attempt) string {
 	return fmt.Sprintf("taskgate approve --tenant %s --operation-id %s --tool %s --max-total-cost %s --max-remote-jobs %d --expires-in 24h",
-		shellQuote(a.tenant), shellQuote(a.opID), shellQuote(a.tool()), shellQuote(a.priced.Estimate.String()), a.priced.RemoteJobs)
+		inert.Shell(a.tenant), inert.Shell(a.opID), inert.Shell(a.tool()), inert.Shell(a.priced.Estimate.String()), a.priced.RemoteJobs)
 }
 
 // pricedText says what a call would start and cost, for a person asked to
@@ -341,11 +341,4 @@ func jobsText(n int) string {
 		return "1 remote job"
 	}
 	return fmt.Sprintf("%d remote jobs", n)
-}
-
-// shellQuote quotes s for a POSIX shell: the whole in single quotes, and
-// each single quote inside as a closing quote, an escaped quote and an
-// opening quote.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -410,7 +410,7 @@ func TestHowToApproveAFanOut(t *testing.T) {
 		HowToApprove string `json:"how_to_approve"`
 	}
 	_ = json.Unmarshal(rpcErr.Data, &data)
-	if data.Reason != ledger.ReasonApprovalRequired || !strings.Contains(data.HowToApprove, "--max-total-cost '72.00' --max-remote-jobs 4") {
+	if data.Reason != ledger.ReasonApprovalRequired || !strings.Contains(data.HowToApprove, "--max-total-cost 72.00 --max-remote-jobs 4") {
 		t.Fatalf("data = %s; want approval_required with a command for 4 remote jobs and 72.00", rpcErr.Data)
 	}
 	if n := len(h.Sim.Jobs()); n != 0 {

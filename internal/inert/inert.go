@@ -12,6 +12,7 @@
 //   - [JSON]: JSON text shown as text (a code block), with the characters
 //     [Terminal] escapes written as JSON escapes: the same value.
 //   - [URL]: a URL with its userinfo and every query value replaced.
+//   - [Shell]: a word of a command a person pastes into a POSIX shell.
 //
 // HTML needs no rule here: html/template escapes it, and the console shows
 // each [Invisible] character as a marked escape.
@@ -196,6 +197,23 @@ func URL(raw string) string {
 	}
 	return u.String()
 }
+
+// Shell returns s as one word of a POSIX shell command: as it is when
+// every byte is a letter, a digit or one of _./:@%+=,- (and s is not
+// empty), else in single quotes, with each single quote inside written as
+// a closing quote, an escaped quote and an opening quote. The shell reads
+// the word as exactly s, so a command built from caller-chosen values does
+// nothing but what it names. A word that begins with "-" still reads as a
+// flag to the command; a positional one goes after "--".
+func Shell(s string) string {
+	if s != "" && strings.Trim(s, shellSafe) == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// shellSafe are the bytes a POSIX shell gives no meaning to in a word.
+const shellSafe = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-"
 
 // markdownPunctuation is CommonMark's ASCII punctuation, each of which may
 // be backslash-escaped and is then shown as itself, less those that mean

@@ -2,6 +2,7 @@ package inert_test
 
 import (
 	"encoding/json"
+	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -204,6 +205,32 @@ func TestMarkdownCodeBlock(t *testing.T) {
 	} {
 		if got := inert.MarkdownCodeBlock("json", tc.text); got != tc.want {
 			t.Errorf("MarkdownCodeBlock(%q) = %q, want %q", tc.text, got, tc.want)
+		}
+	}
+}
+
+func TestShell(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"settlement-regression-842", "settlement-regression-842"},
+		{"hosted_test.run_suite", "hosted_test.run_suite"},
+		{"72.00", "72.00"},
+		{"", "''"},
+		{"a b", "'a b'"},
+		{"it's", `'it'\''s'`},
+		{"$(touch pwned)", "'$(touch pwned)'"},
+		{"`id`;x&y|z>w<v*?[]~#!{}", "'`id`;x&y|z>w<v*?[]~#!{}'"},
+		{"line\nbreak", "'line\nbreak'"},
+		{clearScreen, "'" + clearScreen + "'"},
+		{"é", "'é'"},
+	} {
+		got := inert.Shell(tc.in)
+		if got != tc.want {
+			t.Errorf("Shell(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		// The shell reads the word back as exactly the text.
+		out, err := exec.Command("/bin/sh", "-c", "printf %s "+got).Output()
+		if err != nil || string(out) != tc.in {
+			t.Errorf("sh read Shell(%q) = %s as %q (%v)", tc.in, got, out, err)
 		}
 	}
 }

@@ -67,7 +67,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	fmt.Fprintf(stderr, "Error: %s\n", inert.Terminal(oneLine(err.Error())))
 	var ue *usageError
 	if errors.As(err, &ue) && ue.hint != "" {
-		fmt.Fprintf(stderr, "Try: %s\n", ue.hint)
+		fmt.Fprintf(stderr, "Try: %s\n", inert.Terminal(ue.hint))
 	}
 	return 1
 }
@@ -77,6 +77,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 type exitError struct{ code int }
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// positional is s as the last word of a command a person pastes: a shell
+// word, after "--" when it begins with "-" so that it is not read as a flag.
+func positional(s string) string {
+	if strings.HasPrefix(s, "-") {
+		return "-- " + inert.Shell(s)
+	}
+	return inert.Shell(s)
+}
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
@@ -119,7 +128,14 @@ func (e *env) root() *cobra.Command {
 	root.SetVersionTemplate(versionTemplate())
 	group(root)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &usageError{msg: err.Error(), hint: c.CommandPath() + " --help"}
+		hint := c.CommandPath() + " --help"
+		if c.Args != nil && c.Args(c, nil) != nil && c.Args(c, []string{"ID"}) == nil {
+			// The command takes one argument, an ID, which may begin with
+			// "-" (a kid is base64url, an operation ID the model's
+			// choice); after "--" it is no flag.
+			hint = c.CommandPath() + " [flags] -- ID, when the ID begins with -; else " + hint
+		}
+		return &usageError{msg: err.Error(), hint: hint}
 	})
 	return root
 }

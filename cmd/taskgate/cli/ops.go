@@ -192,7 +192,7 @@ func findOperation(ctx context.Context, s ledger.Store, tenant, id string) (*led
 	default:
 		return nil, &usageError{
 			msg:  fmt.Sprintf("operation ID %q is used by several tenants (%s, %s, …)", id, ops[0].Tenant, ops[1].Tenant),
-			hint: fmt.Sprintf("taskgate ops show %s --tenant %s", id, ops[0].Tenant),
+			hint: fmt.Sprintf("taskgate ops show --tenant %s %s", inert.Shell(ops[0].Tenant), positional(id)),
 		}
 	}
 }

@@ -123,7 +123,7 @@ func (e *env) hintOlderActive(ctx context.Context, store ledger.Store, signing s
 	}
 	for _, k := range keys {
 		if k.Active() && k.KeyID != signing {
-			fmt.Fprintf(e.stderr, "Key %s is still active but signs nothing; retire it with taskgate signing-keys retire %s\n", k.KeyID, k.KeyID)
+			fmt.Fprintf(e.stderr, "Key %s is still active but signs nothing; retire it with taskgate signing-keys retire %s\n", k.KeyID, positional(k.KeyID))
 		}
 	}
 	return nil

@@ -277,7 +277,8 @@ func TestSigningKeysNewestSigns(t *testing.T) {
 	if len(views) != 2 || views[0].Kid != first || views[0].Signs || views[1].Kid != second || !views[1].Signs {
 		t.Errorf("list --json = %+v; want %s then %s, the second signing", views, first, second)
 	}
-	if r := l.run(t, "signing-keys", "retire", second); r.code != 0 || !strings.Contains(r.stderr, "signed with key "+first+" from now on") {
+	// A kid is base64url and may begin with "-"; after "--" it is no flag.
+	if r := l.run(t, "signing-keys", "retire", "--", second); r.code != 0 || !strings.Contains(r.stderr, "signed with key "+first+" from now on") {
 		t.Errorf("retiring the newer key: exit %d, stderr %q; want the older one named as signing", r.code, r.stderr)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"runtime"
 	"strings"
@@ -205,5 +206,49 @@ func TestVersion(t *testing.T) {
 		if stdout.String() != want {
 			t.Errorf("taskgate %s printed\n%s\nwant\n%s", args[0], stdout.String(), want)
 		}
+	}
+}
+
+// An ID may begin with "-": a kid is base64url, an operation ID the
+// model's choice. Given as it is, it reads as a flag, and the hint says to
+// put it after "--"; the commands taskgate prints with such an ID run as
+// printed.
+func TestAnIDThatBeginsWithADash(t *testing.T) {
+	l := newLedger(t)
+	const id = "-rf-842"
+	l.accept(t, "acme", id, false)
+	l.accept(t, "evil", id, false)
+
+	r := l.run(t, "ops", "show", id)
+	checkFailure(t, r, "unknown shorthand flag: 'r' in -rf-842", true)
+	if !strings.Contains(r.stderr, "Try: taskgate ops show [flags] -- ID, when the ID begins with -") {
+		t.Errorf("ops show %s printed %q; want a hint to put the ID after --", id, r.stderr)
+	}
+	r = l.run(t, "ops", "show", "--", id)
+	checkFailure(t, r, `operation ID "-rf-842" is used by several tenants`, true)
+	_, printed, ok := strings.Cut(r.stderr, "Try: taskgate ")
+	if !ok {
+		t.Fatalf("ops show -- %s printed %q; want a command naming one tenant", id, r.stderr)
+	}
+	var tenant string
+	if _, err := fmt.Sscanf(printed, "ops show --tenant %s -- -rf-842\n", &tenant); err != nil || (tenant != "acme" && tenant != "evil") {
+		t.Fatalf("the printed command is taskgate %q, want taskgate ops show --tenant acme|evil -- -rf-842 (%v)", printed, err)
+	}
+	if out := l.ok(t, strings.Fields(printed)...); !strings.Contains(out, tenant) {
+		t.Errorf("the printed command showed %q; want %s's operation", out, tenant)
+	}
+
+	// As a flag's value (how_to_approve names the operation so) it needs
+	// no "--".
+	l.ok(t, "approve", "--tenant", "acme", "--operation-id", id, "--tool", "hosted_test.run_suite",
+		"--max-total-cost", "20.00", "--max-remote-jobs", "1", "--expires-in", "1h")
+	if out := l.ok(t, "approvals", "list", "--tenant", "acme"); !strings.Contains(out, id) {
+		t.Errorf("approvals list printed %q; want the approval of %s", out, id)
+	}
+
+	// A command that takes no ID keeps the plain hint.
+	r = l.run(t, "ops", "list", "-x")
+	if !strings.Contains(r.stderr, "Try: taskgate ops list --help\n") {
+		t.Errorf("ops list -x printed %q; want the plain --help hint", r.stderr)
 	}
 }
