@@ -9,7 +9,7 @@ GO ?= go
 
 test: vet
 	CGO_ENABLED=1 $(GO) test -race -timeout 20m ./...
-	CGO_ENABLED=0 $(GO) test -count=1 -timeout 10m -run 'Scale' ./archive/
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout 20m -run 'Scale' ./archive/
 
 vet:
 	CGO_ENABLED=0 $(GO) build ./...
