@@ -77,6 +77,12 @@ const (
 	// new operation is not accepted (nothing could start it now); a retry
 	// of an operation accepted before still attaches to it.
 	ReasonUpstreamUnavailable = "upstream_unavailable"
+	// ReasonContractUnavailable: the tool takes the provider contract its
+	// upstream declares, and has none in force (not listed yet, missing,
+	// invalid, or changed since it was adopted), so a new operation is
+	// not accepted; a retry of an operation accepted before still
+	// attaches to it, under the contract it was accepted with.
+	ReasonContractUnavailable = "provider_contract_unavailable"
 	// ReasonTenantCredentialMissing: the upstream sends each tenant's
 	// requests with that tenant's credential and has none for this one.
 	ReasonTenantCredentialMissing = "tenant_credential_missing"
@@ -219,6 +225,11 @@ type Operation struct {
 	// accepted (NewProviderKey); empty for an operation accepted before
 	// ledger schema 14, whose key is derived (see ProviderKey).
 	StoredProviderKey string
+	// Contract is the declared provider contract, as JSON, the operation
+	// was accepted under; nil when the contract is the configuration's. An
+	// operation keeps this contract for its whole life, whatever the
+	// provider declares later; it is stored byte for byte as accepted.
+	Contract json.RawMessage
 }
 
 // ProviderKey is the idempotency key the provider receives for this

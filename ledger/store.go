@@ -338,6 +338,11 @@ type AcceptParams struct {
 	// Priced records that the tool's provider contract reads charges, so
 	// that a completed job without an invoice is noticed.
 	Priced bool
+	// Contract is the declared provider contract, as JSON, the operation
+	// was accepted under; nil when the contract is the configuration's. It
+	// is kept byte for byte on a created operation ([Operation.Contract])
+	// and must be valid JSON; an attached attempt never changes it.
+	Contract json.RawMessage
 	// SecretArguments names arguments that displays of the operation must
 	// redact. The ledger keeps them, because a recovery may need to
 	// re-send, sealed under the store's secrets key ring when it has one

@@ -45,6 +45,7 @@ func Exercise(t *testing.T, newStore Factory) {
 	t.Run("ConcurrentSameKey", func(t *testing.T) { t.Parallel(); testConcurrentSameKey(t, newStore) })
 	t.Run("TenantScopedLookup", func(t *testing.T) { t.Parallel(); testTenantScopedLookup(t, newStore) })
 	t.Run("ProviderKeys", func(t *testing.T) { t.Parallel(); testProviderKeys(t, newStore) })
+	t.Run("DeclaredContracts", func(t *testing.T) { t.Parallel(); testDeclaredContracts(t, newStore) })
 	t.Run("ClientResult", func(t *testing.T) { t.Parallel(); testClientResult(t, newStore) })
 	t.Run("DeniedBeforeAcceptance", func(t *testing.T) { t.Parallel(); testDeniedBeforeAcceptance(t, newStore) })
 	t.Run("Approvals", func(t *testing.T) { t.Parallel(); testApprovals(t, newStore) })

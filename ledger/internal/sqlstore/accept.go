@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/riverqueue/river"
 
@@ -142,6 +143,8 @@ func validateAccept(p *ledger.AcceptParams) error {
 		return fmt.Errorf("accept: unknown approval request mode %q", p.Approval.Request)
 	case p.Approval.Request != ledger.RequestNone && p.Approval.RequestTTL <= 0:
 		return errors.New("accept: an approval request needs a positive lifetime")
+	case len(p.Contract) > 0 && (!json.Valid(p.Contract) || !utf8.Valid(p.Contract)):
+		return errors.New("accept: the declared provider contract is not valid UTF-8 JSON")
 	}
 	return nil
 }
@@ -400,7 +403,7 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 		ApprovalID: approvalRef, RetryPolicy: p.RetryPolicy, Estimate: money.FromMicros(p.Approval.Estimate.Micros, currencyOf(p)),
 		IntendedRemoteJobs: p.Approval.Jobs(), TTL: p.TTL.Truncate(time.Millisecond), Priced: p.Priced, SecretArguments: secretNames(p.SecretArguments),
 		InputChannel: p.InputChannel, LeaseOwner: leaseOwner, LeaseUntil: leaseUntil, CreatedAt: now, UpdatedAt: now,
-		StoredProviderKey: ledger.NewProviderKey(),
+		StoredProviderKey: ledger.NewProviderKey(), Contract: contractOrNil(p.Contract),
 	}
 	secret, err := secretOrNull(p.SecretArguments)
 	if err != nil {
@@ -412,13 +415,13 @@ func (s *Store) create(ctx context.Context, tx Tx, p *ledger.AcceptParams, now t
 	// Only the row ID comes back: the rest is what was just written.
 	id, err := tx.InsertID(ctx, `INSERT INTO operations (tenant, operation_id, task_id, upstream, tool, fingerprint, arguments,
 			state, approval_ref, retry_policy, estimate_micros, currency, ttl_ms, lease_owner, lease_until, created_at, updated_at,
-			intended_remote_jobs, priced, secret_arguments, schema_version, secrets_at_rest, input_channel, provider_key)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $14, $14, $17, $18, $19, $20, $21, $22, $23)
+			intended_remote_jobs, priced, secret_arguments, schema_version, secrets_at_rest, input_channel, provider_key, contract)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15, $16, $14, $14, $17, $18, $19, $20, $21, $22, $23, $24)
 		ON CONFLICT (tenant, operation_id) WHERE NOT key_expired DO NOTHING`,
 		op.Tenant, op.OperationID, op.TaskID, op.Upstream, op.Tool, op.Fingerprint, string(op.Arguments),
 		op.State, idOrNull(approvalRef), op.RetryPolicy, op.Estimate.Micros, op.Estimate.Currency, op.TTL.Milliseconds(), now,
 		leaseOwner, leaseUntil, op.IntendedRemoteJobs, op.Priced, secret, s.drv.SchemaVersion(), stringOrNull(string(op.SecretsAtRest)), string(op.InputChannel),
-		op.StoredProviderKey)
+		op.StoredProviderKey, jsonOrNull(op.Contract))
 	if err != nil {
 		if errors.Is(s.drv.Interpret(err), ledger.ErrNotFound) {
 			return nil, nil, nil
@@ -571,6 +574,16 @@ func currencyOf(p *ledger.AcceptParams) string {
 		return p.Approval.Estimate.Currency
 	}
 	return "USD"
+}
+
+// contractOrNil copies a declared contract for the operation, so that
+// the caller's later use of its slice cannot change what was recorded; an
+// empty one is the configuration's contract, nil.
+func contractOrNil(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return slices.Clone(b)
 }
 
 func argumentsOrEmpty(b []byte) []byte {

@@ -81,7 +81,7 @@ const operationColumns = `id, tenant, operation_id, task_id, upstream, tool, fin
 	state, status_message, review_reason, result, error, approval_ref, retry_policy,
 	estimate_micros, currency, intended_remote_jobs, send_count, cost_breach, ttl_ms,
 	cancel_requested_at, lease_owner, lease_until, created_at, updated_at, ended_at, priced, secret_arguments, secrets_at_rest,
-	input_channel, input_requests, request_state, input_responses, chain_head, provider_key`
+	input_channel, input_requests, request_state, input_responses, chain_head, provider_key, contract`
 
 func scanOperation(r Row) (*ledger.Operation, error) {
 	var (
@@ -100,7 +100,7 @@ func scanOperation(r Row) (*ledger.Operation, error) {
 		&o.State, &o.StatusMessage, &o.ReviewReason, nullJSON{&o.Result}, nullJSON{&o.Error}, nullInt{&o.ApprovalID}, &o.RetryPolicy,
 		&estimate, &currency, &intended, &sends, &o.CostBreach, &ttlMS,
 		ts{&o.CancelRequestedAt}, &o.LeaseOwner, ts{&o.LeaseUntil}, ts{&o.CreatedAt}, ts{&o.UpdatedAt}, ts{&o.EndedAt}, &o.Priced, &secret, &atRest,
-		&o.InputChannel, nullJSON{&o.InputRequests}, &o.RequestState, nullJSON{&o.InputResponses}, &o.ChainHead, &key)
+		&o.InputChannel, nullJSON{&o.InputRequests}, &o.RequestState, nullJSON{&o.InputResponses}, &o.ChainHead, &key, nullJSON{&o.Contract})
 	if err != nil {
 		return nil, err
 	}
