@@ -243,6 +243,13 @@ type Upstream struct {
 	// Headers are sent on every HTTP request: the gateway's own upstream
 	// credential. A downstream client's token is never passed through.
 	Headers map[string]string `yaml:"headers"`
+	// Contracts says where the contracts of the upstream's consequential
+	// tools come from: "configured" (each tool's contract in this file) or
+	// "discover" (a consequential tool that writes no contract of its own
+	// takes the one the upstream's tool declares in its _meta under
+	// dev.taskgate/contract, read when its tools are listed; a contract
+	// written here always wins). Default configured.
+	Contracts ContractSource `yaml:"contracts"`
 	// TenantHeaders are headers by tenant: every request the gateway
 	// makes to the upstream on behalf of a tenant listed here carries
 	// that tenant's headers and no others (not Headers), on sessions of
@@ -281,6 +288,17 @@ const (
 	// UnlistedShared sends them with the upstream's headers only.
 	UnlistedShared UnlistedTenants = "shared"
 )
+
+// ContractSource says where an upstream's provider contracts come from.
+type ContractSource string
+
+const (
+	ContractsConfigured ContractSource = "configured"
+	ContractsDiscover   ContractSource = "discover"
+)
+
+// Valid reports whether s is one of the contract sources.
+func (s ContractSource) Valid() bool { return s == ContractsConfigured || s == ContractsDiscover }
 
 // HeaderValue is where a tenant's header value comes from, one of: the
 // environment variable Env, read when the file is loaded (and again on each
@@ -496,6 +514,10 @@ type Tool struct {
 	InputBeforeTask time.Duration `yaml:"input_before_task"`
 	// Contract is the provider contract.
 	Contract Contract `yaml:"contract"`
+	// Declared says the tool takes the contract its upstream declares:
+	// it is consequential, writes no contract, and its upstream has
+	// contracts: discover. Set when the file is loaded.
+	Declared bool `yaml:"-"`
 }
 
 // Contract is the provider contract of one tool: how the operation ID

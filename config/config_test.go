@@ -74,6 +74,12 @@ func TestExampleShowsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The second upstream shows another kind of provider; the first
+	// stands for the defaults.
+	if len(full.Upstreams) != 2 || full.Upstreams[1].Contracts != ContractsDiscover || !full.Upstreams[1].Tools["run_suite"].Declared {
+		t.Fatalf("the example's second upstream is not one whose run_suite takes the contract it declares")
+	}
+	full.Upstreams = full.Upstreams[:1]
 	for _, c := range []*Config{full, bare} {
 		u := c.Upstreams[0]
 		if !u.IsRequired() {
@@ -388,17 +394,17 @@ func TestDeprecatedFieldNames(t *testing.T) {
 		placeholder = ": the placeholder {job_id} is deprecated and will be removed in the next release; write {remote_job_id}"
 	)
 	want := []string{
-		"t.yaml:84: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
-		"t.yaml:89: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
-		"t.yaml:109: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
-		"t.yaml:101: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:106: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:116: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
-		"t.yaml:137: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
-		"t.yaml:150: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
-		"t.yaml:142: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
-		"t.yaml:147: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
-		"t.yaml:157: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:85: upstreams[0].tools.run_suite.contract.job_id_field" + reason,
+		"t.yaml:90: upstreams[0].tools.run_suite.contract.lookup.job_id_field" + reason,
+		"t.yaml:110: upstreams[0].tools.run_suite.contract.charges.job_id_field" + reason,
+		"t.yaml:102: upstreams[0].tools.run_suite.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:107: upstreams[0].tools.run_suite.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:117: upstreams[0].tools.run_suite.contract.cancel.arguments.job_id" + placeholder,
+		"t.yaml:138: upstreams[0].tools.run_matrix.contract.lookup.job_id_field" + reason,
+		"t.yaml:151: upstreams[0].tools.run_matrix.contract.charges.job_id_field" + reason,
+		"t.yaml:143: upstreams[0].tools.run_matrix.contract.fetch.arguments.job_id" + placeholder,
+		"t.yaml:148: upstreams[0].tools.run_matrix.contract.charges.arguments.job_id" + placeholder,
+		"t.yaml:158: upstreams[0].tools.run_matrix.contract.cancel.arguments.job_id" + placeholder,
 	}
 	// The tools are a map: warnings of different tools come in no set order.
 	slices.Sort(got)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"reflect"
 	"strings"
 	"time"
 
@@ -65,28 +66,41 @@ func (c *Config) applyDefaults() {
 		if len(u.TenantHeaders) > 0 {
 			u.UnlistedTenants = cmp.Or(u.UnlistedTenants, UnlistedRefuse)
 		}
+		u.Contracts = cmp.Or(u.Contracts, ContractsConfigured)
 		for _, t := range u.Tools {
 			if t == nil {
 				continue
 			}
+			// Before the currency default below, which would make every
+			// contract look written.
+			t.Declared = u.Contracts == ContractsDiscover && t.Consequential && reflect.ValueOf(t.Contract).IsZero()
 			t.Approval = cmp.Or(t.Approval, ledger.ApprovalNone)
 			t.ClientCancel = cmp.Or(t.ClientCancel, ledger.ClientCancelHonour)
 			if t.ApproveBy == nil {
 				t.ApproveBy = []ledger.ApprovalWay{ledger.ApproveByRequest, ledger.ApproveByElicitation}
 			}
-			if t.RetryPolicy == "" {
-				t.RetryPolicy = ledger.RetryNoAutomaticResend
-				if t.Contract.Lookup != nil {
-					t.RetryPolicy = ledger.RetryLookupThenAttach
-				}
+			if !t.Declared {
+				t.contractDefaults()
 			}
-			t.Contract.Cost.Currency = strings.ToUpper(cmp.Or(t.Contract.Cost.Currency, money.DefaultCurrency))
-			t.ElicitationMaxTotalCost.Currency = t.Contract.Cost.Currency
-			for _, e := range []*money.Amount{t.Contract.Cost.Estimate, t.Contract.Cost.EstimatePerJob} {
-				if e != nil {
-					e.Currency = t.Contract.Cost.Currency
-				}
-			}
+		}
+	}
+}
+
+// contractDefaults fills in the defaults of t that follow from its
+// contract: when the file is loaded, or, for a tool that takes a declared
+// contract, when the contract is adopted (Tool.Adopt).
+func (t *Tool) contractDefaults() {
+	if t.RetryPolicy == "" {
+		t.RetryPolicy = ledger.RetryNoAutomaticResend
+		if t.Contract.Lookup != nil {
+			t.RetryPolicy = ledger.RetryLookupThenAttach
+		}
+	}
+	t.Contract.Cost.Currency = strings.ToUpper(cmp.Or(t.Contract.Cost.Currency, money.DefaultCurrency))
+	t.ElicitationMaxTotalCost.Currency = t.Contract.Cost.Currency
+	for _, e := range []*money.Amount{t.Contract.Cost.Estimate, t.Contract.Cost.EstimatePerJob} {
+		if e != nil {
+			e.Currency = t.Contract.Cost.Currency
 		}
 	}
 }

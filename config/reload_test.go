@@ -68,7 +68,7 @@ func TestChanges(t *testing.T) {
 		{"added", func(c *Config) {
 			c.Upstreams = append(c.Upstreams, &Upstream{Name: "more", URL: "http://127.0.0.1:1/mcp"})
 		}, []string{"upstream more added"}},
-		{"removed", func(c *Config) { c.Upstreams = nil }, []string{"upstream hosted_test removed"}},
+		{"removed", func(c *Config) { c.Upstreams = nil }, []string{"upstream hosted_test removed", "upstream hosted_suite removed"}},
 		{"headers named, values not", func(c *Config) {
 			c.Upstreams[0].Headers = map[string]string{"Authorization": "Bearer s3cret"}
 		}, []string{"upstream hosted_test reconnects with a new headers"}},

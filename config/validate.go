@@ -168,6 +168,9 @@ func (c *Config) validate(v *validator) {
 		if u.MaxRestartsPerMinute < 1 {
 			v.fail(f+".max_restarts_per_minute", "must be at least 1 (got %d)", u.MaxRestartsPerMinute)
 		}
+		if !u.Contracts.Valid() {
+			v.fail(f+".contracts", "must be %s or %s, got %q", ContractsConfigured, ContractsDiscover, u.Contracts)
+		}
 		called := map[string]bool{}
 		for _, t := range u.Tools {
 			if t != nil && t.Consequential {
@@ -178,7 +181,12 @@ func (c *Config) validate(v *validator) {
 		}
 		for _, name := range slices.Sorted(maps.Keys(u.Tools)) {
 			validateTool(v, fmt.Sprintf("%s.tools.%s", f, name), u.Tools[name])
-			if t := u.Tools[name]; t != nil && t.Expose && !called[name] {
+			if t := u.Tools[name]; t != nil && t.Consequential {
+				checkContractCalls(v, fmt.Sprintf("%s.tools.%s.contract", f, name), u, &t.Contract)
+			}
+			// What a declared contract calls is known only once it is
+			// listed.
+			if t := u.Tools[name]; t != nil && t.Expose && !called[name] && u.Contracts != ContractsDiscover {
 				v.fail(fmt.Sprintf("%s.tools.%s.expose", f, name), "applies only to a tool a provider contract of this upstream calls (lookup, fetch, charges, cancel or estimate_tool), which is hidden from clients unless exposed; every other tool is listed anyway, so remove it")
 			}
 		}
@@ -335,22 +343,12 @@ func checkPublicURL(raw string) error {
 	return nil
 }
 
-// validateCost checks how a tool's calls are priced and how many remote
-// jobs each starts.
-func validateCost(v *validator, f string, t *Tool) {
-	c := t.Contract
+// validateCost checks how a contract's calls are priced and how many
+// remote jobs each starts; f is the contract's path.
+func validateCost(v *validator, f string, c *Contract) {
 	cost := c.Cost
-	p := f + ".contract.cost"
-	priced := 0
-	for _, set := range []bool{cost.Estimate != nil, cost.EstimatePerJob != nil, cost.EstimateTool != nil} {
-		if set {
-			priced++
-		}
-	}
-	switch {
-	case priced == 0 && t.Approval == ledger.ApprovalRequired:
-		v.fail(p, "an approval-gated tool needs an estimate (a fixed estimate, an estimate_per_job or an estimate_tool) to reserve against the ceiling")
-	case priced > 1:
+	p := f + ".cost"
+	if priced := cost.estimates(); priced > 1 {
 		v.fail(p, "set one of estimate, estimate_per_job or estimate_tool, not %d", priced)
 	}
 	for _, e := range []struct {
@@ -374,8 +372,19 @@ func validateCost(v *validator, f string, t *Tool) {
 		v.fail(p+".estimate_per_job", "prices each remote job, so jobs_argument must name the argument that counts them")
 	}
 	if cost.FansOut() && c.RemoteJobsField == "" {
-		v.fail(f+".contract.remote_jobs_field", "is required: the cost counts the remote jobs a call starts, so the contract must say where the call's result lists them")
+		v.fail(f+".remote_jobs_field", "is required: the cost counts the remote jobs a call starts, so the contract must say where the call's result lists them")
 	}
+}
+
+// estimates counts the ways of pricing a call the cost sets.
+func (c *Cost) estimates() int {
+	n := 0
+	for _, set := range []bool{c.Estimate != nil, c.EstimatePerJob != nil, c.EstimateTool != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
 }
 
 func validateTool(v *validator, f string, t *Tool) {
@@ -394,13 +403,14 @@ func validateTool(v *validator, f string, t *Tool) {
 			v.fail(fmt.Sprintf("%s.approve_by[%d]", f, i), "lists %s twice", w)
 		}
 	}
-	if !t.RetryPolicy.Valid() {
+	// A tool that takes a declared contract gets its retry policy's
+	// default when the contract is adopted.
+	if !t.RetryPolicy.Valid() && !(t.Declared && t.RetryPolicy == "") {
 		v.fail(f+".retry_policy", "must be %s or %s, got %q", ledger.RetryLookupThenAttach, ledger.RetryNoAutomaticResend, t.RetryPolicy)
 	}
 	if !t.ClientCancel.Valid() {
 		v.fail(f+".client_cancel", "must be %s or %s, got %q", ledger.ClientCancelHonour, ledger.ClientCancelBeforeSend, t.ClientCancel)
 	}
-	c := t.Contract
 	if !t.Consequential {
 		// A pass-through tool never becomes an operation, so none of the
 		// operation's policy would ever apply; saying so beats ignoring it.
@@ -413,9 +423,6 @@ func validateTool(v *validator, f string, t *Tool) {
 			}
 		}
 		return
-	}
-	if t.RetryPolicy == ledger.RetryLookupThenAttach && c.Lookup == nil {
-		v.fail(f+".retry_policy", "lookup_then_attach needs contract.lookup: without a lookup the gateway cannot know whether a lost send started work; set retry_policy: no_automatic_resend or configure the lookup")
 	}
 	switch cap := t.ElicitationMaxTotalCost; {
 	case cap.Micros < 0:
@@ -437,6 +444,43 @@ func validateTool(v *validator, f string, t *Tool) {
 	if t.InputBeforeTask < 0 {
 		v.fail(f+".input_before_task", "cannot be negative")
 	}
+	if t.Declared {
+		// Checked with its contract when the contract is adopted.
+		return
+	}
+	validatePolicyContract(v, f, f+".contract", t)
+	validateContract(v, f+".contract", &t.Contract)
+}
+
+// checkContractCalls refuses a contract (at path f) of a tool of u that
+// calls one of u's consequential tools, itself included: the gateway makes
+// a contract's calls on its own, to look up, fetch, list charges, cancel
+// or estimate, and none of them may start paid work.
+func checkContractCalls(v *validator, f string, u *Upstream, c *Contract) {
+	for _, name := range c.Tools() {
+		if t := u.Tools[name]; t != nil && t.Consequential {
+			v.fail(f, "calls %s, a consequential tool of upstream %s; a contract's lookup, fetch, charges, cancel and estimate calls must never start paid work, so name the provider's read-only or cancel tools", inert.Terminal(name), u.Name)
+		}
+	}
+}
+
+// validatePolicyContract checks what a consequential tool's policy asks of
+// its contract; tool and contract are their paths.
+func validatePolicyContract(v *validator, tool, contract string, t *Tool) {
+	if t.RetryPolicy == ledger.RetryLookupThenAttach && t.Contract.Lookup == nil {
+		v.fail(subPath(tool, "retry_policy"), "lookup_then_attach needs contract.lookup: without a lookup the gateway cannot know whether a lost send started work; set retry_policy: no_automatic_resend or configure the lookup")
+	}
+	if t.Approval == ledger.ApprovalRequired && t.Contract.Cost.estimates() == 0 {
+		v.fail(subPath(contract, "cost"), "an approval-gated tool needs an estimate (a fixed estimate, an estimate_per_job or an estimate_tool) to reserve against the ceiling")
+	}
+}
+
+// validateContract checks a provider contract on its own terms, whatever
+// the policy of the tool it belongs to, so that a contract written in the
+// configuration and one a provider declares (DecodeContract) are held to
+// the same rules; f is the contract's path. What a tool's policy asks of
+// its contract is validateTool's.
+func validateContract(v *validator, f string, c *Contract) {
 	k := c.Key
 	set := 0
 	for _, s := range []string{k.Argument, k.Meta, k.Header} {
@@ -445,11 +489,11 @@ func validateTool(v *validator, f string, t *Tool) {
 		}
 	}
 	if set > 1 {
-		v.fail(f+".contract.key", "set one of argument, meta or header, not %d", set)
+		v.fail(f+".key", "set one of argument, meta or header, not %d", set)
 	}
-	validateCost(v, f, t)
+	validateCost(v, f, c)
 	if l := c.Lookup; l != nil {
-		p := f + ".contract.lookup"
+		p := f + ".lookup"
 		requireCall(v, p, l.Call)
 		if set == 0 {
 			for _, name := range slices.Sorted(maps.Keys(l.Arguments)) {
@@ -470,7 +514,7 @@ func validateTool(v *validator, f string, t *Tool) {
 		}
 	}
 	if fe := c.Fetch; fe != nil {
-		p := f + ".contract.fetch"
+		p := f + ".fetch"
 		requireCall(v, p, fe.Call)
 		if fe.StatusField == "" {
 			v.fail(p+".status_field", "is required")
@@ -478,7 +522,7 @@ func validateTool(v *validator, f string, t *Tool) {
 		checkStatuses(v, p+".statuses", fe.Statuses, fetchAnswers(), true)
 	}
 	if ch := c.Charges; ch != nil {
-		p := f + ".contract.charges"
+		p := f + ".charges"
 		requireCall(v, p, ch.Call)
 		for _, r := range []struct{ name, value string }{
 			{"list_field", ch.ListField}, {"id_field", ch.IDField}, {"amount_field", ch.AmountField}, {"status_field", ch.StatusField},
@@ -490,7 +534,7 @@ func validateTool(v *validator, f string, t *Tool) {
 		checkStatuses(v, p+".statuses", ch.Statuses, chargeAnswers(), false)
 	}
 	if cn := c.Cancel; cn != nil {
-		requireCall(v, f+".contract.cancel", cn.Call)
+		requireCall(v, f+".cancel", cn.Call)
 	}
 }
 
