@@ -136,6 +136,18 @@ type route struct {
 
 func (r *route) consequential() bool { return r.contract != nil }
 
+// newRoute leads to tool of upstream u under contract (nil: it passes
+// through). A consequential tool's policy is its contract's: for a tool
+// that takes its declared contract, the configuration's policy with that
+// contract adopted.
+func newRoute(u *config.Upstream, tool string, contract *provider.Contract) *route {
+	r := &route{upstream: u.Name, tool: tool, policy: u.Tools[tool], contract: contract}
+	if contract != nil {
+		r.policy = contract.Policy
+	}
+	return r
+}
+
 // New builds a Gateway. Tools appear as upstreams connect (SyncTools).
 func New(opts *Options) (*Gateway, error) {
 	if opts == nil || opts.Store == nil || opts.Pool == nil || opts.Config == nil {
@@ -346,6 +358,14 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 		g.mu.Lock()
 		g.toolsListed[u.Name()] = true
 		g.mu.Unlock()
+		// Declared contracts first: the tools they call are the gateway's.
+		for _, f := range g.catalog.Discover(u.Name(), tools) {
+			if f.Reason == "" {
+				g.log.Info("adopted the provider contract the tool declares", "upstream", f.Upstream, "tool", f.Tool)
+			} else {
+				g.log.Warn("a tool that takes its declared provider contract takes no new calls", "upstream", f.Upstream, "tool", f.Tool, "declaration", f.State, "reason", f.Reason)
+			}
+		}
 		cfg := u.Config()
 		for _, t := range tools {
 			// The tools the provider contracts call are the gateway's:
@@ -358,8 +378,8 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 			if p := cfg.ToolPrefix(); p != "" {
 				name = p + "." + t.Name
 			}
-			r := &route{upstream: u.Name(), tool: t.Name, policy: cfg.Tools[t.Name], contract: g.catalog.Contract(u.Name(), t.Name),
-				headerArguments: hasHeaderArguments(t.InputSchema)}
+			r := newRoute(cfg, t.Name, g.catalog.Contract(u.Name(), t.Name))
+			r.headerArguments = hasHeaderArguments(t.InputSchema)
 			listed, err := g.downstreamTool(name, t, r)
 			if err != nil {
 				g.log.Warn("skipping an upstream tool", "upstream", u.Name(), "tool", t.Name, "err", err)
@@ -454,7 +474,7 @@ func (g *Gateway) route(name string) (*route, bool) {
 			continue
 		}
 		if c := g.catalog.Contract(u.Name(), tool); c != nil {
-			return &route{upstream: u.Name(), tool: tool, policy: cfg.Tools[tool], contract: c}, true
+			return newRoute(cfg, tool, c), true
 		}
 	}
 	return nil, false

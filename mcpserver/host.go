@@ -249,16 +249,22 @@ func (h *host) price(ctx context.Context, a *attempt) (*taskwire.Outcome, error)
 		up = tu
 	}
 	connected := ok && !credentialMissing && up.Connected()
-	if !connected {
+	contractMissing := r.contract.Unavailable != ""
+	if !connected || contractMissing {
 		existing, err := g.store.OperationGet(ctx, &ledger.OperationGetParams{Tenant: a.tenant, OperationID: a.opID})
 		switch {
+		case errors.Is(err, ledger.ErrNotFound) && contractMissing:
+			return h.refuse(ctx, a.log, a.denial(), ledger.ReasonContractUnavailable,
+				r.contract.Unavailable+"; the call was not accepted and nothing was started", nil), nil
 		case errors.Is(err, ledger.ErrNotFound) && credentialMissing:
 			return h.refuse(ctx, a.log, a.denial(), ledger.ReasonTenantCredentialMissing, tenantCredentialText(r.upstream, a.call.Name), nil), nil
 		case errors.Is(err, ledger.ErrNotFound):
 			return h.refuse(ctx, a.log, a.denial(), ledger.ReasonUpstreamUnavailable,
 				fmt.Sprintf("upstream %s of %s is not connected, so the call was not accepted and nothing was started; retry with the same operation ID once it is back", r.upstream, a.call.Name), nil), nil
 		case err != nil:
-			return nil, fmt.Errorf("look up operation %s while its upstream is down or has no credential for the tenant: %w", a.opID, err)
+			return nil, fmt.Errorf("look up operation %s while its upstream is down, has no credential for the tenant or its contract is unavailable: %w", a.opID, err)
+		case contractMissing:
+			a.log.Info("the tool's declared contract is unavailable; the retry attaches to its operation, which keeps the contract it was accepted with", "state", existing.State)
 		case credentialMissing:
 			a.log.Info("the upstream has no credential for the tenant; the retry attaches to its operation, which sends nothing until it has one", "state", existing.State)
 		default:
@@ -266,7 +272,7 @@ func (h *host) price(ctx context.Context, a *attempt) (*taskwire.Outcome, error)
 		}
 	}
 	a.priced = policy.Route{RemoteJobs: 1, Estimate: money.Zero(r.policy.Contract.Cost.Currency)}
-	if !connected {
+	if !connected || contractMissing {
 		return nil, nil
 	}
 	priced, err := r.contract.Route(ctx, worker.ProviderCaller(up), a.args)
@@ -339,7 +345,10 @@ func (h *host) acceptOnce(ctx context.Context, a *attempt, p *callPlan, requestI
 		Source: a.source, RunID: a.runID, SessionID: a.call.Caller.SessionID,
 		RetryPolicy: r.policy.RetryPolicy, TTL: g.config().TaskTTL, Priced: r.contract.Priced(),
 		SecretArguments: r.policy.SecretArguments,
-		InputChannel:    p.Channel,
+		// A declared contract is kept with the operation, which runs under
+		// it whatever the provider declares later.
+		Contract:     r.contract.Declaration,
+		InputChannel: p.Channel,
 		Approval: ledger.ApprovalRequirement{Required: p.ApprovalRequired, Estimate: a.priced.Estimate, RemoteJobs: a.priced.RemoteJobs,
 			Request: p.Request, NoBudgets: !p.Budgets, RequestTTL: g.config().ApprovalRequestTTL, RequestedBy: authn.CredentialID(a.call.Caller.TokenInfo)},
 		Enqueue:     worker.Dispatch,

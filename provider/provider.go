@@ -71,6 +71,15 @@ type Contract struct {
 	Upstream string
 	Tool     string
 	Policy   *config.Tool
+	// Declaration is the declared contract (canonical JSON) the contract
+	// was adopted from, which an operation accepted under it records; nil
+	// for a contract written in the configuration.
+	Declaration json.RawMessage
+	// Unavailable, when set, says why the tool takes no new call: its
+	// declared contract is awaited, missing, invalid or changed. An
+	// operation accepted before keeps the contract it recorded.
+	Unavailable string
+	state       Declaration
 }
 
 // New returns the contract of tool on upstream.

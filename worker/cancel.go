@@ -42,7 +42,7 @@ func (w *Worker) cancelRemote(ctx context.Context, opRef int64, only string, att
 		p.Reservation = &ledger.ReservationUpdate{Status: ledger.ReservationReleased}
 		p.Creator = &ledger.AttemptKnowledge{RemoteAccepted: ledger.No, RemoteEffect: ledger.No, ChargeStatus: ledger.No}
 	}
-	c := w.catalog.Contract(op.Upstream, op.Tool)
+	c := w.catalog.ForOperation(op.Upstream, op.Tool, op.Contract)
 	up, ok := w.upstreams.Upstream(op.Upstream, op.Tenant)
 	if c == nil || !ok {
 		msg := fmt.Sprintf("the configuration no longer has consequential tool %s.%s; its provider was not asked to cancel", op.Upstream, op.Tool)

@@ -45,7 +45,7 @@ type target struct {
 // read never stands between a send and the record of what it started.
 func (w *Worker) resolve(ctx context.Context, l *lease) (*target, error) {
 	op := l.op
-	c := w.catalog.Contract(op.Upstream, op.Tool)
+	c := w.catalog.ForOperation(op.Upstream, op.Tool, op.Contract)
 	up, ok := w.upstreams.Upstream(op.Upstream, op.Tenant)
 	if c == nil || !ok {
 		msg := fmt.Sprintf("the configuration no longer has consequential tool %s.%s; resolve with taskgate ops resolve", op.Upstream, op.Tool)

@@ -38,7 +38,7 @@ func (w *Worker) Reconcile(ctx context.Context, opRef int64) (open bool, err err
 	}
 	ctx, span := w.step(ctx, op, "taskgate.reconcile")
 	defer span.End()
-	c := w.catalog.Contract(op.Upstream, op.Tool)
+	c := w.catalog.ForOperation(op.Upstream, op.Tool, op.Contract)
 	up, ok := w.upstreams.Upstream(op.Upstream, op.Tenant)
 	if c == nil || !ok {
 		_, err := w.store.Transition(ctx, &ledger.TransitionParams{OperationRef: op.ID, Events: []ledger.EventParams{{

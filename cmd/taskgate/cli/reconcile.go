@@ -140,7 +140,7 @@ func openOperations(ctx context.Context, s ledger.Store, tenant string) ([]*ledg
 func configured(cfg *config.Config, catalog *provider.Catalog, ops []*ledger.Operation) error {
 	var missing []string
 	for _, op := range ops {
-		if name := op.Upstream + "." + op.Tool; catalog.Contract(op.Upstream, op.Tool) == nil && !slices.Contains(missing, name) {
+		if name := op.Upstream + "." + op.Tool; catalog.ForOperation(op.Upstream, op.Tool, op.Contract) == nil && !slices.Contains(missing, name) {
 			missing = append(missing, name)
 		}
 	}
