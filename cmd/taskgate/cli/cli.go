@@ -123,7 +123,7 @@ func (e *env) root() *cobra.Command {
 			"warn for the other commands, nothing for demo and fixtures")
 	root.AddCommand(e.migrateCmd(), e.opsCmd(), e.approveCmd(), e.approvalsCmd(), e.approvalRequestsCmd(), e.budgetsCmd(), e.keysCmd(), e.receiptCmd(), e.packetCmd(),
 		e.serveCmd(), e.reloadCmd(), e.providerSimCmd(), e.reconcileCmd(), e.demoCmd(), e.fixturesCmd(), e.secretsKeyCmd(), e.verifyCmd(), e.archiveCmd())
-	root.AddCommand(e.signingKeysCmd(), e.versionCmd(), e.backupCmd())
+	root.AddCommand(e.signingKeysCmd(), e.versionCmd(), e.backupCmd(), e.contractCmd())
 	root.Version = buildinfo.Read().Version
 	root.SetVersionTemplate(versionTemplate())
 	group(root)
