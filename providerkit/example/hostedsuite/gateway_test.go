@@ -342,6 +342,8 @@ func TestADeclarationThatChanges(t *testing.T) {
 	kit := providerkit.New(jobs, nil)
 	t.Cleanup(kit.Close)
 	release := make(chan struct{})
+	var released sync.Once
+	free := func() { released.Do(func() { close(release) }) }
 	work := func(ctx context.Context, run *providerkit.Run) (any, error) {
 		select {
 		case <-release:
@@ -355,6 +357,9 @@ func TestADeclarationThatChanges(t *testing.T) {
 	kit.AddTool(server, tool, providerkit.Paid{Work: work, Estimate: new(money.MustParse("18.00", "USD"))})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 	t.Cleanup(srv.Close)
+	// A test that fails early frees the job first, so that the server's
+	// Close is not left waiting for the call the job holds open.
+	t.Cleanup(free)
 
 	logs := &logLines{}
 	h, err := fixtures.New(ctx, &fixtures.Options{EditConfig: behindTaskgate(t, srv.URL), Logger: slog.New(slog.NewTextHandler(logs, nil))})
@@ -378,14 +383,16 @@ func TestADeclarationThatChanges(t *testing.T) {
 	// The provider now asks 20.00 a run. go-sdk tells the gateway's
 	// session that the tools changed.
 	kit.AddTool(server, tool, providerkit.Paid{Work: work, Estimate: new(money.MustParse("20.00", "USD"))})
-	testwait.Until(t, ctx, "the gateway to log the change", func() (bool, error) {
+	changedCtx, stop := context.WithTimeout(ctx, 30*time.Second)
+	defer stop()
+	testwait.Until(t, changedCtx, "the gateway to log the change", func() (bool, error) {
 		return strings.Contains(logs.String(), "takes no new calls"), errors.New("no such log line yet")
 	})
 	s.approve(t, ctx, "after")
 	// A refusal is immediate; a call the gateway took would wait for its job.
-	refusedCtx, stop := context.WithTimeout(ctx, 30*time.Second)
+	refusedCtx, stopRefused := context.WithTimeout(ctx, 30*time.Second)
 	_, _, err = taskwire.CallToolAsTask(refusedCtx, cs, fixtures.RunSuiteCall("after", nil), nil)
-	stop()
+	stopRefused()
 	if _, reason, _ := fixtures.ErrorReason(err); reason != ledger.ReasonContractUnavailable || !strings.Contains(err.Error(), "taskgate contract show hosted_test.run_suite") {
 		t.Fatalf("a call after the change: %v (reason %q); want it refused with %s, saying what to do", err, reason, ledger.ReasonContractUnavailable)
 	}
@@ -398,7 +405,7 @@ func TestADeclarationThatChanges(t *testing.T) {
 	if err != nil || again == nil || again.ID != before.ID {
 		t.Fatalf("the retry of the operation accepted before: %v, task %+v; want task %s", err, again, before.ID)
 	}
-	close(release)
+	free()
 	op, r := s.reconciled(t, ctx, "before")
 	if r.EstimatedCostUSD.String() != "18.00" || !strings.Contains(string(op.Contract), `"estimate":"18.00"`) {
 		t.Errorf("the operation accepted before: estimate %s, contract %s; want the 18.00 one it was accepted with", r.EstimatedCostUSD, op.Contract)
