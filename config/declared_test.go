@@ -7,75 +7,18 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// runSuite is the contract of run_suite in taskgate.example.yaml, declared.
-const runSuite = `{
-  "version": 1,
-  "key": {"argument": "idempotency_key"},
-  "remote_job_id_field": "job_id",
-  "lookup": {
-    "tool": "lookup_operation",
-    "arguments": {"idempotency_key": "{operation_id}"},
-    "status_field": "status",
-    "remote_job_id_field": "job_id",
-    "jobs_field": "jobs",
-    "statuses": {"not_found": ["not_found"], "accepted": ["queued"], "running": ["running"], "completed": ["succeeded"], "failed": ["failed"], "cancelled": ["cancelled"]}
-  },
-  "fetch": {
-    "tool": "get_job",
-    "arguments": {"job_id": "{remote_job_id}"},
-    "status_field": "status",
-    "statuses": {"accepted": ["queued"], "running": ["running"], "completed": ["succeeded"], "failed": ["failed"], "cancelled": ["cancelled"]}
-  },
-  "charges": {
-    "tool": "list_charges",
-    "arguments": {"job_id": "{remote_job_id}"},
-    "list_field": "charges",
-    "id_field": "charge_id",
-    "remote_job_id_field": "job_id",
-    "amount_field": "amount_usd",
-    "currency_field": "currency",
-    "status_field": "status",
-    "statuses": {"pending": ["pending"], "final": ["final"], "refunded": ["refunded"]}
-  },
-  "cancel": {
-    "tool": "cancel_job",
-    "arguments": {"job_id": "{remote_job_id}"},
-    "effect_reversed_field": "effect_reversed"
-  },
-  "cost": {"estimate": "18.00", "currency": "USD"}
-}`
+	"github.com/taskgate/taskgate/internal/contracttest"
+)
 
 // metaFile is what the provider package names a declaration by.
 const metaFile = `_meta["dev.taskgate/contract"]`
 
-// declared is runSuite with edits: each path ("lookup.statuses.running")
-// set to its value, or removed when the value is remove.
+// declared is the declared run_suite contract with edits (see
+// contracttest.Declaration), as JSON.
 func declared(t *testing.T, edits map[string]any) []byte {
 	t.Helper()
-	var d map[string]any
-	if err := json.Unmarshal([]byte(runSuite), &d); err != nil {
-		t.Fatal(err)
-	}
-	for path, value := range edits {
-		m := d
-		names := strings.Split(path, ".")
-		for _, name := range names[:len(names)-1] {
-			next, ok := m[name].(map[string]any)
-			if !ok {
-				next = map[string]any{}
-				m[name] = next
-			}
-			m = next
-		}
-		if value == remove {
-			delete(m, names[len(names)-1])
-		} else {
-			m[names[len(names)-1]] = value
-		}
-	}
-	b, err := json.Marshal(d)
+	b, err := json.Marshal(contracttest.Declaration(t, edits))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +26,7 @@ func declared(t *testing.T, edits map[string]any) []byte {
 }
 
 // remove, as an edit's value, removes the field.
-var remove = &struct{ remove bool }{}
+var remove = contracttest.Remove
 
 func TestDecodeContractReadsTheExample(t *testing.T) {
 	cfg, err := Parse(strings.NewReader(exampleText(t)), "taskgate.example.yaml", env(map[string]string{"HOSTED_TEST_TOKEN": "x"}))
@@ -91,7 +34,7 @@ func TestDecodeContractReadsTheExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := cfg.Upstreams[0].Tools["run_suite"].Contract
-	got, err := DecodeContract([]byte(runSuite), metaFile, "")
+	got, err := DecodeContract([]byte(contracttest.RunSuite), metaFile, "")
 	if err != nil {
 		t.Fatalf("DecodeContract: %v", err)
 	}

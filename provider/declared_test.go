@@ -11,78 +11,16 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/taskgate/taskgate/config"
+	"github.com/taskgate/taskgate/internal/contracttest"
 	"github.com/taskgate/taskgate/provider"
 )
 
-// runSuite is the contract of run_suite in config/taskgate.example.yaml,
-// declared.
-const runSuite = `{
-  "version": 1,
-  "key": {"argument": "idempotency_key"},
-  "remote_job_id_field": "job_id",
-  "lookup": {
-    "tool": "lookup_operation",
-    "arguments": {"idempotency_key": "{operation_id}"},
-    "status_field": "status",
-    "remote_job_id_field": "job_id",
-    "jobs_field": "jobs",
-    "statuses": {"not_found": ["not_found"], "accepted": ["queued"], "running": ["running"], "completed": ["succeeded"], "failed": ["failed"], "cancelled": ["cancelled"]}
-  },
-  "fetch": {
-    "tool": "get_job",
-    "arguments": {"job_id": "{remote_job_id}"},
-    "status_field": "status",
-    "statuses": {"accepted": ["queued"], "running": ["running"], "completed": ["succeeded"], "failed": ["failed"], "cancelled": ["cancelled"]}
-  },
-  "charges": {
-    "tool": "list_charges",
-    "arguments": {"job_id": "{remote_job_id}"},
-    "list_field": "charges",
-    "id_field": "charge_id",
-    "remote_job_id_field": "job_id",
-    "amount_field": "amount_usd",
-    "currency_field": "currency",
-    "status_field": "status",
-    "statuses": {"pending": ["pending"], "final": ["final"], "refunded": ["refunded"]}
-  },
-  "cancel": {
-    "tool": "cancel_job",
-    "arguments": {"job_id": "{remote_job_id}"},
-    "effect_reversed_field": "effect_reversed"
-  },
-  "cost": {"estimate": "18.00", "currency": "USD"}
-}`
+// declaration is the declared run_suite contract with edits (see
+// contracttest.Declaration).
+func declaration(t *testing.T, edits map[string]any) any { return contracttest.Declaration(t, edits) }
 
 // remove, as an edit's value, removes the field.
-var remove = &struct{ remove bool }{}
-
-// declaration is runSuite with edits: each path ("lookup.statuses.running")
-// set to its value, or removed when the value is remove.
-func declaration(t *testing.T, edits map[string]any) any {
-	t.Helper()
-	var d map[string]any
-	if err := json.Unmarshal([]byte(runSuite), &d); err != nil {
-		t.Fatal(err)
-	}
-	for path, value := range edits {
-		m := d
-		names := strings.Split(path, ".")
-		for _, name := range names[:len(names)-1] {
-			next, ok := m[name].(map[string]any)
-			if !ok {
-				next = map[string]any{}
-				m[name] = next
-			}
-			m = next
-		}
-		if value == remove {
-			delete(m, names[len(names)-1])
-		} else {
-			m[names[len(names)-1]] = value
-		}
-	}
-	return d
-}
+var remove = contracttest.Remove
 
 func resolvedSchema(t *testing.T) *jsonschema.Resolved {
 	t.Helper()

@@ -120,7 +120,7 @@ func behindTaskgateOn(t *testing.T, bin, jobs, ledgerURL string) {
 		}
 		// Attached while the job ran, or took its result once it had
 		// ended: either way, the job the server had.
-		if got := lookupActions(evs); len(got) == 0 || got[0] != string(provider.ActionAttach) && got[0] != string(provider.ActionFetch) {
+		if got := fixtures.LookupActions(evs); len(got) == 0 || got[0] != string(provider.ActionAttach) && got[0] != string(provider.ActionFetch) {
 			t.Errorf("lookup actions %v, want the first to be %s or %s", got, provider.ActionAttach, provider.ActionFetch)
 		}
 		if op.SendCount != 1 || r.ObservedRemoteJobs != 1 || r.DuplicateJobs != 0 {
@@ -276,19 +276,6 @@ func openJobs(t *testing.T, store string) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
-}
-
-func lookupActions(evs []*ledger.Event) []string {
-	var out []string
-	for _, e := range evs {
-		if e.Kind != ledger.EventLookup {
-			continue
-		}
-		if d, err := ledger.DecodeEventData[ledger.LookupData](e); err == nil && d.Action != "" {
-			out = append(out, d.Action)
-		}
-	}
-	return out
 }
 
 func hasEvent(evs []*ledger.Event, kind ledger.EventKind) bool {
