@@ -71,6 +71,11 @@ func NewMetrics(reg prometheus.Registerer, store ledger.Store) *Metrics {
 			}
 			return float64(n)
 		}))
+		if c, ok := store.(interface{ Commits() int64 }); ok {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "taskgate_ledger_commits_total", Help: "Write transactions committed on the SQLite ledger since the gateway started (each one sync of its log to disk).",
+			}, func() float64 { return float64(c.Commits()) }))
+		}
 	}
 	return m
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -47,6 +48,19 @@ func TestHealthReadinessMetrics(t *testing.T) {
 		`taskgate_upstream_connected{upstream="hosted_test"} 1`, `taskgate_upstream_restarts_total{upstream="hosted_test"} 0`} {
 		if code != 200 || !strings.Contains(body, want) {
 			t.Fatalf("/metrics (%d) lacks %q", code, want)
+		}
+	}
+	// On SQLite the ledger's commits are counted: the acceptance above
+	// was one at least.
+	if _, ok := h.Store.(interface{ Commits() int64 }); ok || h.Store.Dialect() == "sqlite" {
+		var commits float64
+		for line := range strings.Lines(body) {
+			if v, ok := strings.CutPrefix(line, "taskgate_ledger_commits_total "); ok {
+				commits, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+			}
+		}
+		if commits < 1 {
+			t.Errorf("/metrics: taskgate_ledger_commits_total is %v after an acceptance, want at least 1", commits)
 		}
 	}
 	// A required upstream that stops answering makes the gateway unready.

@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -107,14 +108,15 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	// frees, so that an erased secret argument's sealed value does not
 	// linger in the file's free space.
 	pragmas := "_pragma=busy_timeout(10000)&_pragma=auto_vacuum(incremental)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=temp_store(memory)&_pragma=secure_delete(1)&_pragma=synchronous(" + sync + ")"
-	w := openCached("file:"+path+"?"+pragmas, "BEGIN IMMEDIATE")
+	commits := new(atomic.Int64)
+	w := openCached("file:"+path+"?"+pragmas, "BEGIN IMMEDIATE", commits)
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	if err := checkDatabase(ctx, w, path); err != nil {
 		w.Close()
 		return nil, err
 	}
-	r := openCached("file:"+path+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)", "BEGIN")
+	r := openCached("file:"+path+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)", "BEGIN", nil)
 	r.SetMaxOpenConns(cmpOr(o.ReadConns, 4))
 	inserter, err := river.NewClient(insertDriver{riversqlite.New(w)}, &river.Config{Logger: o.Logger})
 	if err != nil {
@@ -122,7 +124,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		r.Close()
 		return nil, fmt.Errorf("create job inserter: %w", err)
 	}
-	d := &driver{write: w, read: r, path: path, inserter: inserter, log: o.Logger}
+	d := &driver{write: w, read: r, path: path, inserter: inserter, log: o.Logger, commits: commits}
 	fsys, err := fs.Sub(migrations, "migrations")
 	if err == nil {
 		d.version, err = sqlstore.LatestVersion(fsys)
@@ -161,6 +163,11 @@ func checkDatabase(ctx context.Context, db *sql.DB, path string) error {
 // worker client must run so that its writes and taskgate's serialise.
 func (s *Store) DB() *sql.DB { return s.drv.write }
 
+// Commits is the number of write transactions committed on the ledger
+// since it was opened: taskgate's, River's, migrations and vacuums. Each
+// is one sync of the write-ahead log to disk (synchronous FULL).
+func (s *Store) Commits() int64 { return s.drv.commits.Load() }
+
 // NewJobClient returns a River client over this store's database.
 func (s *Store) NewJobClient(config *river.Config) (ledger.JobClient, error) {
 	return river.NewClient(riversqlite.New(s.drv.write), config)
@@ -176,6 +183,8 @@ func cmpOr[T comparable](v, def T) T {
 
 type driver struct {
 	write, read *sql.DB
+	// commits counts the transactions committed on the write connection.
+	commits *atomic.Int64
 	path        string
 	inserter    *river.Client[*sql.Tx]
 	log         *slog.Logger

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	sqldriver "database/sql/driver"
 	"errors"
+	"sync/atomic"
 
 	sqlite3 "modernc.org/sqlite"
 )
@@ -19,19 +20,28 @@ const maxCachedStatements = 256
 // over and over. Transactions that are not read-only begin with begin
 // ("BEGIN IMMEDIATE" for a writer, so that it takes the write lock first
 // and never fails to upgrade).
-func openCached(dsn, begin string) *sql.DB {
-	return sql.OpenDB(connector{dsn: dsn, begin: begin, drv: &sqlite3.Driver{}})
+// When commits is not nil, every transaction committed on the pool's
+// connections (explicit or not) adds one to it.
+func openCached(dsn, begin string, commits *atomic.Int64) *sql.DB {
+	return sql.OpenDB(connector{dsn: dsn, begin: begin, drv: &sqlite3.Driver{}, commits: commits})
 }
 
 type connector struct {
 	dsn, begin string
 	drv        *sqlite3.Driver
+	commits    *atomic.Int64
 }
 
 func (c connector) Connect(context.Context) (sqldriver.Conn, error) {
 	conn, err := c.drv.Open(c.dsn)
 	if err != nil {
 		return nil, err
+	}
+	if c.commits != nil {
+		conn.(sqlite3.HookRegisterer).RegisterCommitHook(func() int32 {
+			c.commits.Add(1)
+			return 0 // 0: the commit goes ahead
+		})
 	}
 	return &cachingConn{Conn: conn, begin: c.begin, stmts: map[string]*cachedStmt{}}, nil
 }

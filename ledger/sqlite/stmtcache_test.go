@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 )
 
@@ -12,7 +13,7 @@ import (
 // one table.
 func openTestCached(t *testing.T) *sql.DB {
 	t.Helper()
-	db := openCached("file:"+filepath.Join(t.TempDir(), "t.db")+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(1000)", "BEGIN IMMEDIATE")
+	db := openCached("file:"+filepath.Join(t.TempDir(), "t.db")+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(1000)", "BEGIN IMMEDIATE", nil)
 	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { db.Close() })
 	if _, err := db.Exec("CREATE TABLE t (x integer)"); err != nil {
@@ -67,7 +68,7 @@ func TestCachedWriterBeginsImmediate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	other := openCached("file:"+path+"?_pragma=busy_timeout(0)", "BEGIN IMMEDIATE")
+	other := openCached("file:"+path+"?_pragma=busy_timeout(0)", "BEGIN IMMEDIATE", nil)
 	defer other.Close()
 	if _, err := other.Begin(); err == nil {
 		t.Fatal("a second writer began while the first held its transaction; want the database locked")
@@ -93,5 +94,42 @@ func TestCachedBeginWithEndedContextLeavesConnectionClean(t *testing.T) {
 	}
 	if n := count(t, db); n != 1 {
 		t.Fatalf("%d rows, want 1", n)
+	}
+}
+
+// The commit counter counts each transaction committed, explicit or a
+// single statement's, and neither a rollback nor a read.
+func TestCachedCountsCommits(t *testing.T) {
+	var commits atomic.Int64
+	db := openCached("file:"+filepath.Join(t.TempDir(), "t.db")+"?_pragma=journal_mode(WAL)", "BEGIN IMMEDIATE", &commits)
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Exec("CREATE TABLE t (x integer)"); err != nil {
+		t.Fatal(err)
+	}
+	start := commits.Load()
+	for i := range 3 {
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec("INSERT INTO t VALUES ($1)", i); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			err = tx.Rollback()
+		} else {
+			err = tx.Commit()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec("INSERT INTO t VALUES (9)"); err != nil {
+		t.Fatal(err)
+	}
+	count(t, db)
+	if got := commits.Load() - start; got != 3 {
+		t.Fatalf("%d commits counted for two committed transactions, a rollback, one statement and a read; want 3", got)
 	}
 }
