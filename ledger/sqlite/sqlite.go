@@ -184,12 +184,12 @@ func cmpOr[T comparable](v, def T) T {
 type driver struct {
 	write, read *sql.DB
 	// commits counts the transactions committed on the write connection.
-	commits *atomic.Int64
-	path        string
-	inserter    *river.Client[*sql.Tx]
-	log         *slog.Logger
-	migrations  fs.FS
-	version     int64
+	commits    *atomic.Int64
+	path       string
+	inserter   *river.Client[*sql.Tx]
+	log        *slog.Logger
+	migrations fs.FS
+	version    int64
 	// vacuumStop ends the incremental vacuum's loop; vacuumDone is
 	// closed when it has.
 	vacuumStop, vacuumDone chan struct{}
