@@ -9,6 +9,7 @@ import (
 	"runtime/metrics"
 	"time"
 
+	"github.com/taskgate/taskgate/bench/internal/cpu"
 	"github.com/taskgate/taskgate/bench/internal/load"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/sim/fixtures"
@@ -157,9 +158,9 @@ type usage struct {
 // meter reads the process's counters as the window opens and stores
 // their growth in u as it closes.
 func (u *usage) meter() func() {
-	cpu0, rt0 := processCPU(), readRuntime()
+	cpu0, rt0 := cpu.Self(), readRuntime()
 	return func() {
-		u.cpu = processCPU() - cpu0
+		u.cpu = cpu.Self() - cpu0
 		rt := readRuntime()
 		u.allocs, u.gcs = rt.allocs-rt0.allocs, rt.gcs-rt0.gcs
 	}

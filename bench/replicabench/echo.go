@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/bench/internal/cpu"
 )
 
 // The MCP call ceiling's server: a go-sdk MCP server over Streamable HTTP
@@ -148,7 +150,7 @@ func startEchoProcess(ctx context.Context) (*echoProcess, error) {
 	}
 }
 
-func (p *echoProcess) cpu() time.Duration { return childCPU(p.cmd.Process.Pid) }
+func (p *echoProcess) cpu() time.Duration { return cpu.Of(p.cmd.Process.Pid) }
 
 func (p *echoProcess) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)

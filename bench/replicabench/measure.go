@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/taskgate/taskgate/bench/internal/cpu"
 	"github.com/taskgate/taskgate/bench/internal/load"
 	"github.com/taskgate/taskgate/bench/internal/report"
 	"github.com/taskgate/taskgate/ledger/dburl"
@@ -435,7 +436,7 @@ func (c ledgerCounts) check(before ledgerCounts, answered int64, sim *providersi
 // all. A call still hanging well after the window ends is an error.
 func drive(ctx context.Context, w *world, conc int, rs []*replica, op load.Op) (measurement, int64, error) {
 	o := w.o
-	var cpu cpuShare
+	var share cpuShare
 	win, err := load.Run(ctx, load.Options{
 		Workers:  conc,
 		Warmup:   o.warmup,
@@ -445,16 +446,16 @@ func drive(ctx context.Context, w *world, conc int, rs []*replica, op load.Op) (
 			// The backends are read first and last, so that the
 			// queries reading them fall outside the window of the rest.
 			pg0 := w.backendsCPU(ctx)
-			t0, self0, host0, gates0, up0 := time.Now(), processCPU(), machineBusy(), replicasCPU(rs), w.echoCPU()
+			t0, self0, host0, gates0, up0 := time.Now(), cpu.Self(), cpu.Machine(), replicasCPU(rs), w.echoCPU()
 			return func() {
 				s := time.Since(t0).Seconds()
-				cpu = cpuShare{
+				share = cpuShare{
 					Gateways: (replicasCPU(rs) - gates0).Seconds() / s,
 					Upstream: (w.echoCPU() - up0).Seconds() / s,
-					Bench:    (processCPU() - self0).Seconds() / s,
-					Machine:  (machineBusy() - host0).Seconds() / s,
+					Bench:    (cpu.Self() - self0).Seconds() / s,
+					Machine:  (cpu.Machine() - host0).Seconds() / s,
 				}
-				cpu.Postgres = max(w.backendsCPU(ctx)-pg0, 0).Seconds() / s
+				share.Postgres = max(w.backendsCPU(ctx)-pg0, 0).Seconds() / s
 			}
 		},
 	}, op)
@@ -463,13 +464,13 @@ func drive(ctx context.Context, w *world, conc int, rs []*replica, op load.Op) (
 	}
 	m := measurement{
 		Clients: conc, Calls: win.Calls, Seconds: win.Seconds, PerSecond: win.PerSecond(),
-		P50Ms: win.PercentileMs(50), P99Ms: win.PercentileMs(99), CPU: cpu,
+		P50Ms: win.PercentileMs(50), P99Ms: win.PercentileMs(99), CPU: share,
 	}
 	if r := m.PerSecond; r > 0 {
-		m.GatewayMsPerCall = cpu.Gateways / r * 1000
-		m.PostgresMsPerCall = cpu.Postgres / r * 1000
-		m.UpstreamMsPerCall = cpu.Upstream / r * 1000
-		m.BenchMsPerCall = cpu.Bench / r * 1000
+		m.GatewayMsPerCall = share.Gateways / r * 1000
+		m.PostgresMsPerCall = share.Postgres / r * 1000
+		m.UpstreamMsPerCall = share.Upstream / r * 1000
+		m.BenchMsPerCall = share.Bench / r * 1000
 	}
 	return m, win.Total, nil
 }

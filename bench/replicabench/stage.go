@@ -26,6 +26,7 @@ import (
 
 	"github.com/taskgate/taskgate/authn"
 	"github.com/taskgate/taskgate/bench/internal/child"
+	"github.com/taskgate/taskgate/bench/internal/cpu"
 	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/daemon"
 	"github.com/taskgate/taskgate/ledger/dburl"
@@ -198,7 +199,7 @@ func (w *world) backendsCPU(ctx context.Context) time.Duration {
 	}
 	var t time.Duration
 	for _, pid := range pids {
-		t += childCPU(int(pid))
+		t += cpu.Of(int(pid))
 	}
 	return t
 }
@@ -225,7 +226,7 @@ func (r *replica) cpu() time.Duration {
 	if r.proc == nil {
 		return 0
 	}
-	return childCPU(r.proc.Process.Pid)
+	return cpu.Of(r.proc.Process.Pid)
 }
 
 // startReplicas starts n gateways on the run's ledger at once and waits

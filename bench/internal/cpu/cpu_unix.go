@@ -1,14 +1,14 @@
 //go:build unix
 
-package main
+package cpu
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the CPU time (user and system) this process has used.
-func processCPU() time.Duration {
+// Self is the CPU time (user and system) this process has used.
+func Self() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0

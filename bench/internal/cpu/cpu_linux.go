@@ -1,12 +1,11 @@
 //go:build linux
 
-package main
+package cpu
 
 import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -14,18 +13,9 @@ import (
 // Linux architecture Go supports.
 const clockTick = 10 * time.Millisecond
 
-// processCPU is the CPU time (user and system) this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// childCPU is the CPU time (user and system) process pid has used, or 0
-// when /proc does not tell.
-func childCPU(pid int) time.Duration {
+// Of is the CPU time (user and system) process pid has used, or 0 when
+// /proc does not tell.
+func Of(pid int) time.Duration {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0
@@ -49,9 +39,9 @@ func childCPU(pid int) time.Duration {
 	return time.Duration(ut+st) * clockTick
 }
 
-// machineBusy is the busy time of all cores together since boot (every
+// Machine is the busy time of all cores together since boot (every
 // state but idle, iowait and steal), or 0 when /proc does not tell.
-func machineBusy() time.Duration {
+func Machine() time.Duration {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0

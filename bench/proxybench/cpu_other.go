@@ -1,8 +1,0 @@
-//go:build !unix
-
-package main
-
-import "time"
-
-// processCPU reports nothing where getrusage is unavailable.
-func processCPU() time.Duration { return 0 }
