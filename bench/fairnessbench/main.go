@@ -15,7 +15,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,10 +24,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -42,6 +38,7 @@ import (
 	"github.com/taskgate/taskgate/bench/internal/command"
 	"github.com/taskgate/taskgate/bench/internal/load"
 	"github.com/taskgate/taskgate/bench/internal/report"
+	"github.com/taskgate/taskgate/bench/internal/serve"
 	"github.com/taskgate/taskgate/sim/fixtures"
 	"github.com/taskgate/taskgate/sim/providersim"
 	"github.com/taskgate/taskgate/taskwire"
@@ -170,12 +167,12 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 	go simSrv.Serve(simLn)
 	defer simSrv.Close()
 
-	gw, err := startGateway(ctx, bin, dir, "http://"+simLn.Addr().String()+"/mcp", o.limits, progress)
+	gw, err := serve.Start(ctx, serve.Options{Bin: bin, Dir: dir, ProviderURL: "http://" + simLn.Addr().String() + "/mcp", Tenants: []string{"a", "b"}, Label: "fairnessbench", Limits: o.limits})
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		if serr := gw.proc.Stop(20 * time.Second); err == nil && serr != nil {
+		if serr := gw.Proc.Stop(20 * time.Second); err == nil && serr != nil {
 			err = fmt.Errorf("stop the gateway: %w", serr)
 		}
 	}()
@@ -184,14 +181,14 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 		rep.Limits = "defaults"
 	}
 
-	b, err := fixtures.Dial(ctx, gw.mcpURL(), gw.keys["b"], fixtures.EraExtension, &http.Client{Transport: &http.Transport{}})
+	b, err := fixtures.Dial(ctx, gw.MCPURL(), gw.Keys["b"], fixtures.EraExtension, &http.Client{Transport: &http.Transport{}})
 	if err != nil {
 		return nil, fmt.Errorf("connect as tenant B: %w", err)
 	}
 	defer b.Close()
 	// The gateway is ready before it has listed its upstream's tools;
 	// until it has, a call names an unknown tool.
-	if err := waitForTool(ctx, b, fixtures.RunSuiteTool); err != nil {
+	if err := serve.WaitForTool(ctx, b, fixtures.RunSuiteTool); err != nil {
 		return nil, err
 	}
 	callB := func(prefix string) load.Op {
@@ -244,10 +241,10 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 // flood has tenant A call run_suite from o.floodConcurrency sessions, each
 // call a new operation, until o.floodCalls were made or ctx ends. A
 // refusal by a limit is counted and the next call sent at once.
-func flood(ctx context.Context, o *options, gw *gateway) (*floodCount, error) {
+func flood(ctx context.Context, o *options, gw *serve.Gateway) (*floodCount, error) {
 	sessions := make([]*mcp.ClientSession, o.floodConcurrency)
 	for i := range sessions {
-		cs, err := fixtures.Dial(ctx, gw.mcpURL(), gw.keys["a"], fixtures.EraExtension, &http.Client{Transport: &http.Transport{}})
+		cs, err := fixtures.Dial(ctx, gw.MCPURL(), gw.Keys["a"], fixtures.EraExtension, &http.Client{Transport: &http.Transport{}})
 		if err != nil {
 			return nil, fmt.Errorf("connect as tenant A: %w", err)
 		}
@@ -298,98 +295,6 @@ func flood(ctx context.Context, o *options, gw *gateway) (*floodCount, error) {
 	wg.Wait()
 	total := min(next.Load(), int64(o.floodCalls))
 	return &floodCount{Calls: total, Tasks: tasks.Load(), Refused: refused, Seconds: time.Since(start).Seconds()}, firstErr
-}
-
-// waitForTool waits, for up to a minute, until cs lists the tool name.
-func waitForTool(ctx context.Context, cs *mcp.ClientSession, name string) error {
-	wait, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		res, err := cs.ListTools(wait, nil)
-		if err == nil {
-			for _, t := range res.Tools {
-				if t.Name == name {
-					return nil
-				}
-			}
-		}
-		select {
-		case <-wait.Done():
-			return fmt.Errorf("the gateway did not list %s within a minute (last error: %v)", name, err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// gateway is `taskgate serve` as a child process, with an agent key for
-// each tenant.
-type gateway struct {
-	proc *child.Process
-	base string
-	keys map[string]string
-}
-
-func (g *gateway) mcpURL() string { return g.base + "/mcp" }
-
-// startGateway creates keys for tenants a and b in a fresh SQLite ledger
-// in dir and starts bin serve in front of the provider at simURL, with
-// limits (a YAML mapping) when set, and waits until it is ready.
-func startGateway(ctx context.Context, bin, dir, simURL, limits string, progress io.Writer) (_ *gateway, err error) {
-	db := "sqlite:" + filepath.Join(dir, "gateway.db")
-	keys := map[string]string{}
-	for _, tenant := range []string{"a", "b"} {
-		var stdout, stderr bytes.Buffer
-		cmd := exec.CommandContext(ctx, bin, "keys", "create", "--tenant", tenant, "--label", "fairnessbench", "--db", db)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("create tenant %s's key with %s keys create: %w\n%s", tenant, bin, err, stderr.String())
-		}
-		keys[tenant] = strings.TrimSpace(stdout.String())
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("find a free loopback port for the gateway: %w", err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cfg := fixtures.ConfigYAML(simURL, addr, db, fixtures.ConfigOptions{})
-	if limits != "" {
-		cfg += "limits: " + limits + "\n"
-	}
-	path := filepath.Join(dir, "gateway.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		return nil, fmt.Errorf("write the gateway's configuration: %w", err)
-	}
-	cmd := exec.Command(bin, "serve", "--config", path, "--log-level", "error")
-	cmd.Stdout = io.Discard
-	proc, err := child.Start(cmd, "the gateway")
-	if err != nil {
-		return nil, err
-	}
-	g := &gateway{proc: proc, base: "http://" + addr, keys: keys}
-	defer func() {
-		if err != nil {
-			_ = proc.Stop(20 * time.Second)
-		}
-	}()
-	wait, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		req, _ := http.NewRequestWithContext(wait, http.MethodGet, g.base+"/readyz", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return g, nil
-			}
-		}
-		select {
-		case <-proc.Done():
-			return nil, fmt.Errorf("the gateway exited before it was ready:\n%s", proc.Output())
-		case <-wait.Done():
-			return nil, fmt.Errorf("the gateway was not ready within a minute:\n%s", proc.Output())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 func printTable(w io.Writer, rep *results) {

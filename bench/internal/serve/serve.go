@@ -1,0 +1,167 @@
+// Package serve starts `taskgate serve` as a child process in front of a
+// provider, on a fresh SQLite ledger with an agent key per tenant, for
+// benchmarks that measure the gateway as shipped. The configuration is the
+// fixtures harness's (sim/fixtures.ConfigYAML) plus what Options add; it
+// never changes anything else.
+package serve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/taskgate/taskgate/bench/internal/child"
+	"github.com/taskgate/taskgate/sim/fixtures"
+)
+
+// Options say which gateway to start.
+type Options struct {
+	// Bin is the taskgate binary.
+	Bin string
+	// Dir holds the configuration and the ledger.
+	Dir string
+	// ProviderURL is the MCP endpoint of the provider (hosted_test).
+	ProviderURL string
+	// Tenants get an agent key each.
+	Tenants []string
+	// Label is the keys' label: the benchmark's name.
+	Label string
+	// Limits, when set, is a YAML mapping written as the configuration's
+	// limits.
+	Limits string
+}
+
+// Gateway is `taskgate serve` as a child process.
+type Gateway struct {
+	Proc *child.Process
+	// Base is its HTTP address ("http://127.0.0.1:port").
+	Base string
+	// Keys are the agent keys by tenant.
+	Keys map[string]string
+	// Ledger is the path of its SQLite ledger.
+	Ledger string
+}
+
+// MCPURL is the gateway's MCP endpoint.
+func (g *Gateway) MCPURL() string { return g.Base + "/mcp" }
+
+// Start creates the tenants' keys in a new ledger in o.Dir, starts o.Bin
+// serve and waits, up to a minute, until it is ready.
+func Start(ctx context.Context, o Options) (_ *Gateway, err error) {
+	ledger := filepath.Join(o.Dir, "gateway.db")
+	db := "sqlite:" + ledger
+	keys := map[string]string{}
+	for _, tenant := range o.Tenants {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, o.Bin, "keys", "create", "--tenant", tenant, "--label", o.Label, "--db", db)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("create tenant %s's key with %s keys create: %w\n%s", tenant, o.Bin, err, stderr.String())
+		}
+		keys[tenant] = strings.TrimSpace(stdout.String())
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("find a free loopback port for the gateway: %w", err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := fixtures.ConfigYAML(o.ProviderURL, addr, db, fixtures.ConfigOptions{})
+	if o.Limits != "" {
+		cfg += "limits: " + o.Limits + "\n"
+	}
+	path := filepath.Join(o.Dir, "gateway.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return nil, fmt.Errorf("write the gateway's configuration: %w", err)
+	}
+	cmd := exec.Command(o.Bin, "serve", "--config", path, "--log-level", "error")
+	cmd.Stdout = io.Discard
+	proc, err := child.Start(cmd, "the gateway")
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{Proc: proc, Base: "http://" + addr, Keys: keys, Ledger: ledger}
+	defer func() {
+		if err != nil {
+			_ = proc.Stop(20 * time.Second)
+		}
+	}()
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(wait, http.MethodGet, g.Base+"/readyz", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return g, nil
+			}
+		}
+		select {
+		case <-proc.Done():
+			return nil, fmt.Errorf("the gateway exited before it was ready:\n%s", proc.Output())
+		case <-wait.Done():
+			return nil, fmt.Errorf("the gateway was not ready within a minute:\n%s", proc.Output())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Metric reads the value of one unlabelled metric from the gateway's
+// /metrics.
+func (g *Gateway) Metric(ctx context.Context, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, g.Base+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("read the gateway's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read the gateway's metrics: %w", err)
+	}
+	return 0, fmt.Errorf("the gateway's /metrics has no %s", name)
+}
+
+// WaitForTool waits, for up to a minute, until cs lists the tool name:
+// the gateway is ready before it has listed its upstream's tools, and
+// until it has, a call names an unknown tool.
+func WaitForTool(ctx context.Context, cs *mcp.ClientSession, name string) error {
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		res, err := cs.ListTools(wait, nil)
+		if err == nil {
+			for _, t := range res.Tools {
+				if t.Name == name {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-wait.Done():
+			return fmt.Errorf("the gateway did not list %s within a minute (last error: %v)", name, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
