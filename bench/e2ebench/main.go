@@ -66,6 +66,7 @@ type options struct {
 	dir        string
 	json       bool
 	cpuProfile string
+	keep       bool
 }
 
 func (o *options) validate() error {
@@ -95,6 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fs.StringVar(&o.limits, "limits", "", `YAML mapping added as the configuration's limits, e.g. "{jobs_per_tenant: 8}" (default: the shipped defaults)`)
 			fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the gateway's configuration and ledger (the disk the ledger syncs to)")
 			fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
+			fs.BoolVar(&o.keep, "keep", false, "keep the gateway's configuration and ledger afterwards, and say where (taskgate ops list --db sqlite:DIR/gateway.db)")
 			fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the clients and the provider) to this file")
 		},
 		Check:      o.validate,
@@ -138,7 +140,11 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 	if err != nil {
 		return nil, fmt.Errorf("make a scratch directory: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	if o.keep {
+		defer fmt.Fprintf(progress, "the gateway's configuration and ledger are in %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
 	bin := o.taskgate
 	if bin == "" {
 		fmt.Fprintln(progress, "building taskgate ...")
