@@ -23,7 +23,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -44,7 +43,6 @@ import (
 	"github.com/taskgate/taskgate/bench/internal/report"
 	"github.com/taskgate/taskgate/bench/internal/serve"
 	"github.com/taskgate/taskgate/sim/fixtures"
-	"github.com/taskgate/taskgate/sim/providersim"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
@@ -152,21 +150,17 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 			return nil, err
 		}
 	}
-	sim := providersim.New(&providersim.Options{JobDuration: o.job})
-	defer sim.Close()
-	simLn, err := net.Listen("tcp", "127.0.0.1:0")
+	sim, err := serve.StartProvider(o.job)
 	if err != nil {
-		return nil, fmt.Errorf("listen for the provider: %w", err)
+		return nil, err
 	}
-	simSrv := &http.Server{Handler: sim.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
-	go simSrv.Serve(simLn)
-	defer simSrv.Close()
+	defer sim.Close()
 
 	tenants := make([]string, o.clients)
 	for i := range tenants {
 		tenants[i] = fmt.Sprintf("t%02d", i)
 	}
-	gw, err := serve.Start(ctx, serve.Options{Bin: bin, Dir: dir, ProviderURL: "http://" + simLn.Addr().String() + "/mcp", Tenants: tenants, Label: "e2ebench", Limits: o.limits})
+	gw, err := serve.Start(ctx, serve.Options{Bin: bin, Dir: dir, ProviderURL: sim.URL, Tenants: tenants, Label: "e2ebench", Limits: o.limits})
 	if err != nil {
 		return nil, err
 	}

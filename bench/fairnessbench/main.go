@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -40,7 +39,6 @@ import (
 	"github.com/taskgate/taskgate/bench/internal/report"
 	"github.com/taskgate/taskgate/bench/internal/serve"
 	"github.com/taskgate/taskgate/sim/fixtures"
-	"github.com/taskgate/taskgate/sim/providersim"
 	"github.com/taskgate/taskgate/taskwire"
 )
 
@@ -157,17 +155,13 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 			return nil, err
 		}
 	}
-	sim := providersim.New(&providersim.Options{JobDuration: 50 * time.Millisecond})
-	defer sim.Close()
-	simLn, err := net.Listen("tcp", "127.0.0.1:0")
+	sim, err := serve.StartProvider(50 * time.Millisecond)
 	if err != nil {
-		return nil, fmt.Errorf("listen for the provider: %w", err)
+		return nil, err
 	}
-	simSrv := &http.Server{Handler: sim.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
-	go simSrv.Serve(simLn)
-	defer simSrv.Close()
+	defer sim.Close()
 
-	gw, err := serve.Start(ctx, serve.Options{Bin: bin, Dir: dir, ProviderURL: "http://" + simLn.Addr().String() + "/mcp", Tenants: []string{"a", "b"}, Label: "fairnessbench", Limits: o.limits})
+	gw, err := serve.Start(ctx, serve.Options{Bin: bin, Dir: dir, ProviderURL: sim.URL, Tenants: []string{"a", "b"}, Label: "fairnessbench", Limits: o.limits})
 	if err != nil {
 		return nil, err
 	}

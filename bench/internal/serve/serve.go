@@ -1,6 +1,7 @@
-// Package serve starts `taskgate serve` as a child process in front of a
-// provider, on a fresh SQLite ledger with an agent key per tenant, for
-// benchmarks that measure the gateway as shipped. The configuration is the
+// Package serve starts the simulated provider on loopback and `taskgate
+// serve` as a child process in front of it, on a fresh SQLite ledger with
+// an agent key per tenant, for benchmarks that measure the gateway as
+// shipped. The configuration is the
 // fixtures harness's (sim/fixtures.ConfigYAML) plus what Options add; it
 // never changes anything else.
 package serve
@@ -24,6 +25,7 @@ import (
 
 	"github.com/taskgate/taskgate/bench/internal/child"
 	"github.com/taskgate/taskgate/sim/fixtures"
+	"github.com/taskgate/taskgate/sim/providersim"
 )
 
 // Options say which gateway to start.
@@ -164,4 +166,31 @@ func WaitForTool(ctx context.Context, cs *mcp.ClientSession, name string) error 
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// Provider is the simulated provider served on a loopback port.
+type Provider struct {
+	*providersim.Sim
+	// URL is its MCP endpoint.
+	URL string
+	srv *http.Server
+}
+
+// StartProvider serves a simulated provider with jobs of jobDuration.
+func StartProvider(jobDuration time.Duration) (*Provider, error) {
+	sim := providersim.New(&providersim.Options{JobDuration: jobDuration})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		sim.Close()
+		return nil, fmt.Errorf("listen for the provider: %w", err)
+	}
+	p := &Provider{Sim: sim, URL: "http://" + ln.Addr().String() + "/mcp", srv: &http.Server{Handler: sim.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}}
+	go p.srv.Serve(ln)
+	return p, nil
+}
+
+// Close stops serving and the simulated provider.
+func (p *Provider) Close() {
+	p.srv.Close()
+	p.Sim.Close()
 }
