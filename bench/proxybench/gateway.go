@@ -169,11 +169,19 @@ func (g *gateway) get(ctx context.Context, path string, w io.Writer) (int, error
 	return resp.StatusCode, err
 }
 
-// gatewayCounters are the gateway's cumulative counters, as its /metrics
-// reports them.
+// gatewayCounters are a proxy's cumulative counters: the gateway's as its
+// /metrics reports them, the peer's CPU time alone (allocUnknown).
 type gatewayCounters struct {
-	allocBytes float64
-	cpuSeconds float64
+	allocBytes   float64
+	cpuSeconds   float64
+	allocUnknown bool
+}
+
+// proxy is a process in front of the echo upstreams whose counters a
+// measurement reads before and after its window: the gateway, or the peer
+// proxy (-peer). Direct calls have none.
+type proxy interface {
+	counters(context.Context) (gatewayCounters, error)
 }
 
 // Metric names of the gateway's Go and process collectors.

@@ -92,6 +92,9 @@ type options struct {
 	// idle is how long the gateway's CPU is measured while it serves no
 	// call, before the pass-through measurements; 0 skips it.
 	idle time.Duration
+	// peer is another proxy's binary measured beside taskgate (its
+	// configuration is TBXark/mcp-proxy's); empty measures none.
+	peer string
 }
 
 // Protocol versions the clients speak, as -clients names them.
@@ -118,10 +121,16 @@ func (o *options) validate() error {
 	case o.pass && len(o.upstreams) == 0:
 		return errors.New("-upstreams names no upstream; use sessions, stateless, stdio or several, comma-separated")
 	}
-	if o.taskgate != "" {
-		if st, err := os.Stat(o.taskgate); err != nil || st.IsDir() {
-			return fmt.Errorf("-taskgate %s is not a binary: %v", o.taskgate, cmp.Or(err, errors.New("a directory")))
+	for _, b := range []struct{ flag, path string }{{"-taskgate", o.taskgate}, {"-peer", o.peer}} {
+		if b.path == "" {
+			continue
 		}
+		if st, err := os.Stat(b.path); err != nil || st.IsDir() {
+			return fmt.Errorf("%s %s is not a binary: %v", b.flag, b.path, cmp.Or(err, errors.New("a directory")))
+		}
+	}
+	if o.peer != "" && !o.pass {
+		return errors.New("-peer measures pass-through calls; it cannot go with -pass=false")
 	}
 	return command.CheckDir(o.dir, "")
 }
@@ -153,6 +162,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, gogc stri
 			fs.DurationVar(&o.jobDuration, "job-duration", 10*time.Minute, "how long each remote job the worker dispatches runs at the provider")
 			fs.DurationVar(&o.upstreamPoll, "upstream-poll", time.Second, "the worker's upstream_poll: how often it looks at a running remote job")
 			fs.DurationVar(&o.idle, "idle", 30*time.Second, "measure the pass-through gateway's CPU for this long while it serves no call, before the calls; 0 skips it")
+			fs.StringVar(&o.peer, "peer", "", "also measure pass-through through this peer proxy binary (TBXark/mcp-proxy; docs/benchmarks.md says how to build it), in front of the same upstreams, in the same rounds")
 			fs.BoolVar(&o.traces, "traces", false, "also measure pass-through through a second gateway that exports every call's spans (OTLP/HTTP, sampling 1) to a receiver in this process")
 			fs.BoolVar(&o.verbose, "v", false, "log the gateways', the provider's and the echo servers' warnings and errors to stderr")
 			fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace of this process's whole run to this file (go tool trace; the pass-through gateway and echo upstreams are other processes)")

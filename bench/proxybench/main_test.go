@@ -121,6 +121,9 @@ func TestExpectedVersion(t *testing.T) {
 		{clientLegacy, upstreamSessions, pathDirect, versionLegacy},
 		{clientLegacy, upstreamStateless, pathTaskgate, versionLegacy},
 		{clientLegacy, upstreamStdio, pathDirect, versionLegacy},
+		// The peer's sessions are checked against each other instead.
+		{clientDefault, upstreamSessions, pathPeer, ""},
+		{clientLegacy, upstreamStdio, pathPeer, ""},
 	}
 	for _, tt := range tests {
 		for _, elicitation := range []bool{false, true} {
@@ -166,6 +169,80 @@ func TestComparePairing(t *testing.T) {
 	}
 }
 
+func TestPeerRow(t *testing.T) {
+	p := pairing{client: clientDefault, upstream: upstreamStateless}
+	tests := []struct {
+		name      string
+		direct    measurement
+		gate      measurement
+		peer      measurement
+		wantRatio float64
+		wantAdded float64
+		want      bool
+	}{
+		{name: "1 session, faster and closer than the peer",
+			direct: measurement{Sessions: 1, P50Ms: 1, CallsPerSec: 1000}, gate: measurement{Sessions: 1, P50Ms: 1.2, CallsPerSec: 800},
+			peer: measurement{Sessions: 1, P50Ms: 1.3, CallsPerSec: 700}, wantRatio: 0.7, wantAdded: 0.3, want: true},
+		{name: "1 session, the same rate but more added latency",
+			direct: measurement{Sessions: 1, P50Ms: 1, CallsPerSec: 1000}, gate: measurement{Sessions: 1, P50Ms: 1.3, CallsPerSec: 700},
+			peer: measurement{Sessions: 1, P50Ms: 1.2, CallsPerSec: 700}, wantRatio: 0.7, wantAdded: 0.2, want: false},
+		{name: "8 sessions, equal ratios",
+			direct: measurement{Sessions: 8, P50Ms: 1, CallsPerSec: 1000}, gate: measurement{Sessions: 8, P50Ms: 9, CallsPerSec: 750},
+			peer: measurement{Sessions: 8, P50Ms: 2, CallsPerSec: 750}, wantRatio: 0.75, wantAdded: 1, want: true},
+		{name: "8 sessions, below the peer",
+			direct: measurement{Sessions: 8, P50Ms: 1, CallsPerSec: 1000}, gate: measurement{Sessions: 8, P50Ms: 1, CallsPerSec: 740},
+			peer: measurement{Sessions: 8, P50Ms: 1, CallsPerSec: 950}, wantRatio: 0.95, wantAdded: 0, want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := comparePairing(p, tt.direct, tt.gate)
+			r.peer(tt.peer)
+			if r.Peer == nil || r.AtLeastPeer == nil {
+				t.Fatalf("the row has no peer figures: %+v", r)
+			}
+			if !near(r.PeerRatio, tt.wantRatio) || !near(r.PeerAddedP50Ms, tt.wantAdded) || *r.AtLeastPeer != tt.want {
+				t.Errorf("peer ratio %v, added p50 %v, taskgate >= peer %v; want %v, %v, %v", r.PeerRatio, r.PeerAddedP50Ms, *r.AtLeastPeer, tt.wantRatio, tt.wantAdded, tt.want)
+			}
+		})
+	}
+}
+
+func TestPeerConfig(t *testing.T) {
+	ups := []gatewayUpstream{
+		{name: "sessions", url: "http://127.0.0.1:1/mcp"},
+		{name: "stdio", command: []string{"/bin/echo-server", "-x"}, env: map[string]string{echoEnv: "stdio"}},
+	}
+	raw, err := peerConfig("127.0.0.1:2", ups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		McpProxy struct {
+			BaseURL, Addr, Type string
+		}
+		McpServers map[string]struct {
+			URL, TransportType, Command string
+			Args                        []string
+			Env                         map[string]string
+		}
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("the configuration is not JSON: %v\n%s", err, raw)
+	}
+	if got.McpProxy.Addr != "127.0.0.1:2" || got.McpProxy.BaseURL != "http://127.0.0.1:2" || got.McpProxy.Type != "streamable-http" {
+		t.Errorf("mcpProxy = %+v, want it listening on 127.0.0.1:2 over Streamable HTTP", got.McpProxy)
+	}
+	if s := got.McpServers["sessions"]; s.URL != "http://127.0.0.1:1/mcp" || s.TransportType != "streamable-http" || s.Command != "" {
+		t.Errorf("the HTTP upstream = %+v, want its URL over Streamable HTTP", s)
+	}
+	if s := got.McpServers["stdio"]; s.Command != "/bin/echo-server" || !slices.Equal(s.Args, []string{"-x"}) || s.Env[echoEnv] != "stdio" || s.URL != "" {
+		t.Errorf("the stdio upstream = %+v, want its command, arguments and environment", s)
+	}
+	if len(got.McpServers) != 2 {
+		t.Errorf("servers = %v, want sessions and stdio", got.McpServers)
+	}
+}
+
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
 func TestPrintTableShowsEveryRow(t *testing.T) {
@@ -192,6 +269,22 @@ func TestPrintTableShowsEveryRow(t *testing.T) {
 	}
 	if strings.Contains(text, "accept:") {
 		t.Errorf("the table has an acceptance section without acceptances:\n%s", text)
+	}
+}
+
+func TestPrintTableShowsThePeer(t *testing.T) {
+	p := pairing{client: clientDefault, upstream: upstreamStateless}
+	cpu := 0.125
+	r := comparePairing(p, measurement{Path: pathDirect, Era: versionExtension, Sessions: 8, CallsPerSec: 1000},
+		measurement{Path: pathTaskgate, Era: versionExtension, Sessions: 8, CallsPerSec: 800})
+	r.peer(measurement{Path: pathPeer, Era: "2025-06-18", Sessions: 8, CallsPerSec: 900, GatewayCPUMsPerCall: &cpu})
+	var out bytes.Buffer
+	printTable(&out, &results{Machine: machine{Sessions: 8, Rounds: 1, Peer: "/opt/mcp-proxy"}, Pairings: []pairingRow{r}})
+	text := out.String()
+	for _, want := range []string{"taskgate >= peer", "2025-06-18", "0.90x", "0.125", "peer: /opt/mcp-proxy", "in 0 of 1 rows"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the table lacks %q:\n%s", want, text)
+		}
 	}
 }
 
@@ -286,6 +379,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{args: []string{"-elicitation", "maybe"}, want: "not one of both, yes or no"},
 		{args: []string{"-taskgate", "/nonexistent/taskgate"}, want: "-taskgate /nonexistent/taskgate is not a binary"},
 		{args: []string{"-pass=false", "-accept=false"}, want: "leave nothing to measure"},
+		{args: []string{"-peer", "/nonexistent/mcp-proxy"}, want: "-peer /nonexistent/mcp-proxy is not a binary"},
+		{args: []string{"-peer", "/bin/sh", "-pass=false"}, want: "-peer measures pass-through calls"},
 		{args: []string{"-dir", "/nonexistent/proxybench"}, want: "-dir /nonexistent/proxybench"},
 		{args: []string{"extra"}, want: "unexpected arguments"},
 	}

@@ -187,7 +187,7 @@ func readRuntime() runtimeCounts {
 // and the calls made in all. With gw it also measures the gateway
 // process's allocation and CPU time over the window. A call still hanging
 // well after the window ends is an error.
-func drive(ctx context.Context, o *options, sessions []*session, gw *gateway, call func(ctx context.Context, s *session, worker, seq int) error) (measurement, int64, error) {
+func drive(ctx context.Context, o *options, sessions []*session, gw proxy, call func(ctx context.Context, s *session, worker, seq int) error) (measurement, int64, error) {
 	var (
 		u             usage
 		gw0, gw1      gatewayCounters
@@ -231,9 +231,12 @@ func drive(ctx context.Context, o *options, sessions []*session, gw *gateway, ca
 		m.GCPerSec = float64(u.gcs) / w.Seconds
 	}
 	if gw != nil {
-		alloc := (gw1.allocBytes - gw0.allocBytes) / 1024 / float64(w.Calls)
 		cpu := (gw1.cpuSeconds - gw0.cpuSeconds) * 1000 / float64(w.Calls)
-		m.GatewayAllocKBPerCall, m.GatewayCPUMsPerCall = &alloc, &cpu
+		m.GatewayCPUMsPerCall = &cpu
+		if !gw1.allocUnknown {
+			alloc := (gw1.allocBytes - gw0.allocBytes) / 1024 / float64(w.Calls)
+			m.GatewayAllocKBPerCall = &alloc
+		}
 	}
 	return m, w.Total, nil
 }

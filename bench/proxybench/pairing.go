@@ -42,6 +42,8 @@ const (
 	pathTaskgate = "taskgate"
 	// pathTraced is taskgate exporting a span of every call (-traces).
 	pathTraced = "taskgate+traces"
+	// pathPeer is the peer proxy (-peer).
+	pathPeer = "peer"
 )
 
 // pairing is one combination of client, elicitation and upstream that the
@@ -83,9 +85,12 @@ func pairings(clients []clientKind, upstreams []upstreamKind, elicitation []bool
 // path: a pinned 2025-11-25 client always gets it; the default client gets
 // 2026-07-28 from taskgate and from the sessionless upstreams, and
 // 2025-11-25 from the upstream with sessions, because a stateful go-sdk
-// handler never negotiates 2026-07-28.
+// handler never negotiates 2026-07-28. The peer's is whatever it answers
+// (""): another implementation may offer only earlier versions.
 func expectedVersion(p pairing, path string) string {
 	switch {
+	case path == pathPeer:
+		return ""
 	case p.client == clientLegacy:
 		return versionLegacy
 	case path == pathTaskgate, path == pathTraced:

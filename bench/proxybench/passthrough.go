@@ -32,6 +32,8 @@ type passStage struct {
 	// traced is the gateway that exports spans to receiver (-traces).
 	traced   *gateway
 	receiver *otlptest.Receiver
+	// peer is the peer proxy in front of the same upstreams (-peer).
+	peer *peerProxy
 	// stderr receives the echo servers' stderr (with -v).
 	stderr io.Writer
 }
@@ -102,6 +104,12 @@ func startPassStage(ctx context.Context, o *options, kinds []upstreamKind, progr
 			return nil, err
 		}
 	}
+	if o.peer != "" {
+		fmt.Fprintf(progress, "starting the peer proxy %s in front of the echo upstreams ...\n", o.peer)
+		if s.peer, err = startPeer(ctx, o.peer, s.dir, ups, o.verbose, progress); err != nil {
+			return nil, err
+		}
+	}
 	fmt.Fprintf(progress, "starting %s serve in front of the echo upstreams ...\n", s.bin)
 	if s.gw, err = startGateway(ctx, s.bin, s.dir, ups, nil, o.verbose, progress); err != nil {
 		return nil, err
@@ -137,6 +145,9 @@ func (s *passStage) close() error {
 	if s.receiver != nil {
 		errs = append(errs, s.receiver.Close())
 	}
+	if s.peer != nil {
+		errs = append(errs, s.peer.stop())
+	}
 	for _, srv := range s.servers {
 		errs = append(errs, srv.proc.Stop(10*time.Second))
 	}
@@ -156,7 +167,8 @@ type endpoint struct {
 	tool    string
 }
 
-// gateway is the gateway path goes through, nil for direct calls.
+// gateway is the gateway path goes through, nil for direct calls and the
+// peer.
 func (s *passStage) gateway(path string) *gateway {
 	switch path {
 	case pathTaskgate:
@@ -167,10 +179,24 @@ func (s *passStage) gateway(path string) *gateway {
 	return nil
 }
 
+// proxy is the process path goes through, nil for direct calls.
+func (s *passStage) proxy(path string) proxy {
+	if path == pathPeer {
+		return s.peer
+	}
+	if gw := s.gateway(path); gw != nil {
+		return gw
+	}
+	return nil
+}
+
 // endpoint is where p's clients connect on path.
 func (s *passStage) endpoint(p pairing, path string) endpoint {
 	if gw := s.gateway(path); gw != nil {
 		return endpoint{url: gw.mcpURL(), key: gw.key, tool: string(p.upstream) + "." + echoTool}
+	}
+	if path == pathPeer {
+		return endpoint{url: s.peer.url(p.upstream), tool: echoTool}
 	}
 	if p.upstream == upstreamStdio {
 		return endpoint{tool: echoTool, command: func() *exec.Cmd { return s.echoCommand(upstreamStdio) }}
@@ -223,7 +249,8 @@ func dialEcho(ctx context.Context, ep endpoint, p pairing) (*session, error) {
 }
 
 // dialEchoAll opens n sessions of p on path and checks that each
-// negotiated the protocol version expected there.
+// negotiated the protocol version expected there; the peer's sessions must
+// all negotiate the same one, whichever it is.
 func (s *passStage) dialEchoAll(ctx context.Context, n int, p pairing, path string) ([]*session, endpoint, error) {
 	ep := s.endpoint(p, path)
 	want := expectedVersion(p, path)
@@ -235,6 +262,9 @@ func (s *passStage) dialEchoAll(ctx context.Context, n int, p pairing, path stri
 			return nil, ep, err
 		}
 		out = append(out, ss)
+		if want == "" {
+			want = ss.cs.InitializeResult().ProtocolVersion
+		}
 		if got := ss.cs.InitializeResult().ProtocolVersion; got != want {
 			closeAll(out)
 			return nil, ep, fmt.Errorf("a session %s negotiated protocol %s, want %s", path, got, want)
@@ -257,7 +287,7 @@ func (s *passStage) measureEcho(ctx context.Context, o *options, p pairing, step
 		return measurement{}, err
 	}
 	defer closeAll(sessions)
-	m, _, err := drive(ctx, o, sessions, s.gateway(step.path), func(ctx context.Context, ss *session, worker, seq int) error {
+	m, _, err := drive(ctx, o, sessions, s.proxy(step.path), func(ctx context.Context, ss *session, worker, seq int) error {
 		return echo(ctx, ss.cs, ep.tool, fmt.Sprintf("proxybench %d/%d", worker, seq))
 	})
 	if err != nil {
@@ -268,7 +298,7 @@ func (s *passStage) measureEcho(ctx context.Context, o *options, p pairing, step
 			return measurement{}, fmt.Errorf("a client was asked %d question(s) (elicitation), but the echo tool never asks", n)
 		}
 	}
-	m.Path, m.Era = step.path, expectedVersion(p, step.path)
+	m.Path, m.Era = step.path, sessions[0].cs.InitializeResult().ProtocolVersion
 	return m, nil
 }
 
@@ -287,6 +317,7 @@ func measurePairings(ctx context.Context, o *options, rep *results, progress io.
 		}
 	}()
 	rep.Machine.Gateway = st.bin
+	rep.Machine.Peer = o.peer
 	if o.idle > 0 {
 		fmt.Fprintf(progress, "measuring the gateway's CPU while it serves no call for %s ...\n", o.idle)
 		if rep.Machine.GatewayIdleCPUPercent, err = idleCPU(ctx, st.gw, o.idle); err != nil {
@@ -297,6 +328,10 @@ func measurePairings(ctx context.Context, o *options, rep *results, progress io.
 	steps := []passStep{{pathDirect, 1}, {pathTaskgate, 1}, {pathDirect, o.sessions}, {pathTaskgate, o.sessions}}
 	if o.traces {
 		steps = append(steps, passStep{pathTraced, 1}, passStep{pathTraced, o.sessions})
+	}
+	peerAt := len(steps)
+	if st.peer != nil {
+		steps = append(steps, passStep{pathPeer, 1}, passStep{pathPeer, o.sessions})
 	}
 	got := make([][][]measurement, len(ps))
 	for i := range got {
@@ -321,6 +356,10 @@ func measurePairings(ctx context.Context, o *options, rep *results, progress io.
 		if o.traces {
 			one.traced(median(got[i][4]))
 			many.traced(median(got[i][5]))
+		}
+		if st.peer != nil {
+			one.peer(median(got[i][peerAt]))
+			many.peer(median(got[i][peerAt+1]))
 		}
 		rep.Pairings = append(rep.Pairings, one, many)
 	}

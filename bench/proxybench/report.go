@@ -49,6 +49,8 @@ type machine struct {
 	// over the whole run; nil where the platform does not report it.
 	Gateway             string `json:"gateway,omitempty"`
 	GatewayPeakRSSBytes *int64 `json:"gateway_peak_rss_bytes,omitempty"`
+	// Peer is the peer proxy's binary (-peer), if one was measured.
+	Peer string `json:"peer,omitempty"`
 	// UpstreamPeakRSSBytes is the peak resident set size (VmHWM) of each
 	// HTTP echo upstream's process over the whole run, by upstream;
 	// empty where the platform does not report it. The stdio upstream's
@@ -106,7 +108,9 @@ type measurement struct {
 	GCPerSec       float64 `json:"gc_per_second"`
 	// GatewayAllocKBPerCall and GatewayCPUMsPerCall are the gateway
 	// process's heap allocation and CPU time per call in the window, from
-	// its /metrics; set for pass-through calls through taskgate only.
+	// its /metrics; set for pass-through calls through taskgate only. For
+	// calls through the peer proxy, GatewayCPUMsPerCall is the peer's
+	// CPU time per call, from /proc.
 	GatewayAllocKBPerCall *float64 `json:"gateway_alloc_kb_per_call,omitempty"`
 	GatewayCPUMsPerCall   *float64 `json:"gateway_cpu_ms_per_call,omitempty"`
 	// Created is how many operations the calls created, warm-up
@@ -150,6 +154,25 @@ type pairingRow struct {
 	Traced           *measurement `json:"taskgate_traced,omitempty"`
 	TracedRatio      float64      `json:"traced_ratio,omitempty"`
 	TracedCPUAddedMs *float64     `json:"traced_gateway_cpu_added_ms_per_call,omitempty"`
+	// Peer is the same calls through the peer proxy (-peer), PeerRatio
+	// its calls/s over direct calls/s and PeerAddedP50Ms its p50 less
+	// direct p50. AtLeastPeer says whether taskgate did as well: a ratio
+	// at least the peer's, and at one session an added p50 at most the
+	// peer's.
+	Peer           *measurement `json:"peer,omitempty"`
+	PeerRatio      float64      `json:"peer_ratio,omitempty"`
+	PeerAddedP50Ms float64      `json:"peer_added_p50_ms,omitempty"`
+	AtLeastPeer    *bool        `json:"at_least_peer,omitempty"`
+}
+
+// peer adds the measurement through the peer proxy.
+func (r *pairingRow) peer(m measurement) {
+	r.Peer, r.PeerRatio, r.PeerAddedP50Ms = &m, safeDiv(m.CallsPerSec, r.Direct.CallsPerSec), m.P50Ms-r.Direct.P50Ms
+	ok := r.Ratio >= r.PeerRatio
+	if r.Sessions == 1 {
+		ok = ok && r.AddedP50Ms <= r.PeerAddedP50Ms
+	}
+	r.AtLeastPeer = &ok
 }
 
 // traced adds the measurement through the gateway that exports spans.
@@ -246,6 +269,10 @@ func printPairings(w io.Writer, rep *results) {
 	if traced {
 		head += "traced calls/s\ttraced ratio\ttraced gw cpu ms/call\tadded by traces\t"
 	}
+	peer := len(rep.Pairings) > 0 && rep.Pairings[0].Peer != nil
+	if peer {
+		head += "negotiated peer\tpeer calls/s\tpeer ratio\tpeer added p50 ms\tpeer cpu ms/call\ttaskgate >= peer\t"
+	}
 	if rounds {
 		head += "rounds calls/s direct | taskgate\t"
 	}
@@ -258,6 +285,10 @@ func printPairings(w io.Writer, rep *results) {
 			optional(g.GatewayAllocKBPerCall, "%.1f"), optional(g.GatewayCPUMsPerCall, "%.3f"), verdict(r), r.Target)
 		if traced && r.Traced != nil {
 			line += fmt.Sprintf("%.0f\t%.2fx\t%s\t%s\t", r.Traced.CallsPerSec, r.TracedRatio, optional(r.Traced.GatewayCPUMsPerCall, "%.3f"), optional(r.TracedCPUAddedMs, "%+.3f"))
+		}
+		if peer && r.Peer != nil {
+			line += fmt.Sprintf("%s\t%.0f\t%.2fx\t%+.3f\t%s\t%s\t", r.Peer.Era, r.Peer.CallsPerSec, r.PeerRatio, r.PeerAddedP50Ms,
+				optional(r.Peer.GatewayCPUMsPerCall, "%.3f"), yesNo(*r.AtLeastPeer))
 		}
 		if rounds {
 			line += report.Rounds(d.Rounds) + " | " + report.Rounds(g.Rounds) + "\t"
@@ -272,6 +303,16 @@ func printPairings(w io.Writer, rep *results) {
 		}
 	}
 	fmt.Fprintf(w, "\ntargets met: %d of %d\n", met, len(rep.Pairings))
+	if peer {
+		atLeast := 0
+		for _, r := range rep.Pairings {
+			if r.AtLeastPeer != nil && *r.AtLeastPeer {
+				atLeast++
+			}
+		}
+		fmt.Fprintf(w, "peer: %s, one child process in front of the same echo upstreams, no authentication; peer cpu from /proc over each window; taskgate >= peer (ratio at least the peer's, and at 1 session added p50 at most the peer's) in %d of %d rows\n",
+			m.Peer, atLeast, len(rep.Pairings))
+	}
 	if traced {
 		fmt.Fprintf(w, "traced: a second taskgate serve exporting a server and a client span of every call over OTLP/HTTP (sampling 1) to a receiver in this process; %d spans received\n", m.SpansReceived)
 	}
