@@ -97,7 +97,11 @@ func statementFields(subjects any, pred map[string]any, docKey string) (map[stri
 		if err != nil {
 			return err
 		}
-		return fieldDigests(raw, prefix, fields)
+		c, err := canon.Canonicalize(raw)
+		if err != nil {
+			return fmt.Errorf("canonicalise %s: %w", pathOr(prefix), err)
+		}
+		return fieldDigests(c, prefix, fields)
 	}
 	if err := add(pred[docKey], ""); err != nil {
 		return nil, err

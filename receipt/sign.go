@@ -159,7 +159,10 @@ const digestSize = 16
 // value raw, by its path under prefix: object members joined by ".",
 // array items as "[i]" (lineage[1].client_result). A field is a scalar, an
 // empty array or an empty object; its digest is the unpadded base64url of
-// the first digestSize bytes of the SHA-256 of its canonical JSON.
+// the first digestSize bytes of the SHA-256 of its canonical JSON. raw
+// must be canonical already ([canon.Canonicalize]): every value inside a
+// canonical value is canonical as it stands, so a field's bytes are
+// digested as they are.
 func fieldDigests(raw json.RawMessage, prefix string, out map[string]string) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
@@ -197,11 +200,7 @@ func fieldDigests(raw json.RawMessage, prefix string, out map[string]string) err
 			return nil
 		}
 	}
-	c, err := canon.Canonicalize(raw)
-	if err != nil {
-		return fmt.Errorf("canonicalise %s: %w", pathOr(prefix), err)
-	}
-	sum := sha256.Sum256(c)
+	sum := sha256.Sum256(raw)
 	out[pathOr(prefix)] = base64.RawURLEncoding.EncodeToString(sum[:digestSize])
 	return nil
 }

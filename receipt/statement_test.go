@@ -209,3 +209,14 @@ func editStatement(t *testing.T, env []byte, fn func(st map[string]any, r map[st
 		fn(st, st["predicate"].(map[string]any)[receipt.DocumentKey].(map[string]any))
 	})
 }
+
+func BenchmarkStatement(b *testing.B) {
+	in := clean()
+	in.Operation.ChainHead = chainHead
+	r := receipt.Build(in)
+	for b.Loop() {
+		if _, err := receipt.Statement(r, receipt.Issue{Version: 2, Previous: strings.Repeat("ab", 32)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
