@@ -87,14 +87,10 @@ func startGateway(ctx context.Context, bin, dir string, ups []gatewayUpstream, e
 		return nil, fmt.Errorf("%s keys create printed no key:\n%s", bin, stderr.String())
 	}
 
-	// The child binds the address itself; a port just released is almost
-	// never taken again this quickly on loopback.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeLoopbackAddr("the gateway")
 	if err != nil {
-		return nil, fmt.Errorf("find a free loopback port for the gateway: %w", err)
+		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	path := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(path, []byte(gatewayConfig(addr, db, ups)), 0o600); err != nil {
 		return nil, fmt.Errorf("write the gateway's configuration: %w", err)
@@ -124,6 +120,18 @@ func startGateway(ctx context.Context, bin, dir string, ups []gatewayUpstream, e
 		return nil, err
 	}
 	return g, nil
+}
+
+// freeLoopbackAddr is a loopback address for a child to listen on, which
+// names in errors. The child binds it itself; a port just released is
+// almost never taken again this quickly on loopback.
+func freeLoopbackAddr(which string) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free loopback port for %s: %w", which, err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // waitReady polls /readyz until it answers 200, the process exits, ctx

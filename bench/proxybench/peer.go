@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,12 +72,10 @@ func peerConfig(addr string, ups []gatewayUpstream) ([]byte, error) {
 // configuration in dir, and waits until every upstream's echo tool is
 // listed through it.
 func startPeer(ctx context.Context, bin, dir string, ups []gatewayUpstream, verbose bool, progress io.Writer) (_ *peerProxy, err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeLoopbackAddr("the peer proxy")
 	if err != nil {
-		return nil, fmt.Errorf("find a free loopback port for the peer proxy: %w", err)
+		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	conf, err := peerConfig(addr, ups)
 	if err != nil {
 		return nil, err
