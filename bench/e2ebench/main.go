@@ -65,6 +65,7 @@ type options struct {
 	json       bool
 	cpuProfile string
 	keep       bool
+	receipts   bool
 }
 
 func (o *options) validate() error {
@@ -94,6 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fs.StringVar(&o.limits, "limits", "", `YAML mapping added as the configuration's limits, e.g. "{jobs_per_tenant: 8}" (default: the shipped defaults)`)
 			fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the gateway's configuration and ledger (the disk the ledger syncs to)")
 			fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
+			fs.BoolVar(&o.receipts, "receipts", true, "the gateway issues a signed receipt of every operation, as one with a signing key does (a secrets key file and a signing key made with taskgate's commands); false measures one without")
 			fs.BoolVar(&o.keep, "keep", false, "keep the gateway's configuration and ledger afterwards, and say where (taskgate ops list --db sqlite:DIR/gateway.db)")
 			fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the clients and the provider) to this file")
 		},
@@ -127,6 +129,10 @@ type results struct {
 	Commits float64 `json:"ledger_commits_per_operation"`
 	// Jobs is how many jobs the provider started.
 	Jobs int `json:"provider_jobs"`
+	// Receipts says whether the gateway issued receipts, and Issued how
+	// many receipt versions it did: one per operation.
+	Receipts bool `json:"receipts"`
+	Issued   int  `json:"receipts_issued"`
 }
 
 // targetPerSecond is the throughput the gateway aims at on the 2-core
@@ -160,7 +166,7 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 	for i := range tenants {
 		tenants[i] = fmt.Sprintf("t%02d", i)
 	}
-	gw, err := serve.Start(ctx, serve.Options{Bin: bin, Dir: dir, ProviderURL: sim.URL, Tenants: tenants, Label: "e2ebench", Limits: o.limits})
+	gw, err := serve.Start(ctx, serve.Options{Bin: bin, Dir: dir, ProviderURL: sim.URL, Tenants: tenants, Label: "e2ebench", Limits: o.limits, Receipts: o.receipts})
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +193,7 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 	}
 	defer ledger.Close()
 
-	rep := &results{Machine: report.ThisMachine(), Limits: o.limits, Ops: o.ops, Clients: o.clients, JobMs: float64(o.job) / float64(time.Millisecond)}
+	rep := &results{Machine: report.ThisMachine(), Limits: o.limits, Ops: o.ops, Clients: o.clients, JobMs: float64(o.job) / float64(time.Millisecond), Receipts: o.receipts}
 	if rep.Limits == "" {
 		rep.Limits = "defaults"
 	}
@@ -205,7 +211,7 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 	}
 	rep.CallSeconds = time.Since(start).Seconds()
 	rep.Refused = refused
-	if err := awaitCompleted(runCtx, ledger, o.ops); err != nil {
+	if err := awaitCompleted(runCtx, ledger, o.ops, o.receipts); err != nil {
 		return nil, err
 	}
 	elapsed := time.Since(start)
@@ -228,6 +234,16 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 	}
 	if len(jobs) != o.ops || len(keys) != o.ops {
 		return nil, fmt.Errorf("%d operations completed, and the provider started %d jobs for %d keys; want one job for each", o.ops, len(jobs), len(keys))
+	}
+	if err := ledger.QueryRowContext(ctx, `SELECT count(*) FROM receipt_versions`).Scan(&rep.Issued); err != nil {
+		return nil, fmt.Errorf("count the receipts issued: %w", err)
+	}
+	want := 0
+	if o.receipts {
+		want = o.ops
+	}
+	if rep.Issued != want {
+		return nil, fmt.Errorf("the gateway issued %d receipt versions for %d operations; want %d", rep.Issued, o.ops, want)
 	}
 	return rep, nil
 }
@@ -303,9 +319,14 @@ func refusal(err error) (string, time.Duration) {
 	return data.Reason, time.Duration(data.RetryAfter * float64(time.Second))
 }
 
-// awaitCompleted reads the ledger until n operations have completed. An
-// operation that ends any other way fails the run.
-func awaitCompleted(ctx context.Context, ledger *sql.DB, n int) error {
+// awaitCompleted reads the ledger until n operations have completed and
+// been reconciled, and with receipts until each has its receipt issued.
+// An operation that ends any other way fails the run.
+func awaitCompleted(ctx context.Context, ledger *sql.DB, n int, receipts bool) error {
+	done := `SELECT count(DISTINCT operation_ref) FROM events WHERE kind = 'reconciled'`
+	if receipts {
+		done = `SELECT count(DISTINCT operation_ref) FROM receipt_versions`
+	}
 	for {
 		rows, err := ledger.QueryContext(ctx, `SELECT state, count(*) FROM operations GROUP BY state`)
 		if err != nil {
@@ -331,7 +352,13 @@ func awaitCompleted(ctx context.Context, ledger *sql.DB, n int) error {
 			}
 		}
 		if states["completed"] >= n {
-			return nil
+			var finished int
+			if err := ledger.QueryRowContext(ctx, done).Scan(&finished); err != nil {
+				return fmt.Errorf("read how many operations were reconciled: %w", err)
+			}
+			if finished >= n {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -345,13 +372,22 @@ func printTable(w io.Writer, rep *results) {
 	fmt.Fprintf(w, "machine: %s\nlimits: %s\n%d operations from %d clients (a tenant each), provider jobs of %g ms\n\n", rep.Machine, rep.Limits, rep.Ops, rep.Clients, rep.JobMs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "calls answered with a task\t%.1f s\t\n", rep.CallSeconds)
-	fmt.Fprintf(tw, "every operation completed\t%.1f s\t\n", rep.Seconds)
+	finished := "every operation completed and reconciled"
+	if rep.Receipts {
+		finished = "every operation completed, its receipt issued"
+	}
+	fmt.Fprintf(tw, "%s\t%.1f s\t\n", finished, rep.Seconds)
 	met := rep.PerSecond >= targetPerSecond
 	fmt.Fprintf(tw, "operations per second\t%.0f\t%s\n", rep.PerSecond, report.Target(fmt.Sprintf(">= %d", targetPerSecond), &met))
 	fmt.Fprintf(tw, "gateway CPU per operation\t%.2f ms\t\n", rep.GatewayCPUMs)
 	fmt.Fprintf(tw, "clients' and provider's CPU per operation\t%.2f ms\t\n", rep.BenchCPUMs)
 	fmt.Fprintf(tw, "ledger commits per operation\t%.1f\t\n", rep.Commits)
 	fmt.Fprintf(tw, "provider jobs\t%d\tone per operation\n", rep.Jobs)
+	issued := "none: -receipts=false"
+	if rep.Receipts {
+		issued = "one per operation"
+	}
+	fmt.Fprintf(tw, "receipts issued\t%d\t%s\n", rep.Issued, issued)
 	tw.Flush()
 	if len(rep.Refused) > 0 {
 		var parts []string

@@ -23,8 +23,8 @@ func TestRunSmoke(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("the report is not JSON: %v\n%s", err, stdout.String())
 	}
-	if rep.Ops != 60 || rep.Jobs != 60 || rep.PerSecond <= 0 || rep.GatewayCPUMs <= 0 || rep.Commits < 1 {
-		t.Errorf("report %+v: want 60 operations and jobs, a rate, the gateway's CPU and at least one commit per operation", rep)
+	if rep.Ops != 60 || rep.Jobs != 60 || rep.PerSecond <= 0 || rep.GatewayCPUMs <= 0 || rep.Commits < 1 || !rep.Receipts || rep.Issued != 60 {
+		t.Errorf("report %+v: want 60 operations, jobs and receipts issued, a rate, the gateway's CPU and at least one commit per operation", rep)
 	}
 }
 

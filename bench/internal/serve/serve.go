@@ -43,6 +43,10 @@ type Options struct {
 	// Limits, when set, is a YAML mapping written as the configuration's
 	// limits.
 	Limits string
+	// Receipts makes the gateway issue signed receipts, as a deployment
+	// with a signing key does: a secrets key file (secrets.key_file) and
+	// a signing key in the ledger, both made with taskgate's own commands.
+	Receipts bool
 }
 
 // Gateway is `taskgate serve` as a child process.
@@ -80,13 +84,25 @@ func Start(ctx context.Context, o Options) (_ *Gateway, err error) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cfg := fixtures.ConfigYAML(o.ProviderURL, addr, db, fixtures.ConfigOptions{})
+	var co fixtures.ConfigOptions
+	if o.Receipts {
+		co.SecretsKeyFile = filepath.Join(o.Dir, "taskgate.keys")
+		if err := run(ctx, o.Bin, "secrets-key", "create", "--file", co.SecretsKeyFile); err != nil {
+			return nil, err
+		}
+	}
+	cfg := fixtures.ConfigYAML(o.ProviderURL, addr, db, co)
 	if o.Limits != "" {
 		cfg += "limits: " + o.Limits + "\n"
 	}
 	path := filepath.Join(o.Dir, "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return nil, fmt.Errorf("write the gateway's configuration: %w", err)
+	}
+	if o.Receipts {
+		if err := run(ctx, o.Bin, "signing-keys", "create", "--config", path); err != nil {
+			return nil, err
+		}
 	}
 	cmd := exec.Command(o.Bin, "serve", "--config", path, "--log-level", "error")
 	cmd.Stdout = io.Discard
@@ -118,6 +134,17 @@ func Start(ctx context.Context, o Options) (_ *Gateway, err error) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// run runs bin with args to the end, and fails with its stderr.
+func run(ctx context.Context, bin string, args ...string) error {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(args, " "), err, stderr.String())
+	}
+	return nil
 }
 
 // Metric reads the value of one unlabelled metric from the gateway's
