@@ -184,10 +184,11 @@ func readRuntime() runtimeCounts {
 
 // drive makes calls on every session, each from its own goroutine, through
 // o's warm-up and measured window, and returns the window's measurement
-// and the calls made in all. With gw it also measures the gateway
-// process's allocation and CPU time over the window. A call still hanging
-// well after the window ends is an error.
-func drive(ctx context.Context, o *options, sessions []*session, gw proxy, call func(ctx context.Context, s *session, worker, seq int) error) (measurement, int64, error) {
+// and the calls made in all. With px, the gateway or the peer proxy the
+// calls go through, it also measures that process's CPU time over the
+// window, and the gateway's allocation. A call still hanging well after
+// the window ends is an error.
+func drive(ctx context.Context, o *options, sessions []*session, px proxy, call func(ctx context.Context, s *session, worker, seq int) error) (measurement, int64, error) {
 	var (
 		u             usage
 		gw0, gw1      gatewayCounters
@@ -195,13 +196,13 @@ func drive(ctx context.Context, o *options, sessions []*session, gw proxy, call 
 	)
 	meter := func() func() {
 		closed := u.meter()
-		if gw != nil {
-			gw0, gw0Err = gw.counters(ctx)
+		if px != nil {
+			gw0, gw0Err = px.counters(ctx)
 		}
 		return func() {
 			closed()
-			if gw != nil {
-				gw1, gwErr = gw.counters(ctx)
+			if px != nil {
+				gw1, gwErr = px.counters(ctx)
 			}
 		}
 	}
@@ -230,7 +231,7 @@ func drive(ctx context.Context, o *options, sessions []*session, gw proxy, call 
 		m.CPUCores = u.cpu.Seconds() / w.Seconds
 		m.GCPerSec = float64(u.gcs) / w.Seconds
 	}
-	if gw != nil {
+	if px != nil {
 		cpu := (gw1.cpuSeconds - gw0.cpuSeconds) * 1000 / float64(w.Calls)
 		m.GatewayCPUMsPerCall = &cpu
 		if !gw1.allocUnknown {
