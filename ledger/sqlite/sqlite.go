@@ -108,15 +108,15 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 	// frees, so that an erased secret argument's sealed value does not
 	// linger in the file's free space.
 	pragmas := "_pragma=busy_timeout(10000)&_pragma=auto_vacuum(incremental)&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=temp_store(memory)&_pragma=secure_delete(1)&_pragma=synchronous(" + sync + ")"
-	commits := new(atomic.Int64)
-	w := openCached("file:"+path+"?"+pragmas, "BEGIN IMMEDIATE", commits)
+	commits, committed := new(atomic.Int64), new(commitSignal)
+	w := openCached("file:"+path+"?"+pragmas, "BEGIN IMMEDIATE", commits, committed)
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	if err := checkDatabase(ctx, w, path); err != nil {
 		w.Close()
 		return nil, err
 	}
-	r := openCached("file:"+path+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)", "BEGIN", nil)
+	r := openCached("file:"+path+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)", "BEGIN", nil, nil)
 	r.SetMaxOpenConns(cmpOr(o.ReadConns, 4))
 	inserter, err := river.NewClient(insertDriver{riversqlite.New(w)}, &river.Config{Logger: o.Logger})
 	if err != nil {
@@ -124,7 +124,7 @@ func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
 		r.Close()
 		return nil, fmt.Errorf("create job inserter: %w", err)
 	}
-	d := &driver{write: w, read: r, path: path, inserter: inserter, log: o.Logger, commits: commits}
+	d := &driver{write: w, read: r, path: path, inserter: inserter, log: o.Logger, commits: commits, committed: committed}
 	fsys, err := fs.Sub(migrations, "migrations")
 	if err == nil {
 		d.version, err = sqlstore.LatestVersion(fsys)
@@ -168,9 +168,10 @@ func (s *Store) DB() *sql.DB { return s.drv.write }
 // is one sync of the write-ahead log to disk (synchronous FULL).
 func (s *Store) Commits() int64 { return s.drv.commits.Load() }
 
-// NewJobClient returns a River client over this store's database.
+// NewJobClient returns a River client over this store's database. Its
+// notifications are read when this store commits (see listener).
 func (s *Store) NewJobClient(config *river.Config) (ledger.JobClient, error) {
-	return river.NewClient(riversqlite.New(s.drv.write), config)
+	return river.NewClient(jobDriver{Driver: riversqlite.New(s.drv.write), read: s.drv.read, commits: s.drv.committed}, config)
 }
 
 func cmpOr[T comparable](v, def T) T {
@@ -183,8 +184,10 @@ func cmpOr[T comparable](v, def T) T {
 
 type driver struct {
 	write, read *sql.DB
-	// commits counts the transactions committed on the write connection.
+	// commits counts the transactions committed on the write connection;
+	// committed is told of each, for the job client's listener.
 	commits    *atomic.Int64
+	committed  *commitSignal
 	path       string
 	inserter   *river.Client[*sql.Tx]
 	log        *slog.Logger

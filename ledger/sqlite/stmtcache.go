@@ -21,15 +21,17 @@ const maxCachedStatements = 256
 // ("BEGIN IMMEDIATE" for a writer, so that it takes the write lock first
 // and never fails to upgrade).
 // When commits is not nil, every transaction committed on the pool's
-// connections (explicit or not) adds one to it.
-func openCached(dsn, begin string, commits *atomic.Int64) *sql.DB {
-	return sql.OpenDB(connector{dsn: dsn, begin: begin, drv: &sqlite3.Driver{}, commits: commits})
+// connections (explicit or not) adds one to it. When committed is not
+// nil, it is told of every explicit transaction once it has committed.
+func openCached(dsn, begin string, commits *atomic.Int64, committed *commitSignal) *sql.DB {
+	return sql.OpenDB(connector{dsn: dsn, begin: begin, drv: &sqlite3.Driver{}, commits: commits, committed: committed})
 }
 
 type connector struct {
 	dsn, begin string
 	drv        *sqlite3.Driver
 	commits    *atomic.Int64
+	committed  *commitSignal
 }
 
 func (c connector) Connect(context.Context) (sqldriver.Conn, error) {
@@ -43,7 +45,7 @@ func (c connector) Connect(context.Context) (sqldriver.Conn, error) {
 			return 0 // 0: the commit goes ahead
 		})
 	}
-	return &cachingConn{Conn: conn, begin: c.begin, stmts: map[string]*cachedStmt{}}, nil
+	return &cachingConn{Conn: conn, begin: c.begin, committed: c.committed, stmts: map[string]*cachedStmt{}}, nil
 }
 
 func (c connector) Driver() sqldriver.Driver { return c.drv }
@@ -52,8 +54,9 @@ func (c connector) Driver() sqldriver.Driver { return c.drv }
 // uses a connection from one goroutine at a time, so the cache needs no lock.
 type cachingConn struct {
 	sqldriver.Conn
-	begin string
-	stmts map[string]*cachedStmt
+	begin     string
+	committed *commitSignal
+	stmts     map[string]*cachedStmt
 }
 
 type cachedStmt struct {
@@ -148,8 +151,12 @@ func (t cachedTx) Commit() error {
 		// A commit that failed can leave the transaction open, and
 		// database/sql hands the connection on as if it were not.
 		_, _ = t.c.ExecContext(context.Background(), "ROLLBACK", nil)
+		return err
 	}
-	return err
+	if t.c.committed != nil {
+		t.c.committed.notify()
+	}
+	return nil
 }
 
 func (t cachedTx) Rollback() error {

@@ -13,7 +13,7 @@ import (
 // one table.
 func openTestCached(t *testing.T) *sql.DB {
 	t.Helper()
-	db := openCached("file:"+filepath.Join(t.TempDir(), "t.db")+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(1000)", "BEGIN IMMEDIATE", nil)
+	db := openCached("file:"+filepath.Join(t.TempDir(), "t.db")+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(1000)", "BEGIN IMMEDIATE", nil, nil)
 	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { db.Close() })
 	if _, err := db.Exec("CREATE TABLE t (x integer)"); err != nil {
@@ -68,7 +68,7 @@ func TestCachedWriterBeginsImmediate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	other := openCached("file:"+path+"?_pragma=busy_timeout(0)", "BEGIN IMMEDIATE", nil)
+	other := openCached("file:"+path+"?_pragma=busy_timeout(0)", "BEGIN IMMEDIATE", nil, nil)
 	defer other.Close()
 	if _, err := other.Begin(); err == nil {
 		t.Fatal("a second writer began while the first held its transaction; want the database locked")
@@ -101,7 +101,7 @@ func TestCachedBeginWithEndedContextLeavesConnectionClean(t *testing.T) {
 // single statement's, and neither a rollback nor a read.
 func TestCachedCountsCommits(t *testing.T) {
 	var commits atomic.Int64
-	db := openCached("file:"+filepath.Join(t.TempDir(), "t.db")+"?_pragma=journal_mode(WAL)", "BEGIN IMMEDIATE", &commits)
+	db := openCached("file:"+filepath.Join(t.TempDir(), "t.db")+"?_pragma=journal_mode(WAL)", "BEGIN IMMEDIATE", &commits, nil)
 	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { db.Close() })
 	if _, err := db.Exec("CREATE TABLE t (x integer)"); err != nil {
@@ -133,3 +133,4 @@ func TestCachedCountsCommits(t *testing.T) {
 		t.Fatalf("%d commits counted for two committed transactions, a rollback, one statement and a read; want 3", got)
 	}
 }
+
