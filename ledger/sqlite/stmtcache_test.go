@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -134,3 +137,96 @@ func TestCachedCountsCommits(t *testing.T) {
 	}
 }
 
+func TestLimitParams(t *testing.T) {
+	for _, c := range []struct {
+		query string
+		want  []int
+	}{
+		{"SELECT x FROM t", nil},
+		{"SELECT x FROM t LIMIT 1", nil},
+		{"SELECT x FROM t WHERE x > ? LIMIT ?", []int{2}},
+		{"SELECT x FROM t WHERE x > ?2 ORDER BY x limit ?1", []int{1}},
+		{"SELECT x FROM t WHERE x = ?3 LIMIT ?", []int{4}},
+		{"SELECT x FROM t WHERE x = $1 OR x = $2 LIMIT $1", []int{1}},
+		{"SELECT x FROM t WHERE x = @a LIMIT @n OFFSET @o", []int{2}},
+		{"SELECT x FROM t WHERE y = 'LIMIT ?' AND x = ? LIMIT ?", []int{2}},
+		{"-- LIMIT ?\nSELECT x FROM t /* LIMIT ? */ WHERE x = ? LIMIT\n  ?", []int{2}},
+		{"UPDATE t SET x = x + 1 WHERE rowid IN (SELECT rowid FROM t WHERE x = ?1 LIMIT ?2) RETURNING x", []int{2}},
+		{"SELECT json_extract(x, '$.limit') FROM t LIMIT ?", []int{1}},
+		{"SELECT x FROM t WHERE x = 'unclosed LIMIT ?", nil},
+	} {
+		got := limitParams(c.query)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("limitParams(%q) = %v, want %v", c.query, got, c.want)
+		}
+	}
+}
+
+// A statement with a bound LIMIT is cached once per value, so that
+// alternating values do not make SQLite prepare it again on every run,
+// and each value returns its own rows.
+func TestCachedStatementPerLimitValue(t *testing.T) {
+	db := openTestCached(t)
+	for i := range 5 {
+		if _, err := db.Exec("INSERT INTO t VALUES (?)", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const q = "SELECT x FROM t WHERE x >= ? ORDER BY x LIMIT ?"
+	for i := range 6 {
+		limit := 1 + i%2
+		rows, err := db.Query(q, 0, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		rows.Close()
+		if n != limit {
+			t.Fatalf("LIMIT %d returned %d rows", limit, n)
+		}
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var keys []string
+	if err := conn.Raw(func(dc any) error {
+		for k := range dc.(*cachingConn).stmts {
+			if strings.HasPrefix(k, q) {
+				keys = append(keys, strings.ReplaceAll(k[len(q):], "\x00", " "))
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	if fmt.Sprint(keys) != "[ 1  2]" {
+		t.Fatalf("statements cached for the query under %q, want one per LIMIT value (1 and 2)", keys)
+	}
+}
+
+// BenchmarkAlternatingLimit runs one query with two LIMIT values in turn,
+// as River's fetches of three queues do.
+func BenchmarkAlternatingLimit(b *testing.B) {
+	db := openCached("file:"+filepath.Join(b.TempDir(), "t.db")+"?_pragma=journal_mode(WAL)", "BEGIN IMMEDIATE", nil, nil)
+	db.SetMaxOpenConns(1)
+	defer db.Close()
+	if _, err := db.Exec("CREATE TABLE t (x integer, q text)"); err != nil {
+		b.Fatal(err)
+	}
+	const q = "UPDATE t SET x = x + 1 WHERE rowid IN (SELECT rowid FROM t WHERE q = ? AND x >= 0 ORDER BY x LIMIT ?) RETURNING x, json_array(q, x), coalesce(q, 'none')"
+	for i := 0; b.Loop(); i++ {
+		rows, err := db.Query(q, "dispatch", 1+i%2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for rows.Next() {
+		}
+		rows.Close()
+	}
+}
