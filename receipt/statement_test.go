@@ -1,12 +1,17 @@
 package receipt_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 
+	intoto "github.com/in-toto/attestation/go/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/taskgate/taskgate/canon"
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/receipt"
 	"github.com/taskgate/taskgate/receipt/receipttest"
@@ -217,6 +222,40 @@ func BenchmarkStatement(b *testing.B) {
 	for b.Loop() {
 		if _, err := receipt.Statement(r, receipt.Issue{Version: 2, Previous: strings.Repeat("ab", 32)}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A statement is the in-toto types' own encoding of itself: read into an
+// in-toto Statement and encoded again by protojson, every golden
+// scenario's statement canonicalises to the same bytes.
+func TestStatementIsTheInTotoEncoding(t *testing.T) {
+	for _, tc := range goldenCases {
+		in := tc.input()
+		in.Operation.ChainHead = chainHead
+		for _, issue := range []receipt.Issue{{Version: 1}, {Version: 2, Previous: strings.Repeat("ab", 32)}} {
+			st, err := receipt.Statement(receipt.Build(in), issue)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var typed intoto.Statement
+			if err := protojson.Unmarshal(st, &typed); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if err := typed.Validate(); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			raw, err := protojson.Marshal(&typed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := canon.Canonicalize(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(st, again) {
+				t.Errorf("%s version %d: the statement\n%s\nis not its in-toto encoding\n%s", tc.name, issue.Version, st, again)
+			}
 		}
 	}
 }
