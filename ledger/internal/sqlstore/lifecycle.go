@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/riverqueue/river"
 
 	"github.com/taskgate/taskgate/ledger"
 	"github.com/taskgate/taskgate/secrets"
@@ -240,10 +243,8 @@ func (s *Store) transition(ctx context.Context, tx Tx, p *ledger.TransitionParam
 			return nil, err
 		}
 	}
-	if len(p.Enqueue) > 0 {
-		if err := tx.Enqueue(ctx, p.Enqueue); err != nil {
-			return nil, fmt.Errorf("enqueue jobs for operation %d: %w", op.ID, err)
-		}
+	if err := enqueue(ctx, tx, p.Enqueue); err != nil {
+		return nil, fmt.Errorf("enqueue jobs for operation %d: %w", op.ID, err)
 	}
 	return s.operationByID(ctx, tx, op.ID)
 }
@@ -342,4 +343,38 @@ func (s *Store) OperationsToRecover(ctx context.Context, now time.Time, limit in
 func (s *Store) OperationsEndedBefore(ctx context.Context, t time.Time, limit int) ([]*ledger.Operation, error) {
 	return queryAll(ctx, s.drv.Reader(), scanOperation, `SELECT `+operationColumns+` FROM operations
 		WHERE NOT key_expired AND ended_at IS NOT NULL AND ended_at < $1 ORDER BY id LIMIT $2`, s.now(t), limit)
+}
+
+// enqueue inserts jobs in tx. Those with unique options go through River's
+// unique-aware insert, which skips a job already queued; the others (a
+// step's next send or poll) through its fast path, as acceptances' jobs
+// do: one INSERT, nothing read back.
+func enqueue(ctx context.Context, tx Tx, jobs []river.InsertManyParams) error {
+	var fast, unique []river.InsertManyParams
+	for _, j := range jobs {
+		if uniqueJob(j) {
+			unique = append(unique, j)
+		} else {
+			fast = append(fast, j)
+		}
+	}
+	if len(fast) > 0 {
+		if err := tx.EnqueueFast(ctx, fast); err != nil {
+			return err
+		}
+	}
+	if len(unique) > 0 {
+		return tx.Enqueue(ctx, unique)
+	}
+	return nil
+}
+
+// uniqueJob reports whether River would insert j only if no like job is
+// queued: its own insert options or its kind's ask for uniqueness.
+func uniqueJob(j river.InsertManyParams) bool {
+	if j.InsertOpts != nil && !reflect.ValueOf(j.InsertOpts.UniqueOpts).IsZero() {
+		return true
+	}
+	a, ok := j.Args.(river.JobArgsWithInsertOpts)
+	return ok && !reflect.ValueOf(a.InsertOpts().UniqueOpts).IsZero()
 }
