@@ -300,6 +300,14 @@ func TestCallsWhileDownFailNamingTheUpstream(t *testing.T) {
 		url := srv.URL + "/mcp"
 		srv.Close()
 		_, u := startPool(t, &config.Upstream{Name: "hosted_test", URL: url, Timeout: 200 * time.Millisecond}, nil)
+		// On a busy machine the first attempt may not have run within the
+		// call's timeout; the call names the last attempt's failure once
+		// there is one.
+		testwait.Until(t, testCtx(t), "a failed connection attempt", func() (bool, error) {
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			return u.lastErr != nil, nil
+		})
 		_, err := u.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_suite"}, nil)
 		checkNotConnected(t, err)
 		if err == nil || !strings.Contains(err.Error(), "last connection attempt") {
