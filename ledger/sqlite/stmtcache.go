@@ -60,10 +60,11 @@ type cachingConn struct {
 	begin     string
 	committed *commitSignal
 	stmts     map[string]*cachedStmt
-	// limits holds each query's LIMIT parameters, and variants how many
-	// of its statements are cached (see cacheKey).
-	limits   map[string][]int
-	variants map[string]int
+	// limits holds each query's LIMIT parameters, variants how many of
+	// its statements are cached, and allVariants their sum (see cacheKey).
+	limits      map[string][]int
+	variants    map[string]int
+	allVariants int
 }
 
 type cachedStmt struct {
@@ -104,8 +105,14 @@ func (c *cachingConn) statement(ctx context.Context, query string, args []sqldri
 }
 
 // maxLimitVariants bounds the statements cached for one query text, one
-// per value bound to its LIMIT.
-const maxLimitVariants = 32
+// per value bound to its LIMIT, and maxVariantStatements all such
+// statements of a connection: a LIMIT a caller chooses (a page size) can
+// take no more than a quarter of the cache from the ledger's own
+// statements.
+const (
+	maxLimitVariants     = 16
+	maxVariantStatements = maxCachedStatements / 4
+)
 
 // cacheKey is the key query's statement is cached under. SQLite plans a
 // LIMIT with the value bound to it, and so prepares a statement again
@@ -113,7 +120,8 @@ const maxLimitVariants = 32
 // available jobs, whose LIMIT is the number of free workers of one of
 // three queues, was prepared anew on nearly every fetch (7.5% of a busy
 // gateway's CPU, and a third of an idle one's). A query with a bound
-// LIMIT is therefore cached once per value, up to maxLimitVariants.
+// LIMIT is therefore cached once per value, within maxLimitVariants and
+// maxVariantStatements; past them it shares one statement, as before.
 func (c *cachingConn) cacheKey(query string, args []sqldriver.NamedValue) string {
 	ords, ok := c.limits[query]
 	if !ok {
@@ -139,13 +147,14 @@ func (c *cachingConn) cacheKey(query string, args []sqldriver.NamedValue) string
 	}
 	key := b.String()
 	if _, cached := c.stmts[key]; !cached {
-		if c.variants[query] >= maxLimitVariants {
+		if c.variants[query] >= maxLimitVariants || c.allVariants >= maxVariantStatements {
 			return query
 		}
 		if c.variants == nil {
 			c.variants = map[string]int{}
 		}
 		c.variants[query]++
+		c.allVariants++
 	}
 	return key
 }

@@ -230,3 +230,55 @@ func BenchmarkAlternatingLimit(b *testing.B) {
 		rows.Close()
 	}
 }
+
+// A LIMIT a caller chooses cannot crowd the ledger's own statements out of
+// the cache: however many values are bound, each query keeps at most
+// maxLimitVariants statements, all of them together at most
+// maxVariantStatements, and a statement without a LIMIT is still cached
+// afterwards.
+func TestCallerChosenLimitsStayBounded(t *testing.T) {
+	db := openTestCached(t)
+	for q := range 8 {
+		query := fmt.Sprintf("SELECT x FROM t WHERE x > %d ORDER BY x LIMIT ?", q)
+		for limit := 1; limit <= 500; limit++ {
+			rows, err := db.Query(query, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows.Close()
+		}
+	}
+	if _, err := db.Exec("INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Raw(func(dc any) error {
+		c := dc.(*cachingConn)
+		perQuery := map[string]int{}
+		variants := 0
+		for k := range c.stmts {
+			if q, _, ok := strings.Cut(k, "\x00"); ok {
+				perQuery[q]++
+				variants++
+			}
+		}
+		for q, n := range perQuery {
+			if n > maxLimitVariants {
+				t.Errorf("%d statements cached for %q, want at most %d", n, q, maxLimitVariants)
+			}
+		}
+		if variants > maxVariantStatements {
+			t.Errorf("%d statements cached for LIMIT values, want at most %d", variants, maxVariantStatements)
+		}
+		if _, ok := c.stmts["INSERT INTO t VALUES (1)"]; !ok {
+			t.Errorf("a statement without a LIMIT was not cached after the callers' LIMITs (%d statements cached)", len(c.stmts))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
