@@ -167,13 +167,12 @@ func (l *listener) deliver() (*riverdriver.Notification, error) {
 	return nil, nil
 }
 
-// wait returns when a commit or idleEvery says the table is worth
-// reading, and no sooner than minGap after the last read.
+// wait returns when the table is next worth reading (see readAt).
 func (l *listener) wait(ctx context.Context) error {
 	l.mu.Lock()
 	woken, lastRead := l.woken, l.lastRead
 	l.mu.Unlock()
-	idle := time.NewTimer(l.idleEvery - time.Since(lastRead))
+	idle := time.NewTimer(time.Until(readAt(lastRead, false, l.minGap, l.idleEvery)))
 	defer idle.Stop()
 	select {
 	case <-ctx.Done():
@@ -182,16 +181,25 @@ func (l *listener) wait(ctx context.Context) error {
 		return nil
 	case <-woken:
 	}
-	if gap := l.minGap - time.Since(lastRead); gap > 0 {
-		t := time.NewTimer(gap)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+	t := time.NewTimer(time.Until(readAt(lastRead, true, l.minGap, l.idleEvery)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
 	}
 	return nil
+}
+
+// readAt is when a listener that last read the table at lastRead reads it
+// next: minGap after that read once a commit was signalled, else
+// idleEvery after it. However many commits are signalled, and whoever
+// makes them, the table is read at most once per minGap.
+func readAt(lastRead time.Time, committed bool, minGap, idleEvery time.Duration) time.Time {
+	if committed {
+		return lastRead.Add(minGap)
+	}
+	return lastRead.Add(idleEvery)
 }
 
 // read takes the notifications written since the last read.

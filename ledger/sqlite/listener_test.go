@@ -158,3 +158,22 @@ func TestListenerSeesOtherProcessesWrites(t *testing.T) {
 		t.Fatal("the other connection's notification was not delivered")
 	}
 }
+
+func TestReadAt(t *testing.T) {
+	last := time.Date(2026, 12, 4, 6, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name      string
+		committed bool
+		want      time.Duration
+	}{
+		{"nothing committed: the idle read", false, time.Second},
+		{"a commit: the least gap after the last read", true, 50 * time.Millisecond},
+	} {
+		if got := readAt(last, c.committed, 50*time.Millisecond, time.Second).Sub(last); got != c.want {
+			t.Errorf("%s: read %s after the last, want %s", c.name, got, c.want)
+		}
+	}
+	if got := readAt(time.Time{}, false, 50*time.Millisecond, time.Second); !got.Before(last) {
+		t.Errorf("a listener that never read reads at %s, want at once", got)
+	}
+}
