@@ -48,7 +48,7 @@ func (c connector) Connect(context.Context) (sqldriver.Conn, error) {
 			return 0 // 0: the commit goes ahead
 		})
 	}
-	return &cachingConn{Conn: conn, begin: c.begin, committed: c.committed, stmts: map[string]*cachedStmt{}}, nil
+	return &cachingConn{Conn: conn, begin: c.begin, committed: c.committed, queries: map[string]*cachedQuery{}}, nil
 }
 
 func (c connector) Driver() sqldriver.Driver { return c.drv }
@@ -59,12 +59,10 @@ type cachingConn struct {
 	sqldriver.Conn
 	begin     string
 	committed *commitSignal
-	stmts     map[string]*cachedStmt
-	// limits holds each query's LIMIT parameters, variants how many of
-	// its statements are cached, and allVariants their sum (see cacheKey).
-	limits      map[string][]int
-	variants    map[string]int
-	allVariants int
+	// queries holds the statements of at most maxCachedStatements query
+	// texts; variants counts those cached per LIMIT value.
+	queries  map[string]*cachedQuery
+	variants int
 }
 
 type cachedStmt struct {
@@ -87,8 +85,8 @@ var (
 // the function that gives it back. A statement whose rows are still open
 // is not shared: a second use gets a fresh statement of its own.
 func (c *cachingConn) statement(ctx context.Context, query string, args []sqldriver.NamedValue) (sqldriver.Stmt, func(), error) {
-	key := c.cacheKey(query, args)
-	if cs, ok := c.stmts[key]; ok && !cs.busy {
+	cs := c.slot(query, args)
+	if cs != nil && cs.stmt != nil && !cs.busy {
 		cs.busy = true
 		return cs.stmt, func() { cs.busy = false }, nil
 	}
@@ -96,67 +94,79 @@ func (c *cachingConn) statement(ctx context.Context, query string, args []sqldri
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, ok := c.stmts[key]; ok || len(c.stmts) >= maxCachedStatements {
+	if cs == nil || cs.stmt != nil {
 		return s, func() { _ = s.Close() }, nil
 	}
-	cs := &cachedStmt{stmt: s, busy: true}
-	c.stmts[key] = cs
+	cs.stmt, cs.busy = s, true
 	return s, func() { cs.busy = false }, nil
 }
 
-// maxLimitVariants bounds the statements cached for one query text, one
-// per value bound to its LIMIT, and maxVariantStatements all such
-// statements of a connection: a LIMIT a caller chooses (a page size) can
-// take no more than a quarter of the cache from the ledger's own
-// statements.
+// maxLimitVariants bounds the statements cached for one query, one per
+// value bound to its LIMIT, and maxVariantStatements all such statements
+// of a connection: a LIMIT a caller chooses (a page size) adds at most
+// that many statements to the cache.
 const (
 	maxLimitVariants     = 16
 	maxVariantStatements = maxCachedStatements / 4
 )
 
-// cacheKey is the key query's statement is cached under. SQLite plans a
-// LIMIT with the value bound to it, and so prepares a statement again
-// each time that value differs from the last run's: River's fetch of
-// available jobs, whose LIMIT is the number of free workers of one of
-// three queues, was prepared anew on nearly every fetch (7.5% of a busy
-// gateway's CPU, and a third of an idle one's). A query with a bound
-// LIMIT is therefore cached once per value, within maxLimitVariants and
-// maxVariantStatements; past them it shares one statement, as before.
-func (c *cachingConn) cacheKey(query string, args []sqldriver.NamedValue) string {
-	ords, ok := c.limits[query]
+// cachedQuery is what a connection caches for one query text: its
+// statement, and for a query with a bound LIMIT one statement per value.
+//
+// SQLite plans a LIMIT with the value bound to it, and so prepares a
+// statement again each time that value differs from the last run's:
+// River's fetch of available jobs, whose LIMIT is the number of free
+// workers of one of three queues, was prepared anew on nearly every fetch
+// (7.5% of a busy gateway's CPU, and a third of an idle one's). Past
+// maxLimitVariants or maxVariantStatements, further values share one
+// statement, as before.
+type cachedQuery struct {
+	limits  []int // the ordinals of the parameters bound to a LIMIT
+	plain   cachedStmt
+	byLimit map[string]*cachedStmt
+}
+
+// slot returns where query's statement for args is cached (its stmt nil
+// if none is yet), or nil when the cache has no room for query.
+func (c *cachingConn) slot(query string, args []sqldriver.NamedValue) *cachedStmt {
+	q, ok := c.queries[query]
 	if !ok {
-		ords = limitParams(query)
-		if c.limits == nil {
-			c.limits = map[string][]int{}
+		if len(c.queries) >= maxCachedStatements {
+			return nil
 		}
-		if len(c.limits) < maxCachedStatements {
-			c.limits[query] = ords
-		}
+		q = &cachedQuery{limits: limitParams(query)}
+		c.queries[query] = q
 	}
-	if len(ords) == 0 {
-		return query
+	if len(q.limits) == 0 {
+		return &q.plain
 	}
-	var b strings.Builder
-	b.WriteString(query)
+	key := limitValues(q.limits, args)
+	if cs, ok := q.byLimit[key]; ok {
+		return cs
+	}
+	if len(q.byLimit) >= maxLimitVariants || c.variants >= maxVariantStatements {
+		return &q.plain
+	}
+	if q.byLimit == nil {
+		q.byLimit = map[string]*cachedStmt{}
+	}
+	cs := &cachedStmt{}
+	q.byLimit[key] = cs
+	c.variants++
+	return cs
+}
+
+// limitValues is the values args binds to the parameters ords, as a key.
+func limitValues(ords []int, args []sqldriver.NamedValue) string {
+	var b []byte
 	for _, o := range ords {
 		for _, a := range args {
 			if a.Ordinal == o {
-				fmt.Fprintf(&b, "\x00%v", a.Value)
+				b = fmt.Appendf(b, "%v\x00", a.Value)
 			}
 		}
 	}
-	key := b.String()
-	if _, cached := c.stmts[key]; !cached {
-		if c.variants[query] >= maxLimitVariants || c.allVariants >= maxVariantStatements {
-			return query
-		}
-		if c.variants == nil {
-			c.variants = map[string]int{}
-		}
-		c.variants[query]++
-		c.allVariants++
-	}
-	return key
+	return string(b)
 }
 
 // limitParams returns the ordinals of the parameters that query binds to
@@ -330,9 +340,16 @@ func (c *cachingConn) RegisterRollbackHook(fn sqlite3.RollbackHookFn) {
 // Close finalizes the cached statements, then closes the connection.
 func (c *cachingConn) Close() error {
 	var errs []error
-	for q, cs := range c.stmts {
-		errs = append(errs, cs.stmt.Close())
-		delete(c.stmts, q)
+	for text, q := range c.queries {
+		for _, cs := range q.byLimit {
+			if cs.stmt != nil {
+				errs = append(errs, cs.stmt.Close())
+			}
+		}
+		if q.plain.stmt != nil {
+			errs = append(errs, q.plain.stmt.Close())
+		}
+		delete(c.queries, text)
 	}
 	return errors.Join(append(errs, c.Conn.Close())...)
 }

@@ -195,9 +195,9 @@ func TestCachedStatementPerLimitValue(t *testing.T) {
 	defer conn.Close()
 	var keys []string
 	if err := conn.Raw(func(dc any) error {
-		for k := range dc.(*cachingConn).stmts {
-			if strings.HasPrefix(k, q) {
-				keys = append(keys, strings.ReplaceAll(k[len(q):], "\x00", " "))
+		for k, cs := range dc.(*cachingConn).queries[q].byLimit {
+			if cs.stmt != nil {
+				keys = append(keys, strings.ReplaceAll(k, "\x00", " "))
 			}
 		}
 		return nil
@@ -205,7 +205,7 @@ func TestCachedStatementPerLimitValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(keys)
-	if fmt.Sprint(keys) != "[ 1  2]" {
+	if fmt.Sprint(keys) != "[1  2 ]" {
 		t.Fatalf("statements cached for the query under %q, want one per LIMIT value (1 and 2)", keys)
 	}
 }
@@ -258,24 +258,18 @@ func TestCallerChosenLimitsStayBounded(t *testing.T) {
 	defer conn.Close()
 	if err := conn.Raw(func(dc any) error {
 		c := dc.(*cachingConn)
-		perQuery := map[string]int{}
 		variants := 0
-		for k := range c.stmts {
-			if q, _, ok := strings.Cut(k, "\x00"); ok {
-				perQuery[q]++
-				variants++
+		for text, q := range c.queries {
+			if len(q.byLimit) > maxLimitVariants {
+				t.Errorf("%d statements cached for %q, want at most %d", len(q.byLimit), text, maxLimitVariants)
 			}
-		}
-		for q, n := range perQuery {
-			if n > maxLimitVariants {
-				t.Errorf("%d statements cached for %q, want at most %d", n, q, maxLimitVariants)
-			}
+			variants += len(q.byLimit)
 		}
 		if variants > maxVariantStatements {
 			t.Errorf("%d statements cached for LIMIT values, want at most %d", variants, maxVariantStatements)
 		}
-		if _, ok := c.stmts["INSERT INTO t VALUES (1)"]; !ok {
-			t.Errorf("a statement without a LIMIT was not cached after the callers' LIMITs (%d statements cached)", len(c.stmts))
+		if q := c.queries["INSERT INTO t VALUES (1)"]; q == nil || q.plain.stmt == nil {
+			t.Errorf("a statement without a LIMIT was not cached after the callers' LIMITs (%d queries cached)", len(c.queries))
 		}
 		return nil
 	}); err != nil {
