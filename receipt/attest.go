@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"unicode/utf8"
 
 	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
@@ -21,12 +22,18 @@ type Subject struct {
 	SHA256 string
 }
 
-// statement is an in-toto Statement v1 as JSON.
+// statement is an in-toto Statement v1 as JSON, as protojson writes one:
+// a subject without a name has none.
 type statement struct {
-	Type          string         `json:"_type"`
-	Subject       []descriptor   `json:"subject"`
-	PredicateType string         `json:"predicateType"`
-	Predicate     map[string]any `json:"predicate"`
+	Type          string             `json:"_type"`
+	Subject       []statementSubject `json:"subject"`
+	PredicateType string             `json:"predicateType"`
+	Predicate     map[string]any     `json:"predicate"`
+}
+
+type statementSubject struct {
+	Name   string            `json:"name,omitempty"`
+	Digest map[string]string `json:"digest"`
 }
 
 // descriptor is a subject as a statement holds it.
@@ -52,7 +59,15 @@ func descriptors(subjects []Subject) []descriptor {
 // ([VerifyAttestation]). It is pure: the same arguments always give the
 // same bytes. Receipts ([Statement]) and review packets are issued so.
 func Attest(predicateType, docKey string, subjects []Subject, pred map[string]any) ([]byte, error) {
+	// encoding/json would write invalid UTF-8 as U+FFFD, and the
+	// statement would name something else than asked.
+	if !utf8.ValidString(predicateType) {
+		return nil, fmt.Errorf("predicate type %q is not valid UTF-8", predicateType)
+	}
 	for _, s := range subjects {
+		if !utf8.ValidString(s.Name) {
+			return nil, fmt.Errorf("subject name %q is not valid UTF-8", s.Name)
+		}
 		if !hexDigest.MatchString(s.SHA256) {
 			return nil, fmt.Errorf("subject %q has digest %q, not a lowercase hex SHA-256", s.Name, s.SHA256)
 		}
@@ -76,7 +91,11 @@ func Attest(predicateType, docKey string, subjects []Subject, pred map[string]an
 	if err := frame.Validate(); err != nil {
 		return nil, err
 	}
-	raw, err := json.Marshal(statement{Type: intoto.StatementTypeUri, Subject: descriptors(subjects), PredicateType: predicateType, Predicate: pred})
+	subs := make([]statementSubject, len(subjects))
+	for i, s := range subjects {
+		subs[i] = statementSubject{Name: s.Name, Digest: map[string]string{"sha256": s.SHA256}}
+	}
+	raw, err := json.Marshal(statement{Type: intoto.StatementTypeUri, Subject: subs, PredicateType: predicateType, Predicate: pred})
 	if err != nil {
 		return nil, fmt.Errorf("encode the statement: %w", err)
 	}

@@ -259,3 +259,39 @@ func TestStatementIsTheInTotoEncoding(t *testing.T) {
 		}
 	}
 }
+
+// Attest writes what the in-toto types would, also for a subject without
+// a name, and refuses a predicate type or subject name that is not UTF-8
+// rather than sign a replacement character in its place.
+func TestAttestFrame(t *testing.T) {
+	st, err := receipt.Attest("https://example.test/p/v1", "doc", []receipt.Subject{{Name: "", SHA256: chainHead}, {Name: "a<b>&\u2028", SHA256: chainHead}},
+		map[string]any{"doc": map[string]any{"x": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var typed intoto.Statement
+	if err := protojson.Unmarshal(st, &typed); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := protojson.Marshal(&typed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := canon.Canonicalize(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(st, again) {
+		t.Errorf("the statement\n%s\nis not its in-toto encoding\n%s", st, again)
+	}
+	for name, c := range map[string]struct {
+		predicateType, subject string
+	}{
+		"predicate type": {"https://example.test/\xff", "chain"},
+		"subject name":   {"https://example.test/p/v1", "chain\xff"},
+	} {
+		if _, err := receipt.Attest(c.predicateType, "doc", []receipt.Subject{{Name: c.subject, SHA256: chainHead}}, map[string]any{"doc": map[string]any{}}); err == nil || !strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("a %s that is not UTF-8: error %v, want it refused", name, err)
+		}
+	}
+}

@@ -61,6 +61,7 @@ type listener struct {
 	mu        sync.Mutex
 	connected bool
 	woken     <-chan struct{}
+	committed bool // a commit was signalled since the last read began
 	stop      func()
 	lastID    int64
 	lastRead  time.Time
@@ -167,19 +168,27 @@ func (l *listener) deliver() (*riverdriver.Notification, error) {
 	return nil, nil
 }
 
-// wait returns when the table is next worth reading (see readAt).
+// wait returns when the table is next worth reading (see readAt). A
+// commit signal it takes is kept in l.committed until a read has
+// succeeded, so that a wait or a read cut short (River interrupts its
+// listener's wait every few seconds) does not lose it.
 func (l *listener) wait(ctx context.Context) error {
 	l.mu.Lock()
-	woken, lastRead := l.woken, l.lastRead
+	woken, lastRead, committed := l.woken, l.lastRead, l.committed
 	l.mu.Unlock()
-	idle := time.NewTimer(time.Until(readAt(lastRead, false, l.minGap, l.idleEvery)))
-	defer idle.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-idle.C:
-		return nil
-	case <-woken:
+	if !committed {
+		idle := time.NewTimer(time.Until(readAt(lastRead, false, l.minGap, l.idleEvery)))
+		defer idle.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-idle.C:
+			return nil
+		case <-woken:
+			l.mu.Lock()
+			l.committed = true
+			l.mu.Unlock()
+		}
 	}
 	t := time.NewTimer(time.Until(readAt(lastRead, true, l.minGap, l.idleEvery)))
 	defer t.Stop()
@@ -226,6 +235,9 @@ func (l *listener) read(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// This read saw every commit signalled before it began; one signalled
+	// since is waiting in l.woken.
+	l.committed = false
 	if len(got) > 0 && l.connected {
 		l.pending = append(l.pending, got...)
 		l.lastID = got[len(got)-1].id

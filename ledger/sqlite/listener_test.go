@@ -177,3 +177,41 @@ func TestReadAt(t *testing.T) {
 		t.Errorf("a listener that never read reads at %s, want at once", got)
 	}
 }
+
+// A commit signal the listener has taken is not lost when River
+// interrupts the wait (it does every few seconds, and on every Listen):
+// the next wait reads the table without another commit.
+func TestListenerKeepsACommitAcrossAnInterruptedWait(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, l := listenerStore(t, ctx, time.Hour)
+	l.minGap = 200 * time.Millisecond
+	if err := l.Listen(ctx, "river_insert"); err != nil {
+		t.Fatal(err)
+	}
+	first, interrupt := context.WithCancel(ctx)
+	got := waitNotification(first, l)
+	testwait.Until(t, ctx, "the listener's first read", func() (bool, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return !l.lastRead.IsZero(), nil
+	})
+	notify(t, ctx, s.DB(), "river_insert", "kept")
+	testwait.Until(t, ctx, "the listener to take the commit signal", func() (bool, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.committed, nil
+	})
+	interrupt()
+	if n := <-got; n != nil {
+		// The read came before the interruption: nothing to keep.
+		t.Skipf("delivered %q before the wait was interrupted", n.Payload)
+	}
+	n, err := l.WaitForNotification(ctx)
+	if err != nil {
+		t.Fatalf("after an interrupted wait: %v (the commit signal was lost)", err)
+	}
+	if n.Payload != "kept" {
+		t.Fatalf("delivered %q, want the committed notification", n.Payload)
+	}
+}

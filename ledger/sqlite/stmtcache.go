@@ -169,10 +169,12 @@ func limitValues(ords []int, args []sqldriver.NamedValue) string {
 	return string(b)
 }
 
-// limitParams returns the ordinals of the parameters that query binds to
-// a LIMIT, numbered as SQLite numbers them: ?NNN is NNN, a bare ? one more
-// than the largest number before it, and a name (:a, @a, $a) the number it
-// was first given. Quoted text and comments are skipped.
+// limitParams returns the ordinals of the arguments that query binds to
+// a LIMIT, as modernc's driver binds them: ?NNN and $NNN to argument NNN,
+// a bare ? to one more than the largest number before it, and a name (:a,
+// @a, $a) to the number it was first given. Quoted text and comments are
+// skipped. A wrong answer costs only speed: the key chooses among copies
+// of one statement, each bound afresh.
 func limitParams(query string) []int {
 	var (
 		ords  []int
@@ -211,7 +213,7 @@ func limitParams(query string) []int {
 			switch name := query[i+1 : j]; {
 			case ch == '?' && name == "":
 				n = last + 1
-			case ch == '?':
+			case ch == '?' || ch == '$' && name != "" && name[0] != '0' && isDigits(name):
 				n, _ = strconv.Atoi(name)
 			case name == "":
 				i, word = j, ""
@@ -242,6 +244,10 @@ func limitParams(query string) []int {
 		}
 	}
 	return ords
+}
+
+func isDigits(s string) bool {
+	return strings.Trim(s, "0123456789") == ""
 }
 
 func isIdent(ch byte) bool {
