@@ -226,6 +226,28 @@ func BenchmarkStatement(b *testing.B) {
 	}
 }
 
+// inTotoEncoding reads st into an in-toto Statement, checks it, and
+// returns protojson's encoding of it, canonicalised.
+func inTotoEncoding(t *testing.T, st []byte) []byte {
+	t.Helper()
+	var typed intoto.Statement
+	if err := protojson.Unmarshal(st, &typed); err != nil {
+		t.Fatal(err)
+	}
+	if err := typed.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := protojson.Marshal(&typed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := canon.Canonicalize(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return again
+}
+
 // A statement is the in-toto types' own encoding of itself: read into an
 // in-toto Statement and encoded again by protojson, every golden
 // scenario's statement canonicalises to the same bytes.
@@ -238,22 +260,7 @@ func TestStatementIsTheInTotoEncoding(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var typed intoto.Statement
-			if err := protojson.Unmarshal(st, &typed); err != nil {
-				t.Fatalf("%s: %v", tc.name, err)
-			}
-			if err := typed.Validate(); err != nil {
-				t.Fatalf("%s: %v", tc.name, err)
-			}
-			raw, err := protojson.Marshal(&typed)
-			if err != nil {
-				t.Fatal(err)
-			}
-			again, err := canon.Canonicalize(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(st, again) {
+			if again := inTotoEncoding(t, st); !bytes.Equal(st, again) {
 				t.Errorf("%s version %d: the statement\n%s\nis not its in-toto encoding\n%s", tc.name, issue.Version, st, again)
 			}
 		}
@@ -269,19 +276,7 @@ func TestAttestFrame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var typed intoto.Statement
-	if err := protojson.Unmarshal(st, &typed); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := protojson.Marshal(&typed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := canon.Canonicalize(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(st, again) {
+	if again := inTotoEncoding(t, st); !bytes.Equal(st, again) {
 		t.Errorf("the statement\n%s\nis not its in-toto encoding\n%s", st, again)
 	}
 	for name, c := range map[string]struct {
