@@ -61,7 +61,7 @@ type listener struct {
 	mu        sync.Mutex
 	connected bool
 	woken     <-chan struct{}
-	committed bool // a commit was signalled since the last read began
+	committed bool // a commit signal was taken and no read has succeeded since
 	stop      func()
 	lastID    int64
 	lastRead  time.Time

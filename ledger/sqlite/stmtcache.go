@@ -13,7 +13,9 @@ import (
 	sqlite3 "modernc.org/sqlite"
 )
 
-// maxCachedStatements bounds the prepared statements kept per connection.
+// maxCachedStatements bounds the query texts whose statements a
+// connection keeps (and, a quarter of it, their statements per LIMIT
+// value; see cachedQuery).
 const maxCachedStatements = 256
 
 // openCached opens a database/sql pool whose connections prepare each
