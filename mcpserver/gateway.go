@@ -329,6 +329,7 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 	defer func() { <-g.syncBusy }()
 	next := map[string]*mcp.Tool{}
 	routes := map[string]*route{}
+	var listed []string
 	for _, u := range g.pool.All() {
 		var tools []*mcp.Tool
 		err := errNotListed
@@ -355,9 +356,7 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 			g.mu.Unlock()
 			continue
 		}
-		g.mu.Lock()
-		g.toolsListed[u.Name()] = true
-		g.mu.Unlock()
+		listed = append(listed, u.Name())
 		// Declared contracts first: the tools they call are the gateway's.
 		for _, f := range g.catalog.Discover(u.Name(), tools) {
 			if f.Reason == "" {
@@ -392,17 +391,31 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 			next[name], routes[name] = listed, r
 		}
 	}
-	g.publish(next, routes)
+	g.publish(next, routes, listed)
 	g.syncSurface(ctx)
+}
+
+// hasListedTools reports whether upstream's tools have been published since
+// the gateway started.
+func (g *Gateway) hasListedTools(upstream string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.toolsListed[upstream]
 }
 
 // errNotListed stands for the tools of an upstream that has no session.
 var errNotListed = errors.New("the upstream has no session")
 
-// publish replaces the listed tools on every server, touching only changes.
-func (g *Gateway) publish(next map[string]*mcp.Tool, routes map[string]*route) {
+// publish replaces the listed tools on every server, touching only changes,
+// and records the upstreams whose tools the listing holds. Both happen under
+// one lock: a call must not find an upstream's tools listed (so an unknown
+// name is refused as unknown) before they are published.
+func (g *Gateway) publish(next map[string]*mcp.Tool, routes map[string]*route, upstreams []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	for _, name := range upstreams {
+		g.toolsListed[name] = true
+	}
 	var gone []string
 	for name := range g.listed {
 		if _, ok := next[name]; !ok {

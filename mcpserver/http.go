@@ -138,8 +138,9 @@ func (g *Gateway) Handler(opts *HTTPOptions) (http.Handler, error) {
 	return mux, nil
 }
 
-// ready answers 200 only when the ledger and every required upstream answer.
-// It is unauthenticated, so it says only "ok" or "unavailable" for each;
+// ready answers 200 only when the ledger and every required upstream answer,
+// and each required upstream's tools are published: a client sent here by
+// a load balancer finds the tools it calls. It is unauthenticated, so it says only "ok" or "unavailable" for each;
 // why something is unavailable (errors naming URLs with credentials,
 // commands, database hosts) goes to the log.
 func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
@@ -159,7 +160,11 @@ func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
 	check("ledger", err)
 	for _, u := range g.pool.All() {
 		if u.Config().IsRequired() {
-			check("upstream "+u.Name(), u.Ready(ctx))
+			err := u.Ready(ctx)
+			if err == nil && !g.hasListedTools(u.Name()) {
+				err = fmt.Errorf("upstream %s is connected but its tools are not listed yet", u.Name())
+			}
+			check("upstream "+u.Name(), err)
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
