@@ -2,7 +2,6 @@ package mcpserver_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -93,17 +92,11 @@ func (a *readyzAnswer) Error() string { return http.StatusText(a.code) + ": " + 
 
 func getReadyz(t *testing.T, ctx context.Context, base string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+	code, body, err := fixtures.Readiness(ctx, base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET /readyz: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return code, body
 }
 
 // TestReadyWithAnUpstreamThatOffersNoTools holds that a required upstream

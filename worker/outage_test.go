@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -187,15 +186,9 @@ func readyz(t *testing.T, ctx context.Context, base string) (int, string) {
 	t.Helper()
 	rctx, cancel := context.WithTimeout(ctx, promptly)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, base+"/readyz", nil)
+	code, body, err := fixtures.Readiness(rctx, base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET /readyz: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return code, body
 }
