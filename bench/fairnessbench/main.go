@@ -180,11 +180,6 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 		return nil, fmt.Errorf("connect as tenant B: %w", err)
 	}
 	defer b.Close()
-	// The gateway is ready before it has listed its upstream's tools;
-	// until it has, a call names an unknown tool.
-	if err := serve.WaitForTool(ctx, b, fixtures.RunSuiteTool); err != nil {
-		return nil, err
-	}
 	callB := func(prefix string) load.Op {
 		return func(ctx context.Context, _, seq int) error {
 			opID := fmt.Sprintf("fair-b-%s-%d", prefix, seq)

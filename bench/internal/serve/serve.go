@@ -21,8 +21,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/taskgate/taskgate/bench/internal/child"
 	"github.com/taskgate/taskgate/sim/fixtures"
 	"github.com/taskgate/taskgate/sim/providersim"
@@ -64,7 +62,8 @@ type Gateway struct {
 func (g *Gateway) MCPURL() string { return g.Base + "/mcp" }
 
 // Start creates the tenants' keys in a new ledger in o.Dir, starts o.Bin
-// serve and waits, up to a minute, until it is ready.
+// serve and waits, up to a minute, until it is ready: its upstream's tools
+// are listed by then.
 func Start(ctx context.Context, o Options) (_ *Gateway, err error) {
 	ledger := filepath.Join(o.Dir, "gateway.db")
 	db := "sqlite:" + ledger
@@ -119,12 +118,8 @@ func Start(ctx context.Context, o Options) (_ *Gateway, err error) {
 	wait, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {
-		req, _ := http.NewRequestWithContext(wait, http.MethodGet, g.Base+"/readyz", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return g, nil
-			}
+		if code, _, err := fixtures.Readiness(wait, g.Base); err == nil && code == http.StatusOK {
+			return g, nil
 		}
 		select {
 		case <-proc.Done():
@@ -170,29 +165,6 @@ func (g *Gateway) Metric(ctx context.Context, name string) (float64, error) {
 		return 0, fmt.Errorf("read the gateway's metrics: %w", err)
 	}
 	return 0, fmt.Errorf("the gateway's /metrics has no %s", name)
-}
-
-// WaitForTool waits, for up to a minute, until cs lists the tool name:
-// the gateway is ready before it has listed its upstream's tools, and
-// until it has, a call names an unknown tool.
-func WaitForTool(ctx context.Context, cs *mcp.ClientSession, name string) error {
-	wait, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		res, err := cs.ListTools(wait, nil)
-		if err == nil {
-			for _, t := range res.Tools {
-				if t.Name == name {
-					return nil
-				}
-			}
-		}
-		select {
-		case <-wait.Done():
-			return fmt.Errorf("the gateway did not list %s within a minute (last error: %v)", name, err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // Provider is the simulated provider served on a loopback port.
