@@ -140,9 +140,10 @@ func (g *Gateway) Handler(opts *HTTPOptions) (http.Handler, error) {
 
 // ready answers 200 only when the ledger and every required upstream answer,
 // and each required upstream's tools are published: a client sent here by
-// a load balancer finds the tools it calls. It is unauthenticated, so it says only "ok" or "unavailable" for each;
-// why something is unavailable (errors naming URLs with credentials,
-// commands, database hosts) goes to the log.
+// a load balancer finds the tools it calls. It is unauthenticated, so it
+// says only "ok" or "unavailable" for each; why something is unavailable
+// (errors naming URLs with credentials, commands, database hosts) goes to
+// the log.
 func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
