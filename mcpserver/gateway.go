@@ -341,7 +341,11 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 			cancel()
 		}
 		if err != nil {
-			g.log.Debug("upstream tools not available yet", "upstream", u.Name(), "err", err)
+			level := slog.LevelWarn // a connected upstream that cannot list keeps /readyz at 503
+			if errors.Is(err, errNotListed) {
+				level = slog.LevelDebug
+			}
+			g.log.Log(ctx, level, "upstream tools not available yet", "upstream", u.Name(), "err", err)
 			// Keep what was listed before: a reconnect must not make tools
 			// flicker out of the list.
 			g.mu.Lock()
