@@ -97,9 +97,14 @@ type Gateway struct {
 	listed  map[string]string // downstream tool name -> JSON of the listed tool, to notice changes
 	// syncBusy serialises SyncTools.
 	syncBusy chan struct{}
-	// toolsListed holds the upstreams whose tools have been listed since
-	// the gateway started.
-	toolsListed map[string]bool
+	// toolsListed holds the upstreams whose tools have been listed and
+	// published: the pool's current ones, each as the one object it is
+	// until a reload replaces it.
+	toolsListed map[*upstream.Upstream]bool
+	// listFailing holds the connected upstreams whose last listing failed,
+	// so that a failure is logged as a warning once, not at every sync.
+	// Only SyncTools, which syncBusy serialises, touches it.
+	listFailing map[*upstream.Upstream]bool
 
 	// deliveries holds each /mcp request's delivery by its key.
 	deliveries sync.Map
@@ -157,7 +162,7 @@ func New(opts *Options) (*Gateway, error) {
 		store: opts.Store, pool: opts.Pool, catalog: provider.NewCatalog(opts.Config),
 		metrics: opts.Metrics, log: opts.Logger, clock: opts.Clock, sdkPathOnly: opts.SDKPathOnly, limits: opts.Limits, tracing: opts.Tracing,
 		routes: map[string]*route{}, listed: map[string]string{}, syncBusy: make(chan struct{}, 1),
-		toolsListed: map[string]bool{},
+		toolsListed: map[*upstream.Upstream]bool{}, listFailing: map[*upstream.Upstream]bool{},
 	}
 	g.cfg.Store(opts.Config)
 	g.stopping, g.shutdown = context.WithCancel(context.Background())
@@ -329,8 +334,9 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 	defer func() { <-g.syncBusy }()
 	next := map[string]*mcp.Tool{}
 	routes := map[string]*route{}
-	var listed []string
-	for _, u := range g.pool.All() {
+	var listed []*upstream.Upstream
+	all := g.pool.All()
+	for _, u := range all {
 		var tools []*mcp.Tool
 		err := errNotListed
 		// An upstream without a session is not waited for: its tools are
@@ -341,11 +347,12 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 			cancel()
 		}
 		if err != nil {
-			level := slog.LevelWarn // a connected upstream that cannot list keeps /readyz at 503
-			if errors.Is(err, errNotListed) {
-				level = slog.LevelDebug
+			if errors.Is(err, errNotListed) || g.listFailing[u] {
+				g.log.Debug("upstream tools not available yet", "upstream", u.Name(), "err", err)
+			} else {
+				g.listFailing[u] = true
+				g.log.Warn("the upstream is connected but its tools could not be listed; they are listed again every sync, and a required upstream keeps /readyz at 503 until they are", "upstream", u.Name(), "err", err)
 			}
-			g.log.Log(ctx, level, "upstream tools not available yet", "upstream", u.Name(), "err", err)
 			// Keep what was listed before: a reconnect must not make tools
 			// flicker out of the list.
 			g.mu.Lock()
@@ -360,7 +367,11 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 			g.mu.Unlock()
 			continue
 		}
-		listed = append(listed, u.Name())
+		listed = append(listed, u)
+		if g.listFailing[u] {
+			delete(g.listFailing, u)
+			g.log.Info("the upstream's tools are listed again", "upstream", u.Name())
+		}
 		// Declared contracts first: the tools they call are the gateway's.
 		for _, f := range g.catalog.Discover(u.Name(), tools) {
 			if f.Reason == "" {
@@ -395,30 +406,41 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 			next[name], routes[name] = listed, r
 		}
 	}
-	g.publish(next, routes, listed)
+	for u := range g.listFailing {
+		if !slices.Contains(all, u) {
+			delete(g.listFailing, u)
+		}
+	}
+	g.publish(next, routes, all, listed)
 	g.syncSurface(ctx)
 }
 
-// hasListedTools reports whether upstream's tools have been published since
-// the gateway started.
-func (g *Gateway) hasListedTools(upstream string) bool {
+// hasListedTools reports whether u's tools have been published.
+func (g *Gateway) hasListedTools(u *upstream.Upstream) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.toolsListed[upstream]
+	return g.toolsListed[u]
 }
 
 // errNotListed stands for the tools of an upstream that has no session.
 var errNotListed = errors.New("the upstream has no session")
 
 // publish replaces the listed tools on every server, touching only changes,
-// and records the upstreams whose tools the listing holds. Both happen under
-// one lock: a call must not find an upstream's tools listed (so an unknown
-// name is refused as unknown) before they are published.
-func (g *Gateway) publish(next map[string]*mcp.Tool, routes map[string]*route, upstreams []string) {
+// and records which of the pool's upstreams (all) the listing holds the
+// tools of (listed); an upstream a reload replaced or removed is
+// forgotten. Both happen under one lock: a call must not find an
+// upstream's tools listed (so an unknown name is refused as unknown)
+// before they are published.
+func (g *Gateway) publish(next map[string]*mcp.Tool, routes map[string]*route, all, listed []*upstream.Upstream) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, name := range upstreams {
-		g.toolsListed[name] = true
+	for u := range g.toolsListed {
+		if !slices.Contains(all, u) {
+			delete(g.toolsListed, u)
+		}
+	}
+	for _, u := range listed {
+		g.toolsListed[u] = true
 	}
 	var gone []string
 	for name := range g.listed {
@@ -476,7 +498,7 @@ func (g *Gateway) RunToolSync(ctx context.Context, every time.Duration) {
 func (g *Gateway) route(name string) (*route, bool) {
 	g.mu.Lock()
 	r, ok := g.routes[name]
-	var listed map[string]bool
+	var listed map[*upstream.Upstream]bool
 	if !ok {
 		listed = maps.Clone(g.toolsListed)
 	}
@@ -487,7 +509,7 @@ func (g *Gateway) route(name string) (*route, bool) {
 	for _, u := range g.pool.All() {
 		cfg := u.Config()
 		tool, ok := upstreamTool(cfg, name)
-		if !ok || listed[u.Name()] && u.Connected() || g.catalog.GatewayTool(u.Name(), tool) {
+		if !ok || listed[u] && u.Connected() || g.catalog.GatewayTool(u.Name(), tool) {
 			continue
 		}
 		if c := g.catalog.Contract(u.Name(), tool); c != nil {

@@ -41,7 +41,7 @@ func TestRemovedServerIsLeftAlone(t *testing.T) {
 	}
 	g.RemoveServer(gone)
 	tool := &mcp.Tool{Name: "up.echo", InputSchema: map[string]any{"type": "object"}}
-	g.publish(map[string]*mcp.Tool{tool.Name: tool}, map[string]*route{tool.Name: {upstream: "up", tool: "echo"}}, nil)
+	g.publish(map[string]*mcp.Tool{tool.Name: tool}, map[string]*route{tool.Name: {upstream: "up", tool: "echo"}}, nil, nil)
 
 	for _, tt := range []struct {
 		name   string
@@ -93,7 +93,7 @@ func TestHiddenToolIsRefusedBeforeTheSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	tool := &mcp.Tool{Name: "hosted_test.cancel_job", InputSchema: map[string]any{"type": "object"}}
-	g.publish(map[string]*mcp.Tool{tool.Name: tool}, map[string]*route{tool.Name: {upstream: "hosted_test", tool: "cancel_job"}}, nil)
+	g.publish(map[string]*mcp.Tool{tool.Name: tool}, map[string]*route{tool.Name: {upstream: "hosted_test", tool: "cancel_job"}}, nil, nil)
 	if _, ok := g.route(tool.Name); !ok || g.gatewayTool(tool.Name) {
 		t.Fatal("exposed cancel_job is not routed as a pass-through tool")
 	}

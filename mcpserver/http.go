@@ -162,7 +162,7 @@ func (g *Gateway) ready(w http.ResponseWriter, r *http.Request) {
 	for _, u := range g.pool.All() {
 		if u.Config().IsRequired() {
 			err := u.Ready(ctx)
-			if err == nil && !g.hasListedTools(u.Name()) {
+			if err == nil && !g.hasListedTools(u) {
 				err = fmt.Errorf("upstream %s is connected but its tools are not listed yet", u.Name())
 			}
 			check("upstream "+u.Name(), err)

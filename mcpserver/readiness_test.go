@@ -2,6 +2,8 @@ package mcpserver_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -9,11 +11,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/taskgate/taskgate/config"
 	"github.com/taskgate/taskgate/daemon"
+	"github.com/taskgate/taskgate/internal/syncbuf"
 	"github.com/taskgate/taskgate/internal/testwait"
 	"github.com/taskgate/taskgate/sim/fixtures"
 )
@@ -32,19 +37,7 @@ func TestReadyOnlyOnceTheToolsArePublished(t *testing.T) {
 	releaseLists := sync.OnceFunc(func() { close(release) })
 	t.Cleanup(releaseLists)
 	s := plumbingServer("2025-11-25")
-	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method == "tools/list" {
-				noteListing()
-				select {
-				case <-release:
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
-			}
-			return next(ctx, method, req)
-		}
-	})
+	s.AddReceivingMiddleware(holdToolsList(noteListing, release))
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(up.Close)
 
@@ -69,10 +62,7 @@ func TestReadyOnlyOnceTheToolsArePublished(t *testing.T) {
 	}
 
 	releaseLists()
-	testwait.Until(t, ctx, "/readyz answers 200", func() (bool, error) {
-		code, body := getReadyz(t, ctx, base)
-		return code == http.StatusOK, &readyzAnswer{code, body}
-	})
+	waitReady(t, ctx, base)
 	cs := dialGateway(t, url, keys[0], "first-caller", "", nil)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count", Arguments: map[string]any{"n": 0}})
 	if err != nil {
@@ -80,6 +70,24 @@ func TestReadyOnlyOnceTheToolsArePublished(t *testing.T) {
 	}
 	if res.IsError {
 		t.Fatalf("the first call after /readyz said 200 failed: %v", res.Content)
+	}
+}
+
+// holdToolsList is a server middleware that calls noted and holds every
+// tools/list until release is closed.
+func holdToolsList(noted func(), release <-chan struct{}) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" {
+				noted()
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return next(ctx, method, req)
+		}
 	}
 }
 
@@ -100,11 +108,10 @@ func getReadyz(t *testing.T, ctx context.Context, base string) (int, string) {
 }
 
 // TestReadyWithAnUpstreamThatOffersNoTools holds that a required upstream
-// which declares no tools capability (only prompts, say) does not keep the
-// gateway unready: it offers no tools, and it is never asked for them.
+// which does not know tools/list (it declares no tools, and answers
+// method-not-found) does not keep the gateway unready: it offers no tools.
 func TestReadyWithAnUpstreamThatOffersNoTools(t *testing.T) {
 	ctx := testCtx(t)
-	var asked atomic.Int32
 	s := mcp.NewServer(&mcp.Implementation{Name: "prompts-only"}, nil)
 	s.AddPrompt(&mcp.Prompt{Name: "greet"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello"}}}}, nil
@@ -112,7 +119,7 @@ func TestReadyWithAnUpstreamThatOffersNoTools(t *testing.T) {
 	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "tools/list" {
-				asked.Add(1)
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "method not found: tools/list"}
 			}
 			return next(ctx, method, req)
 		}
@@ -120,12 +127,142 @@ func TestReadyWithAnUpstreamThatOffersNoTools(t *testing.T) {
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(up.Close)
 	url, _ := plumbingGateway(t, ctx, up.URL, "  - name: prompts\n    prefix: \"\"")
-	base := strings.TrimSuffix(url, "/mcp")
+	waitReady(t, ctx, strings.TrimSuffix(url, "/mcp"))
+}
+
+// TestToolsAddedAfterConnectAreListed holds that an upstream which offered
+// no tools when it connected has the tools it adds later listed, once it
+// says its list changed.
+func TestToolsAddedAfterConnectAreListed(t *testing.T) {
+	ctx := testCtx(t)
+	s := mcp.NewServer(&mcp.Implementation{Name: "later"}, nil)
+	s.AddPrompt(&mcp.Prompt{Name: "greet"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{}, nil
+	})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(up.Close)
+	url, key := plumbingGateway(t, ctx, up.URL, "  - name: later\n    prefix: \"\"")
+	waitReady(t, ctx, strings.TrimSuffix(url, "/mcp"))
+
+	addCountTool(s)
+	cs := dialGateway(t, url, key, "caller", "", nil)
+	testwait.Until(t, ctx, "the gateway lists the tool added after connect", func() (bool, error) {
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			return false, err
+		}
+		for _, tool := range res.Tools {
+			if tool.Name == "count" {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("listed %d tools, none of them count", len(res.Tools))
+	})
+}
+
+func waitReady(t *testing.T, ctx context.Context, base string) {
+	t.Helper()
 	testwait.Until(t, ctx, "/readyz answers 200", func() (bool, error) {
 		code, body := getReadyz(t, ctx, base)
 		return code == http.StatusOK, &readyzAnswer{code, body}
 	})
-	if n := asked.Load(); n != 0 {
-		t.Errorf("the upstream was sent tools/list %d times; it declares no tools", n)
+}
+
+// TestNotReadyWhileAReplacedUpstreamIsListed holds that an upstream a
+// reload replaces (its URL changed) is not ready until its own tools are
+// published: the tools listed from the one it replaced say nothing of it.
+func TestNotReadyWhileAReplacedUpstreamIsListed(t *testing.T) {
+	ctx := testCtx(t)
+	before := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plumbingServer("2025-11-25") }, nil))
+	t.Cleanup(before.Close)
+	listing := make(chan struct{})
+	noteListing := sync.OnceFunc(func() { close(listing) })
+	release := make(chan struct{})
+	releaseLists := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseLists)
+	s := plumbingServer("2025-11-25")
+	s.AddReceivingMiddleware(holdToolsList(noteListing, release))
+	after := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(after.Close)
+
+	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
+	configFor := func(upstreamURL string) *config.Config {
+		y := strings.Replace(fixtures.ConfigYAML(upstreamURL, "127.0.0.1:0", db, fixtures.ConfigOptions{}), "  - name: hosted_test", "  - name: plumbing\n    prefix: \"\"", 1)
+		cfg, err := config.Parse(strings.NewReader(y), "plumbing.yaml", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
 	}
+	d, err := daemon.Start(ctx, &daemon.Options{Config: configFor(before.URL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Stop(context.Background()) })
+	t.Cleanup(releaseLists) // before the gateway stops
+	waitReady(t, ctx, d.URL)
+
+	if _, err := d.Reload(ctx, configFor(after.URL)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-listing:
+	case <-ctx.Done():
+		t.Fatal("the gateway never listed the replaced upstream's tools")
+	}
+	if code, body := getReadyz(t, ctx, d.URL); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while the replaced upstream's tools are being listed = %d %s; want 503", code, body)
+	}
+	releaseLists()
+	waitReady(t, ctx, d.URL)
+}
+
+// TestAFailingListingIsWarnedOnce holds that a connected upstream whose
+// tools/list fails keeps /readyz at 503 and is logged as a warning once,
+// not at every sync, and that /readyz answers 200 once a listing succeeds.
+func TestAFailingListingIsWarnedOnce(t *testing.T) {
+	ctx := testCtx(t)
+	var lists atomic.Int32
+	var healthy atomic.Bool
+	s := plumbingServer("2025-11-25")
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" && !healthy.Load() {
+				lists.Add(1)
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool index is rebuilding"}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(up.Close)
+	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
+	y := strings.Replace(fixtures.ConfigYAML(up.URL, "127.0.0.1:0", db, fixtures.ConfigOptions{}), "  - name: hosted_test", "  - name: plumbing\n    prefix: \"\"", 1)
+	cfg, err := config.Parse(strings.NewReader(y), "plumbing.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncbuf.Buffer
+	url, _ := startDaemonWith(t, ctx, &daemon.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil)), ToolSync: 20 * time.Millisecond, ServeAtOnce: true}, "acme")
+	base := strings.TrimSuffix(url, "/mcp")
+
+	testwait.Until(t, ctx, "three failed listings", func() (bool, error) {
+		return lists.Load() >= 3, fmt.Errorf("%d so far", lists.Load())
+	})
+	if code, body := getReadyz(t, ctx, base); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while the upstream's listing fails = %d %s; want 503", code, body)
+	}
+	const warning = "its tools could not be listed"
+	if n := strings.Count(logs.String(), warning); n != 1 {
+		t.Errorf("the failing listing was warned of %d times over %d syncs, want once:\n%s", n, lists.Load(), logs.String())
+	}
+	if !strings.Contains(logs.String(), "the tool index is rebuilding") {
+		t.Errorf("the warning does not give the upstream's reason:\n%s", logs.String())
+	}
+
+	healthy.Store(true)
+	waitReady(t, ctx, base)
+	testwait.Until(t, ctx, "the recovery logged", func() (bool, error) {
+		return strings.Contains(logs.String(), "tools are listed again"), nil
+	})
 }

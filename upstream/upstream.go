@@ -347,17 +347,15 @@ func (u *Upstream) Tools(ctx context.Context) ([]*mcp.Tool, error) {
 		return slices.Clone(cache.tools), nil
 	}
 	var tools []*mcp.Tool
-	// A server that does not declare tools offers none: asking would only
-	// fetch a method-not-found error, and its (empty) list would never be
-	// known.
-	if res := c.cs.InitializeResult(); res != nil && res.Capabilities != nil && res.Capabilities.Tools == nil {
-		u.mu.Lock()
-		u.tools = toolCache{ok: true, gen: gen}
-		u.mu.Unlock()
-		return nil, nil
-	}
 	for t, err := range c.cs.Tools(ctx, nil) {
 		if err != nil {
+			// A server that does not declare tools may not know the
+			// method: it offers none. It is asked again after a
+			// tools/list_changed, as any server is.
+			if rpcErr := (*jsonrpc.Error)(nil); errors.As(err, &rpcErr) && rpcErr.Code == jsonrpc.CodeMethodNotFound {
+				tools = nil
+				break
+			}
 			return nil, fmt.Errorf("upstream %s: tools/list: %w", u.cfg.Name, err)
 		}
 		tools = append(tools, t)
