@@ -31,24 +31,17 @@ import (
 // must find its tool.
 func TestReadyOnlyOnceTheToolsArePublished(t *testing.T) {
 	ctx := testCtx(t)
-	listing := make(chan struct{})
-	noteListing := sync.OnceFunc(func() { close(listing) })
-	release := make(chan struct{})
-	releaseLists := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(releaseLists)
+	listing, held := make(chan struct{}), make(chan struct{})
 	s := plumbingServer("2025-11-25")
-	s.AddReceivingMiddleware(holdToolsList(noteListing, release))
+	s.AddReceivingMiddleware(holdToolsList(listing, held))
+	release := sync.OnceFunc(func() { close(held) })
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(up.Close)
+	t.Cleanup(release) // before the upstream closes
 
-	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
-	y := strings.Replace(fixtures.ConfigYAML(up.URL, "127.0.0.1:0", db, fixtures.ConfigOptions{}), "  - name: hosted_test", "  - name: plumbing\n    prefix: \"\"", 1)
-	cfg, err := config.Parse(strings.NewReader(y), "plumbing.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := plumbingConfig(t, up.URL, "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"))
 	url, keys := startDaemonWith(t, ctx, &daemon.Options{Config: cfg, ServeAtOnce: true}, "acme")
-	t.Cleanup(releaseLists) // before the gateway stops
+	t.Cleanup(release) // before the gateway stops
 	base := strings.TrimSuffix(url, "/mcp")
 
 	select {
@@ -61,7 +54,7 @@ func TestReadyOnlyOnceTheToolsArePublished(t *testing.T) {
 		t.Errorf("/readyz while the upstream's tools are being listed = %d %s; want 503 naming the upstream unavailable", code, body)
 	}
 
-	releaseLists()
+	release()
 	waitReady(t, ctx, base)
 	cs := dialGateway(t, url, keys[0], "first-caller", "", nil)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count", Arguments: map[string]any{"n": 0}})
@@ -73,9 +66,10 @@ func TestReadyOnlyOnceTheToolsArePublished(t *testing.T) {
 	}
 }
 
-// holdToolsList is a server middleware that calls noted and holds every
-// tools/list until release is closed.
-func holdToolsList(noted func(), release <-chan struct{}) mcp.Middleware {
+// holdToolsList is a server middleware that closes listing at the first
+// tools/list and holds every tools/list until release is closed.
+func holdToolsList(listing chan<- struct{}, release <-chan struct{}) mcp.Middleware {
+	noted := sync.OnceFunc(func() { close(listing) })
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "tools/list" {
@@ -89,6 +83,18 @@ func holdToolsList(noted func(), release <-chan struct{}) mcp.Middleware {
 			return next(ctx, method, req)
 		}
 	}
+}
+
+// plumbingConfig is the harness configuration with the upstream at
+// upstreamURL, named plumbing and without a prefix, on the ledger db.
+func plumbingConfig(t *testing.T, upstreamURL, db string) *config.Config {
+	t.Helper()
+	y := strings.Replace(fixtures.ConfigYAML(upstreamURL, "127.0.0.1:0", db, fixtures.ConfigOptions{}), "  - name: hosted_test", "  - name: plumbing\n    prefix: \"\"", 1)
+	cfg, err := config.Parse(strings.NewReader(y), "plumbing.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 type readyzAnswer struct {
@@ -175,34 +181,24 @@ func TestNotReadyWhileAReplacedUpstreamIsListed(t *testing.T) {
 	ctx := testCtx(t)
 	before := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plumbingServer("2025-11-25") }, nil))
 	t.Cleanup(before.Close)
-	listing := make(chan struct{})
-	noteListing := sync.OnceFunc(func() { close(listing) })
-	release := make(chan struct{})
-	releaseLists := sync.OnceFunc(func() { close(release) })
-	t.Cleanup(releaseLists)
+	listing, held := make(chan struct{}), make(chan struct{})
 	s := plumbingServer("2025-11-25")
-	s.AddReceivingMiddleware(holdToolsList(noteListing, release))
+	s.AddReceivingMiddleware(holdToolsList(listing, held))
+	release := sync.OnceFunc(func() { close(held) })
 	after := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(after.Close)
+	t.Cleanup(release) // before the upstream closes
 
 	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
-	configFor := func(upstreamURL string) *config.Config {
-		y := strings.Replace(fixtures.ConfigYAML(upstreamURL, "127.0.0.1:0", db, fixtures.ConfigOptions{}), "  - name: hosted_test", "  - name: plumbing\n    prefix: \"\"", 1)
-		cfg, err := config.Parse(strings.NewReader(y), "plumbing.yaml", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
-	}
-	d, err := daemon.Start(ctx, &daemon.Options{Config: configFor(before.URL)})
+	d, err := daemon.Start(ctx, &daemon.Options{Config: plumbingConfig(t, before.URL, db)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Stop(context.Background()) })
-	t.Cleanup(releaseLists) // before the gateway stops
+	t.Cleanup(release) // before the gateway stops
 	waitReady(t, ctx, d.URL)
 
-	if _, err := d.Reload(ctx, configFor(after.URL)); err != nil {
+	if _, err := d.Reload(ctx, plumbingConfig(t, after.URL, db)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -213,7 +209,7 @@ func TestNotReadyWhileAReplacedUpstreamIsListed(t *testing.T) {
 	if code, body := getReadyz(t, ctx, d.URL); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz while the replaced upstream's tools are being listed = %d %s; want 503", code, body)
 	}
-	releaseLists()
+	release()
 	waitReady(t, ctx, d.URL)
 }
 
@@ -236,12 +232,7 @@ func TestAFailingListingIsWarnedOnce(t *testing.T) {
 	})
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(up.Close)
-	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
-	y := strings.Replace(fixtures.ConfigYAML(up.URL, "127.0.0.1:0", db, fixtures.ConfigOptions{}), "  - name: hosted_test", "  - name: plumbing\n    prefix: \"\"", 1)
-	cfg, err := config.Parse(strings.NewReader(y), "plumbing.yaml", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := plumbingConfig(t, up.URL, "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"))
 	var logs syncbuf.Buffer
 	url, _ := startDaemonWith(t, ctx, &daemon.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil)), ToolSync: 20 * time.Millisecond, ServeAtOnce: true}, "acme")
 	base := strings.TrimSuffix(url, "/mcp")
