@@ -184,6 +184,9 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 		defer cs.Close()
 		sessions[i] = cs
 	}
+	if err := serve.WaitForTool(ctx, sessions[0], fixtures.RunSuiteTool); err != nil {
+		return nil, err
+	}
 	ledger, err := sql.Open("sqlite", "file:"+gw.Ledger+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return nil, fmt.Errorf("open the gateway's ledger to read: %w", err)

@@ -180,6 +180,9 @@ func measure(ctx context.Context, o *options, progress io.Writer) (_ *results, e
 		return nil, fmt.Errorf("connect as tenant B: %w", err)
 	}
 	defer b.Close()
+	if err := serve.WaitForTool(ctx, b, fixtures.RunSuiteTool); err != nil {
+		return nil, err
+	}
 	callB := func(prefix string) load.Op {
 		return func(ctx context.Context, _, seq int) error {
 			opID := fmt.Sprintf("fair-b-%s-%d", prefix, seq)

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/taskgate/taskgate/bench/internal/child"
 	"github.com/taskgate/taskgate/sim/fixtures"
 	"github.com/taskgate/taskgate/sim/providersim"
@@ -62,8 +64,8 @@ type Gateway struct {
 func (g *Gateway) MCPURL() string { return g.Base + "/mcp" }
 
 // Start creates the tenants' keys in a new ledger in o.Dir, starts o.Bin
-// serve and waits, up to a minute, until it is ready: its upstream's tools
-// are listed by then.
+// serve and waits, up to a minute, until it is ready (see WaitForTool for
+// gateways of older versions).
 func Start(ctx context.Context, o Options) (_ *Gateway, err error) {
 	ledger := filepath.Join(o.Dir, "gateway.db")
 	db := "sqlite:" + ledger
@@ -165,6 +167,31 @@ func (g *Gateway) Metric(ctx context.Context, name string) (float64, error) {
 		return 0, fmt.Errorf("read the gateway's metrics: %w", err)
 	}
 	return 0, fmt.Errorf("the gateway's /metrics has no %s", name)
+}
+
+// WaitForTool waits, for up to a minute, until cs lists the tool name. A
+// gateway of this version lists its upstream's tools before /readyz
+// answers 200; one built before 2026-12-04, which a benchmark may run
+// (-taskgate) to compare with, answered first, and until it had listed
+// them a call named an unknown tool.
+func WaitForTool(ctx context.Context, cs *mcp.ClientSession, name string) error {
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		res, err := cs.ListTools(wait, nil)
+		if err == nil {
+			for _, t := range res.Tools {
+				if t.Name == name {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-wait.Done():
+			return fmt.Errorf("the gateway did not list %s within a minute (last error: %v)", name, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // Provider is the simulated provider served on a loopback port.
