@@ -31,13 +31,7 @@ import (
 // must find its tool.
 func TestReadyOnlyOnceTheToolsArePublished(t *testing.T) {
 	ctx := testCtx(t)
-	listing, held := make(chan struct{}), make(chan struct{})
-	s := plumbingServer("2025-11-25")
-	s.AddReceivingMiddleware(holdToolsList(listing, held))
-	release := sync.OnceFunc(func() { close(held) })
-	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-	t.Cleanup(up.Close)
-	t.Cleanup(release) // before the upstream closes
+	up, listing, release := heldUpstream(t)
 
 	cfg := plumbingConfig(t, up.URL, "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"))
 	url, keys := startDaemonWith(t, ctx, &daemon.Options{Config: cfg, ServeAtOnce: true}, "acme")
@@ -66,23 +60,32 @@ func TestReadyOnlyOnceTheToolsArePublished(t *testing.T) {
 	}
 }
 
-// holdToolsList is a server middleware that closes listing at the first
-// tools/list and holds every tools/list until release is closed.
-func holdToolsList(listing chan<- struct{}, release <-chan struct{}) mcp.Middleware {
-	noted := sync.OnceFunc(func() { close(listing) })
-	return func(next mcp.MethodHandler) mcp.MethodHandler {
+// heldUpstream serves the plumbing server with every tools/list held:
+// listing closes when the first arrives, and release lets them all go (it
+// is also called before the server closes).
+func heldUpstream(t *testing.T) (up *httptest.Server, listing <-chan struct{}, release func()) {
+	t.Helper()
+	seen, held := make(chan struct{}), make(chan struct{})
+	noted := sync.OnceFunc(func() { close(seen) })
+	s := plumbingServer("2025-11-25")
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "tools/list" {
 				noted()
 				select {
-				case <-release:
+				case <-held:
 				case <-ctx.Done():
 					return nil, ctx.Err()
 				}
 			}
 			return next(ctx, method, req)
 		}
-	}
+	})
+	release = sync.OnceFunc(func() { close(held) })
+	up = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(up.Close)
+	t.Cleanup(release) // before the server closes
+	return up, seen, release
 }
 
 // plumbingConfig is the harness configuration with the upstream at
@@ -181,13 +184,7 @@ func TestNotReadyWhileAReplacedUpstreamIsListed(t *testing.T) {
 	ctx := testCtx(t)
 	before := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plumbingServer("2025-11-25") }, nil))
 	t.Cleanup(before.Close)
-	listing, held := make(chan struct{}), make(chan struct{})
-	s := plumbingServer("2025-11-25")
-	s.AddReceivingMiddleware(holdToolsList(listing, held))
-	release := sync.OnceFunc(func() { close(held) })
-	after := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-	t.Cleanup(after.Close)
-	t.Cleanup(release) // before the upstream closes
+	after, listing, release := heldUpstream(t)
 
 	db := "sqlite:" + filepath.Join(t.TempDir(), "taskgate.db")
 	d, err := daemon.Start(ctx, &daemon.Options{Config: plumbingConfig(t, before.URL, db)})
@@ -216,7 +213,10 @@ func TestNotReadyWhileAReplacedUpstreamIsListed(t *testing.T) {
 // TestAFailingListingIsWarnedOnce holds that a connected upstream whose
 // tools/list fails keeps /readyz at 503 and is logged as a warning once,
 // not at every sync, and that /readyz answers 200 once a listing succeeds.
+// The reason is the upstream's own text, hostile here: terminal escapes, a
+// bidi override and a forged log line stay inert in the log.
 func TestAFailingListingIsWarnedOnce(t *testing.T) {
+	const hostileReason = "the tool index is rebuilding\x1b[2J\x1b]0;pwned\x07 bidi-\u202eexe.txt\nlevel=ERROR msg=forged"
 	ctx := testCtx(t)
 	var lists atomic.Int32
 	var healthy atomic.Bool
@@ -225,7 +225,7 @@ func TestAFailingListingIsWarnedOnce(t *testing.T) {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "tools/list" && !healthy.Load() {
 				lists.Add(1)
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the tool index is rebuilding"}
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: hostileReason}
 			}
 			return next(ctx, method, req)
 		}
@@ -240,8 +240,9 @@ func TestAFailingListingIsWarnedOnce(t *testing.T) {
 	testwait.Until(t, ctx, "three failed listings", func() (bool, error) {
 		return lists.Load() >= 3, fmt.Errorf("%d so far", lists.Load())
 	})
-	if code, body := getReadyz(t, ctx, base); code != http.StatusServiceUnavailable {
-		t.Errorf("/readyz while the upstream's listing fails = %d %s; want 503", code, body)
+	// /readyz is unauthenticated: it says which check failed, never why.
+	if code, body := getReadyz(t, ctx, base); code != http.StatusServiceUnavailable || strings.Contains(body, "rebuilding") {
+		t.Errorf("/readyz while the upstream's listing fails = %d %s; want 503 without the upstream's reason", code, body)
 	}
 	const warning = "its tools could not be listed"
 	if n := strings.Count(logs.String(), warning); n != 1 {
@@ -249,6 +250,11 @@ func TestAFailingListingIsWarnedOnce(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "the tool index is rebuilding") {
 		t.Errorf("the warning does not give the upstream's reason:\n%s", logs.String())
+	}
+	for _, raw := range []string{"\x1b", "\x07", "\u202e", "\nlevel=ERROR msg=forged"} {
+		if strings.Contains(logs.String(), raw) {
+			t.Errorf("the log holds the upstream's %q as it is:\n%q", raw, logs.String())
+		}
 	}
 
 	healthy.Store(true)
