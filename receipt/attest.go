@@ -31,6 +31,7 @@ type statement struct {
 	Predicate     map[string]any     `json:"predicate"`
 }
 
+// statementSubject is a descriptor as the statement writes it.
 type statementSubject struct {
 	Name   string            `json:"name,omitempty"`
 	Digest map[string]string `json:"digest"`
@@ -73,14 +74,17 @@ func Attest(predicateType, docKey string, subjects []Subject, pred map[string]an
 		}
 	}
 	pred = maps.Clone(pred)
-	fields, err := statementFields(descriptors(subjects), pred, docKey)
+	ds := descriptors(subjects)
+	fields, err := statementFields(ds, pred, docKey)
 	if err != nil {
 		return nil, err
 	}
 	pred[predicateFields] = fields
-	rds := make([]*intoto.ResourceDescriptor, len(subjects))
-	for i, s := range subjects {
-		rds[i] = &intoto.ResourceDescriptor{Name: s.Name, Digest: map[string]string{"sha256": s.SHA256}}
+	rds := make([]*intoto.ResourceDescriptor, len(ds))
+	subs := make([]statementSubject, len(ds))
+	for i, d := range ds {
+		rds[i] = &intoto.ResourceDescriptor{Name: d.Name, Digest: d.Digest}
+		subs[i] = statementSubject(d)
 	}
 	// The in-toto types check the statement's frame; the predicate is
 	// this package's own map, encoded as it stands. Encoding it through a
@@ -90,10 +94,6 @@ func Attest(predicateType, docKey string, subjects []Subject, pred map[string]an
 	frame := &intoto.Statement{Type: intoto.StatementTypeUri, Subject: rds, PredicateType: predicateType, Predicate: &structpb.Struct{}}
 	if err := frame.Validate(); err != nil {
 		return nil, err
-	}
-	subs := make([]statementSubject, len(subjects))
-	for i, s := range subjects {
-		subs[i] = statementSubject{Name: s.Name, Digest: map[string]string{"sha256": s.SHA256}}
 	}
 	raw, err := json.Marshal(statement{Type: intoto.StatementTypeUri, Subject: subs, PredicateType: predicateType, Predicate: pred})
 	if err != nil {
