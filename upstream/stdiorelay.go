@@ -249,7 +249,7 @@ func (u *Upstream) relayStdio(ctx context.Context, c *RelayedCall) (*http.Respon
 	cn.tap.register(id, s)
 	reqID, err := jsonrpc.MakeID(id)
 	if err == nil {
-		err = cn.tap.Connection.Write(ctx, &jsonrpc.Request{ID: reqID, Method: "tools/call", Params: params})
+		err = cn.tap.write(ctx, &jsonrpc.Request{ID: reqID, Method: "tools/call", Params: params})
 	}
 	if err != nil {
 		s.end(nil)
@@ -451,42 +451,64 @@ func (c *tapConn) relayedCall(id string) *stdioCall {
 	return c.relayed[id]
 }
 
-// takeRelayed hands msg to the relayed call it belongs to and reports
-// whether it was a relayed call's: the answer to a gateway request ID or
-// progress under a gateway token, including a late one of a call given up
-// on, which is dropped. Everything else, the child's requests above all,
-// is the go-sdk's.
-func (c *tapConn) takeRelayed(msg jsonrpc.Message) bool {
-	switch m := msg.(type) {
-	case *jsonrpc.Response:
-		id, ok := m.ID.Raw().(string)
-		if !ok || !strings.HasPrefix(id, relayIDPrefix) {
+// takeRelayed hands a message of the child's that belongs to a relayed
+// call (its answer, or progress on its token) to the call, and reports
+// whether it did; the go-sdk never sees such a message, even when no call
+// waits for it any more. A message that does not hold the relayed calls'
+// ID prefix is not decoded here. Member names are matched exactly, as the
+// go-sdk matches them.
+func (c *tapConn) takeRelayed(frame json.RawMessage) bool {
+	if !bytes.Contains(frame, []byte(relayIDPrefix)) {
+		return false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(frame, &m) != nil {
+		return false
+	}
+	var version string
+	if json.Unmarshal(m["jsonrpc"], &version) != nil || version != "2.0" {
+		return false
+	}
+	var id any
+	if raw, ok := m["id"]; ok && json.Unmarshal(raw, &id) != nil {
+		return false
+	}
+	method, isRequest := m["method"]
+	if !isRequest {
+		sid, ok := id.(string)
+		if !ok || !strings.HasPrefix(sid, relayIDPrefix) {
 			return false
 		}
-		if s := c.relayedCall(id); s != nil {
-			s.deliverAnswer(m)
+		resp := &jsonrpc.Response{Result: m["result"]}
+		if e := m["error"]; len(e) > 0 && string(e) != "null" {
+			var we jsonrpc.Error
+			if json.Unmarshal(e, &we) != nil {
+				return false
+			}
+			resp.Error = &we
 		}
-		return true
-	case *jsonrpc.Request:
-		if m.IsCall() || m.Method != methodProgress || !bytes.Contains(m.Params, []byte(relayIDPrefix)) {
-			return false
-		}
-		var p struct {
-			ProgressToken any `json:"progressToken"`
-		}
-		if json.Unmarshal(m.Params, &p) != nil {
-			return false
-		}
-		token, ok := p.ProgressToken.(string)
-		if !ok || !strings.HasPrefix(token, relayIDPrefix) {
-			return false
-		}
-		if s := c.relayedCall(token); s != nil {
-			s.deliverProgress(m.Params)
+		if s := c.relayedCall(sid); s != nil {
+			s.deliverAnswer(resp)
 		}
 		return true
 	}
-	return false
+	var name string
+	if id != nil || json.Unmarshal(method, &name) != nil || name != methodProgress {
+		return false
+	}
+	var params map[string]json.RawMessage
+	var tok any
+	if json.Unmarshal(m["params"], &params) != nil || json.Unmarshal(params["progressToken"], &tok) != nil {
+		return false
+	}
+	token, ok := tok.(string)
+	if !ok || !strings.HasPrefix(token, relayIDPrefix) {
+		return false
+	}
+	if s := c.relayedCall(token); s != nil {
+		s.deliverProgress(m["params"])
+	}
+	return true
 }
 
 // noteRequestMeta keeps what the go-sdk put in the _meta of a
@@ -511,5 +533,5 @@ func (c *tapConn) cancelRelayed(id string, within time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	params, _ := json.Marshal(map[string]string{"requestId": id})
-	_ = c.Connection.Write(ctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: params})
+	_ = c.write(ctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: params})
 }

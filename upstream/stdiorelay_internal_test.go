@@ -126,36 +126,38 @@ func TestStdioCallAnswer(t *testing.T) {
 // TestTakeRelayed: the tap takes every answer and progress notification
 // that names a gateway request ID or token, a late one included, and
 // leaves everything else, the child's requests above all, to the go-sdk.
+// It reads member names exactly, as the go-sdk does.
 func TestTakeRelayed(t *testing.T) {
-	id := func(v any) jsonrpc.ID {
-		i, err := jsonrpc.MakeID(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return i
-	}
 	tests := []struct {
 		name   string
-		msg    jsonrpc.Message
+		frame  string
 		taken  bool
 		queued bool
 	}{
-		{"an answer to the SDK", &jsonrpc.Response{ID: id(float64(3)), Result: json.RawMessage(`{}`)}, false, false},
-		{"an answer with a string ID of another's", &jsonrpc.Response{ID: id("x-1"), Result: json.RawMessage(`{}`)}, false, false},
-		{"the relayed call's answer", &jsonrpc.Response{ID: id("taskgate-relay-1"), Result: json.RawMessage(`{}`)}, true, true},
-		{"a late answer", &jsonrpc.Response{ID: id("taskgate-relay-2"), Result: json.RawMessage(`{}`)}, true, false},
-		{"the relayed call's progress", &jsonrpc.Request{Method: methodProgress, Params: json.RawMessage(`{"progressToken":"taskgate-relay-1","progress":1}`)}, true, true},
-		{"late progress", &jsonrpc.Request{Method: methodProgress, Params: json.RawMessage(`{"progressToken":"taskgate-relay-2","progress":1}`)}, true, false},
-		{"progress of an SDK call", &jsonrpc.Request{Method: methodProgress, Params: json.RawMessage(`{"progressToken":"taskgate-4","progress":1,"message":"taskgate-relay-1"}`)}, false, false},
-		{"a log message", &jsonrpc.Request{Method: methodLog, Params: json.RawMessage(`{"level":"info","data":"taskgate-relay-1"}`)}, false, false},
-		{"the child's request", &jsonrpc.Request{ID: id("taskgate-relay-1"), Method: "elicitation/create", Params: json.RawMessage(`{}`)}, false, false},
+		{"an answer to the SDK", `{"jsonrpc":"2.0","id":3,"result":{}}`, false, false},
+		{"an answer with a string ID of another's", `{"jsonrpc":"2.0","id":"x-1","result":{}}`, false, false},
+		{"the relayed call's answer", `{"jsonrpc":"2.0","id":"taskgate-relay-1","result":{}}`, true, true},
+		{"the relayed call's error", `{"jsonrpc":"2.0","id":"taskgate-relay-1","error":{"code":-32602,"message":"no"}}`, true, true},
+		{"an answer with spaces", "{ \"jsonrpc\" : \"2.0\" , \"id\" : \"taskgate-relay-1\" , \"result\" : { } }", true, true},
+		{"a late answer", `{"jsonrpc":"2.0","id":"taskgate-relay-2","result":{}}`, true, false},
+		{"an ID spelt in capitals", `{"jsonrpc":"2.0","ID":"taskgate-relay-1","result":{}}`, false, false},
+		{"another JSON-RPC version", `{"jsonrpc":"1.0","id":"taskgate-relay-1","result":{}}`, false, false},
+		{"an error that is not an error object", `{"jsonrpc":"2.0","id":"taskgate-relay-1","error":"no"}`, false, false},
+		{"a batch", `[{"jsonrpc":"2.0","id":"taskgate-relay-1","result":{}}]`, false, false},
+		{"the relayed call's progress", `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"taskgate-relay-1","progress":1}}`, true, true},
+		{"late progress", `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"taskgate-relay-2","progress":1}}`, true, false},
+		{"a progress token spelt otherwise", `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progresstoken":"taskgate-relay-1","progress":1}}`, false, false},
+		{"progress of an SDK call", `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"taskgate-4","progress":1,"message":"taskgate-relay-1"}}`, false, false},
+		{"a log message", `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"taskgate-relay-1"}}`, false, false},
+		{"the child's request", `{"jsonrpc":"2.0","id":"taskgate-relay-1","method":"elicitation/create","params":{}}`, false, false},
+		{"progress sent as a request", `{"jsonrpc":"2.0","id":7,"method":"notifications/progress","params":{"progressToken":"taskgate-relay-1","progress":1}}`, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &tapConn{}
 			s := &stdioCall{call: &RelayedCall{ID: json.RawMessage(`1`), ProgressToken: json.RawMessage(`"p"`)}, wake: make(chan struct{}, 1), release: func() {}}
 			c.register("taskgate-relay-1", s)
-			if got := c.takeRelayed(tt.msg); got != tt.taken {
+			if got := c.takeRelayed(json.RawMessage(tt.frame)); got != tt.taken {
 				t.Errorf("takeRelayed = %v, want %v", got, tt.taken)
 			}
 			if got := len(s.queue) > 0; got != tt.queued {

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,13 +94,13 @@ func (r *progressRouter) deliverMessage(msg []byte) {
 	r.deliver(env.Params)
 }
 
-// tapTransport wraps a stdio transport so that progress is delivered from
-// the connection's Read, in wire order, so that the end of the
-// connection's input is known before any call hears of it, and so that
-// calls relayed as bytes (RelayCall) get their own messages, which the
-// go-sdk never sees. conn is the connection it made.
+// tapTransport connects to a stdio child over a stdioPipe, so that
+// progress is delivered from the connection's Read, in wire order, so that
+// the end of the connection's input is known before any call hears of it,
+// and so that calls relayed as bytes (RelayCall) get their own messages,
+// which the go-sdk never sees. conn is the connection it made.
 type tapTransport struct {
-	inner    mcp.Transport
+	cmd      *exec.Cmd
 	progress *progressRouter
 	logs     *logRouter
 	// ended is closed when a Read fails: the go-sdk reads nothing more,
@@ -107,20 +110,25 @@ type tapTransport struct {
 }
 
 func (t *tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	conn, err := t.inner.Connect(ctx)
+	pipe, err := startStdio(t.cmd, mcp.DefaultMaxLineLength)
 	if err != nil {
 		return nil, err
 	}
-	t.conn = &tapConn{Connection: conn, progress: t.progress, logs: t.logs, ended: t.ended}
+	t.conn = &tapConn{pipe: pipe, progress: t.progress, logs: t.logs, ended: t.ended}
 	return t.conn, nil
 }
 
+// tapConn is the go-sdk's connection to a stdio child. Its Read is the
+// only reader of the child's output.
 type tapConn struct {
-	mcp.Connection
+	pipe     *stdioPipe
 	progress *progressRouter
 	logs     *logRouter
 	ended    chan struct{}
 	endOnce  sync.Once
+	// queue holds the rest of a batch the child sent; only Read, which
+	// the go-sdk never calls concurrently, touches it.
+	queue []jsonrpc.Message
 
 	// relayed are the relayed calls awaiting their answer, by request ID.
 	relayMu sync.Mutex
@@ -129,33 +137,91 @@ type tapConn struct {
 	requestMeta atomic.Pointer[requestMeta]
 }
 
+// Read returns the child's next message for the go-sdk. A relayed call's
+// messages go to the call as the bytes they are and are never decoded.
 func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
-		msg, err := c.Connection.Read(ctx)
+		if len(c.queue) > 0 {
+			msg := c.queue[0]
+			c.queue = c.queue[1:]
+			return msg, nil
+		}
+		frame, err := c.pipe.readFrame(ctx)
 		if err != nil {
 			c.endOnce.Do(func() { close(c.ended) })
-			return msg, err
+			return nil, err
 		}
-		if c.takeRelayed(msg) {
-			continue // a relayed call's: the go-sdk never sees it
+		msgs, err := c.decode(frame)
+		if err != nil {
+			c.endOnce.Do(func() { close(c.ended) })
+			return nil, err
 		}
-		if req, ok := msg.(*jsonrpc.Request); ok && !req.IsCall() {
-			switch req.Method {
-			case methodProgress:
-				c.progress.deliver(req.Params)
-			case methodLog:
-				c.logs.deliverStdio(req.Params)
+		for _, msg := range msgs {
+			if req, ok := msg.(*jsonrpc.Request); ok && !req.IsCall() {
+				switch req.Method {
+				case methodProgress:
+					c.progress.deliver(req.Params)
+				case methodLog:
+					c.logs.deliverStdio(req.Params)
+				}
 			}
 		}
-		return msg, nil
+		c.queue = msgs
 	}
+}
+
+// decode returns the messages of a frame that are not a relayed call's,
+// decoded as the go-sdk decodes them. A batch (which JSON-RPC allows
+// before 2025-06-18) gives its messages one by one.
+func (c *tapConn) decode(frame json.RawMessage) ([]jsonrpc.Message, error) {
+	if c.takeRelayed(frame) {
+		return nil, nil
+	}
+	if frame[0] != '[' {
+		msg, err := jsonrpc.DecodeMessage(frame)
+		if err != nil {
+			return nil, err
+		}
+		return []jsonrpc.Message{msg}, nil
+	}
+	var batch []json.RawMessage
+	if err := json.Unmarshal(frame, &batch); err != nil {
+		return nil, fmt.Errorf("reading a batch from the stdio child: %w", err)
+	}
+	if len(batch) == 0 {
+		return nil, errors.New("the stdio child sent an empty batch")
+	}
+	var msgs []jsonrpc.Message
+	for _, m := range batch {
+		if c.takeRelayed(m) {
+			continue
+		}
+		msg, err := jsonrpc.DecodeMessage(m)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, msg)
+	}
+	return msgs, nil
 }
 
 // Write notes the go-sdk's per-request _meta as it goes out.
 func (c *tapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	c.noteRequestMeta(msg)
-	return c.Connection.Write(ctx, msg)
+	return c.write(ctx, msg)
 }
+
+func (c *tapConn) write(ctx context.Context, msg jsonrpc.Message) error {
+	frame, err := jsonrpc.EncodeMessage(msg)
+	if err != nil {
+		return fmt.Errorf("encoding a message to the stdio child: %w", err)
+	}
+	return c.pipe.writeFrame(ctx, frame)
+}
+
+func (c *tapConn) Close() error { return c.pipe.Close() }
+
+func (c *tapConn) SessionID() string { return "" }
 
 // callHeaderKey carries CallOptions.Header through the go-sdk to the
 // RoundTripper.

@@ -550,7 +550,7 @@ func (u *Upstream) connect(ctx context.Context) (*conn, error) {
 		cmd = u.command()
 		ended = make(chan struct{})
 		tap = &tapTransport{
-			inner:    &mcp.CommandTransport{Command: cmd},
+			cmd:      cmd,
 			progress: &u.progress,
 			logs:     &u.logs,
 			ended:    ended,
