@@ -321,8 +321,11 @@ func (f *inflight) wait(ctx context.Context) error {
 }
 
 // SyncTools lists every connected upstream's tools and publishes them under
-// their namespaced names; tools that disappeared are withdrawn. Prompts,
-// resources and templates are listed and published with them (syncSurface).
+// their namespaced names; tools that disappeared are withdrawn. The
+// upstreams are listed at once, and one whose listing takes longer than
+// toolListPatience keeps what it listed before until it answers
+// (listTools). Prompts, resources and templates are listed and published
+// with them (syncSurface).
 func (g *Gateway) SyncTools(ctx context.Context) {
 	// One sync at a time: an older listing published after a newer one
 	// would bring back what the newer withdrew.
@@ -336,16 +339,9 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 	routes := map[string]*route{}
 	var listed []*upstream.Upstream
 	all := g.pool.All()
-	for _, u := range all {
-		var tools []*mcp.Tool
-		err := errNotListed
-		// An upstream without a session is not waited for: its tools are
-		// listed when it connects (its new session triggers a sync).
-		if u.Connected() {
-			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			tools, err = u.Tools(tctx)
-			cancel()
-		}
+	listings := g.listTools(ctx, all)
+	for i, u := range all {
+		tools, err := listings[i].tools, listings[i].err
 		if err != nil {
 			if errors.Is(err, errNotListed) || g.listFailing[u] {
 				g.log.Debug("upstream tools not available yet", "upstream", u.Name(), "err", err)
@@ -424,6 +420,76 @@ func (g *Gateway) hasListedTools(u *upstream.Upstream) bool {
 
 // errNotListed stands for the tools of an upstream that has no session.
 var errNotListed = errors.New("the upstream has no session")
+
+const (
+	// toolListTimeout bounds one upstream's tools/list.
+	toolListTimeout = 10 * time.Second
+	// toolListPatience is how long a sync waits for the upstreams' tool
+	// lists before it publishes what it has: one slow or hanging upstream
+	// must not hold back every other upstream's tools, nor /readyz.
+	toolListPatience = 2 * time.Second
+)
+
+// toolListing is one upstream's tools/list, or why there is none.
+type toolListing struct {
+	tools []*mcp.Tool
+	err   error
+}
+
+// listTools lists the tools of every connected upstream of all at once,
+// and waits up to toolListPatience for them. A listing that takes longer
+// goes on in the background, up to toolListTimeout, and asks for another
+// sync when it succeeds: the upstream caches its list, so that sync
+// publishes it at once. An upstream without a session is not waited for:
+// its tools are listed when it connects (its new session asks for a sync).
+func (g *Gateway) listTools(ctx context.Context, all []*upstream.Upstream) []toolListing {
+	out := make([]toolListing, len(all))
+	pending := make([]chan toolListing, len(all))
+	for i, u := range all {
+		if !u.Connected() {
+			out[i].err = errNotListed
+			continue
+		}
+		ch := make(chan toolListing, 1)
+		pending[i] = ch
+		go func() {
+			lctx, cancel := context.WithTimeout(ctx, toolListTimeout)
+			defer cancel()
+			tools, err := u.Tools(lctx)
+			ch <- toolListing{tools, err}
+		}()
+	}
+	patience := time.NewTimer(toolListPatience)
+	defer patience.Stop()
+	waiting := true
+	for i, ch := range pending {
+		if ch == nil {
+			continue
+		}
+		if waiting {
+			select {
+			case out[i] = <-ch:
+				continue
+			case <-patience.C:
+				waiting = false
+			case <-ctx.Done():
+				waiting = false
+			}
+		}
+		select {
+		case out[i] = <-ch:
+			continue
+		default:
+		}
+		out[i].err = fmt.Errorf("its tools/list has not been answered within %s", toolListPatience)
+		go func() {
+			if l := <-ch; l.err == nil {
+				g.requestSync()
+			}
+		}()
+	}
+	return out
+}
 
 // publish replaces the listed tools on every server, touching only changes,
 // and records which of the pool's upstreams (all) the listing holds the

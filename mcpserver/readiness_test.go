@@ -155,17 +155,23 @@ func TestToolsAddedAfterConnectAreListed(t *testing.T) {
 
 	addCountTool(s)
 	cs := dialGateway(t, url, key, "caller", "", nil)
-	testwait.Until(t, ctx, "the gateway lists the tool added after connect", func() (bool, error) {
+	waitListed(t, ctx, cs, "count")
+}
+
+// waitListed waits until cs is listed the tool name.
+func waitListed(t *testing.T, ctx context.Context, cs *mcp.ClientSession, name string) {
+	t.Helper()
+	testwait.Until(t, ctx, "the gateway lists "+name, func() (bool, error) {
 		res, err := cs.ListTools(ctx, nil)
 		if err != nil {
 			return false, err
 		}
 		for _, tool := range res.Tools {
-			if tool.Name == "count" {
+			if tool.Name == name {
 				return true, nil
 			}
 		}
-		return false, fmt.Errorf("listed %d tools, none of them count", len(res.Tools))
+		return false, fmt.Errorf("listed %d tools, none of them %s", len(res.Tools), name)
 	})
 }
 
@@ -262,4 +268,70 @@ func TestAFailingListingIsWarnedOnce(t *testing.T) {
 	testwait.Until(t, ctx, "the recovery logged", func() (bool, error) {
 		return strings.Contains(logs.String(), "tools are listed again"), nil
 	})
+}
+
+// TestASlowUpstreamDoesNotHoldBackTheOthers holds that the tools of one
+// upstream are published, and /readyz answers 200, while another
+// upstream's tools/list is still unanswered: here one that is not required
+// and never answers until the test ends. The held listing must still be in
+// flight when the gateway is ready (not given up on after its timeout).
+func TestASlowUpstreamDoesNotHoldBackTheOthers(t *testing.T) {
+	ctx := testCtx(t)
+	fast := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return plumbingServer("2025-11-25") }, nil))
+	t.Cleanup(fast.Close)
+
+	seen, held := make(chan struct{}), make(chan struct{})
+	noted := sync.OnceFunc(func() { close(seen) })
+	var ended atomic.Bool
+	s := plumbingServer("2025-11-25")
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" {
+				noted()
+				defer ended.Store(true)
+				select {
+				case <-held:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	slow := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(slow.Close)
+	release := sync.OnceFunc(func() { close(held) })
+	t.Cleanup(release) // before the server closes
+
+	y := strings.Replace(fixtures.ConfigYAML(fast.URL, "127.0.0.1:0", "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), fixtures.ConfigOptions{}), "  - name: hosted_test", "  - name: plumbing\n    prefix: \"\"", 1)
+	y = strings.Replace(y, "upstreams:\n", "upstreams:\n  - name: slow\n    url: "+slow.URL+"\n    prefix: slow\n    required: false\n", 1)
+	cfg, err := config.Parse(strings.NewReader(y), "slow.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, keys := startDaemonWith(t, ctx, &daemon.Options{Config: cfg, ServeAtOnce: true}, "acme")
+	base := strings.TrimSuffix(url, "/mcp")
+
+	select {
+	case <-seen:
+	case <-ctx.Done():
+		t.Fatal("the gateway never listed the slow upstream's tools")
+	}
+	waitReady(t, ctx, base)
+	if ended.Load() {
+		t.Fatal("/readyz said 200 only once the slow upstream's tools/list had ended: the slow upstream held back the fast one")
+	}
+	cs := dialGateway(t, url, keys[0], "caller", "", nil)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "count", Arguments: map[string]any{"n": 0}})
+	if err != nil || res.IsError {
+		t.Fatalf("a call to the fast upstream's tool while the slow one lists: %v %v", err, res)
+	}
+	if ended.Load() {
+		t.Fatal("the slow upstream's tools/list ended before the test released it")
+	}
+
+	// Once the slow upstream answers, its tools are published too, without
+	// waiting for the next periodic sync.
+	release()
+	waitListed(t, ctx, cs, "slow.count")
 }

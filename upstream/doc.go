@@ -50,8 +50,11 @@
 //
 // A stdio child gets taskgate's environment plus the configured env, and its
 // stderr is logged line by line. Closing a session closes the child's stdin,
-// then sends SIGTERM and SIGKILL if it does not exit (go-sdk's
-// CommandTransport); children are always waited for, so none is left behind.
+// then sends SIGTERM and SIGKILL if it does not exit, 5 s apart, as the
+// go-sdk's CommandTransport does; children are always waited for, so none is
+// left behind. taskgate reads the child's output itself (stdioPipe): a
+// relayed call's messages go to the call as bytes, and only the rest is
+// decoded, by the go-sdk's JSON-RPC decoder.
 //
 // Task state lives on the upstream: after a reconnect a 2025-11-25 upstream
 // that binds tasks to its session may no longer know a task created on the
