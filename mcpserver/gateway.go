@@ -482,6 +482,9 @@ func (g *Gateway) listTools(ctx context.Context, all []*upstream.Upstream) []too
 		default:
 		}
 		out[i].err = fmt.Errorf("its tools/list has not been answered within %s", toolListPatience)
+		if err := ctx.Err(); err != nil {
+			out[i].err = err
+		}
 		go func() {
 			if l := <-ch; l.err == nil {
 				g.requestSync()
