@@ -458,9 +458,14 @@ func (c *tapConn) relayedCall(id string) *stdioCall {
 // ID prefix is not decoded here. Member names are matched exactly, as the
 // go-sdk matches them.
 func (c *tapConn) takeRelayed(frame json.RawMessage) bool {
-	if !bytes.Contains(frame, []byte(relayIDPrefix)) {
+	if !bytes.Contains(frame, []byte(relayIDPrefix)) || nestedDeeper(frame, maxRelayDepth) {
+		// The go-sdk refuses a message nested deeper than it takes, and
+		// ends the connection: so does the gateway.
 		return false
 	}
+	// As the go-sdk's decoder does, invalid UTF-8 becomes U+FFFD before
+	// it reaches a client.
+	frame = bytes.ToValidUTF8(frame, []byte("\uFFFD"))
 	var m map[string]json.RawMessage
 	if json.Unmarshal(frame, &m) != nil {
 		return false
@@ -534,4 +539,33 @@ func (c *tapConn) cancelRelayed(id string, within time.Duration) {
 	defer cancel()
 	params, _ := json.Marshal(map[string]string{"requestId": id})
 	_ = c.write(ctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: params})
+}
+
+// maxRelayDepth is the deepest nesting of objects and arrays the go-sdk
+// decodes in a message.
+const maxRelayDepth = 1000
+
+// nestedDeeper reports whether the JSON value b nests objects and arrays
+// deeper than max.
+func nestedDeeper(b []byte, max int) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range b {
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case inString:
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > max {
+				return true
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -150,6 +151,8 @@ func TestTakeRelayed(t *testing.T) {
 		{"progress of an SDK call", `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"taskgate-4","progress":1,"message":"taskgate-relay-1"}}`, false, false},
 		{"a log message", `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"taskgate-relay-1"}}`, false, false},
 		{"the child's request", `{"jsonrpc":"2.0","id":"taskgate-relay-1","method":"elicitation/create","params":{}}`, false, false},
+		{"an answer nested deeper than the go-sdk takes", `{"jsonrpc":"2.0","id":"taskgate-relay-1","result":{"a":` + strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}}`, false, false},
+		{"an answer nested as deep as the go-sdk takes", `{"jsonrpc":"2.0","id":"taskgate-relay-1","result":{"a":` + strings.Repeat("[", 998) + strings.Repeat("]", 998) + `}}`, true, true},
 		{"progress sent as a request", `{"jsonrpc":"2.0","id":7,"method":"notifications/progress","params":{"progressToken":"taskgate-relay-1","progress":1}}`, false, false},
 	}
 	for _, tt := range tests {
@@ -179,5 +182,19 @@ func TestStdioCallLogLevel(t *testing.T) {
 		if got := len(s.queue) > 0; got != tt.passes {
 			t.Errorf("a %s message to a client at %q passed: %v, want %v", tt.level, tt.client, got, tt.passes)
 		}
+	}
+}
+
+// TestRelayedAnswerInvalidUTF8: invalid UTF-8 in a relayed answer reaches
+// the client as U+FFFD, as the go-sdk's decoder would have made it.
+func TestRelayedAnswerInvalidUTF8(t *testing.T) {
+	c := &tapConn{}
+	s := &stdioCall{call: &RelayedCall{ID: json.RawMessage(`1`)}, wake: make(chan struct{}, 1), release: func() {}}
+	c.register("taskgate-relay-1", s)
+	if !c.takeRelayed(json.RawMessage("{\"jsonrpc\":\"2.0\",\"id\":\"taskgate-relay-1\",\"result\":{\"text\":\"a\xffb\"}}")) {
+		t.Fatal("the relayed answer was not taken")
+	}
+	if bytes.Contains(s.queue, []byte{0xff}) || !bytes.Contains(s.queue, []byte("a\uFFFDb")) {
+		t.Errorf("relayed %q; want the invalid byte as U+FFFD", s.queue)
 	}
 }
