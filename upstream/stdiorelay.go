@@ -454,66 +454,50 @@ func (c *tapConn) relayedCall(id string) *stdioCall {
 // takeRelayed hands a message of the child's that belongs to a relayed
 // call (its answer, or progress on its token) to the call, and reports
 // whether it did; the go-sdk never sees such a message, even when no call
-// waits for it any more. A message that does not hold the relayed calls'
-// ID prefix is not decoded here. Member names are matched exactly, as the
-// go-sdk matches them.
+// waits for it any more. A message that holds neither the relayed calls'
+// ID prefix nor a \u escape (which could spell it) is not decoded here.
+// The message is decoded by the go-sdk's own decoder, so its members are
+// matched as the go-sdk matches them: exactly.
 func (c *tapConn) takeRelayed(frame json.RawMessage) bool {
-	if !bytes.Contains(frame, []byte(relayIDPrefix)) || nestedDeeper(frame, maxRelayDepth) {
-		// The go-sdk refuses a message nested deeper than it takes, and
-		// ends the connection: so does the gateway.
+	if !bytes.Contains(frame, []byte(relayIDPrefix)) && !bytes.Contains(frame, []byte(`\u`)) {
 		return false
 	}
 	// As the go-sdk's decoder does, invalid UTF-8 becomes U+FFFD before
-	// it reaches a client.
-	frame = bytes.ToValidUTF8(frame, []byte("\uFFFD"))
-	var m map[string]json.RawMessage
-	if json.Unmarshal(frame, &m) != nil {
+	// it reaches a client. A message it refuses (nested too deep, say)
+	// goes on to it, and it ends the connection.
+	msg, err := jsonrpc.DecodeMessage(bytes.ToValidUTF8(frame, []byte("\uFFFD")))
+	if err != nil {
 		return false
 	}
-	var version string
-	if json.Unmarshal(m["jsonrpc"], &version) != nil || version != "2.0" {
-		return false
-	}
-	var id any
-	if raw, ok := m["id"]; ok && json.Unmarshal(raw, &id) != nil {
-		return false
-	}
-	method, isRequest := m["method"]
-	if !isRequest {
-		sid, ok := id.(string)
-		if !ok || !strings.HasPrefix(sid, relayIDPrefix) {
+	switch m := msg.(type) {
+	case *jsonrpc.Response:
+		id, ok := m.ID.Raw().(string)
+		if !ok || !strings.HasPrefix(id, relayIDPrefix) {
 			return false
 		}
-		resp := &jsonrpc.Response{Result: m["result"]}
-		if e := m["error"]; len(e) > 0 && string(e) != "null" {
-			var we jsonrpc.Error
-			if json.Unmarshal(e, &we) != nil {
-				return false
-			}
-			resp.Error = &we
+		if s := c.relayedCall(id); s != nil {
+			s.deliverAnswer(m)
 		}
-		if s := c.relayedCall(sid); s != nil {
-			s.deliverAnswer(resp)
+		return true
+	case *jsonrpc.Request:
+		if m.ID.IsValid() || m.Method != methodProgress {
+			return false
+		}
+		var params map[string]json.RawMessage
+		var tok any
+		if json.Unmarshal(m.Params, &params) != nil || json.Unmarshal(params["progressToken"], &tok) != nil {
+			return false
+		}
+		token, ok := tok.(string)
+		if !ok || !strings.HasPrefix(token, relayIDPrefix) {
+			return false
+		}
+		if s := c.relayedCall(token); s != nil {
+			s.deliverProgress(m.Params)
 		}
 		return true
 	}
-	var name string
-	if id != nil || json.Unmarshal(method, &name) != nil || name != methodProgress {
-		return false
-	}
-	var params map[string]json.RawMessage
-	var tok any
-	if json.Unmarshal(m["params"], &params) != nil || json.Unmarshal(params["progressToken"], &tok) != nil {
-		return false
-	}
-	token, ok := tok.(string)
-	if !ok || !strings.HasPrefix(token, relayIDPrefix) {
-		return false
-	}
-	if s := c.relayedCall(token); s != nil {
-		s.deliverProgress(m["params"])
-	}
-	return true
+	return false
 }
 
 // noteRequestMeta keeps what the go-sdk put in the _meta of a
@@ -539,33 +523,4 @@ func (c *tapConn) cancelRelayed(id string, within time.Duration) {
 	defer cancel()
 	params, _ := json.Marshal(map[string]string{"requestId": id})
 	_ = c.write(ctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: params})
-}
-
-// maxRelayDepth is the deepest nesting of objects and arrays the go-sdk
-// decodes in a message.
-const maxRelayDepth = 1000
-
-// nestedDeeper reports whether the JSON value b nests objects and arrays
-// deeper than max.
-func nestedDeeper(b []byte, max int) bool {
-	depth, inString, escaped := 0, false, false
-	for _, c := range b {
-		switch {
-		case inString && escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case inString:
-			inString = c != '"'
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			if depth++; depth > max {
-				return true
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return false
 }

@@ -153,6 +153,10 @@ func TestTakeRelayed(t *testing.T) {
 		{"the child's request", `{"jsonrpc":"2.0","id":"taskgate-relay-1","method":"elicitation/create","params":{}}`, false, false},
 		{"an answer nested deeper than the go-sdk takes", `{"jsonrpc":"2.0","id":"taskgate-relay-1","result":{"a":` + strings.Repeat("[", 1001) + strings.Repeat("]", 1001) + `}}`, false, false},
 		{"an answer nested as deep as the go-sdk takes", `{"jsonrpc":"2.0","id":"taskgate-relay-1","result":{"a":` + strings.Repeat("[", 998) + strings.Repeat("]", 998) + `}}`, true, true},
+		{"an ID spelt with an escape", `{"jsonrpc":"2.0","id":"\u0074askgate-relay-1","result":{}}`, true, true},
+		{"a progress token spelt with an escape", `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"taskgate\u002drelay-1","progress":1}}`, true, true},
+		{"a late answer spelt with an escape", `{"jsonrpc":"2.0","id":"\u0074askgate-relay-2","result":{}}`, true, false},
+		{"an escape in another's answer", `{"jsonrpc":"2.0","id":3,"result":{"text":"caf\u00e9"}}`, false, false},
 		{"progress sent as a request", `{"jsonrpc":"2.0","id":7,"method":"notifications/progress","params":{"progressToken":"taskgate-relay-1","progress":1}}`, false, false},
 	}
 	for _, tt := range tests {
@@ -182,6 +186,21 @@ func TestStdioCallLogLevel(t *testing.T) {
 		if got := len(s.queue) > 0; got != tt.passes {
 			t.Errorf("a %s message to a client at %q passed: %v, want %v", tt.level, tt.client, got, tt.passes)
 		}
+	}
+}
+
+// TestRelayedErrorMembersExact: the members of a relayed call's error are
+// matched as the go-sdk matches them, exactly: a "Code" is not the code.
+func TestRelayedErrorMembersExact(t *testing.T) {
+	c := &tapConn{}
+	s := &stdioCall{call: &RelayedCall{ID: json.RawMessage(`1`)}, wake: make(chan struct{}, 1), release: func() {}}
+	c.register("taskgate-relay-1", s)
+	if !c.takeRelayed(json.RawMessage(`{"jsonrpc":"2.0","id":"taskgate-relay-1","error":{"Code":-32602,"Message":"no","data":{"reason":"x"}}}`)) {
+		t.Fatal("the relayed answer was not taken")
+	}
+	want := `{"jsonrpc":"2.0","id":1,"error":{"code":0,"message":"","data":{"reason":"x"}}}`
+	if !bytes.Contains(s.queue, []byte(want)) {
+		t.Errorf("relayed %q; want the error as the go-sdk decodes it, %s", s.queue, want)
 	}
 }
 
