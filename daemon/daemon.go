@@ -332,10 +332,12 @@ func sharedLedger(opts *Options) bool {
 // upstreamWait bounds how long Start waits for upstreams to connect.
 const upstreamWait = 5 * time.Second
 
-// waitForUpstreams returns once every upstream has a session and its tools
-// are listed, or after upstreamWait, so that a caller of Start sees a
-// complete tool list when the upstreams are up. The gateway serves
-// meanwhile; an upstream that connects later is listed when it does.
+// waitForUpstreams returns once every upstream has a session and a sync
+// has listed their tools, or after upstreamWait, so that a caller of Start
+// sees a complete tool list when the upstreams are up and answer
+// tools/list promptly. The gateway serves meanwhile; an upstream that
+// connects later, or whose tools/list takes longer than the sync waits
+// (SyncTools), is listed when it does.
 func (d *Daemon) waitForUpstreams(ctx context.Context) {
 	deadline := time.NewTimer(upstreamWait)
 	defer deadline.Stop()

@@ -343,9 +343,21 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 	for i, u := range all {
 		tools, err := listings[i].tools, listings[i].err
 		if err != nil {
-			if errors.Is(err, errNotListed) || g.listFailing[u] {
+			switch {
+			case errors.Is(err, errListingSlow):
+				// Not a failure: the listing goes on, and its success
+				// asks for another sync.
+				level := slog.LevelInfo
+				if g.hasListedTools(u) {
+					level = slog.LevelDebug
+				}
+				g.log.Log(ctx, level, "the upstream's tools/list is still running; its tools are published when it answers", "upstream", u.Name(), "waited", toolListPatience)
+			case errors.Is(err, errNotListed) || g.listFailing[u]:
 				g.log.Debug("upstream tools not available yet", "upstream", u.Name(), "err", err)
-			} else {
+			case g.hasListedTools(u):
+				g.listFailing[u] = true
+				g.log.Warn("the upstream is connected but its tools could not be listed; the tools it listed before stay listed, and they are listed again every sync", "upstream", u.Name(), "err", err)
+			default:
 				g.listFailing[u] = true
 				g.log.Warn("the upstream is connected but its tools could not be listed; they are listed again every sync, and a required upstream keeps /readyz at 503 until they are", "upstream", u.Name(), "err", err)
 			}
@@ -418,8 +430,13 @@ func (g *Gateway) hasListedTools(u *upstream.Upstream) bool {
 	return g.toolsListed[u]
 }
 
-// errNotListed stands for the tools of an upstream that has no session.
-var errNotListed = errors.New("the upstream has no session")
+var (
+	// errNotListed stands for the tools of an upstream that has no session.
+	errNotListed = errors.New("the upstream has no session")
+	// errListingSlow stands for the tools of an upstream whose tools/list
+	// has not been answered within toolListPatience and goes on.
+	errListingSlow = fmt.Errorf("its tools/list has not been answered within %s", toolListPatience)
+)
 
 const (
 	// toolListTimeout bounds one upstream's tools/list.
@@ -481,7 +498,7 @@ func (g *Gateway) listTools(ctx context.Context, all []*upstream.Upstream) []too
 			continue
 		default:
 		}
-		out[i].err = fmt.Errorf("its tools/list has not been answered within %s", toolListPatience)
+		out[i].err = errListingSlow
 		if err := ctx.Err(); err != nil {
 			out[i].err = err
 		}
