@@ -191,9 +191,9 @@ func archiveWhileServing(t *testing.T, ctx context.Context, db string, n, filled
 		failed []error
 	)
 	wg.Go(func() {
-		// Within the tenant's call_rate (50 a second), so that none is
+		// Within the tenant's call_rate (25 a second), so that none is
 		// refused for its pace.
-		pace := time.NewTicker(40 * time.Millisecond)
+		pace := time.NewTicker(50 * time.Millisecond)
 		defer pace.Stop()
 		for i := 0; ; i++ {
 			select {

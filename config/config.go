@@ -164,7 +164,9 @@ type Limits struct {
 	CallsPerTenant int `yaml:"calls_per_tenant"`
 	// CallRate is how many tool calls per second one tenant may make on
 	// average, and CallBurst how many at once after a quiet spell.
-	// Defaults 50 and 100.
+	// Defaults 25 and 50: at 50 a second one tenant's admitted operations
+	// took enough of two cores to double another's latency (see
+	// docs/benchmarks.md, Fairness).
 	CallRate  float64 `yaml:"call_rate"`
 	CallBurst int     `yaml:"call_burst"`
 	// RefusalDelay holds a refused tool call this long before answering

@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fs.IntVar(&o.floodCalls, "flood-calls", 20000, "at most this many calls by A in the flood")
 			fs.IntVar(&o.floodConcurrency, "flood-concurrency", 64, "A's goroutines calling at once")
 			fs.DurationVar(&o.floodWithin, "flood-within", time.Minute, "the flood stops after this long even if calls are left")
-			fs.DurationVar(&o.bInterval, "b-interval", 40*time.Millisecond, "the least time between the starts of tenant B's calls (the default keeps B at half the default limits.call_rate; 0: back to back)")
+			fs.DurationVar(&o.bInterval, "b-interval", 80*time.Millisecond, "the least time between the starts of tenant B's calls (the default keeps B at half the default limits.call_rate; 0: back to back)")
 			fs.StringVar(&o.limits, "limits", "", `YAML mapping added as the configuration's limits, e.g. "{calls_per_tenant: 8}" (default: the shipped defaults)`)
 			fs.StringVar(&o.dir, "dir", os.TempDir(), "directory for the gateway's configuration and ledger")
 			fs.BoolVar(&o.json, "json", false, "print one JSON document instead of the table")
