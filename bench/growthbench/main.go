@@ -71,12 +71,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		defer os.RemoveAll(tmp)
 		d = tmp
 	}
-	o := &fixtures.Options{Dir: d, Sim: providersim.Options{JobDuration: *job}}
-	if *retention > 0 {
-		o.EditConfig = func(y string) string {
-			return strings.Replace(y, "worker:\n", "worker:\n  job_retention: "+retention.String()+"\n", 1)
+	// The measure is the ledger's growth, not the limits: its one tenant's
+	// calls must not be refused for their pace.
+	o := &fixtures.Options{Dir: d, Sim: providersim.Options{JobDuration: *job}, EditConfig: func(y string) string {
+		y += "limits: {call_rate: 1000000, call_burst: 1000000}\n"
+		if *retention > 0 {
+			y = strings.Replace(y, "worker:\n", "worker:\n  job_retention: "+retention.String()+"\n", 1)
 		}
-	}
+		return y
+	}}
 	h, err := fixtures.New(ctx, o)
 	if err != nil {
 		return err
