@@ -40,6 +40,11 @@ const catchAllTemplate = "{+uri}"
 type surfaceState struct {
 	mu       sync.Mutex
 	listings map[string]*listing // by upstream: what it listed last
+	// listing holds the upstreams whose listing outlasted its sync's
+	// patience and goes on; late, what such a listing returned, for the
+	// next sync to publish.
+	listing  map[*upstream.Upstream]bool
+	late     map[*upstream.Upstream]*listing
 	catalog  *catalog
 	clashes  map[clash]bool    // logged already
 	prompts  map[string]string // downstream prompt name -> JSON, to notice changes
@@ -90,6 +95,8 @@ func (g *Gateway) initSurface() {
 	g.surface.syncBusy = make(chan struct{}, 1)
 	g.surface.resync = make(chan struct{}, 1)
 	g.surface.listings = map[string]*listing{}
+	g.surface.listing = map[*upstream.Upstream]bool{}
+	g.surface.late = map[*upstream.Upstream]*listing{}
 	g.surface.catalog = &catalog{}
 	g.surface.clashes = map[clash]bool{}
 	g.surface.prompts = map[string]string{}
@@ -198,7 +205,8 @@ func (g *Gateway) requestSync() {
 // connected upstream whose lists may have changed since it was last listed
 // (its surface generation), decides their owners and publishes the
 // changes. An upstream that cannot be listed keeps what it listed before,
-// so that a reconnect does not make items flicker out.
+// so that a reconnect does not make items flicker out; one whose listing
+// is slow keeps it until the listing ends (listSurfaces).
 func (g *Gateway) syncSurface(ctx context.Context) {
 	select {
 	case g.surface.syncBusy <- struct{}{}:
@@ -206,34 +214,21 @@ func (g *Gateway) syncSurface(ctx context.Context) {
 		return
 	}
 	defer func() { <-g.surface.syncBusy }()
-	fresh := map[string]*listing{}
-	for _, u := range g.pool.All() {
-		caps, connected := u.Capabilities()
-		gen := u.SurfaceGeneration()
-		g.surface.mu.Lock()
-		last := g.surface.listings[u.Name()]
-		g.surface.mu.Unlock()
-		if !connected || last != nil && last.gen == gen {
-			continue
-		}
-		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		l, err := listAll(lctx, u, caps)
-		cancel()
-		if err != nil {
-			g.log.Debug("upstream prompts and resources not available", "upstream", u.Name(), "err", err)
-			continue
-		}
-		l.gen = gen
-		fresh[u.Name()] = l
-	}
+	fresh := g.listSurfaces(ctx, g.pool.All())
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.surface.mu.Lock()
 	defer g.surface.mu.Unlock()
 	// What a removed upstream listed goes with it.
+	all := g.pool.All()
 	active := map[string]bool{}
-	for _, u := range g.pool.All() {
+	for _, u := range all {
 		active[u.Name()] = true
+	}
+	for u := range g.surface.late {
+		if !slices.Contains(all, u) {
+			delete(g.surface.late, u)
+		}
 	}
 	gone := false
 	for name := range g.surface.listings {
@@ -255,6 +250,106 @@ func (g *Gateway) syncSurface(ctx context.Context) {
 		}
 	}
 	g.publishSurface(next)
+}
+
+// surfaceListing is one upstream's listAll, or why there is none.
+type surfaceListing struct {
+	l   *listing
+	err error
+}
+
+// listSurfaces lists, at once, the prompts, resources and templates of
+// every connected upstream of all whose lists may have changed since they
+// were last listed, and returns them by upstream name. It waits up to
+// toolListPatience, as listTools does, so that one upstream that hangs does
+// not hold back the others' lists, nor the next sync of tools. A listing
+// that takes longer goes on, up to toolListTimeout, and keeps its result
+// for the next sync, which it asks for; meanwhile no other listing of
+// that upstream starts.
+func (g *Gateway) listSurfaces(ctx context.Context, all []*upstream.Upstream) map[string]*listing {
+	fresh := map[string]*listing{}
+	pending := make([]chan surfaceListing, len(all))
+	for i, u := range all {
+		caps, connected := u.Capabilities()
+		gen := u.SurfaceGeneration()
+		g.surface.mu.Lock()
+		last, late, busy := g.surface.listings[u.Name()], g.surface.late[u], g.surface.listing[u]
+		delete(g.surface.late, u)
+		list := false
+		switch {
+		case !connected || last != nil && last.gen == gen:
+		case late != nil && late.gen == gen:
+			fresh[u.Name()] = late
+		case !busy:
+			g.surface.listing[u], list = true, true
+		}
+		g.surface.mu.Unlock()
+		if !list {
+			continue
+		}
+		ch := make(chan surfaceListing, 1)
+		pending[i] = ch
+		go func() {
+			lctx, cancel := context.WithTimeout(ctx, toolListTimeout)
+			defer cancel()
+			l, err := listAll(lctx, u, caps)
+			if l != nil {
+				l.gen = gen
+			}
+			ch <- surfaceListing{l, err}
+		}()
+	}
+	// ended records a listing's end: a listing that failed is listed
+	// again at the next sync.
+	ended := func(u *upstream.Upstream, r surfaceListing, late bool) {
+		g.surface.mu.Lock()
+		delete(g.surface.listing, u)
+		if r.err == nil && late {
+			g.surface.late[u] = r.l
+		}
+		g.surface.mu.Unlock()
+		if r.err != nil {
+			g.log.Debug("upstream prompts and resources not available", "upstream", u.Name(), "err", r.err)
+		}
+	}
+	patience := time.NewTimer(toolListPatience)
+	defer patience.Stop()
+	waiting := true
+	for i, ch := range pending {
+		if ch == nil {
+			continue
+		}
+		u := all[i]
+		if waiting {
+			select {
+			case r := <-ch:
+				if ended(u, r, false); r.err == nil {
+					fresh[u.Name()] = r.l
+				}
+				continue
+			case <-patience.C:
+				waiting = false
+			case <-ctx.Done():
+				waiting = false
+			}
+		}
+		select {
+		case r := <-ch:
+			if ended(u, r, false); r.err == nil {
+				fresh[u.Name()] = r.l
+			}
+			continue
+		default:
+		}
+		go func() {
+			r := <-ch
+			ended(u, r, true)
+			if r.err == nil {
+				g.requestSync()
+			}
+		}()
+	}
+	return fresh
 }
 
 // listAll lists every page of what an upstream offers.

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -710,5 +711,56 @@ func TestSurfaceCapabilities(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSurfaceSlowUpstreamDoesNotHoldBackTheOthers: the prompts of one
+// upstream are published (prompts/get reaches them) while another's
+// prompts/list is unanswered, and the slow one's are published from that
+// same listing once it answers, without listing it again.
+func TestSurfaceSlowUpstreamDoesNotHoldBackTheOthers(t *testing.T) {
+	ctx := testCtx(t)
+	var lists atomic.Int32
+	held := make(chan struct{})
+	release := sync.OnceFunc(func() { close(held) })
+	t.Cleanup(release) // before the upstream closes
+	slow := newSurfaceUpstream("slow")
+	slow.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "prompts/list" {
+				lists.Add(1)
+				select {
+				case <-held:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	fast := newSurfaceUpstream("fast")
+	url, key := surfaceGateway(t, fmt.Sprintf("  - name: slow\n    url: %s\n    prefix: slow\n  - name: fast\n    url: %s\n    prefix: fast\n", slow.serve(t, false), fast.serve(t, false)))
+	cs := dialSurface(t, url, key, "2026-07-28", nil)
+	get := func(name string) error {
+		_, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: map[string]string{"who": "x"}})
+		return err
+	}
+	testwait.Until(t, ctx, "the fast upstream's prompts published", func() (bool, error) {
+		err := get("fast.greet")
+		return err == nil, err
+	})
+	if err := get("slow.greet"); err == nil {
+		t.Fatal("the slow upstream's prompt is published before it answered")
+	}
+	if n := lists.Load(); n != 1 {
+		t.Fatalf("the slow upstream's prompts were listed %d times before it answered, want once: its listing given up on, or a second started", n)
+	}
+	release()
+	testwait.Until(t, ctx, "the slow upstream's prompts published", func() (bool, error) {
+		err := get("slow.greet")
+		return err == nil, err
+	})
+	if n := lists.Load(); n != 1 {
+		t.Errorf("the slow upstream's prompts were listed %d times, want once: the late listing published", n)
 	}
 }
