@@ -25,12 +25,18 @@ func keyIgnoringProvider() providersim.Options {
 	return providersim.Options{Faults: providersim.Faults{IgnoreIdempotencyKey: true}}
 }
 
+// burstOfAttempts lets one tenant's concurrentAttempts calls in at once:
+// what is tested is that they make one operation, not the call rate.
+func burstOfAttempts(y string) string {
+	return y + fmt.Sprintf("limits: {call_burst: %d}\n", concurrentAttempts)
+}
+
 // TestConcurrentAttemptsPostgres: 64 attempts with one operation ID, half
 // through each of two gateway processes sharing one PostgreSQL ledger.
 func TestConcurrentAttemptsPostgres(t *testing.T) {
 	db := pgtest.Schema(t)
 	ctx := testCtx(t, 120*time.Second)
-	h := newHarness(t, &fixtures.Options{DB: db, Process: []string{gatewayBinary}, Sim: keyIgnoringProvider()})
+	h := newHarness(t, &fixtures.Options{DB: db, Process: []string{gatewayBinary}, Sim: keyIgnoringProvider(), EditConfig: burstOfAttempts})
 	replica := startReplica(t, ctx, h, "the second gateway")
 	runConcurrentAttempts(t, ctx, h, []string{h.MCPURL(), replica.MCPURL()}, func() error {
 		return errors.Join(replica.Stop(ctx), h.Stop(ctx))
@@ -41,7 +47,7 @@ func TestConcurrentAttemptsPostgres(t *testing.T) {
 // one gateway on the embedded ledger.
 func TestConcurrentAttemptsSQLite(t *testing.T) {
 	ctx := testCtx(t, 120*time.Second)
-	h := newHarness(t, &fixtures.Options{Sim: keyIgnoringProvider()})
+	h := newHarness(t, &fixtures.Options{Sim: keyIgnoringProvider(), EditConfig: burstOfAttempts})
 	runConcurrentAttempts(t, ctx, h, []string{h.MCPURL()}, func() error { return h.Stop(ctx) })
 }
 
