@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -98,7 +99,7 @@ func (s *stdioCall) done() { s.releaseOnce.Do(s.release) }
 // answer the SDK path could give either: the call ends unanswered.
 func (s *stdioCall) deliverAnswer(resp *jsonrpc.Response) {
 	defer s.done()
-	member, value := `,"result":`, []byte(resp.Result)
+	member, value := `,"result":`, validUTF8(resp.Result)
 	switch {
 	case resp.Error != nil:
 		e, err := json.Marshal(resp.Error)
@@ -106,7 +107,7 @@ func (s *stdioCall) deliverAnswer(resp *jsonrpc.Response) {
 			s.end(s.call.Unanswered)
 			return
 		}
-		member, value = `,"error":`, e
+		member, value = `,"error":`, validUTF8(e)
 	case len(value) == 0:
 		value = []byte("null")
 	case bytes.ContainsAny(value, "\r\n"):
@@ -147,7 +148,7 @@ func (s *stdioCall) deliverProgress(raw json.RawMessage) {
 		return
 	}
 	var params map[string]json.RawMessage
-	if json.Unmarshal(raw, &params) != nil {
+	if json.Unmarshal(validUTF8(raw), &params) != nil {
 		return
 	}
 	params["progressToken"] = s.call.ProgressToken
@@ -454,21 +455,10 @@ func (c *tapConn) relayedCall(id string) *stdioCall {
 // takeRelayed hands a message of the child's that belongs to a relayed
 // call (its answer, or progress on its token) to the call, and reports
 // whether it did; the go-sdk never sees such a message, even when no call
-// waits for it any more. A message that holds neither the relayed calls'
-// ID prefix nor a \u escape (which could spell it) is not decoded here.
-// The message is decoded by the go-sdk's own decoder, so its members are
-// matched as the go-sdk matches them: exactly.
-func (c *tapConn) takeRelayed(frame json.RawMessage) bool {
-	if !bytes.Contains(frame, []byte(relayIDPrefix)) && !bytes.Contains(frame, []byte(`\u`)) {
-		return false
-	}
-	// As the go-sdk's decoder does, invalid UTF-8 becomes U+FFFD before
-	// it reaches a client. A message it refuses (nested too deep, say)
-	// goes on to it, and it ends the connection.
-	msg, err := jsonrpc.DecodeMessage(bytes.ToValidUTF8(frame, []byte("\uFFFD")))
-	if err != nil {
-		return false
-	}
+// waits for it any more. msg is decoded by the go-sdk's own decoder
+// (decodeOne), so its members are matched as the go-sdk matches them:
+// exactly, escapes decoded.
+func (c *tapConn) takeRelayed(msg jsonrpc.Message) bool {
 	switch m := msg.(type) {
 	case *jsonrpc.Response:
 		id, ok := m.ID.Raw().(string)
@@ -498,6 +488,26 @@ func (c *tapConn) takeRelayed(frame json.RawMessage) bool {
 		return true
 	}
 	return false
+}
+
+// validUTF8 is b with each byte that is not part of valid UTF-8 replaced
+// by U+FFFD, as the go-sdk's decoder replaces it in what it decodes: a
+// relayed call's bytes reach its client without being decoded.
+func validUTF8(b []byte) []byte {
+	if utf8.Valid(b) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+8)
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n == 1 {
+			out = utf8.AppendRune(out, utf8.RuneError)
+		} else {
+			out = append(out, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return out
 }
 
 // noteRequestMeta keeps what the go-sdk put in the _meta of a

@@ -164,8 +164,9 @@ func TestTakeRelayed(t *testing.T) {
 			c := &tapConn{}
 			s := &stdioCall{call: &RelayedCall{ID: json.RawMessage(`1`), ProgressToken: json.RawMessage(`"p"`)}, wake: make(chan struct{}, 1), release: func() {}}
 			c.register("taskgate-relay-1", s)
-			if got := c.takeRelayed(json.RawMessage(tt.frame)); got != tt.taken {
-				t.Errorf("takeRelayed = %v, want %v", got, tt.taken)
+			msg, err := c.decodeOne(json.RawMessage(tt.frame))
+			if got := msg == nil && err == nil; got != tt.taken {
+				t.Errorf("decodeOne = %v, %v; want taken %v", msg, err, tt.taken)
 			}
 			if got := len(s.queue) > 0; got != tt.queued {
 				t.Errorf("queued for the call: %q, want queued %v", s.queue, tt.queued)
@@ -195,7 +196,7 @@ func TestRelayedErrorMembersExact(t *testing.T) {
 	c := &tapConn{}
 	s := &stdioCall{call: &RelayedCall{ID: json.RawMessage(`1`)}, wake: make(chan struct{}, 1), release: func() {}}
 	c.register("taskgate-relay-1", s)
-	if !c.takeRelayed(json.RawMessage(`{"jsonrpc":"2.0","id":"taskgate-relay-1","error":{"Code":-32602,"Message":"no","data":{"reason":"x"}}}`)) {
+	if msg, err := c.decodeOne(json.RawMessage(`{"jsonrpc":"2.0","id":"taskgate-relay-1","error":{"Code":-32602,"Message":"no","data":{"reason":"x"}}}`)); msg != nil || err != nil {
 		t.Fatal("the relayed answer was not taken")
 	}
 	want := `{"jsonrpc":"2.0","id":1,"error":{"code":0,"message":"","data":{"reason":"x"}}}`
@@ -210,10 +211,10 @@ func TestRelayedAnswerInvalidUTF8(t *testing.T) {
 	c := &tapConn{}
 	s := &stdioCall{call: &RelayedCall{ID: json.RawMessage(`1`)}, wake: make(chan struct{}, 1), release: func() {}}
 	c.register("taskgate-relay-1", s)
-	if !c.takeRelayed(json.RawMessage("{\"jsonrpc\":\"2.0\",\"id\":\"taskgate-relay-1\",\"result\":{\"text\":\"a\xffb\"}}")) {
+	if msg, err := c.decodeOne(json.RawMessage("{\"jsonrpc\":\"2.0\",\"id\":\"taskgate-relay-1\",\"result\":{\"text\":\"a\xffb\xc0\xafc\"}}")); msg != nil || err != nil {
 		t.Fatal("the relayed answer was not taken")
 	}
-	if bytes.Contains(s.queue, []byte{0xff}) || !bytes.Contains(s.queue, []byte("a\uFFFDb")) {
-		t.Errorf("relayed %q; want the invalid byte as U+FFFD", s.queue)
+	if !bytes.Contains(s.queue, []byte("a\uFFFDb\uFFFD\uFFFDc")) {
+		t.Errorf("relayed %q; want each invalid byte as U+FFFD, as the go-sdk decodes it", s.queue)
 	}
 }

@@ -138,7 +138,9 @@ type tapConn struct {
 }
 
 // Read returns the child's next message for the go-sdk. A relayed call's
-// messages go to the call as the bytes they are and are never decoded.
+// answer and progress go to the call: the go-sdk's decoder reads each
+// message once, and a relayed result or progress reaches its client as the
+// bytes the child sent (invalid UTF-8 replaced), never decoded into types.
 func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		if len(c.queue) > 0 {
@@ -174,12 +176,9 @@ func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // decoded as the go-sdk decodes them. A batch (which JSON-RPC allows
 // before 2025-06-18) gives its messages one by one.
 func (c *tapConn) decode(frame json.RawMessage) ([]jsonrpc.Message, error) {
-	if c.takeRelayed(frame) {
-		return nil, nil
-	}
 	if frame[0] != '[' {
-		msg, err := jsonrpc.DecodeMessage(frame)
-		if err != nil {
+		msg, err := c.decodeOne(frame)
+		if msg == nil || err != nil {
 			return nil, err
 		}
 		return []jsonrpc.Message{msg}, nil
@@ -193,16 +192,28 @@ func (c *tapConn) decode(frame json.RawMessage) ([]jsonrpc.Message, error) {
 	}
 	var msgs []jsonrpc.Message
 	for _, m := range batch {
-		if c.takeRelayed(m) {
-			continue
-		}
-		msg, err := jsonrpc.DecodeMessage(m)
+		msg, err := c.decodeOne(m)
 		if err != nil {
 			return nil, err
 		}
-		msgs = append(msgs, msg)
+		if msg != nil {
+			msgs = append(msgs, msg)
+		}
 	}
 	return msgs, nil
+}
+
+// decodeOne decodes one message of the child's as the go-sdk decodes it,
+// once, and hands it to its relayed call if it is one: nil, nil then.
+func (c *tapConn) decodeOne(m json.RawMessage) (jsonrpc.Message, error) {
+	msg, err := jsonrpc.DecodeMessage(m)
+	if err != nil {
+		return nil, err
+	}
+	if c.takeRelayed(msg) {
+		return nil, nil
+	}
+	return msg, nil
 }
 
 // Write notes the go-sdk's per-request _meta as it goes out.
