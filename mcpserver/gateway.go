@@ -476,6 +476,31 @@ func (g *Gateway) listTools(ctx context.Context, all []*upstream.Upstream) []too
 			ch <- toolListing{tools, err}
 		}()
 	}
+	got, arrived := awaitListings(ctx, pending, func(_ int, l toolListing) {
+		if l.err == nil {
+			g.requestSync()
+		}
+	})
+	for i, ch := range pending {
+		switch {
+		case ch == nil:
+		case arrived[i]:
+			out[i] = got[i]
+		case ctx.Err() != nil:
+			out[i].err = ctx.Err()
+		default:
+			out[i].err = errListingSlow
+		}
+	}
+	return out
+}
+
+// awaitListings waits up to toolListPatience, and no longer than ctx lasts,
+// for the results of the listings pending (nil where none was started), and
+// returns those that arrived by then. Each that arrives later is handed to
+// late, on a goroutine of its own, with its index.
+func awaitListings[T any](ctx context.Context, pending []chan T, late func(i int, result T)) (got []T, arrived []bool) {
+	got, arrived = make([]T, len(pending)), make([]bool, len(pending))
 	patience := time.NewTimer(toolListPatience)
 	defer patience.Stop()
 	waiting := true
@@ -485,7 +510,8 @@ func (g *Gateway) listTools(ctx context.Context, all []*upstream.Upstream) []too
 		}
 		if waiting {
 			select {
-			case out[i] = <-ch:
+			case got[i] = <-ch:
+				arrived[i] = true
 				continue
 			case <-patience.C:
 				waiting = false
@@ -494,21 +520,14 @@ func (g *Gateway) listTools(ctx context.Context, all []*upstream.Upstream) []too
 			}
 		}
 		select {
-		case out[i] = <-ch:
+		case got[i] = <-ch:
+			arrived[i] = true
 			continue
 		default:
 		}
-		out[i].err = errListingSlow
-		if err := ctx.Err(); err != nil {
-			out[i].err = err
-		}
-		go func() {
-			if l := <-ch; l.err == nil {
-				g.requestSync()
-			}
-		}()
+		go func() { late(i, <-ch) }()
 	}
-	return out
+	return got, arrived
 }
 
 // publish replaces the listed tools on every server, touching only changes,

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -312,42 +311,18 @@ func (g *Gateway) listSurfaces(ctx context.Context, all []*upstream.Upstream) ma
 			g.log.Debug("upstream prompts and resources not available", "upstream", u.Name(), "err", r.err)
 		}
 	}
-	patience := time.NewTimer(toolListPatience)
-	defer patience.Stop()
-	waiting := true
-	for i, ch := range pending {
-		if ch == nil {
-			continue
+	got, arrived := awaitListings(ctx, pending, func(i int, r surfaceListing) {
+		ended(all[i], r, true)
+		if r.err == nil {
+			g.requestSync()
 		}
-		u := all[i]
-		if waiting {
-			select {
-			case r := <-ch:
-				if ended(u, r, false); r.err == nil {
-					fresh[u.Name()] = r.l
-				}
-				continue
-			case <-patience.C:
-				waiting = false
-			case <-ctx.Done():
-				waiting = false
+	})
+	for i := range pending {
+		if arrived[i] {
+			if ended(all[i], got[i], false); got[i].err == nil {
+				fresh[all[i].Name()] = got[i].l
 			}
 		}
-		select {
-		case r := <-ch:
-			if ended(u, r, false); r.err == nil {
-				fresh[u.Name()] = r.l
-			}
-			continue
-		default:
-		}
-		go func() {
-			r := <-ch
-			ended(u, r, true)
-			if r.err == nil {
-				g.requestSync()
-			}
-		}()
 	}
 	return fresh
 }
