@@ -105,6 +105,11 @@ type Gateway struct {
 	// so that a failure is logged as a warning once, not at every sync.
 	// Only SyncTools, which syncBusy serialises, touches it.
 	listFailing map[*upstream.Upstream]bool
+	// listSlow holds the upstreams whose last listing outlasted a sync's
+	// patience (SyncTools only); lateListErr, under mu, why such a listing
+	// failed in the end, for the next sync to warn of.
+	listSlow    map[*upstream.Upstream]bool
+	lateListErr map[*upstream.Upstream]error
 
 	// deliveries holds each /mcp request's delivery by its key.
 	deliveries sync.Map
@@ -163,6 +168,7 @@ func New(opts *Options) (*Gateway, error) {
 		metrics: opts.Metrics, log: opts.Logger, clock: opts.Clock, sdkPathOnly: opts.SDKPathOnly, limits: opts.Limits, tracing: opts.Tracing,
 		routes: map[string]*route{}, listed: map[string]string{}, syncBusy: make(chan struct{}, 1),
 		toolsListed: map[*upstream.Upstream]bool{}, listFailing: map[*upstream.Upstream]bool{},
+		listSlow: map[*upstream.Upstream]bool{}, lateListErr: map[*upstream.Upstream]error{},
 	}
 	g.cfg.Store(opts.Config)
 	g.stopping, g.shutdown = context.WithCancel(context.Background())
@@ -342,15 +348,26 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 	listings := g.listTools(ctx, all)
 	for i, u := range all {
 		tools, err := listings[i].tools, listings[i].err
+		g.mu.Lock()
+		lateErr := g.lateListErr[u]
+		delete(g.lateListErr, u)
+		g.mu.Unlock()
+		if errors.Is(err, errListingSlow) && lateErr != nil {
+			// Slow again, and the last slow listing failed: that is a
+			// failure to warn of.
+			err = fmt.Errorf("its last tools/list failed after more than %s: %w", toolListPatience, lateErr)
+		}
 		if err != nil {
 			switch {
 			case errors.Is(err, errListingSlow):
-				// Not a failure: the listing goes on, and its success
-				// asks for another sync.
-				level := slog.LevelInfo
-				if g.hasListedTools(u) {
-					level = slog.LevelDebug
+				// Not a failure yet: the listing goes on, and its success
+				// asks for another sync, its failure is warned of at the
+				// next.
+				level := slog.LevelDebug
+				if !g.listSlow[u] && !g.hasListedTools(u) {
+					level = slog.LevelInfo
 				}
+				g.listSlow[u] = true
 				g.log.Log(ctx, level, "the upstream's tools/list is still running; its tools are published when it answers", "upstream", u.Name(), "waited", toolListPatience)
 			case errors.Is(err, errNotListed) || g.listFailing[u]:
 				g.log.Debug("upstream tools not available yet", "upstream", u.Name(), "err", err)
@@ -376,6 +393,7 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 			continue
 		}
 		listed = append(listed, u)
+		delete(g.listSlow, u)
 		if g.listFailing[u] {
 			delete(g.listFailing, u)
 			g.log.Info("the upstream's tools are listed again", "upstream", u.Name())
@@ -419,6 +437,18 @@ func (g *Gateway) SyncTools(ctx context.Context) {
 			delete(g.listFailing, u)
 		}
 	}
+	for u := range g.listSlow {
+		if !slices.Contains(all, u) {
+			delete(g.listSlow, u)
+		}
+	}
+	g.mu.Lock()
+	for u := range g.lateListErr {
+		if !slices.Contains(all, u) {
+			delete(g.lateListErr, u)
+		}
+	}
+	g.mu.Unlock()
 	g.publish(next, routes, all, listed)
 	g.syncSurface(ctx)
 }
@@ -476,10 +506,14 @@ func (g *Gateway) listTools(ctx context.Context, all []*upstream.Upstream) []too
 			ch <- toolListing{tools, err}
 		}()
 	}
-	got, arrived := awaitListings(ctx, pending, func(_ int, l toolListing) {
+	got, arrived := awaitListings(ctx, pending, func(i int, l toolListing) {
 		if l.err == nil {
 			g.requestSync()
+			return
 		}
+		g.mu.Lock()
+		g.lateListErr[all[i]] = l.err
+		g.mu.Unlock()
 	})
 	for i, ch := range pending {
 		switch {

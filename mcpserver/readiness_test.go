@@ -270,6 +270,52 @@ func TestAFailingListingIsWarnedOnce(t *testing.T) {
 	})
 }
 
+// TestASlowFailingListingIsWarnedOnce holds that a connected upstream
+// whose tools/list fails only after the sync stopped waiting for it is
+// warned of once, with its reason, not only logged as still running.
+func TestASlowFailingListingIsWarnedOnce(t *testing.T) {
+	ctx := testCtx(t)
+	var lists atomic.Int32
+	s := plumbingServer("2025-11-25")
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" {
+				lists.Add(1)
+				// Past the sync's patience (toolListPatience, 2 s).
+				select {
+				case <-time.After(2500 * time.Millisecond):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the index is broken"}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(up.Close)
+	y := strings.Replace(fixtures.ConfigYAML(up.URL, "127.0.0.1:0", "sqlite:"+filepath.Join(t.TempDir(), "taskgate.db"), fixtures.ConfigOptions{UpstreamTimeout: 30 * time.Second}), "  - name: hosted_test", "  - name: plumbing\n    prefix: \"\"", 1)
+	cfg, err := config.Parse(strings.NewReader(y), "plumbing.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncbuf.Buffer
+	startDaemonWith(t, ctx, &daemon.Options{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil)), ToolSync: 20 * time.Millisecond, ServeAtOnce: true}, "acme")
+
+	testwait.Until(t, ctx, "four slow listings", func() (bool, error) {
+		return lists.Load() >= 4, fmt.Errorf("%d so far", lists.Load())
+	})
+	var warned int
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "the index is broken") {
+			warned++
+		}
+	}
+	if warned != 1 {
+		t.Errorf("the slowly failing listing was warned of %d times with its reason over %d listings, want once:\n%s", warned, lists.Load(), logs.String())
+	}
+}
+
 // TestASlowUpstreamDoesNotHoldBackTheOthers holds that the tools of one
 // upstream are published, and /readyz answers 200, while another
 // upstream's tools/list is still unanswered: here one that is not required
