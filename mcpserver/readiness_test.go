@@ -272,8 +272,10 @@ func TestAFailingListingIsWarnedOnce(t *testing.T) {
 
 // TestASlowFailingListingIsWarnedOnce holds that a connected upstream
 // whose tools/list fails only after the sync stopped waiting for it is
-// warned of once, with its reason, not only logged as still running.
+// warned of once, with its reason, not only logged as still running. The
+// reason is hostile: its escapes and forged log line stay inert.
 func TestASlowFailingListingIsWarnedOnce(t *testing.T) {
+	const hostileReason = "the index is broken\x1b[2J\x1b]0;pwned\x07 bidi-\u202eexe.txt\nlevel=ERROR msg=forged"
 	ctx := testCtx(t)
 	var lists atomic.Int32
 	s := plumbingServer("2025-11-25")
@@ -287,7 +289,7 @@ func TestASlowFailingListingIsWarnedOnce(t *testing.T) {
 				case <-ctx.Done():
 					return nil, ctx.Err()
 				}
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the index is broken"}
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: hostileReason}
 			}
 			return next(ctx, method, req)
 		}
@@ -313,6 +315,11 @@ func TestASlowFailingListingIsWarnedOnce(t *testing.T) {
 	}
 	if warned != 1 {
 		t.Errorf("the slowly failing listing was warned of %d times with its reason over %d listings, want once:\n%s", warned, lists.Load(), logs.String())
+	}
+	for _, raw := range []string{"\x1b", "\x07", "\u202e", "\nlevel=ERROR msg=forged"} {
+		if strings.Contains(logs.String(), raw) {
+			t.Errorf("the log holds the upstream's %q as it is:\n%q", raw, logs.String())
+		}
 	}
 }
 
